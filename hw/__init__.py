@@ -1,0 +1,1 @@
+"""Amaranth gateware of moagcn (``import moagcn.hw``)."""

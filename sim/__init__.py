@@ -1,0 +1,6 @@
+"""Golden models, simulation backends and the build cache (``import moagcn.sim``)."""
+
+from .backends import BACKENDS, RunResult, run
+from .io import CycleLimitExceeded, SimIO
+
+__all__ = ["BACKENDS", "RunResult", "run", "SimIO", "CycleLimitExceeded"]

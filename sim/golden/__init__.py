@@ -1,0 +1,1 @@
+"""Golden models: what the hardware must compute, bit for bit."""
