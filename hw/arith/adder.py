@@ -6,13 +6,12 @@ from dataclasses import dataclass
 
 from amaranth.hdl import Cat, Const, Mux
 
-from ..common.bits import leading_zeros, shift_right_sticky
-from .fp32 import (CANONICAL_NAN, POS_INF, Fields, keep, pack,
-                   round_nearest_even)
+from ..common.bits import leading_zeros, limit_mask, trailing_zeros
+from .fp32 import Fields, keep, round_nearest_even, select_result
 from .unit import PipelinedBinaryUnit, UnitConfig
 
 #: natural stages of the adder (a latency of this many gives one register after each)
-ADDER_STAGES = 6
+ADDER_STAGES = 7
 
 
 @dataclass(frozen=True)
@@ -26,7 +25,7 @@ def adder_stages():
     """The adder as a list of combinational stages (see :class:`StagedPipeline`).
 
     unpack/swap -> align (with sticky) -> add/subtract -> leading-zero count -> normalise shift
-    -> round to nearest even and select special results.
+    -> round to nearest even -> select special results.
     """
 
     def unpack(m, v):
@@ -34,6 +33,10 @@ def adder_stages():
         # order the operands by magnitude so the aligned difference is never negative
         swap = fb.magnitude > fa.magnitude
         x, y = Fields(Mux(swap, v["b"], v["a"])), Fields(Mux(swap, v["a"], v["b"]))
+        # trailing zeros of the smaller significand, counted before the swap settles: the
+        # alignment then knows whether it drops a one without OR-ing the shifted-out bits
+        # (+3 for the guard bits, added on each side before the swap multiplexer)
+        tz_y = Mux(swap, trailing_zeros(fa.mant) + 3, trailing_zeros(fb.mant) + 3)
         nan = fa.is_nan | fb.is_nan | (fa.is_inf & fb.is_inf & (fa.sign != fb.sign))
         return {
             "sign": x.sign,
@@ -42,6 +45,7 @@ def adder_stages():
             "diff": (x.eff_exp - y.eff_exp)[:8],
             "mx": x.mant,
             "my": y.mant,
+            "tz_y": tz_y,
             "nan": nan,
             "inf": (fa.is_inf | fb.is_inf) & ~nan,
             "inf_sign": Mux(fa.is_inf, fa.sign, fb.sign),
@@ -49,44 +53,48 @@ def adder_stages():
 
     def align(m, v):
         # three extra bits below the significand: guard, round, and a sticky OR of the rest
-        shifted, lost = shift_right_sticky(Cat(Const(0, 3), v["my"]), v["diff"], 27)
+        diff = v["diff"]
+        shifted = Mux(diff >= 27, 0, Cat(Const(0, 3), v["my"]) >> diff[:5])
+        lost = (v["my"] != 0) & (diff > v["tz_y"])
         return {**keep(v, "sign", "sub", "exp", "nan", "inf", "inf_sign"),
                 "x_al": Cat(Const(0, 3), v["mx"]),
                 "y_al": Cat(shifted[0] | lost, shifted[1:])}
 
     def add(m, v):
         total = Mux(v["sub"], v["x_al"] - v["y_al"], v["x_al"] + v["y_al"])[:28]
-        return {**keep(v, "sign", "sub", "exp", "nan", "inf", "inf_sign"), "sum": total}
+        # normalising may shift left by at most exp - 1 (below that the result is subnormal)
+        # (the floor is ORed in here, after the carry chain, to keep the counter's stage short)
+        return {**keep(v, "sign", "sub", "exp", "nan", "inf", "inf_sign"), "sum": total,
+                "floored": total[:27] | limit_mask((v["exp"] - 1)[:8], 27)}
 
     def count(m, v):
         total = v["sum"]
         carry = total[27]
-        lz = leading_zeros(total[:27])
-        # never shift a result below the subnormal exponent: the rest stays subnormal
-        limit = (v["exp"] - 1)[:8]
-        shl = Mux(carry, 0, Mux(lz > limit, limit, lz))[:5]
-        return {**keep(v, "sign", "sub", "nan", "inf", "inf_sign"),
+        return {**keep(v, "sign", "sub", "nan", "inf", "inf_sign", "exp"),
+                "carry": carry,
                 "zero": total == 0,
                 "pre": Mux(carry, Cat(total[0] | total[1], total[2:28]), total[:27]),
-                "shl": shl,
-                "exp": Mux(carry, v["exp"] + 1, v["exp"] - shl)[:9]}
+                "shl": Mux(carry, 0, leading_zeros(v["floored"]))[:5]}
 
     def shift(m, v):
-        return {**keep(v, "sign", "sub", "nan", "inf", "inf_sign", "zero", "exp"),
+        return {**keep(v, "sign", "sub", "nan", "inf", "inf_sign", "zero"),
+                "exp": Mux(v["carry"], v["exp"] + 1, v["exp"] - v["shl"])[:9],
                 "norm": (v["pre"] << v["shl"])[:27]}
 
-    def finish(m, v):
+    def round(m, v):
         norm = v["norm"]
-        result = round_nearest_even(v["sign"], v["exp"], norm[3:27], norm[2], norm[1] | norm[0])
+        return {**keep(v, "sign", "sub", "nan", "inf", "inf_sign", "zero"),
+                "magnitude": round_nearest_even(v["exp"], norm[3:27], norm[2],
+                                                norm[1] | norm[0])}
+
+    def select(m, v):
         # an exact zero is +0 unless both operands were zeros of the same (negative) sign
-        zero = pack(v["sign"] & ~v["sub"], Const(0, 31))
-        result = Mux(v["zero"], zero, result)
-        result = Mux(v["inf"], pack(v["inf_sign"], Const(POS_INF, 31)), result)
-        result = Mux(v["nan"], CANONICAL_NAN, result)
-        return {"result": result}
+        return {"result": select_result(v["sign"], v["magnitude"], nan=v["nan"], inf=v["inf"],
+                                        zero=v["zero"], inf_sign=v["inf_sign"],
+                                        zero_sign=v["sign"] & ~v["sub"])}
 
     return [("unpack", unpack), ("align", align), ("add", add), ("count", count),
-            ("shift", shift), ("finish", finish)]
+            ("shift", shift), ("round", round), ("select", select)]
 
 
 class Fp32Adder(PipelinedBinaryUnit):

@@ -60,20 +60,31 @@ BinaryOperands = data.StructLayout({"a": WIDTH, "b": WIDTH})
 TernaryOperands = data.StructLayout({"a": WIDTH, "b": WIDTH, "c": WIDTH})
 
 
-def round_nearest_even(sign: Value, exp: Value, mant: Value, guard: Value, sticky: Value) -> Value:
-    """Round a normalised result to binary32, ties to even; overflow gives a signed infinity.
+def round_nearest_even(exp: Value, mant: Value, guard: Value, sticky: Value) -> Value:
+    """Round a normalised magnitude to binary32, ties to even; overflow gives infinity.
 
     ``mant`` holds 24 bits with the hidden bit at bit 23 (0 for a subnormal result, whose ``exp``
     must then be 1); ``exp`` is the biased exponent, possibly >= 255 before overflow handling.
-    Packing the fraction under the exponent field lets the rounding carry ripple into the
-    exponent, which covers both 1.11..1 + ulp = 10.0 and a subnormal rounding up to the smallest
-    normal number.
+    Returns the 31 magnitude bits. Packing the fraction under the exponent field lets the
+    rounding carry ripple into the exponent, which covers both 1.11..1 + ulp = 10.0 and a
+    subnormal rounding up to the smallest normal number. Overflow is decided from the inputs,
+    in parallel with the increment, so no comparison follows the carry chain.
     """
     exp_field = Mux(mant[23], exp[:EXP_BITS], 0)
     round_up = guard & (sticky | mant[0])
     packed = (Cat(mant[:FRAC_BITS], exp_field) + round_up)[:31]
-    overflow = (exp >= EXP_MAX) | (packed[FRAC_BITS:31] == EXP_MAX)
-    return pack(sign, Mux(overflow, POS_INF, packed))
+    overflow = (exp >= EXP_MAX) | ((exp == EXP_MAX - 1) & mant.all() & round_up)
+    return Mux(overflow, POS_INF, packed)
+
+
+def select_result(sign: Value, magnitude: Value, *, nan: Value, inf: Value, zero: Value,
+                  inf_sign: Value, zero_sign: Value) -> Value:
+    """The final binary32 word: canonical NaN, signed infinity, signed zero or the rounded
+    magnitude (flags in that priority)."""
+    result = pack(sign, magnitude)
+    result = Mux(zero, pack(zero_sign, Const(0, 31)), result)
+    result = Mux(inf, pack(inf_sign, Const(POS_INF, 31)), result)
+    return Mux(nan, CANONICAL_NAN, result)
 
 
 def keep(values: dict, *names: str) -> dict:

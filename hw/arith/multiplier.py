@@ -4,15 +4,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from amaranth.hdl import Const, Mux
+from amaranth.hdl import Mux
 
-from ..common.bits import leading_zeros, shift_right_sticky
-from .fp32 import (BIAS, CANONICAL_NAN, POS_INF, Fields, keep, pack,
-                   round_nearest_even)
+from ..common.bits import leading_zeros, limit_mask, shift_right_sticky
+from .fp32 import BIAS, Fields, keep, round_nearest_even, select_result
 from .unit import PipelinedBinaryUnit, UnitConfig
 
 #: natural stages of the multiplier
-MULTIPLIER_STAGES = 5
+MULTIPLIER_STAGES = 7
 
 
 @dataclass(frozen=True)
@@ -23,8 +22,8 @@ class Fp32MulConfig(UnitConfig):
 
 
 def multiplier_stages():
-    """unpack -> 24x24 multiply -> leading-zero count and shift decision -> normalise / denormalise
-    shift (with sticky) -> round to nearest even and select special results."""
+    """unpack -> partial products -> sum and exponent -> leading-zero count -> normalise or
+    denormalise shift (with sticky) -> round to nearest even -> select special results."""
 
     def unpack(m, v):
         fa, fb = Fields(v["a"]), Fields(v["b"])
@@ -35,40 +34,48 @@ def multiplier_stages():
                 "ma": fa.mant, "mb": fb.mant, "exp_sum": fa.eff_exp + fb.eff_exp}
 
     def multiply(m, v):
+        # 24x24 as four partial products (17-bit low halves fit the 18x18 DSP multipliers)
+        ma, mb = v["ma"], v["mb"]
         return {**keep(v, "sign", "nan", "inf", "zero", "exp_sum"),
-                "prod": (v["ma"] * v["mb"])[:48]}
+                "ll": ma[:17] * mb[:17], "lh": ma[:17] * mb[17:],
+                "hl": ma[17:] * mb[:17], "hh": ma[17:] * mb[17:]}
+
+    def accumulate(m, v):
+        prod = (v["ll"] + ((v["lh"] + v["hl"]) << 17) + (v["hh"] << 34))[:48]
+        # value = prod * 2^(E - 127 - 46) with E = exp_sum - 127; the normalising left shift
+        # may not take the exponent below 1, i.e. it is capped at E (mask below)
+        exp_sum = v["exp_sum"]
+        e = (exp_sum - BIAS)[:9]  # meaningful when not underflow: 0..381
+        return {**keep(v, "sign", "nan", "inf", "zero"), "prod": prod, "e": e,
+                "underflow": exp_sum < BIAS, "shr": (BIAS - exp_sum)[:7],
+                "floor": limit_mask(e, 48)}
 
     def count(m, v):
-        # value = prod * 2^(E - 127 - 46), E = exp_sum - 127; normal when the leading one can be
-        # brought to bit 47 without the exponent dropping below 1
-        exp_sum = v["exp_sum"]
-        underflow = exp_sum < BIAS
-        e = (exp_sum - BIAS)[:9]  # meaningful when not underflow: 0..381
-        lz = leading_zeros(v["prod"])
-        shl = Mux(underflow, 0, Mux(lz > e, e, lz))[:6]
-        shr = Mux(underflow, (BIAS - exp_sum)[:7], 0)
-        return {**keep(v, "sign", "nan", "inf", "zero", "prod"),
-                "shl": shl, "shr": shr,
-                "exp": Mux(underflow, 1, e + 1 - shl)[:10]}
+        return {**keep(v, "sign", "nan", "inf", "zero", "prod", "e", "underflow", "shr"),
+                "shl": Mux(v["underflow"], 0, leading_zeros(v["prod"] | v["floor"]))[:6]}
 
     def shift(m, v):
-        right, lost = shift_right_sticky(v["prod"], v["shr"], 48)
+        right, lost = shift_right_sticky(v["prod"], v["shr"])
         left = (v["prod"] << v["shl"])[:48]
-        return {**keep(v, "sign", "nan", "inf", "zero", "exp"),
-                "norm": Mux(v["shr"] != 0, right, left),
-                "lost": (v["shr"] != 0) & lost}
+        under = v["underflow"]
+        return {**keep(v, "sign", "nan", "inf", "zero"),
+                "exp": Mux(under, 1, v["e"] + 1 - v["shl"])[:10],
+                "norm": Mux(under, right, left),
+                "lost": under & lost}
 
-    def finish(m, v):
+    def round(m, v):
         norm = v["norm"]
-        result = round_nearest_even(v["sign"], v["exp"], norm[24:48], norm[23],
-                                    norm[:23].any() | v["lost"])
-        result = Mux(v["zero"], pack(v["sign"], Const(0, 31)), result)
-        result = Mux(v["inf"], pack(v["sign"], Const(POS_INF, 31)), result)
-        result = Mux(v["nan"], CANONICAL_NAN, result)
-        return {"result": result}
+        return {**keep(v, "sign", "nan", "inf", "zero"),
+                "magnitude": round_nearest_even(v["exp"], norm[24:48], norm[23],
+                                                norm[:23].any() | v["lost"])}
 
-    return [("unpack", unpack), ("multiply", multiply), ("count", count), ("shift", shift),
-            ("finish", finish)]
+    def select(m, v):
+        return {"result": select_result(v["sign"], v["magnitude"], nan=v["nan"], inf=v["inf"],
+                                        zero=v["zero"], inf_sign=v["sign"],
+                                        zero_sign=v["sign"])}
+
+    return [("unpack", unpack), ("multiply", multiply), ("accumulate", accumulate),
+            ("count", count), ("shift", shift), ("round", round), ("select", select)]
 
 
 class Fp32Multiplier(PipelinedBinaryUnit):

@@ -31,14 +31,41 @@ def leading_zeros(value: Value) -> Value:
     return Mux(all_zero, width, count)
 
 
-def shift_right_sticky(value: Value, amount: Value, max_shift: int) -> tuple[Value, Value]:
+def trailing_zeros(value: Value) -> Value:
+    """Number of trailing zeros of ``value`` (its width when it is zero), log-depth."""
+    value = Value.cast(value)
+    return leading_zeros(Cat(*[value[i] for i in reversed(range(len(value)))]))
+
+
+def shift_right_sticky(value: Value, amount: Value) -> tuple[Value, Value]:
     """``value >> amount`` and whether any one bit was shifted out (the sticky bit).
 
-    ``amount`` is clamped to ``max_shift``; callers pick ``max_shift >= len(value)`` when every
-    bit may have to move into the sticky bit.
+    Any ``amount`` is allowed (all bits go to the sticky bit once it reaches the width). The
+    sticky bit comes from a mask decoded from ``amount`` in parallel with the shifter rather
+    than from the shifted-out bits, which keeps it off the shifter's critical path.
     """
     value = Value.cast(value)
+    amount = Value.cast(amount)
     width = len(value)
-    amt = Mux(amount > max_shift, max_shift, amount)[: max(max_shift.bit_length(), 1)]
-    wide = Cat(Const(0, max_shift), value) >> amt
-    return wide[max_shift:max_shift + width], wide[:max_shift].any()
+    bits = width.bit_length()
+    if len(amount) > bits:
+        big = (amount >= width)
+        amt = amount[:bits]
+    else:
+        big = amount >= width if (1 << len(amount)) > width else Const(0, 1)
+        amt = amount
+    shifted = Mux(big, 0, value >> amt)
+    lost_mask = Cat(*[amt > i for i in range(width)])  # bit i is shifted out when i < amount
+    lost = Mux(big, value.any(), (value & lost_mask).any())
+    return shifted[:width], lost
+
+
+def limit_mask(limit: Value, width: int) -> Value:
+    """A ``width``-bit word with only bit ``width - 1 - limit`` set (zero when limit >= width).
+
+    ORed into a word before a leading-zero count, it caps the count at ``limit``: the shift
+    that normalises a result can then never push the exponent below its floor, and no
+    comparison sits after the counter.
+    """
+    limit = Value.cast(limit)
+    return Cat(*[limit == (width - 1 - i) for i in range(width)])

