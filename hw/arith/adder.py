@@ -29,14 +29,14 @@ def adder_stages():
     """
 
     def unpack(m, v):
-        fa, fb = Fields(v["a"]), Fields(v["b"])
+        fa, fb = Fields(m, v["a"]), Fields(m, v["b"])
         # order the operands by magnitude so the aligned difference is never negative
         swap = fb.magnitude > fa.magnitude
-        x, y = Fields(Mux(swap, v["b"], v["a"])), Fields(Mux(swap, v["a"], v["b"]))
+        x, y = Fields(m, Mux(swap, v["b"], v["a"])), Fields(m, Mux(swap, v["a"], v["b"]))
         # trailing zeros of the smaller significand, counted before the swap settles: the
         # alignment then knows whether it drops a one without OR-ing the shifted-out bits
         # (+3 for the guard bits, added on each side before the swap multiplexer)
-        tz_y = Mux(swap, trailing_zeros(fa.mant) + 3, trailing_zeros(fb.mant) + 3)
+        tz_y = Mux(swap, trailing_zeros(m, fa.mant) + 3, trailing_zeros(m, fb.mant) + 3)
         nan = fa.is_nan | fb.is_nan | (fa.is_inf & fb.is_inf & (fa.sign != fb.sign))
         return {
             "sign": x.sign,
@@ -54,7 +54,10 @@ def adder_stages():
     def align(m, v):
         # three extra bits below the significand: guard, round, and a sticky OR of the rest
         diff = v["diff"]
-        shifted = Mux(diff >= 27, 0, Cat(Const(0, 3), v["my"]) >> diff[:5])
+        # diff >= 27 spelled as logic (27 = 0b11011): a comparison would become a carry chain
+        # in front of the shifter
+        beyond = diff[5:].any() | (diff[4] & diff[3] & (diff[2] | (diff[1] & diff[0])))
+        shifted = Mux(beyond, 0, Cat(Const(0, 3), v["my"]) >> diff[:5])
         lost = (v["my"] != 0) & (diff > v["tz_y"])
         return {**keep(v, "sign", "sub", "exp", "nan", "inf", "inf_sign"),
                 "x_al": Cat(Const(0, 3), v["mx"]),
@@ -74,7 +77,7 @@ def adder_stages():
                 "carry": carry,
                 "zero": total == 0,
                 "pre": Mux(carry, Cat(total[0] | total[1], total[2:28]), total[:27]),
-                "shl": Mux(carry, 0, leading_zeros(v["floored"]))[:5]}
+                "shl": Mux(carry, 0, leading_zeros(m, v["floored"]))[:5]}
 
     def shift(m, v):
         return {**keep(v, "sign", "sub", "nan", "inf", "inf_sign", "zero"),
@@ -84,12 +87,12 @@ def adder_stages():
     def round(m, v):
         norm = v["norm"]
         return {**keep(v, "sign", "sub", "nan", "inf", "inf_sign", "zero"),
-                "magnitude": round_nearest_even(v["exp"], norm[3:27], norm[2],
-                                                norm[1] | norm[0])}
+                **dict(zip(("magnitude", "overflow"), round_nearest_even(
+                    v["exp"], norm[3:27], norm[2], norm[1] | norm[0])))}
 
     def select(m, v):
         # an exact zero is +0 unless both operands were zeros of the same (negative) sign
-        return {"result": select_result(v["sign"], v["magnitude"], nan=v["nan"], inf=v["inf"],
+        return {"result": select_result(v["sign"], v["magnitude"], v["overflow"], nan=v["nan"], inf=v["inf"],
                                         zero=v["zero"], inf_sign=v["inf_sign"],
                                         zero_sign=v["sign"] & ~v["sub"])}
 

@@ -11,8 +11,10 @@ Conventions of every binary32 unit in moagcn:
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Const, Mux, Value
+from amaranth.hdl import Cat, Const, Module, Mux, Value
 from amaranth.lib import data
+
+from ..common.bits import wire
 
 WIDTH = 32
 EXP_BITS = 8
@@ -26,8 +28,8 @@ POS_INF = 0x7F800000
 class Fields:
     """Decoded view of a binary32 value (all members are Amaranth values)."""
 
-    def __init__(self, bits: Value):
-        bits = Value.cast(bits)
+    def __init__(self, m: Module, bits: Value):
+        bits = wire(m, bits)
         self.sign = bits[31]
         self.exp = bits[FRAC_BITS:31]
         self.frac = bits[:FRAC_BITS]
@@ -39,7 +41,7 @@ class Fields:
         self.is_inf = exp_ones & frac_zero
         self.is_nan = exp_ones & ~frac_zero
         #: significand with the hidden bit (0 for subnormals): 24 bits
-        self.mant = Cat(self.frac, ~exp_zero)
+        self.mant = wire(m, Cat(self.frac, ~exp_zero))
         #: exponent as used in arithmetic: subnormals behave as exponent 1
         self.eff_exp = Mux(exp_zero, 1, self.exp)
 
@@ -60,12 +62,14 @@ BinaryOperands = data.StructLayout({"a": WIDTH, "b": WIDTH})
 TernaryOperands = data.StructLayout({"a": WIDTH, "b": WIDTH, "c": WIDTH})
 
 
-def round_nearest_even(exp: Value, mant: Value, guard: Value, sticky: Value) -> Value:
-    """Round a normalised magnitude to binary32, ties to even; overflow gives infinity.
+def round_nearest_even(exp: Value, mant: Value, guard: Value,
+                       sticky: Value) -> tuple[Value, Value]:
+    """Round a normalised magnitude to binary32, ties to even.
 
     ``mant`` holds 24 bits with the hidden bit at bit 23 (0 for a subnormal result, whose ``exp``
     must then be 1); ``exp`` is the biased exponent, possibly >= 255 before overflow handling.
-    Returns the 31 magnitude bits. Packing the fraction under the exponent field lets the
+    Returns the 31 rounded magnitude bits and an overflow flag (the result is then infinity,
+    which :func:`select_result` substitutes one stage later). Packing the fraction under the exponent field lets the
     rounding carry ripple into the exponent, which covers both 1.11..1 + ulp = 10.0 and a
     subnormal rounding up to the smallest normal number. Overflow is decided from the inputs,
     in parallel with the increment, so no comparison follows the carry chain.
@@ -74,14 +78,14 @@ def round_nearest_even(exp: Value, mant: Value, guard: Value, sticky: Value) -> 
     round_up = guard & (sticky | mant[0])
     packed = (Cat(mant[:FRAC_BITS], exp_field) + round_up)[:31]
     overflow = (exp >= EXP_MAX) | ((exp == EXP_MAX - 1) & mant.all() & round_up)
-    return Mux(overflow, POS_INF, packed)
+    return packed, overflow
 
 
-def select_result(sign: Value, magnitude: Value, *, nan: Value, inf: Value, zero: Value,
-                  inf_sign: Value, zero_sign: Value) -> Value:
-    """The final binary32 word: canonical NaN, signed infinity, signed zero or the rounded
-    magnitude (flags in that priority)."""
-    result = pack(sign, magnitude)
+def select_result(sign: Value, magnitude: Value, overflow: Value, *, nan: Value, inf: Value,
+                  zero: Value, inf_sign: Value, zero_sign: Value) -> Value:
+    """The final binary32 word: canonical NaN, signed infinity, signed zero, the rounded
+    magnitude or, when rounding overflowed, infinity (flags in that priority)."""
+    result = pack(sign, Mux(overflow, POS_INF, magnitude))
     result = Mux(zero, pack(zero_sign, Const(0, 31)), result)
     result = Mux(inf, pack(inf_sign, Const(POS_INF, 31)), result)
     return Mux(nan, CANONICAL_NAN, result)

@@ -26,7 +26,7 @@ def multiplier_stages():
     denormalise shift (with sticky) -> round to nearest even -> select special results."""
 
     def unpack(m, v):
-        fa, fb = Fields(v["a"]), Fields(v["b"])
+        fa, fb = Fields(m, v["a"]), Fields(m, v["b"])
         nan = fa.is_nan | fb.is_nan | (fa.is_inf & fb.is_zero) | (fb.is_inf & fa.is_zero)
         inf = (fa.is_inf | fb.is_inf) & ~nan
         return {"sign": fa.sign ^ fb.sign, "nan": nan, "inf": inf,
@@ -52,10 +52,10 @@ def multiplier_stages():
 
     def count(m, v):
         return {**keep(v, "sign", "nan", "inf", "zero", "prod", "e", "underflow", "shr"),
-                "shl": Mux(v["underflow"], 0, leading_zeros(v["prod"] | v["floor"]))[:6]}
+                "shl": Mux(v["underflow"], 0, leading_zeros(m, v["prod"] | v["floor"]))[:6]}
 
     def shift(m, v):
-        right, lost = shift_right_sticky(v["prod"], v["shr"])
+        right, lost = shift_right_sticky(m, v["prod"], v["shr"])
         left = (v["prod"] << v["shl"])[:48]
         under = v["underflow"]
         return {**keep(v, "sign", "nan", "inf", "zero"),
@@ -66,11 +66,11 @@ def multiplier_stages():
     def round(m, v):
         norm = v["norm"]
         return {**keep(v, "sign", "nan", "inf", "zero"),
-                "magnitude": round_nearest_even(v["exp"], norm[24:48], norm[23],
-                                                norm[:23].any() | v["lost"])}
+                **dict(zip(("magnitude", "overflow"), round_nearest_even(
+                    v["exp"], norm[24:48], norm[23], norm[:23].any() | v["lost"])))}
 
     def select(m, v):
-        return {"result": select_result(v["sign"], v["magnitude"], nan=v["nan"], inf=v["inf"],
+        return {"result": select_result(v["sign"], v["magnitude"], v["overflow"], nan=v["nan"], inf=v["inf"],
                                         zero=v["zero"], inf_sign=v["sign"],
                                         zero_sign=v["sign"])}
 

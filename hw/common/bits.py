@@ -2,15 +2,28 @@
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Const, Mux, Value
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value
 
 
-def leading_zeros(value: Value) -> Value:
+def wire(m: Module, value: Value, name: str | None = None) -> Signal:
+    """``value`` as a named combinational signal.
+
+    Amaranth re-emits an expression at every place it is used; a datapath that reads the same
+    expression bit by bit (a counting tree, a shifter) would otherwise grow its Verilog, and
+    the simulators' build time, by an order of magnitude.
+    """
+    value = Value.cast(value)
+    sig = Signal(value.shape(), name=name)
+    m.d.comb += sig.eq(value)
+    return sig
+
+
+def leading_zeros(m: Module, value: Value) -> Value:
     """Number of leading zeros of ``value`` (its width when it is zero), as a log-depth tree.
 
     A priority chain would be ``width`` multiplexers deep; the tree is ``log2(width)``.
     """
-    value = Value.cast(value)
+    value = wire(m, value)
     width = len(value)
     size = 1
     while size < width:
@@ -31,21 +44,21 @@ def leading_zeros(value: Value) -> Value:
     return Mux(all_zero, width, count)
 
 
-def trailing_zeros(value: Value) -> Value:
+def trailing_zeros(m: Module, value: Value) -> Value:
     """Number of trailing zeros of ``value`` (its width when it is zero), log-depth."""
-    value = Value.cast(value)
-    return leading_zeros(Cat(*[value[i] for i in reversed(range(len(value)))]))
+    value = wire(m, value)
+    return leading_zeros(m, Cat(*[value[i] for i in reversed(range(len(value)))]))
 
 
-def shift_right_sticky(value: Value, amount: Value) -> tuple[Value, Value]:
+def shift_right_sticky(m: Module, value: Value, amount: Value) -> tuple[Value, Value]:
     """``value >> amount`` and whether any one bit was shifted out (the sticky bit).
 
     Any ``amount`` is allowed (all bits go to the sticky bit once it reaches the width). The
     sticky bit comes from a mask decoded from ``amount`` in parallel with the shifter rather
     than from the shifted-out bits, which keeps it off the shifter's critical path.
     """
-    value = Value.cast(value)
-    amount = Value.cast(amount)
+    value = wire(m, value)
+    amount = wire(m, amount)
     width = len(value)
     bits = width.bit_length()
     if len(amount) > bits:
