@@ -29,7 +29,8 @@ from typing import Any, Callable
 
 from moagcn.errors import SimulationError, UserError
 
-from .build import build_simulator, cache_dir, component_ports, generate_verilog, verilator_env
+from .build import (ClockedTop, build_simulator, cache_dir, component_ports, generate_verilog,
+                    verilator_env)
 from .io import PysimIO
 
 BACKENDS = ("pysim", "verilator", "icarus")
@@ -82,7 +83,7 @@ def _run_pysim(design, config, testbench, waves, max_cycles, kwargs) -> RunResul
 
     dut = design.build(config)
     ports = component_ports(dut)
-    sim = Simulator(dut)
+    sim = Simulator(ClockedTop(dut))
     sim.add_clock(10e-9)
     box: dict = {}
 

@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
+from amaranth.hdl import Elaboratable
+
 from moagcn.config import config_dict, config_hash, config_json
 from moagcn.errors import SimulatorNotFound, UserError
 
@@ -104,12 +106,33 @@ def component_ports(component) -> dict[str, tuple[Any, str]]:
     return ports
 
 
+class ClockedTop(Elaboratable):
+    """Wraps a component so that a ``sync`` clock domain (``clk``, ``rst``) always exists.
+
+    Every testbench is clocked, also for a purely combinational configuration (latency 0),
+    and every generated top level has the same clock and reset ports.
+    """
+
+    def __init__(self, component):
+        self.component = component
+
+    def elaborate(self, platform):
+        from amaranth.hdl import ClockDomain, Module
+        m = Module()
+        m.domains.sync = ClockDomain("sync")
+        m.submodules.dut = self.component
+        return m
+
+
 def verilog_text(component, toplevel: str) -> tuple[str, list[Port]]:
     """Convert a component to Verilog; returns the text and its port list."""
     from amaranth.back import verilog
+    from amaranth.hdl import ClockSignal, ResetSignal
 
     ports = component_ports(component)
-    text = verilog.convert(component, name=toplevel, ports=[v for v, _ in ports.values()],
+    text = verilog.convert(ClockedTop(component), name=toplevel,
+                           ports=[ClockSignal("sync"), ResetSignal("sync"),
+                                  *[v for v, _ in ports.values()]],
                            emit_src=False)
     port_list = [Port("clk", 1, "in"), Port("rst", 1, "in")]
     port_list += [Port(name, len(v), d) for name, (v, d) in ports.items()]

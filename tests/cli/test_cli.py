@@ -1,0 +1,87 @@
+"""The command line: outputs, and one clear line (no traceback) on bad input."""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from moagcn.sim.golden import fp32 as golden
+
+
+def moagcn(*args, cwd=None):
+    return subprocess.run([sys.executable, "-m", "moagcn", *map(str, args)], capture_output=True,
+                          text=True, cwd=cwd)
+
+
+def test_help_lists_commands():
+    out = moagcn("--help")
+    assert out.returncode == 0
+    for cmd in ("hw", "arith", "synth", "demo"):
+        assert cmd in out.stdout
+
+
+@pytest.mark.parametrize("design", ["fp32-add", "fp32-mul", "fp32-muladd"])
+def test_hw_generate_writes_verilog_and_config_and_lints_clean(tmp_path, design):
+    out = moagcn("hw", "generate", design, "--param", "enable=true", "--out", tmp_path, "--lint")
+    assert out.returncode == 0, out.stderr
+    text = (tmp_path / f"{design}.v").read_text()
+    assert f"module {design.replace('-', '_')}(" in text
+    cfg = json.loads((tmp_path / f"{design}.json").read_text())
+    assert cfg["design"] == design and cfg["config"]["enable"] is True
+    assert "lint: clean" in out.stdout
+
+
+def test_arith_round_trip_matches_numpy(tmp_path):
+    a, b = golden.random_pairs(500, seed=5)
+    np.save(tmp_path / "a.npy", golden.as_float(a).reshape(25, 20))
+    np.save(tmp_path / "b.npy", golden.as_float(b).reshape(25, 20))
+    out = moagcn("arith", "--op", "mul", "--a", tmp_path / "a.npy", "--b", tmp_path / "b.npy",
+                 "--out", tmp_path / "c.npy", "--backend", "pysim", "--check", "--quiet",
+                 "--latency", "3")
+    assert out.returncode == 0, out.stderr
+    c = np.load(tmp_path / "c.npy")
+    assert c.shape == (25, 20) and c.dtype == np.float32
+    assert np.array_equal(golden.canonical(golden.as_bits(c.ravel())), golden.mul(a, b))
+    assert "0 differ" in out.stdout
+
+
+@pytest.mark.parametrize("case,needle", [
+    ("missing", "no such file"),
+    ("dtype", "expected float32"),
+    ("shape", "must have the same shape"),
+    ("latency", "out of range"),
+    ("muladd", "needs a third operand"),
+])
+def test_arith_bad_input_is_one_clear_line(tmp_path, case, needle):
+    a = np.ones(4, dtype=np.float32)
+    np.save(tmp_path / "a.npy", a)
+    np.save(tmp_path / "b.npy", a if case != "shape" else np.ones(5, dtype=np.float32))
+    np.save(tmp_path / "d.npy", a.astype(np.float64))
+    args = ["arith", "--op", "add", "--a", tmp_path / "a.npy", "--b", tmp_path / "b.npy",
+            "--out", tmp_path / "o.npy", "--backend", "pysim"]
+    if case == "missing":
+        args[4] = tmp_path / "nope.npy"
+    if case == "dtype":
+        args[6] = tmp_path / "d.npy"
+    if case == "latency":
+        args += ["--latency", "99"]
+    if case == "muladd":
+        args[2] = "muladd"
+    out = moagcn(*args)
+    assert out.returncode == 2
+    assert needle in out.stderr
+    assert "Traceback" not in out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["hw", "generate", "fp32-div", "--out", "x"], "unknown design"),
+    (["hw", "generate", "fp32-add", "--param", "latncy=2", "--out", "x"], "has no parameter"),
+    (["hw", "generate", "fp32-add", "--param", "latency", "--out", "x"], "expected KEY=VALUE"),
+    (["hw", "generate", "fp32-add", "--param", "latency=two", "--out", "x"], "an integer"),
+])
+def test_hw_bad_input_is_one_clear_line(tmp_path, args, needle):
+    out = moagcn(*args, cwd=tmp_path)
+    assert out.returncode == 2 and needle in out.stderr and "Traceback" not in out.stderr

@@ -1,0 +1,81 @@
+"""The simulation layer: caching, waveforms, cycle limits, missing simulators."""
+
+import time
+
+import pytest
+
+from moagcn.errors import SimulationError, SimulatorNotFound
+from moagcn.hw.arith import Fp32AddConfig
+from moagcn.hw.designs import get_design
+from moagcn.sim import run
+from moagcn.sim.build import build_simulator, generate_verilog
+from moagcn.sim.io import CycleLimitExceeded
+
+pytestmark = pytest.mark.xdist_group("verilator-arith")
+
+
+async def wait_forever_for_ready(io):
+    """A testbench that waits on a handshake that never comes (o__valid with no input)."""
+    io.set("i__valid", 0)
+    while not await io.get("o__valid"):
+        await io.tick()
+
+
+async def count_ticks(io, n):
+    await io.tick(n)
+    return io.cycle
+
+
+def test_verilog_cache_is_keyed_by_config(tmp_path, monkeypatch):
+    monkeypatch.setenv("MOAGCN_CACHE_DIR", str(tmp_path))
+    design = get_design("fp32-add")
+    t0 = time.perf_counter()
+    first = generate_verilog(design, Fp32AddConfig(latency=2))
+    t1 = time.perf_counter()
+    again = generate_verilog(design, Fp32AddConfig(latency=2))
+    t2 = time.perf_counter()
+    other = generate_verilog(design, Fp32AddConfig(latency=3))
+    assert first.path == again.path
+    assert other.path != first.path
+    assert t2 - t1 < (t1 - t0)  # a hit reads two files instead of elaborating
+    assert first.config == {"latency": 2, "enable": False}
+    assert [p.name for p in first.ports] == ["clk", "rst", "i__payload", "i__valid",
+                                             "o__payload", "o__valid"]
+
+
+def test_verilator_build_cache_hit_is_fast():
+    design = get_design("fp32-add")
+    verilog = generate_verilog(design, None)
+    build_simulator("verilator", verilog)  # may build
+    t0 = time.perf_counter()
+    again = build_simulator("verilator", verilog)
+    assert time.perf_counter() - t0 < 1.0
+    assert (again / ".built").exists()
+
+
+@pytest.mark.parametrize("backend", ["pysim", "verilator"])
+def test_cycle_limit_stops_a_stuck_testbench(backend):
+    with pytest.raises((SimulationError, CycleLimitExceeded)) as info:
+        run(get_design("fp32-add"), None, wait_forever_for_ready, backend, max_cycles=50)
+    assert "max_cycles=50" in str(info.value)
+
+
+@pytest.mark.parametrize("backend", ["pysim", "verilator"])
+def test_waveform_written(tmp_path, backend):
+    path = tmp_path / "wave.vcd"
+    res = run(get_design("fp32-add"), None, count_ticks, backend, waves=path, n=20)
+    assert res.value == 20 and res.cycles == 20
+    text = path.read_text()
+    assert "$enddefinitions" in text and "o__valid" in text
+
+
+def test_missing_icarus_is_a_clear_error(monkeypatch):
+    monkeypatch.setenv("PATH", "/nonexistent")
+    with pytest.raises(SimulatorNotFound, match="apt-get install iverilog"):
+        run(get_design("fp32-add"), None, count_ticks, "icarus", n=1)
+
+
+def test_unknown_backend():
+    from moagcn.errors import UserError
+    with pytest.raises(UserError, match="unknown backend"):
+        run(get_design("fp32-add"), None, count_ticks, "modelsim", n=1)

@@ -1,0 +1,32 @@
+"""A real yosys + nextpnr run and its report."""
+
+import json
+
+import pytest
+
+from moagcn.errors import UserError
+from moagcn.hw.arith import Fp32AddConfig
+from moagcn.hw.designs import get_design
+from moagcn.synth import synthesize
+
+pytestmark = pytest.mark.xdist_group("synth")
+
+
+def test_synth_ecp5_report(tmp_path):
+    report = synthesize(get_design("fp32-add"), Fp32AddConfig(latency=3), "ecp5-25k", tmp_path)
+    on_disk = json.loads((tmp_path / "report.json").read_text())
+    assert on_disk == report
+    for key in ("luts", "ffs", "dsps", "brams", "fmax_mhz", "target", "design", "config"):
+        assert key in report
+    assert report["target"] == "ecp5-25k" and report["design"] == "fp32-add"
+    assert report["config"] == {"latency": 3, "enable": False}
+    assert 300 < report["luts"] < 5000
+    # at least the valid bit and the 32-bit result are registered at latency 3
+    assert report["ffs"] >= 33
+    assert report["fmax_mhz"] > 10
+    assert (tmp_path / "fp32-add.v").exists() and (tmp_path / "nextpnr.log").exists()
+
+
+def test_unknown_target(tmp_path):
+    with pytest.raises(UserError, match="unknown target"):
+        synthesize(get_design("fp32-add"), None, "xc7a35t", tmp_path)
