@@ -83,12 +83,13 @@ def _run_pysim(design, config, testbench, waves, max_cycles, kwargs) -> RunResul
 
     dut = design.build(config)
     ports = component_ports(dut)
-    sim = Simulator(ClockedTop(dut))
+    top = ClockedTop(dut)
+    sim = Simulator(top)
     sim.add_clock(10e-9)
     box: dict = {}
 
     async def bench(ctx):
-        io = PysimIO(ctx, ports, max_cycles)
+        io = PysimIO(ctx, ports, top.domain.rst, max_cycles)
         start = time.perf_counter()
         box["value"] = await testbench(io, **kwargs)
         box["cycles"] = io.cycle

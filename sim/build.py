@@ -114,12 +114,14 @@ class ClockedTop(Elaboratable):
     """
 
     def __init__(self, component):
+        from amaranth.hdl import ClockDomain
         self.component = component
+        self.domain = ClockDomain("sync")
 
     def elaborate(self, platform):
-        from amaranth.hdl import ClockDomain, Module
+        from amaranth.hdl import Module
         m = Module()
-        m.domains.sync = ClockDomain("sync")
+        m.domains.sync = self.domain
         m.submodules.dut = self.component
         return m
 

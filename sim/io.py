@@ -66,9 +66,10 @@ class PysimIO(SimIO):
 
     backend = "pysim"
 
-    def __init__(self, ctx, ports: dict, max_cycles: int | None = None):
+    def __init__(self, ctx, ports: dict, rst, max_cycles: int | None = None):
         super().__init__(max_cycles)
         self._ctx = ctx
+        self._rst = rst
         self._ports = {name: value for name, (value, _) in ports.items()}
 
     def _port(self, name):
@@ -87,10 +88,9 @@ class PysimIO(SimIO):
         await self._ctx.tick()
 
     async def reset(self, cycles=2):
-        from amaranth.hdl import ResetSignal
-        self._ctx.set(ResetSignal("sync"), 1)
+        self._ctx.set(self._rst, 1)
         await self.tick(cycles)
-        self._ctx.set(ResetSignal("sync"), 0)
+        self._ctx.set(self._rst, 0)
 
 
 class CocotbIO(SimIO):
