@@ -6,6 +6,8 @@ cycle; the testbench feeds operands (optionally with idle cycles) and collects r
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from moagcn.errors import UserError
@@ -20,15 +22,12 @@ OPS = {
 }
 
 
-async def stream_operands(io, payloads: list[int], idle_every: int = 0,
-                          extra_inputs: dict | None = None) -> list[int]:
+async def stream_operands(io, payloads: list[int], idle_every: int = 0) -> list[int]:
     """Testbench: send ``payloads`` on ``i``, return the results from ``o`` in order.
 
     With ``idle_every = k > 0`` every k-th cycle is left idle (``valid`` low), which checks that
     the valid bit, not the cycle count, is what carries results through the pipeline.
     """
-    for name, value in (extra_inputs or {}).items():
-        io.set(name, value)
     results: list[int] = []
     n = len(payloads)
     sent = 0
@@ -68,7 +67,6 @@ def design_config(op: str, latency: int | None = None, enable: bool = False):
             raise UserError("--latency applies to add and mul; set muladd latencies with "
                             "`moagcn hw generate fp32-muladd --param mul_latency=...`")
         changes["latency"] = latency
-    import dataclasses
     try:
         config = dataclasses.replace(config, **changes)
     except ValueError as exc:
@@ -108,4 +106,4 @@ def simulate(op: str, *operands: np.ndarray, backend: str = "verilator",
 
 def expected(op: str, *operands: np.ndarray) -> np.ndarray:
     """Golden results (numpy float32, NaNs canonical)."""
-    return {"add": golden.add, "mul": golden.mul, "muladd": golden.muladd}[op](*operands)
+    return golden.OPERATIONS[op](*operands)

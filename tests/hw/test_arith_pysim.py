@@ -5,7 +5,7 @@ import pytest
 
 from moagcn.hw.arith import ADDER_STAGES, MULTIPLIER_STAGES
 from moagcn.sim import arith, run
-from moagcn.sim.arith import design_config, pack_operands, stream_operands
+from moagcn.sim.arith import design_config, pack_operands
 
 from .arith_cases import assert_bit_exact, pairs, triples
 
