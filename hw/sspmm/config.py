@@ -1,0 +1,103 @@
+"""Configuration of the S-SpMM accelerator.
+
+One frozen dataclass parameterises the gateware, the golden model, the cycle model, the driver
+and the synthesis run. Presets: ``tiny`` (fast tests), ``default`` (P = 16) and ``paper``
+(MixGCN Sec. 4.1; used by the cycle model only, far too large to simulate).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from moagcn.errors import UserError
+
+LANE_CHOICES = (2, 4, 8, 16, 32)
+
+
+@dataclass(frozen=True)
+class SSpmmConfig:
+    """Parameters of the S-SpMM accelerator.
+
+    Parameters
+    ----------
+    lanes : int
+        P, the number of binary32 adders in the reduction engine (2, 4, 8, 16 or 32).
+    groups : int
+        Independent feature groups the lanes are split into (1, 2 or 4). Each group works on its
+        own (row, feature-chunk) jobs with ``lanes // groups`` lanes, so a row whose unmasked
+        feature count is not a multiple of the lanes leaves fewer lanes idle.
+    max_feature_width : int
+        F_max, the widest feature slice a job may have (wider slices are tiled by the driver).
+    max_nodes : int
+        Rows of the node feature buffer, the mask buffer and the output buffer; also the
+        largest node count of one job.
+    max_edges : int
+        Column indices the adjacency index buffer holds.
+    adder_latency : int
+        Pipeline latency of the binary32 adders (also the number of interleaved accumulation
+        contexts per group, so that every adder takes an operand pair every cycle).
+    load_width : int
+        32-bit words per beat on the load streams (the buffer fill bandwidth).
+    clock_mhz : float
+        Clock used to turn cycles into time in reports.
+    simulate : bool
+        False for configurations that only the cycle model may use.
+    """
+
+    lanes: int = 16
+    groups: int = 2
+    max_feature_width: int = 64
+    max_nodes: int = 4096
+    max_edges: int = 65536
+    adder_latency: int = 7
+    load_width: int = 4
+    clock_mhz: float = 200.0
+    simulate: bool = True
+
+    def __post_init__(self):
+        if self.lanes not in LANE_CHOICES:
+            raise ValueError(f"lanes={self.lanes} is not supported; choose one of "
+                             f"{', '.join(map(str, LANE_CHOICES))}")
+        if self.groups not in (1, 2, 4) or self.lanes % self.groups or self.lanes < self.groups:
+            raise ValueError(f"groups={self.groups} must be 1, 2 or 4 and divide lanes={self.lanes}")
+        if self.max_feature_width < 1:
+            raise ValueError(f"max_feature_width={self.max_feature_width} must be >= 1")
+        if self.max_nodes < 2 or self.max_edges < 1:
+            raise ValueError("max_nodes must be >= 2 and max_edges >= 1")
+        if not 1 <= self.adder_latency <= 32:
+            raise ValueError(f"adder_latency={self.adder_latency} must be in 1..32")
+        if self.load_width < 1:
+            raise ValueError(f"load_width={self.load_width} must be >= 1")
+
+    @property
+    def group_lanes(self) -> int:
+        """W, lanes per group: the width of one job's feature chunk."""
+        return self.lanes // self.groups
+
+
+PRESETS = {
+    "tiny": SSpmmConfig(lanes=4, groups=2, max_feature_width=16, max_nodes=256, max_edges=4096,
+                        adder_latency=3, load_width=2),
+    "default": SSpmmConfig(),
+    # MixGCN Sec. 4.1: 16,384 adders at 500 MHz; 32 MB node, output and index buffers, 4 MB mask
+    # buffer, 1024 GB/s HBM (= 512 words per 500 MHz cycle).
+    "paper": SSpmmConfig(lanes=32, groups=1, max_feature_width=256,
+                         max_nodes=(32 << 20) // (4 * 256), max_edges=(32 << 20) // 4,
+                         adder_latency=7, load_width=512, clock_mhz=500.0, simulate=False),
+}
+
+#: adders of the paper's configuration (the dataclass models one P = 32 slice of it)
+PAPER_ADDERS = 16384
+
+
+def preset(name: str, **overrides) -> SSpmmConfig:
+    """A preset with optional field overrides; unknown names list the presets."""
+    try:
+        base = PRESETS[name]
+    except KeyError:
+        raise UserError(f"unknown preset {name!r}; choose one of {', '.join(PRESETS)}") from None
+    try:
+        return dataclasses.replace(base, **overrides)
+    except (TypeError, ValueError) as exc:
+        raise UserError(f"invalid S-SpMM configuration: {exc}") from None
