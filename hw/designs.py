@@ -46,6 +46,8 @@ def _registry() -> dict[str, Design]:
     from .arith import (Fp32AddConfig, Fp32Adder, Fp32MulAdd, Fp32MulAddConfig, Fp32MulConfig,
                         Fp32Multiplier)
 
+    from .sspmm import SSpmmAccelerator, SSpmmConfig
+
     designs = [
         Design("fp32-add", Fp32AddConfig, Fp32Adder,
                "pipelined IEEE-754 binary32 adder (round to nearest even, subnormals)"),
@@ -53,6 +55,8 @@ def _registry() -> dict[str, Design]:
                "pipelined IEEE-754 binary32 multiplier (round to nearest even, subnormals)"),
         Design("fp32-muladd", Fp32MulAddConfig, Fp32MulAdd,
                "binary32 multiply-add a*b+c from the multiplier and the adder (two roundings)"),
+        Design("sspmm", SSpmmConfig, SSpmmAccelerator,
+               "MixGCN S-SpMM sparse accelerator: Z = (A H) * M with CSR and bitmap buffers"),
     ]
     return {d.name: d for d in designs}
 

@@ -82,3 +82,17 @@ def limit_mask(limit: Value, width: int) -> Value:
     """
     limit = Value.cast(limit)
     return Cat(*[limit == (width - 1 - i) for i in range(width)])
+
+
+def popcount(m: Module, value: Value) -> Value:
+    """Number of set bits, as a balanced adder tree."""
+    value = wire(m, value)
+    terms = [value[i] for i in range(len(value))]
+    if not terms:
+        return Const(0, 1)
+    while len(terms) > 1:
+        nxt = [terms[i] + terms[i + 1] for i in range(0, len(terms) - 1, 2)]
+        if len(terms) % 2:
+            nxt.append(terms[-1])
+        terms = nxt
+    return terms[0]

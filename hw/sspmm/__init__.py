@@ -3,3 +3,7 @@
 from .config import PRESETS, SSpmmConfig, preset
 
 __all__ = ["PRESETS", "SSpmmConfig", "preset"]
+
+from .top import COUNTERS, SSpmmAccelerator  # noqa: E402
+
+__all__ += ["COUNTERS", "SSpmmAccelerator"]

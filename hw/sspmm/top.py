@@ -1,0 +1,227 @@
+"""The S-SpMM accelerator top level: buffers, scheduler, aggregation groups, output stream."""
+
+from __future__ import annotations
+
+from amaranth.hdl import Cat, Module, Signal
+from amaranth.lib import stream, wiring
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
+
+from .config import SSpmmConfig
+from .group import AggregationGroup
+from .layouts import widths
+from .scheduler import JobScheduler
+
+COUNTER_BITS = 32
+COUNTERS = ("cycles_total", "cycles_load", "cycles_compute", "cycles_output",
+            "stall_no_job", "stall_output")
+
+
+class SSpmmAccelerator(wiring.Component):
+    """``Z = (A H) ⊙ M`` on binary32 data (MixGCN Eq. 4).
+
+    Use: after reset, fill the buffers through the load streams (row pointers, column indices,
+    mask rows, feature rows; any order, each from its start), set ``n_rows`` and
+    ``n_features``, pulse ``start``, wait for ``done``, then take ``n_rows * ceil(n_features /
+    lanes)`` beats of Z from ``out``. Status and counters stay readable until the next reset.
+
+    Members
+    -------
+    indptr_in : In(stream.Signature(32))
+        Row pointers ``indptr[0..n_rows]``.
+    indices_in : In(stream.Signature(32))
+        Column indices, each row sorted ascending (the driver sorts).
+    mask_in : In(stream.Signature(max_feature_width))
+        One output-mask row per beat (bit f: compute feature f).
+    feat_in : In(stream.Signature(32 * load_width))
+        Feature rows, ``ceil(n_features / load_width)`` beats per row (word 0 lowest).
+    out : Out(stream.Signature(32 * lanes))
+        Z rows, ``ceil(n_features / lanes)`` beats per row; masked elements and rows without
+        neighbours are +0.
+    n_rows, n_features, start : In
+        Job size, and the start pulse.
+    busy, done : Out(1)
+        Computing or streaming out; finished (also after an error).
+    err_index, err_indptr : Out(1)
+        A column index was >= n_rows; a row pointer decreased or went past the loaded indices.
+    cycles_total, cycles_load, cycles_compute, cycles_output, stall_no_job, stall_output : Out(32)
+        Cycle counters: from start to done; cycles with a load transfer; aggregation;
+        output streaming; cycles a group could have started a job but none was ready; output
+        cycles waiting on ``out.ready``.
+    """
+
+    def __init__(self, config: SSpmmConfig = SSpmmConfig()):
+        if not config.simulate:
+            raise ValueError("this configuration is for the cycle model only; it cannot be built")
+        if config.max_feature_width % config.load_width:
+            raise ValueError(f"max_feature_width={config.max_feature_width} must be a multiple "
+                             f"of load_width={config.load_width}")
+        self.config = config
+        w = widths(config)
+        F = config.max_feature_width
+        members = {
+            "indptr_in": In(stream.Signature(32)),
+            "indices_in": In(stream.Signature(32)),
+            "mask_in": In(stream.Signature(F)),
+            "feat_in": In(stream.Signature(32 * config.load_width)),
+            "out": Out(stream.Signature(32 * config.lanes)),
+            "n_rows": In(w["row"] + 1),
+            "n_features": In(range(F + 1)),
+            "start": In(1),
+            "busy": Out(1),
+            "done": Out(1),
+            "err_index": Out(1),
+            "err_indptr": Out(1),
+        }
+        for name in COUNTERS:
+            members[name] = Out(COUNTER_BITS)
+        super().__init__(members)
+
+    def elaborate(self, platform):
+        m = Module()
+        cfg = self.config
+        F = cfg.max_feature_width
+        P = cfg.lanes
+        LW = cfg.load_width
+        w = widths(cfg)
+
+        # -- buffers ---------------------------------------------------------------------------
+        m.submodules.indptr_buf = indptr_buf = Memory(shape=32, depth=cfg.max_nodes + 1, init=[])
+        m.submodules.index_buf = index_buf = Memory(shape=32, depth=cfg.max_edges, init=[])
+        m.submodules.mask_buf = mask_buf = Memory(shape=F, depth=cfg.max_nodes, init=[])
+        m.submodules.node_buf = node_buf = Memory(shape=32 * F, depth=cfg.max_nodes, init=[])
+        m.submodules.out_buf = out_buf = Memory(shape=32 * F, depth=cfg.max_nodes, init=[])
+
+        # -- control -----------------------------------------------------------------------------
+        running = Signal()      # aggregation
+        streaming = Signal()    # output
+        m.d.comb += self.busy.eq(running | streaming)
+        loading = ~(running | streaming | self.done)
+
+        # -- loads (sequential fill of each buffer) ----------------------------------------------
+        ptr_wr = indptr_buf.write_port()
+        idx_wr = index_buf.write_port()
+        mask_wr = mask_buf.write_port()
+        feat_wr = node_buf.write_port(granularity=32)
+        n_ptrs = Signal(w["row"] + 2)
+        n_edges = Signal(w["edge"])
+        n_masks = Signal(w["row"] + 1)
+        feat_row = Signal(w["row"] + 1)
+        feat_beat = Signal(range(F // LW + 1))
+        beats_per_row = (self.n_features + (LW - 1)) // LW
+
+        loads = [(self.indptr_in, ptr_wr, n_ptrs), (self.indices_in, idx_wr, n_edges),
+                 (self.mask_in, mask_wr, n_masks)]
+        for port, wr, count in loads:
+            m.d.comb += [port.ready.eq(loading), wr.addr.eq(count), wr.data.eq(port.payload),
+                         wr.en.eq(port.valid & loading)]
+            with m.If(port.valid & loading):
+                m.d.sync += count.eq(count + 1)
+        m.d.comb += [self.feat_in.ready.eq(loading), feat_wr.addr.eq(feat_row)]
+        feat_take = self.feat_in.valid & loading
+        for f in range(F):
+            m.d.comb += [feat_wr.data.word_select(f, 32).eq(self.feat_in.payload.word_select(f % LW, 32)),
+                         feat_wr.en[f].eq(feat_take & (feat_beat == f // LW))]
+        with m.If(feat_take):
+            with m.If(feat_beat + 1 >= beats_per_row):
+                m.d.sync += [feat_beat.eq(0), feat_row.eq(feat_row + 1)]
+            with m.Else():
+                m.d.sync += feat_beat.eq(feat_beat + 1)
+        load_transfer = Cat(*[p.valid & loading for p in
+                              (self.indptr_in, self.indices_in, self.mask_in, self.feat_in)]).any()
+
+        # -- scheduler and aggregation groups ----------------------------------------------------
+        m.submodules.scheduler = sched = JobScheduler(cfg)
+        sp0, sp1, smask = indptr_buf.read_port(), indptr_buf.read_port(), mask_buf.read_port()
+        m.d.comb += [sched.start.eq(self.start & loading), sched.n_rows.eq(self.n_rows),
+                     sched.n_features.eq(self.n_features), sched.n_edges.eq(n_edges),
+                     sp0.addr.eq(sched.ptr0_addr), sched.ptr0_data.eq(sp0.data),
+                     sp1.addr.eq(sched.ptr1_addr), sched.ptr1_data.eq(sp1.data),
+                     smask.addr.eq(sched.mask_addr), sched.mask_data.eq(smask.data)]
+        groups = []
+        taken = []
+        earlier_free = []
+        err_index = []
+        for g in range(cfg.groups):
+            grp = AggregationGroup(cfg)
+            m.submodules[f"group_{g}"] = grp
+            groups.append(grp)
+            irp, nrp = index_buf.read_port(), node_buf.read_port()
+            owp = out_buf.write_port(granularity=32)
+            m.d.comb += [grp.job.eq(sched.job), grp.job_valid.eq(sched.job_valid & running),
+                         grp.grant.eq(~Cat(*earlier_free).any() if earlier_free else 1),
+                         grp.n_rows.eq(self.n_rows),
+                         irp.addr.eq(grp.idx_addr), grp.idx_data.eq(irp.data),
+                         nrp.addr.eq(grp.row_addr), grp.row_data.eq(nrp.data),
+                         owp.addr.eq(grp.wr_addr), owp.data.eq(grp.wr_data),
+                         owp.en.eq(Cat(*[grp.wr_en[f] & running for f in range(F)]))]
+            earlier_free.append(grp.free)
+            taken.append(grp.take)
+            err_index.append(grp.err_index)
+        m.d.comb += sched.job_taken.eq(Cat(*taken).any())
+        groups_busy = Cat(*[g.busy for g in groups]).any()
+
+        # -- output stream -----------------------------------------------------------------------
+        beats = -(-F // P)
+        orp, omask = out_buf.read_port(), mask_buf.read_port()
+        op0, op1 = indptr_buf.read_port(), indptr_buf.read_port()
+        out_row = Signal(w["row"] + 1)
+        out_beat = Signal(range(beats + 1))
+        held = Signal()           # the row's words are latched and being sent
+        fetch_wait = Signal()     # row read issued last cycle
+        row_words = Signal(32 * beats * P)
+        row_keep = Signal(beats * P)
+        out_beats_per_row = (self.n_features + (P - 1)) // P
+        m.d.comb += [orp.addr.eq(out_row), omask.addr.eq(out_row), op0.addr.eq(out_row),
+                     op1.addr.eq(out_row + 1)]
+        feature_valid = Cat(*[f < self.n_features for f in range(F)])
+        with m.If(streaming & ~held & ~fetch_wait):
+            m.d.sync += fetch_wait.eq(1)
+        with m.If(fetch_wait):
+            nonempty = op1.data != op0.data
+            keep = omask.data & feature_valid & nonempty.replicate(F)
+            m.d.sync += [fetch_wait.eq(0), held.eq(1), out_beat.eq(0),
+                         row_words.eq(orp.data), row_keep.eq(keep)]
+        for k in range(P):
+            f = out_beat * P + k
+            word = row_words.word_select(f, 32)
+            m.d.comb += self.out.payload.word_select(k, 32).eq(word & row_keep.bit_select(f, 1).replicate(32))
+        m.d.comb += self.out.valid.eq(held)
+        with m.If(held & self.out.ready):
+            with m.If(out_beat + 1 >= out_beats_per_row):
+                m.d.sync += [held.eq(0), out_row.eq(out_row + 1)]
+                with m.If(out_row + 1 >= self.n_rows):
+                    m.d.sync += [streaming.eq(0), self.done.eq(1)]
+            with m.Else():
+                m.d.sync += out_beat.eq(out_beat + 1)
+
+        # -- sequencing, errors, counters --------------------------------------------------------
+        error = Cat(*err_index).any() | sched.err_indptr
+        with m.If(self.start & loading):
+            m.d.sync += running.eq(1)
+            with m.If(self.n_rows == 0):
+                m.d.sync += [running.eq(0), self.done.eq(1)]
+        with m.If(running):
+            with m.If(error):
+                # a bad job stops here: flags set, nothing streamed, never a hang
+                m.d.sync += [running.eq(0), self.done.eq(1)]
+            with m.Elif(sched.done & ~groups_busy & ~self.start):
+                m.d.sync += [running.eq(0), streaming.eq(1), out_row.eq(0)]
+        with m.If(running & Cat(*err_index).any()):
+            m.d.sync += self.err_index.eq(1)
+        m.d.comb += self.err_indptr.eq(sched.err_indptr)
+
+        counters = {name: getattr(self, name) for name in COUNTERS}
+        some_free = Cat(*earlier_free).any()
+        increments = {
+            "cycles_total": running | streaming,
+            "cycles_load": load_transfer,
+            "cycles_compute": running,
+            "cycles_output": streaming,
+            "stall_no_job": running & some_free & ~sched.job_valid & ~sched.done,
+            "stall_output": streaming & held & ~self.out.ready,
+        }
+        for name, inc in increments.items():
+            with m.If(inc):
+                m.d.sync += counters[name].eq(counters[name] + 1)
+        return m
