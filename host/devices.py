@@ -43,12 +43,14 @@ class DeviceCounters:
     """What a sparse device did since the last :meth:`reset` (sums over calls).
 
     ``work_adds`` is the S-SpMM work ``W = Σ_v deg(v) |S_v|`` (every backend counts it);
-    cycles are accelerator cycles (0 for backends without a cycle count).
+    ``spmm_adds = nnz(A) · F`` is the work of the same product without the output mask (what
+    the job was assigned); cycles are accelerator cycles (0 for backends without them).
     """
 
     calls: int = 0
     tiles: int = 0
     work_adds: int = 0
+    spmm_adds: int = 0
     elements: int = 0
     unmasked: int = 0
     cycles_load: int = 0
@@ -70,7 +72,7 @@ class DeviceCounters:
 
     def add(self, other: "DeviceCounters") -> None:
         """Accumulate ``other`` into this one."""
-        for f in ("calls", "tiles", "work_adds", "elements", "unmasked", "cycles_load",
+        for f in ("calls", "tiles", "work_adds", "spmm_adds", "elements", "unmasked", "cycles_load",
                   "cycles_compute", "cycles_output", "wall_s"):
             setattr(self, f, getattr(self, f) + getattr(other, f))
         self.lanes = self.lanes or other.lanes
@@ -81,7 +83,7 @@ class DeviceCounters:
     def minus(self, earlier: "DeviceCounters") -> "DeviceCounters":
         """Counts accumulated since the snapshot ``earlier``."""
         out = self.copy()
-        for f in ("calls", "tiles", "work_adds", "elements", "unmasked", "cycles_load",
+        for f in ("calls", "tiles", "work_adds", "spmm_adds", "elements", "unmasked", "cycles_load",
                   "cycles_compute", "cycles_output", "wall_s"):
             setattr(out, f, getattr(self, f) - getattr(earlier, f))
         return out
@@ -245,6 +247,7 @@ class SparseDevice(ABC):
         counts.elements = Mn.size
         counts.unmasked = int(Mn.sum())
         counts.work_adds = golden.work_adds(csr.indptr, Mn)
+        counts.spmm_adds = csr.nnz * Mn.shape[1]
         self.counters.add(counts)
         if as_torch:
             return torch.from_numpy(np.ascontiguousarray(Z, dtype=np.float32)).to(H.device)

@@ -1,0 +1,150 @@
+"""GCN, GraphSAGE-mean and GIN as "aggregate, then update" layers.
+
+Every layer ``l`` is (MixGCN Alg. 2, lines 8 and 12)::
+
+    Z_l = Â_l relu?(P_{l-1}) ⊙ M_drop / (1 - p)        sparse device (S-SpMM)
+    P_l = update_l(Z_l, H_self)                          dense worker
+
+with ``relu`` applied to the previous pre-activation (not to the input features) and the last
+``P`` the logits. The updates:
+
+- ``gcn``: ``P = Z W + b`` (Kipf & Welling; Â = D^-1/2 (A+I) D^-1/2);
+- ``sage``: ``P = Z W_neigh + H_self W_self + b`` with ``Z`` the neighbour mean and ``H_self``
+  the node's own (activated) features, which the dense worker already holds;
+- ``gin``: ``P = MLP(Z)`` with ``Z = (A + I) H`` (GIN-0) and a two-layer MLP.
+
+The same module serves the device path (:func:`moagcn.host.autograd.aggregate`, used by the
+parallel runtimes in :mod:`moagcn.host.mop`) and the plain torch reference
+(:func:`reference_forward`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from torch import nn
+
+from moagcn.errors import UserError
+
+from .autograd import AggregationOp, reference_aggregate
+from .graph import CSRGraph
+
+MODELS = ("gcn", "sage", "gin")
+
+
+class GNN(nn.Module):
+    """A ``layers``-layer GCN / GraphSAGE-mean / GIN classifier.
+
+    Parameters
+    ----------
+    kind : str
+        ``gcn``, ``sage`` or ``gin``.
+    in_features, hidden, n_classes : int
+    layers : int
+        Number of aggregation layers (2 or 3 in practice; at least 1).
+    """
+
+    def __init__(self, kind: str, in_features: int, hidden: int, n_classes: int,
+                 layers: int = 2):
+        super().__init__()
+        if kind not in MODELS:
+            raise UserError(f"unknown model {kind!r}; choose one of {', '.join(MODELS)}")
+        if layers < 1 or hidden < 1 or in_features < 1 or n_classes < 1:
+            raise UserError(f"model sizes must be >= 1 (layers={layers}, hidden={hidden}, "
+                            f"in_features={in_features}, classes={n_classes})")
+        self.kind = kind
+        self.dims = [in_features] + [hidden] * (layers - 1) + [n_classes]
+        self.updates = nn.ModuleList()
+        self.selfs = nn.ModuleList()
+        for d_in, d_out in zip(self.dims[:-1], self.dims[1:]):
+            if kind == "gin":
+                self.updates.append(nn.Sequential(nn.Linear(d_in, hidden), nn.ReLU(),
+                                                  nn.Linear(hidden, d_out)))
+            else:
+                self.updates.append(nn.Linear(d_in, d_out))
+            if kind == "sage":
+                self.selfs.append(nn.Linear(d_in, d_out, bias=False))
+        for m in self.modules():
+            if isinstance(m, nn.Linear):
+                nn.init.xavier_uniform_(m.weight)  # Glorot, as Kipf & Welling
+                if m.bias is not None:
+                    nn.init.zeros_(m.bias)
+
+    @property
+    def n_layers(self) -> int:
+        return len(self.updates)
+
+    @property
+    def uses_self(self) -> bool:
+        """Whether the update reads the node's own features (GraphSAGE)."""
+        return self.kind == "sage"
+
+    def aggregation(self, graph: CSRGraph) -> AggregationOp:
+        """The aggregation operator of this model on ``graph``."""
+        return {"gcn": AggregationOp.gcn, "sage": AggregationOp.mean,
+                "gin": AggregationOp.sum_with_self}[self.kind](graph)
+
+    def update(self, layer: int, Z: torch.Tensor, H_self: torch.Tensor | None = None):
+        """``P_l`` from the aggregated rows ``Z`` (and, for SAGE, the rows' own features)."""
+        P = self.updates[layer](Z)
+        if self.kind == "sage":
+            P = P + self.selfs[layer](H_self)
+        return P
+
+    def update_macs(self, layer: int, n_rows: int, input_grad: bool = True) -> int:
+        """Multiply-accumulates of ``update(layer)`` on ``n_rows`` rows, forward + backward.
+
+        Forward and the weight gradient cost one product each; the input gradient one more when
+        the layer's input needs a gradient.
+        """
+        passes = 3 if input_grad else 2
+        mods = list(self.updates[layer].modules()) + (
+            list(self.selfs[layer].modules()) if self.kind == "sage" else [])
+        return sum(n_rows * m.in_features * m.out_features * passes
+                   for m in mods if isinstance(m, nn.Linear))
+
+
+class DropoutMasks:
+    """Keep-masks of dropout, the same for every runtime and worker count.
+
+    The mask of (``epoch``, ``layer``) is drawn from its own seeded generator over the full
+    N x d output, so a worker that needs only a slice slices the same global mask. With
+    ``order`` (a node permutation, ``order[k]`` = original id of node ``k``) the rows follow the
+    nodes, so relabelling the graph does not change which outputs are dropped.
+    """
+
+    def __init__(self, p: float, seed: int, order=None):
+        if not 0.0 <= p < 1.0:
+            raise UserError(f"dropout = {p} must be in [0, 1)")
+        self.p = float(p)
+        self.seed = int(seed)
+        self.order = None if order is None else torch.as_tensor(np.asarray(order))
+
+    @property
+    def scale(self) -> float:
+        return 1.0 / (1.0 - self.p)
+
+    def mask(self, epoch: int, layer: int, shape) -> torch.Tensor | None:
+        """bool keep-mask for the layer's aggregation output (``None`` when ``p = 0``)."""
+        if self.p == 0.0:
+            return None
+        rng = np.random.default_rng([self.seed, epoch, layer])
+        keep = torch.from_numpy(rng.random(shape, dtype=np.float32) >= self.p)
+        return keep if self.order is None else keep[self.order]
+
+
+def reference_forward(model: GNN, op: AggregationOp, X: torch.Tensor, masks: list | None,
+                      out_scale: float = 1.0) -> torch.Tensor:
+    """Plain torch forward of ``model`` (torch.sparse aggregation): the reference path.
+
+    ``op`` is the model's aggregation operator, ``masks[l]`` layer l's output mask (or ``None``).
+    """
+    P = X
+    H_self = X
+    for layer in range(model.n_layers):
+        mask = masks[layer] if masks else None
+        Z = reference_aggregate(op, P, mask, out_scale if mask is not None else 1.0,
+                                relu_input=layer > 0)
+        P = model.update(layer, Z, H_self)
+        H_self = torch.relu(P)
+    return P

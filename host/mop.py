@@ -1,0 +1,469 @@
+"""Mixture of Parallelism (MixGCN Alg. 2) and the partition-parallel baseline (Alg. 1).
+
+Both runtimes are written once against a :class:`Communicator`, whose ``all_to_all`` is
+differentiable (the backward pass sends gradients back the way the features came):
+
+- :class:`LocalComm` runs all ``m`` workers in this process (blocks change hands, bytes counted);
+- ``moagcn.host.distributed.DistComm`` runs one worker per torch.distributed process.
+
+**MoP** (:class:`MoPRuntime`), per layer ``l`` with aggregation width ``d_l``: sparse device ``i``
+aggregates feature columns ``[d_l i / m, d_l (i+1) / m)`` for all N nodes; an all-to-all
+regroups by node; dense worker ``j`` updates nodes ``[N j / m, N (j+1) / m)`` with the full
+weights; an all-to-all sends the new pre-activations back as feature slices. The input features
+are split by columns once, before training. Work is balanced by construction (Prop. 3.3) and the
+bytes of an all-to-all of width ``w`` are ``4 (N w - Σ_i n_i w_i)`` whatever the graph
+(Prop. 3.4), so they approach ``4 N w`` as ``m`` grows.
+
+**Partition parallelism** (:class:`PartitionRuntime`): worker ``j`` owns a node set ``P_j``
+(``contiguous`` id ranges, or ``rcm``: equal runs of the reverse Cuthill-McKee order, a
+locality-aware partition) and aggregates and updates only those rows; before every layer after the
+first it receives the rows of its remote neighbours ``R_j`` (the halo; the input features of the
+halo are loaded once), and the backward pass returns their gradients. Bytes per exchange of width
+``w``: ``4 w Σ_j |R_j|``, which grows with ``m``; work follows the partition's edges.
+
+In a single process the weights are shared by the workers (autograd sums their gradients); across
+processes they are replicas whose gradients are all-reduced.
+"""
+
+from __future__ import annotations
+
+import time
+from abc import ABC, abstractmethod
+from dataclasses import asdict, dataclass
+
+import numpy as np
+import torch
+
+from moagcn.errors import UserError
+from moagcn.hw.sspmm.config import SSpmmConfig
+
+from .autograd import PhaseTimer, aggregate
+from .devices import DeviceCounters, make_device
+from .graph import CSRGraph, contiguous_ranges
+from .models import GNN
+
+PARALLELISMS = ("mop", "partition")
+PARTITION_METHODS = ("contiguous", "rcm")
+FLOAT_BYTES = 4
+
+
+# -- communication -------------------------------------------------------------------------------
+
+@dataclass
+class CommCounters:
+    """Bytes that crossed worker boundaries (a worker's own block is not counted)."""
+
+    bytes_forward: int = 0
+    bytes_backward: int = 0
+    exchanges: int = 0
+
+    @property
+    def bytes_total(self) -> int:
+        return self.bytes_forward + self.bytes_backward
+
+    def as_dict(self) -> dict:
+        d = asdict(self)
+        d["bytes_total"] = self.bytes_total
+        return d
+
+
+class Communicator(ABC):
+    """Collective operations between the ``world`` workers; this process runs ``local``."""
+
+    def __init__(self, world: int, local: list[int], timer: PhaseTimer | None = None):
+        self.world = world
+        self.local = local
+        self.counters = CommCounters()
+        self.timer = timer
+
+    @abstractmethod
+    def all_to_all(self, send: dict[int, list[torch.Tensor]],
+                   recv_shapes: dict[int, list[tuple[int, int]]]) -> dict[int, list[torch.Tensor]]:
+        """Differentiable all-to-all: ``send[i][j]`` goes from worker i to j.
+
+        Returns ``recv`` with ``recv[j][i] = send[i][j]`` for every local worker ``j``;
+        ``recv_shapes[j][i]`` is the shape worker ``j`` expects from ``i``.
+        """
+
+    def all_reduce_grads(self, params) -> None:
+        """Sum the gradients of replicated parameters over the workers (no-op in process)."""
+
+    def sum(self, values):
+        """Sum a number or numpy array over the processes (identity in one process)."""
+        return values
+
+    def gather(self, obj) -> list:
+        """The ``obj`` of every process, in process order (``[obj]`` in one process)."""
+        return [obj]
+
+    def _time(self, seconds: float) -> None:
+        if self.timer is not None:
+            self.timer.add("communicate", seconds)
+
+
+class _Transfer(torch.autograd.Function):
+    """Identity that counts a block as sent (forward) and its gradient as returned (backward)."""
+
+    @staticmethod
+    def forward(ctx, x, comm):
+        ctx.comm = comm
+        comm.counters.bytes_forward += x.numel() * x.element_size()
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        ctx.comm.counters.bytes_backward += g.numel() * g.element_size()
+        return g, None
+
+
+class LocalComm(Communicator):
+    """All ``world`` workers in this process: blocks change hands without copies."""
+
+    def __init__(self, world: int, timer: PhaseTimer | None = None):
+        super().__init__(world, list(range(world)), timer)
+
+    def all_to_all(self, send, recv_shapes):
+        t0 = time.perf_counter()
+        m = self.world
+        recv = {j: [None] * m for j in range(m)}
+        for i in range(m):
+            for j in range(m):
+                block = send[i][j]
+                if tuple(block.shape) != tuple(recv_shapes[j][i]):
+                    raise RuntimeError(f"all_to_all: block {i}->{j} has shape "
+                                       f"{tuple(block.shape)}, expected {recv_shapes[j][i]}")
+                recv[j][i] = _Transfer.apply(block, self) if i != j else block
+        self.counters.exchanges += 1
+        self._time(time.perf_counter() - t0)
+        return recv
+
+
+# -- runtimes ------------------------------------------------------------------------------------
+
+class Runtime(ABC):
+    """One parallel training runtime: ``m`` sparse devices and ``m`` dense workers.
+
+    Parameters
+    ----------
+    model : GNN
+    graph : CSRGraph
+    features : numpy.ndarray
+        N x F float32 input features (already row-normalised if wanted).
+    workers : int
+        m, the number of sparse devices and of dense workers.
+    backend : str
+        Sparse backend name (``cpu``, ``model``, ``rtl``, ...).
+    comm : Communicator, optional
+        Default: :class:`LocalComm` (all workers in this process).
+    config : SSpmmConfig, optional
+        Accelerator configuration of the sparse devices.
+    dense : torch.device
+        Where the dense workers compute (CPU or CUDA).
+    """
+
+    name = "?"
+
+    def __init__(self, model: GNN, graph: CSRGraph, features: np.ndarray, workers: int = 1,
+                 backend: str = "model", comm: Communicator | None = None,
+                 config: SSpmmConfig | None = None, dense: torch.device | None = None,
+                 timer: PhaseTimer | None = None):
+        if workers < 1:
+            raise UserError(f"workers = {workers}; use at least 1")
+        n = graph.n_nodes
+        if workers > n:
+            raise UserError(f"workers = {workers} exceeds the {n} nodes of the graph")
+        X = np.asarray(features, dtype=np.float32)
+        if X.shape != (n, model.dims[0]):
+            raise UserError(f"features have shape {X.shape}; the model expects ({n}, "
+                            f"{model.dims[0]})")
+        self.model = model
+        self.graph = graph
+        self.features = X
+        self.m = workers
+        self.n = n
+        self.timer = timer
+        self.comm = comm if comm is not None else LocalComm(workers, timer)
+        if self.comm.world != workers:
+            raise UserError(f"the communicator has {self.comm.world} workers, not {workers}")
+        self.comm.timer = timer
+        self.local = self.comm.local
+        self.dense = dense if dense is not None else torch.device("cpu")
+        self.op = model.aggregation(graph)
+        self.devices = {i: make_device(backend, config) for i in self.local}
+        self.dense_macs = {i: 0 for i in self.local}
+        self.widths = model.dims[:-1]  # aggregation width of every layer
+        self._first_layer_eval: dict[int, torch.Tensor] = {}
+
+    # the node rows each dense worker holds, and the forward pass
+
+    @abstractmethod
+    def rows(self, j: int) -> np.ndarray:
+        """Global ids of the nodes dense worker ``j`` updates (its logits' rows)."""
+
+    @abstractmethod
+    def forward(self, mask_fn=None, out_scale: float = 1.0, count_ops: bool = True
+                ) -> dict[int, torch.Tensor]:
+        """Logits of every local dense worker's rows.
+
+        ``mask_fn(layer, (N, d))`` returns the global dropout keep-mask of a layer (or ``None``
+        for no dropout); ``out_scale`` is the inverted-dropout factor.
+        """
+
+    @abstractmethod
+    def comm_bytes_analytic(self, backward: bool = True) -> int:
+        """Bytes one forward (and backward) pass moves between workers, from the sizes alone."""
+
+    @abstractmethod
+    def feature_bytes(self) -> list[int]:
+        """Feature and activation bytes each worker holds during one forward pass."""
+
+    # counters
+
+    def device_counters(self) -> dict[int, DeviceCounters]:
+        """The sparse devices' counters (local workers)."""
+        return {i: d.counters for i, d in self.devices.items()}
+
+    def worker_ops(self) -> dict[int, dict]:
+        """Per local worker, both passes: ``sparse_adds`` (S-SpMM additions performed under the
+        masks), ``spmm_adds`` (additions assigned: nnz(A) times the slice width) and
+        ``dense_macs`` (multiply-accumulates of the node updates)."""
+        return {i: {"sparse_adds": self.devices[i].counters.work_adds,
+                    "spmm_adds": self.devices[i].counters.spmm_adds,
+                    "dense_macs": self.dense_macs[i]} for i in self.local}
+
+    def reset_counters(self) -> None:
+        for d in self.devices.values():
+            d.reset()
+        self.dense_macs = {i: 0 for i in self.local}
+        self.comm.counters = CommCounters()
+
+    def _aggregate(self, op, H, i, mask, out_scale, layer):
+        if H.shape[1] == 0:  # a worker with no feature columns (d < m) has nothing to do
+            return H.new_zeros((op.adj.n_rows, 0)).requires_grad_(H.requires_grad)
+        # evaluation repeats the first layer's unmasked product of the fixed input features:
+        # compute it once per run
+        cacheable = layer == 0 and mask is None and not torch.is_grad_enabled()
+        if cacheable and i in self._first_layer_eval:
+            return self._first_layer_eval[i]
+        Z = aggregate(op, H, self.devices[i], mask, out_scale if mask is not None else 1.0,
+                      relu_input=layer > 0, timer=self.timer)
+        if cacheable:
+            self._first_layer_eval[i] = Z
+        return Z
+
+
+def _width(r) -> int:
+    return r[1] - r[0]
+
+
+class MoPRuntime(Runtime):
+    """Mixture of Parallelism (Alg. 2): feature slices to sparse devices, node slices to dense
+    workers, all-to-all in between. See the module docstring."""
+
+    name = "mop"
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        X = self.features
+        self.node_ranges = contiguous_ranges(self.n, self.m)
+        self.feat_ranges = [contiguous_ranges(d, self.m) for d in self.widths]
+        # the input features are split by columns once (Alg. 2 line 1); SAGE's self term needs
+        # the worker's own rows as well
+        self.X_cols = {i: torch.from_numpy(np.ascontiguousarray(X[:, slice(*fr)]))
+                       for i, fr in enumerate(self.feat_ranges[0]) if i in self.local}
+        self.X_rows = {j: torch.from_numpy(X[slice(*self.node_ranges[j])]).to(self.dense)
+                       for j in self.local} if self.model.uses_self else {}
+
+    def rows(self, j):
+        return np.arange(*self.node_ranges[j])
+
+    def forward(self, mask_fn=None, out_scale=1.0, count_ops=True):
+        model, m, L = self.model, self.m, self.model.n_layers
+        nr = self.node_ranges
+        H_cols = dict(self.X_cols)
+        H_self = dict(self.X_rows)
+        P = {}
+        for layer in range(L):
+            fr = self.feat_ranges[layer]
+            mask = mask_fn(layer, (self.n, self.widths[layer])) if mask_fn else None
+            Z_cols = {i: self._aggregate(self.op, H_cols[i], i,
+                                         None if mask is None else mask[:, slice(*fr[i])],
+                                         out_scale, layer) for i in self.local}
+            recv = self.comm.all_to_all(
+                {i: [Z_cols[i][slice(*nr[j])] for j in range(m)] for i in self.local},
+                {j: [(_width(nr[j]), _width(fr[i])) for i in range(m)] for j in self.local})
+            for j in self.local:
+                Z_rows = torch.cat([t.to(self.dense) for t in recv[j]], dim=1)
+                P[j] = model.update(layer, Z_rows, H_self.get(j))
+                if count_ops:
+                    self.dense_macs[j] += model.update_macs(layer, _width(nr[j]), layer > 0)
+                if model.uses_self:
+                    H_self[j] = torch.relu(P[j])
+            if layer < L - 1:
+                fr2 = self.feat_ranges[layer + 1]
+                recv = self.comm.all_to_all(
+                    {j: [P[j][:, slice(*fr2[i])] for i in range(m)] for j in self.local},
+                    {i: [(_width(nr[j]), _width(fr2[i])) for j in range(m)] for i in self.local})
+                H_cols = {i: torch.cat([t.cpu() for t in recv[i]], dim=0) for i in self.local}
+        return P
+
+    def _exchange_bytes(self, w: int) -> int:
+        """``4 (N w - Σ_i n_i w_i)``: an all-to-all of width w without the diagonal blocks."""
+        own = sum(_width(n) * _width(f) for n, f in zip(self.node_ranges,
+                                                        contiguous_ranges(w, self.m)))
+        return FLOAT_BYTES * (self.n * w - own)
+
+    def comm_bytes_analytic(self, backward=True):
+        d, L = self.model.dims, self.model.n_layers
+        fwd = sum(self._exchange_bytes(d[l]) for l in range(L)) \
+            + sum(self._exchange_bytes(d[l + 1]) for l in range(L - 1))
+        if not backward:
+            return fwd
+        # no gradient flows into the first aggregation (its input is the data)
+        bwd = sum(self._exchange_bytes(d[l]) for l in range(1, L)) \
+            + sum(self._exchange_bytes(d[l + 1]) for l in range(L - 1))
+        return fwd + bwd
+
+    def feature_bytes(self):
+        d, L = self.model.dims, self.model.n_layers
+        out = []
+        for i in range(self.m):
+            n_i = _width(self.node_ranges[i])
+            b = 0
+            for l in range(L):
+                w_i = _width(self.feat_ranges[l][i])
+                b += 2 * self.n * w_i              # sparse side: input slice and Z slice
+                b += n_i * (d[l] + d[l + 1])       # dense side: Z rows and P rows
+                if self.model.uses_self:
+                    b += n_i * d[l]
+            out.append(FLOAT_BYTES * b)
+        return out
+
+
+def partition_nodes(graph: CSRGraph, parts: int, method: str = "contiguous") -> list[np.ndarray]:
+    """Split the nodes into ``parts`` sets of (almost) equal size.
+
+    ``contiguous``: id ranges; ``rcm``: consecutive runs of the reverse Cuthill-McKee order, so
+    that neighbours tend to share a part (a cheap stand-in for METIS). Each set is sorted.
+    """
+    n = graph.n_nodes
+    if method == "contiguous":
+        order = np.arange(n)
+    elif method == "rcm":
+        order = graph.rcm_order()
+    else:
+        raise UserError(f"unknown partition method {method!r}; choose one of "
+                        f"{', '.join(PARTITION_METHODS)}")
+    return [np.sort(order[a:b]) for a, b in contiguous_ranges(n, parts)]
+
+
+class PartitionRuntime(Runtime):
+    """Partition parallelism (Alg. 1): each worker owns a node set and exchanges its halo.
+
+    Extra parameter ``partition``: ``contiguous`` or ``rcm`` (see :func:`partition_nodes`).
+    """
+
+    name = "partition"
+
+    def __init__(self, *args, partition: str = "contiguous", **kwargs):
+        super().__init__(*args, **kwargs)
+        X = self.features
+        self.partition = partition
+        self.parts = partition_nodes(self.graph, self.m, partition)
+        owner = np.empty(self.n, dtype=np.int64)
+        for j, p in enumerate(self.parts):
+            owner[p] = j
+        adj = self.op.adj
+        row_owner = owner[adj.row_ids()]
+        self.halo, self.local_cols, self.ops = [], [], {}
+        self.send_idx = [[None] * self.m for _ in range(self.m)]  # [i][j]: rows of P_i for j
+        self.assemble = {}
+        for j, own in enumerate(self.parts):
+            used = np.unique(adj.indices[row_owner == j])
+            halo = np.setdiff1d(used, own)
+            cols = np.union1d(own, halo)
+            self.halo.append(halo)
+            self.local_cols.append(cols)
+            for i in range(self.m):
+                from_i = halo[owner[halo] == i] if i != j else own[:0]
+                self.send_idx[i][j] = np.searchsorted(self.parts[i], from_i)
+            if j in self.local:
+                self.ops[j] = self.op.block(own, cols)
+                ids = np.concatenate([own] + [self.parts[i][self.send_idx[i][j]]
+                                              for i in range(self.m)])
+                # received rows arrive grouped by sender; put them in ascending global order
+                self.assemble[j] = torch.from_numpy(np.argsort(ids, kind="stable"))
+        self.X_local = {j: torch.from_numpy(X[self.local_cols[j]]) for j in self.local}
+        self.X_rows = {j: torch.from_numpy(X[self.parts[j]]).to(self.dense)
+                       for j in self.local} if self.model.uses_self else {}
+        self._send_t = {(i, j): torch.from_numpy(self.send_idx[i][j]).to(self.dense)
+                        for i in self.local for j in range(self.m)}
+
+    def rows(self, j):
+        return self.parts[j]
+
+    def forward(self, mask_fn=None, out_scale=1.0, count_ops=True):
+        model, m, L = self.model, self.m, self.model.n_layers
+        H_local = dict(self.X_local)
+        H_self = dict(self.X_rows)
+        P = {}
+        for layer in range(L):
+            mask = mask_fn(layer, (self.n, self.widths[layer])) if mask_fn else None
+            for j in self.local:
+                own = self.parts[j]
+                Z = self._aggregate(self.ops[j], H_local[j], j,
+                                    None if mask is None else mask[torch.from_numpy(own)],
+                                    out_scale, layer)
+                P[j] = model.update(layer, Z.to(self.dense), H_self.get(j))
+                if count_ops:
+                    self.dense_macs[j] += model.update_macs(layer, own.size, layer > 0)
+                if model.uses_self:
+                    H_self[j] = torch.relu(P[j])
+            if layer < L - 1:
+                w = model.dims[layer + 1]
+                recv = self.comm.all_to_all(
+                    {i: [P[i][self._send_t[i, j]] for j in range(m)] for i in self.local},
+                    {j: [(self.send_idx[i][j].size, w) for i in range(m)] for j in self.local})
+                H_local = {j: torch.cat([P[j]] + [recv[j][i] for i in range(m)], dim=0)
+                           .cpu()[self.assemble[j]] for j in self.local}
+        return P
+
+    def halo_sizes(self) -> list[int]:
+        """|R_j|: remote neighbours of every worker."""
+        return [int(h.size) for h in self.halo]
+
+    def comm_bytes_analytic(self, backward=True):
+        d, L = self.model.dims, self.model.n_layers
+        halo = sum(self.halo_sizes())
+        fwd = sum(FLOAT_BYTES * d[l + 1] * halo for l in range(L - 1))
+        return 2 * fwd if backward else fwd
+
+    def feature_bytes(self):
+        d, L = self.model.dims, self.model.n_layers
+        out = []
+        for j in range(self.m):
+            own, cols = self.parts[j].size, self.local_cols[j].size
+            b = 0
+            for l in range(L):
+                b += cols * d[l] + own * d[l]       # input with halo, Z
+                b += own * d[l + 1]                 # P
+                if self.model.uses_self:
+                    b += own * d[l]
+            out.append(FLOAT_BYTES * b)
+        return out
+
+
+def make_runtime(parallelism: str, *args, partition: str = "contiguous", **kwargs) -> Runtime:
+    """``mop`` -> :class:`MoPRuntime`, ``partition`` -> :class:`PartitionRuntime`."""
+    if parallelism == "mop":
+        return MoPRuntime(*args, **kwargs)
+    if parallelism == "partition":
+        return PartitionRuntime(*args, partition=partition, **kwargs)
+    raise UserError(f"unknown parallelism {parallelism!r}; choose one of "
+                    f"{', '.join(PARALLELISMS)}")
+
+
+def imbalance(values) -> float:
+    """max / mean of per-worker loads (1.0 = perfectly balanced)."""
+    v = np.asarray(list(values), dtype=np.float64)
+    return float(v.max() / v.mean()) if v.size and v.mean() > 0 else 1.0

@@ -1,0 +1,131 @@
+"""MoP and partition parallelism: equal to one device, counters equal to their analytic values."""
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from moagcn.errors import UserError
+from moagcn.host.datasets import sbm
+from moagcn.host.graph import CSRGraph
+from moagcn.host.models import GNN, DropoutMasks, reference_forward
+from moagcn.host.mop import MoPRuntime, PartitionRuntime, imbalance, make_runtime
+
+
+def run(runtime_cls, model, g, X, y, m, drop, **kw):
+    """Logits (global order) and parameter gradients of one training step."""
+    model.zero_grad()
+    rt = runtime_cls(model, g, X, m, "model", **kw)
+    logits = rt.forward(lambda l, shape: drop.mask(0, l, shape), drop.scale)
+    out = torch.zeros(g.n_nodes, model.dims[-1])
+    loss = 0
+    for j, lg in logits.items():
+        rows = torch.from_numpy(rt.rows(j))
+        out[rows] = lg.detach()
+        loss = loss + F.cross_entropy(lg, y[rows], reduction="sum")
+    loss.backward()
+    return out, [p.grad.clone() for p in model.parameters()], rt
+
+
+@st.composite
+def problems(draw):
+    n = draw(st.integers(4, 40))
+    k = draw(st.integers(0, 3 * n))
+    src = draw(st.lists(st.integers(0, n - 1), min_size=k, max_size=k))
+    dst = draw(st.lists(st.integers(0, n - 1), min_size=k, max_size=k))
+    g = CSRGraph.from_edges(src + dst, dst + src, n)
+    f = draw(st.integers(1, 9))
+    seed = draw(st.integers(0, 2 ** 16))
+    kind = draw(st.sampled_from(["gcn", "sage", "gin"]))
+    layers = draw(st.integers(1, 3))
+    return g, f, seed, kind, layers
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(problems(), st.sampled_from([MoPRuntime, PartitionRuntime]))
+def test_parallel_runtimes_equal_one_device(problem, runtime_cls):
+    g, f, seed, kind, layers = problem
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((g.n_nodes, f)).astype(np.float32)
+    y = torch.from_numpy(rng.integers(0, 3, g.n_nodes))
+    torch.manual_seed(seed)
+    model = GNN(kind, f, 5, 3, layers)
+    drop = DropoutMasks(0.5, seed)
+    ref_out, ref_grads, _ = run(MoPRuntime, model, g, X, y, 1, drop)
+    # the one-device run equals plain torch
+    masks = [drop.mask(0, l, (g.n_nodes, model.dims[l])) for l in range(layers)]
+    plain = reference_forward(model, model.aggregation(g), torch.from_numpy(X), masks, drop.scale)
+    np.testing.assert_allclose(ref_out, plain.detach(), rtol=1e-4, atol=1e-5)
+    for m in range(2, min(4, g.n_nodes) + 1):
+        kw = {"partition": "rcm"} if runtime_cls is PartitionRuntime and m == 3 else {}
+        out, grads, rt = run(runtime_cls, model, g, X, y, m, drop, **kw)
+        np.testing.assert_allclose(out, ref_out, rtol=1e-5, atol=1e-5)
+        for a, b in zip(grads, ref_grads):
+            np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+        assert rt.comm.counters.bytes_total == rt.comm_bytes_analytic(backward=True)
+
+
+@pytest.fixture(scope="module")
+def graph():
+    d = sbm(n_nodes=400, n_features=32, seed=2)
+    return d.graph, d.features
+
+
+def one_step(rt):
+    drop = DropoutMasks(0.5, 0)
+    logits = rt.forward(lambda l, shape: drop.mask(0, l, shape), drop.scale)
+    sum(lg.sum() for lg in logits.values()).backward()
+    return rt
+
+
+def test_mop_bytes_formula_and_prop_3_4(graph):
+    g, X = graph
+    N, dims = 400, [32, 16, 5]
+    totals, mem = {}, {}
+    for m in (1, 2, 4, 8):
+        model = GNN("gcn", 32, 16, 5, 2)
+        rt = one_step(MoPRuntime(model, g, X, m, "model"))
+        # forward: Z0 (32 wide), P0 (16), Z1 (16); backward: Z1, P0 (16 each)
+        widths = [32, 16, 16, 16, 16]
+        assert rt.comm.counters.bytes_total == sum(4 * N * w * (m - 1) // m for w in widths)
+        assert rt.comm.counters.bytes_forward == 4 * N * 64 * (m - 1) // m
+        totals[m] = rt.comm.counters.bytes_total
+        mem[m] = sum(rt.feature_bytes())
+        ops = rt.worker_ops()
+        assert imbalance(o["spmm_adds"] for o in ops.values()) == 1.0  # Prop. 3.3
+        assert imbalance(o["dense_macs"] for o in ops.values()) == 1.0
+    assert totals[1] == 0 and totals[4] / totals[2] == 1.5 and totals[8] / totals[2] == 1.75
+    assert len(set(mem.values())) == 1  # total feature memory does not depend on m
+    assert dims == model.dims
+
+
+def test_partition_bytes_grow_with_workers(graph):
+    g, X = graph
+    totals, mem = [], []
+    for m in (2, 4, 8):
+        rt = one_step(PartitionRuntime(GNN("gcn", 32, 16, 5, 2), g, X, m, "model"))
+        halo = sum(rt.halo_sizes())
+        assert rt.comm.counters.bytes_total == 2 * 4 * 16 * halo
+        # halo rows are exactly the remote neighbours
+        for j, own in enumerate(rt.parts):
+            nb = np.unique(rt.op.adj.indices[np.isin(rt.op.adj.row_ids(), own)])
+            assert set(rt.halo[j]) == set(nb) - set(own)
+        totals.append(rt.comm.counters.bytes_total)
+        mem.append(sum(rt.feature_bytes()))
+    assert totals[0] < totals[1] < totals[2]
+    assert mem[0] < mem[1] < mem[2]
+
+
+def test_errors(graph):
+    g, X = graph
+    model = GNN("gcn", 32, 16, 5, 2)
+    with pytest.raises(UserError, match="unknown parallelism 'pipeline'"):
+        make_runtime("pipeline", model, g, X, 2)
+    with pytest.raises(UserError, match="workers = 0"):
+        MoPRuntime(model, g, X, 0)
+    with pytest.raises(UserError, match=r"features have shape \(400, 3\)"):
+        MoPRuntime(model, g, X[:, :3], 2)
+    with pytest.raises(UserError, match="unknown partition method 'metis'"):
+        PartitionRuntime(model, g, X, 2, partition="metis")
