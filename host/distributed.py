@@ -1,0 +1,211 @@
+"""The parallel runtimes across torch.distributed processes (one worker per process).
+
+:class:`DistComm` implements :class:`~moagcn.host.mop.Communicator` with ``all_to_all_single``
+(blocks of different widths are flattened into one buffer with per-peer split sizes) inside an
+autograd function whose backward is the reverse all-to-all; weight gradients are summed with
+``all_reduce``. The process group uses NCCL when CUDA is available and gloo otherwise.
+
+Two ways to start a run:
+
+- :func:`train_distributed` spawns ``cfg.workers`` local processes with
+  ``torch.multiprocessing.spawn`` (what ``moagcn train --distributed`` does);
+- under ``torchrun``, :func:`train_from_env` joins the group described by the environment
+  (``RANK``, ``WORLD_SIZE``, ``MASTER_ADDR``, ``MASTER_PORT``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import queue as queue_mod
+import socket
+import time
+
+import numpy as np
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+from moagcn.errors import UserError
+
+from .autograd import PhaseTimer
+from .datasets import Dataset
+from .mop import Communicator
+from .train import TrainConfig, TrainResult, train
+
+
+def process_group_backend() -> str:
+    """``nccl`` when CUDA (and NCCL) is available, else ``gloo``."""
+    if torch.cuda.is_available() and dist.is_nccl_available():
+        return "nccl"
+    return "gloo"
+
+
+class _AllToAll(torch.autograd.Function):
+    """Differentiable variable-size all-to-all of 2-D blocks (one per peer)."""
+
+    @staticmethod
+    def forward(ctx, comm, recv_shapes, *blocks):
+        ctx.comm = comm
+        ctx.send_shapes = [tuple(b.shape) for b in blocks]
+        ctx.send_devices = [b.device for b in blocks]
+        ctx.recv_shapes = [tuple(s) for s in recv_shapes]
+        return tuple(comm._exchange(list(blocks), ctx.recv_shapes, "forward"))
+
+    @staticmethod
+    def backward(ctx, *grads):
+        back = ctx.comm._exchange([g.contiguous() for g in grads], ctx.send_shapes, "backward")
+        return (None, None) + tuple(g.to(d) for g, d in zip(back, ctx.send_devices))
+
+
+class DistComm(Communicator):
+    """This process is worker ``dist.get_rank()`` of ``dist.get_world_size()``."""
+
+    def __init__(self, timer: PhaseTimer | None = None):
+        if not dist.is_initialized():
+            raise UserError("DistComm needs an initialised torch.distributed process group "
+                            "(launch with torchrun or moagcn train --distributed)")
+        rank, world = dist.get_rank(), dist.get_world_size()
+        super().__init__(world, [rank], timer)
+        self.rank = rank
+        self.backend = dist.get_backend()
+        self.device = (torch.device("cuda", torch.cuda.current_device())
+                       if self.backend == "nccl" else torch.device("cpu"))
+
+    def _exchange(self, blocks, recv_shapes, direction: str):
+        t0 = time.perf_counter()
+        send_sizes = [b.numel() for b in blocks]
+        recv_sizes = [int(np.prod(s)) for s in recv_shapes]
+        flat = torch.cat([b.reshape(-1).to(self.device, torch.float32) for b in blocks]) \
+            if blocks else torch.zeros(0, device=self.device)
+        out = torch.empty(sum(recv_sizes), dtype=torch.float32, device=self.device)
+        dist.all_to_all_single(out, flat, recv_sizes, send_sizes)
+        moved = 4 * (sum(send_sizes) - send_sizes[self.rank])
+        if direction == "forward":
+            self.counters.bytes_forward += moved
+        else:
+            self.counters.bytes_backward += moved
+        parts = torch.split(out, recv_sizes)
+        self._time(time.perf_counter() - t0)
+        return [p.reshape(s) for p, s in zip(parts, recv_shapes)]
+
+    def all_to_all(self, send, recv_shapes):
+        r = self.rank
+        out = _AllToAll.apply(self, recv_shapes[r], *send[r])
+        self.counters.exchanges += 1
+        return {r: list(out)}
+
+    def all_reduce_grads(self, params) -> None:
+        grads = [p.grad for p in params if p.grad is not None]
+        if not grads:
+            return
+        flat = torch.cat([g.reshape(-1) for g in grads]).to(self.device)
+        dist.all_reduce(flat)
+        for g, part in zip(grads, torch.split(flat, [g.numel() for g in grads])):
+            g.copy_(part.reshape(g.shape))
+
+    def sum(self, values):
+        t = torch.as_tensor(np.asarray(values, dtype=np.float64), device=self.device)
+        dist.all_reduce(t)
+        out = t.cpu().numpy()
+        return out if np.ndim(values) else float(out)
+
+    def gather(self, obj) -> list:
+        out = [None] * self.world
+        dist.all_gather_object(out, obj)
+        return out
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _dense_for_rank(backend: str, rank: int) -> torch.device:
+    if backend == "nccl":
+        torch.cuda.set_device(rank % torch.cuda.device_count())
+        return torch.device("cuda", torch.cuda.current_device())
+    return torch.device("cpu")
+
+
+def _spawned(rank: int, world: int, port: int, backend: str, dataset: Dataset,
+             cfg: TrainConfig, events, threads: int):
+    torch.set_num_threads(threads)
+    os.environ["MASTER_ADDR"] = "127.0.0.1"
+    os.environ["MASTER_PORT"] = str(port)
+    try:
+        dist.init_process_group(backend, rank=rank, world_size=world)
+        dense = _dense_for_rank(backend, rank)
+        report = (lambda rec: events.put(("epoch", rec))) if rank == 0 else None
+        result = train(dataset, cfg, comm=DistComm(), on_epoch=report, dense=dense)
+        if rank == 0:
+            events.put(("done", result))
+    except Exception as exc:  # the parent re-raises it with the rank
+        events.put(("error", f"rank {rank}: {type(exc).__name__}: {exc}"))
+        raise
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+
+
+def train_distributed(dataset: Dataset, cfg: TrainConfig, on_epoch=None,
+                      backend: str | None = None) -> TrainResult:
+    """Train with ``cfg.workers`` local processes (one worker each) and return rank 0's result.
+
+    ``on_epoch`` runs in this process for every epoch record rank 0 reports.
+    """
+    cfg.validate()
+    world = cfg.workers
+    if world < 2:
+        raise UserError("--distributed needs --workers of at least 2 (one process per worker)")
+    backend = backend or process_group_backend()
+    threads = max(1, (os.cpu_count() or 1) // world)
+    ctx = mp.get_context("spawn")
+    events = ctx.Queue()
+    procs = mp.spawn(_spawned, args=(world, _free_port(), backend, dataset, cfg, events, threads),
+                     nprocs=world, join=False)
+    result, error = None, None
+    while result is None and error is None:
+        try:
+            kind, payload = events.get(timeout=1.0)
+        except queue_mod.Empty:
+            if all(not p.is_alive() for p in procs.processes):
+                break
+            continue
+        if kind == "epoch" and on_epoch is not None:
+            on_epoch(payload)
+        elif kind == "done":
+            result = payload
+        elif kind == "error":
+            error = payload
+    try:
+        while not procs.join():
+            pass
+    except Exception as exc:  # ProcessRaisedException / ProcessExitedException
+        error = error or str(exc).strip().splitlines()[-1]
+    if error is not None or result is None:
+        raise UserError(f"distributed training failed: {error or 'no result from rank 0'}")
+    return result
+
+
+def train_from_env(dataset: Dataset, cfg: TrainConfig, on_epoch=None) -> TrainResult:
+    """Join the torchrun-described process group and train; every rank returns the result."""
+    for key in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
+        if key not in os.environ:
+            raise UserError(f"{key} is not set: run under torchrun, or use --distributed "
+                            "without torchrun to spawn local processes")
+    backend = process_group_backend()
+    dist.init_process_group(backend)
+    try:
+        cfg = dataclasses.replace(cfg, workers=dist.get_world_size())
+        dense = _dense_for_rank(backend, dist.get_rank())
+        return train(dataset, cfg, comm=DistComm(), on_epoch=on_epoch if dist.get_rank() == 0
+                     else None, dense=dense)
+    finally:
+        dist.destroy_process_group()
+
+
+def under_torchrun() -> bool:
+    """True when the environment describes a torchrun process group."""
+    return "WORLD_SIZE" in os.environ and "RANK" in os.environ
