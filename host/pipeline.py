@@ -166,6 +166,11 @@ class PipelineReport:
     dense_cycles_source: str
     sparse_cycles: list[list[int]] = field(repr=False)
     dense_cycles: list[list[int]] = field(repr=False)
+    dependencies: list[int] = field(repr=False)
+
+    def timeline(self) -> Timeline:
+        """The simulated timeline (recomputed from the stored batch cycles)."""
+        return simulate(self.sparse_cycles, self.dense_cycles, self.dependencies)
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -221,4 +226,4 @@ def analyze(graph: CSRGraph, batches: int, widths: list[int], config: SSpmmConfi
         first_batch_dependency=int(dep[0]), widths=list(widths),
         dense_cycles_source=("given" if dense_macs_per_cycle is not None
                              else f"measured torch on {dense_device or 'cpu'}"),
-        sparse_cycles=sparse, dense_cycles=dense)
+        sparse_cycles=sparse, dense_cycles=dense, dependencies=[int(x) for x in dep])
