@@ -131,11 +131,15 @@ def verilog_text(component, toplevel: str) -> tuple[str, list[Port]]:
     from amaranth.back import verilog
     from amaranth.hdl import ClockSignal, ResetSignal
 
+    from moagcn.hw.common.ram import RAM_MODULE, VERILOG_RAM, VerilogTarget
+
     ports = component_ports(component)
-    text = verilog.convert(ClockedTop(component), name=toplevel,
+    text = verilog.convert(ClockedTop(component), name=toplevel, platform=VerilogTarget(),
                            ports=[ClockSignal("sync"), ResetSignal("sync"),
                                   *[v for v, _ in ports.values()]],
                            emit_src=False)
+    if f"{RAM_MODULE} #(" in text or f"{RAM_MODULE} " in text:
+        text += VERILOG_RAM
     port_list = [Port("clk", 1, "in"), Port("rst", 1, "in")]
     port_list += [Port(name, len(v), d) for name, (v, d) in ports.items()]
     return text, port_list

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from amaranth.hdl import Cat, Module, Signal
 from amaranth.lib import stream, wiring
-from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
+from ..common.bits import wire
+from ..common.ram import Ram
 from .config import SSpmmConfig
 from .group import AggregationGroup
 from .layouts import widths
@@ -86,11 +87,14 @@ class SSpmmAccelerator(wiring.Component):
         w = widths(cfg)
 
         # -- buffers ---------------------------------------------------------------------------
-        m.submodules.indptr_buf = indptr_buf = Memory(shape=32, depth=cfg.max_nodes + 1, init=[])
-        m.submodules.index_buf = index_buf = Memory(shape=32, depth=cfg.max_edges, init=[])
-        m.submodules.mask_buf = mask_buf = Memory(shape=F, depth=cfg.max_nodes, init=[])
-        m.submodules.node_buf = node_buf = Memory(shape=32 * F, depth=cfg.max_nodes, init=[])
-        m.submodules.out_buf = out_buf = Memory(shape=32 * F, depth=cfg.max_nodes, init=[])
+        G = cfg.groups
+        m.submodules.indptr_buf = indptr_buf = Ram(32, cfg.max_nodes + 1, read_ports=4)
+        m.submodules.index_buf = index_buf = Ram(32, cfg.max_edges, read_ports=G)
+        m.submodules.mask_buf = mask_buf = Ram(F, cfg.max_nodes, read_ports=2)
+        m.submodules.node_buf = node_buf = Ram(32 * F, cfg.max_nodes, read_ports=G,
+                                               granularity=32)
+        m.submodules.out_buf = out_buf = Ram(32 * F, cfg.max_nodes, write_ports=G,
+                                             granularity=32)
 
         # -- control -----------------------------------------------------------------------------
         running = Signal()      # aggregation
@@ -99,10 +103,8 @@ class SSpmmAccelerator(wiring.Component):
         loading = ~(running | streaming | self.done)
 
         # -- loads (sequential fill of each buffer) ----------------------------------------------
-        ptr_wr = indptr_buf.write_port()
-        idx_wr = index_buf.write_port()
-        mask_wr = mask_buf.write_port()
-        feat_wr = node_buf.write_port(granularity=32)
+        ptr_wr, idx_wr, mask_wr, feat_wr = (buf.write(0) for buf in
+                                            (indptr_buf, index_buf, mask_buf, node_buf))
         n_ptrs = Signal(w["row"] + 2)
         n_edges = Signal(w["edge"])
         n_masks = Signal(w["row"] + 1)
@@ -112,16 +114,17 @@ class SSpmmAccelerator(wiring.Component):
 
         loads = [(self.indptr_in, ptr_wr, n_ptrs), (self.indices_in, idx_wr, n_edges),
                  (self.mask_in, mask_wr, n_masks)]
-        for port, wr, count in loads:
-            m.d.comb += [port.ready.eq(loading), wr.addr.eq(count), wr.data.eq(port.payload),
-                         wr.en.eq(port.valid & loading)]
+        for port, (addr, data, en), count in loads:
+            m.d.comb += [port.ready.eq(loading), addr.eq(count), data.eq(port.payload),
+                         en.eq(port.valid & loading)]
             with m.If(port.valid & loading):
                 m.d.sync += count.eq(count + 1)
-        m.d.comb += [self.feat_in.ready.eq(loading), feat_wr.addr.eq(feat_row)]
+        feat_addr, feat_data, feat_en = feat_wr
+        m.d.comb += [self.feat_in.ready.eq(loading), feat_addr.eq(feat_row)]
         feat_take = self.feat_in.valid & loading
         for f in range(F):
-            m.d.comb += [feat_wr.data.word_select(f, 32).eq(self.feat_in.payload.word_select(f % LW, 32)),
-                         feat_wr.en[f].eq(feat_take & (feat_beat == f // LW))]
+            m.d.comb += [feat_data.word_select(f, 32).eq(self.feat_in.payload.word_select(f % LW, 32)),
+                         feat_en[f].eq(feat_take & (feat_beat == f // LW))]
         with m.If(feat_take):
             with m.If(feat_beat + 1 >= beats_per_row):
                 m.d.sync += [feat_beat.eq(0), feat_row.eq(feat_row + 1)]
@@ -132,12 +135,12 @@ class SSpmmAccelerator(wiring.Component):
 
         # -- scheduler and aggregation groups ----------------------------------------------------
         m.submodules.scheduler = sched = JobScheduler(cfg)
-        sp0, sp1, smask = indptr_buf.read_port(), indptr_buf.read_port(), mask_buf.read_port()
+        sp0, sp1, smask = indptr_buf.read(0), indptr_buf.read(1), mask_buf.read(0)
         m.d.comb += [sched.start.eq(self.start & loading), sched.n_rows.eq(self.n_rows),
                      sched.n_features.eq(self.n_features), sched.n_edges.eq(n_edges),
-                     sp0.addr.eq(sched.ptr0_addr), sched.ptr0_data.eq(sp0.data),
-                     sp1.addr.eq(sched.ptr1_addr), sched.ptr1_data.eq(sp1.data),
-                     smask.addr.eq(sched.mask_addr), sched.mask_data.eq(smask.data)]
+                     sp0[0].eq(sched.ptr0_addr), sched.ptr0_data.eq(sp0[1]),
+                     sp1[0].eq(sched.ptr1_addr), sched.ptr1_data.eq(sp1[1]),
+                     smask[0].eq(sched.mask_addr), sched.mask_data.eq(smask[1])]
         groups = []
         taken = []
         earlier_free = []
@@ -146,15 +149,14 @@ class SSpmmAccelerator(wiring.Component):
             grp = AggregationGroup(cfg)
             m.submodules[f"group_{g}"] = grp
             groups.append(grp)
-            irp, nrp = index_buf.read_port(), node_buf.read_port()
-            owp = out_buf.write_port(granularity=32)
+            irp, nrp, owp = index_buf.read(g), node_buf.read(g), out_buf.write(g)
             m.d.comb += [grp.job.eq(sched.job), grp.job_valid.eq(sched.job_valid & running),
                          grp.grant.eq(~Cat(*earlier_free).any() if earlier_free else 1),
                          grp.n_rows.eq(self.n_rows),
-                         irp.addr.eq(grp.idx_addr), grp.idx_data.eq(irp.data),
-                         nrp.addr.eq(grp.row_addr), grp.row_data.eq(nrp.data),
-                         owp.addr.eq(grp.wr_addr), owp.data.eq(grp.wr_data),
-                         owp.en.eq(Cat(*[grp.wr_en[f] & running for f in range(F)]))]
+                         irp[0].eq(grp.idx_addr), grp.idx_data.eq(irp[1]),
+                         nrp[0].eq(grp.row_addr), grp.row_data.eq(nrp[1]),
+                         owp[0].eq(grp.wr_addr), owp[1].eq(grp.wr_data),
+                         owp[2].eq(grp.wr_en & running.replicate(F))]
             earlier_free.append(grp.free)
             taken.append(grp.take)
             err_index.append(grp.err_index)
@@ -163,8 +165,8 @@ class SSpmmAccelerator(wiring.Component):
 
         # -- output stream -----------------------------------------------------------------------
         beats = -(-F // P)
-        orp, omask = out_buf.read_port(), mask_buf.read_port()
-        op0, op1 = indptr_buf.read_port(), indptr_buf.read_port()
+        (orp_addr, orp_data), (omask_addr, omask_data) = out_buf.read(0), mask_buf.read(1)
+        (op0_addr, op0_data), (op1_addr, op1_data) = indptr_buf.read(2), indptr_buf.read(3)
         out_row = Signal(w["row"] + 1)
         out_beat = Signal(range(beats + 1))
         held = Signal()           # the row's words are latched and being sent
@@ -172,20 +174,22 @@ class SSpmmAccelerator(wiring.Component):
         row_words = Signal(32 * beats * P)
         row_keep = Signal(beats * P)
         out_beats_per_row = (self.n_features + (P - 1)) // P
-        m.d.comb += [orp.addr.eq(out_row), omask.addr.eq(out_row), op0.addr.eq(out_row),
-                     op1.addr.eq(out_row + 1)]
+        m.d.comb += [orp_addr.eq(out_row), omask_addr.eq(out_row), op0_addr.eq(out_row),
+                     op1_addr.eq(out_row + 1)]
         feature_valid = Cat(*[f < self.n_features for f in range(F)])
         with m.If(streaming & ~held & ~fetch_wait):
             m.d.sync += fetch_wait.eq(1)
         with m.If(fetch_wait):
-            nonempty = op1.data != op0.data
-            keep = omask.data & feature_valid & nonempty.replicate(F)
+            nonempty = op1_data != op0_data
+            keep = omask_data & feature_valid & nonempty.replicate(F)
             m.d.sync += [fetch_wait.eq(0), held.eq(1), out_beat.eq(0),
-                         row_words.eq(orp.data), row_keep.eq(keep)]
+                         row_words.eq(orp_data), row_keep.eq(keep)]
+        # pick the beat first (one wide multiplexer), then each lane is a fixed slice of it
+        beat_words = wire(m, row_words.word_select(out_beat, 32 * P), name="beat_words")
+        beat_keep = wire(m, row_keep.word_select(out_beat, P), name="beat_keep")
         for k in range(P):
-            f = out_beat * P + k
-            word = row_words.word_select(f, 32)
-            m.d.comb += self.out.payload.word_select(k, 32).eq(word & row_keep.bit_select(f, 1).replicate(32))
+            m.d.comb += self.out.payload.word_select(k, 32).eq(
+                beat_words.word_select(k, 32) & beat_keep[k].replicate(32))
         m.d.comb += self.out.valid.eq(held)
         with m.If(held & self.out.ready):
             with m.If(out_beat + 1 >= out_beats_per_row):
