@@ -7,8 +7,9 @@ except by speed and by whether cycles are counted:
 - ``cpu``: torch sparse CSR matmul, then the mask. No cycles.
 - ``model``: the bit-exact golden model (``moagcn.sim.golden.sspmm``) for Z and the analytic cycle
   model (``moagcn.sim.sspmm_model.estimate``) for cycles, per buffer-sized tile.
-- ``rtl``: the simulated accelerator; it is registered by name with :func:`register_backend`
-  (see ``docs/runtime.md``) and plugs in by subclassing :class:`TiledDevice`.
+- ``rtl``: the simulated accelerator, registered lazily as :data:`RTL_FACTORY` (a
+  :class:`TiledDevice` subclass in the simulation package); until that module exists, asking
+  for ``rtl`` is a clear error (see ``docs/runtime.md``).
 
 Jobs larger than the accelerator's buffers (``SSpmmConfig.max_nodes``, ``max_edges``,
 ``max_feature_width``) are cut into tiles by :func:`plan_tiles`; each tile is a square job the
@@ -382,10 +383,7 @@ def backend_available(name: str) -> bool:
 
 def _resolve(name: str) -> Callable[..., SparseDevice]:
     if name not in _REGISTRY:
-        hint = (" The rtl backend is registered by the S-SpMM RTL driver (see docs/runtime.md)."
-                if name == "rtl" else "")
-        raise UserError(f"unknown sparse backend {name!r}; available: "
-                        f"{', '.join(_REGISTRY)}.{hint}")
+        raise UserError(f"unknown sparse backend {name!r}; available: {', '.join(_REGISTRY)}")
     entry = _REGISTRY[name]
     if isinstance(entry.factory, str):
         module, _, attr = entry.factory.partition(":")
@@ -402,9 +400,14 @@ def make_device(name: str, config: SSpmmConfig | None = None, **options) -> Spar
     return _resolve(name)(config=config, **options)
 
 
+#: where the RTL backend lives: a TiledDevice subclass whose run_job drives the simulated
+#: accelerator (see docs/runtime.md); imported only when ``rtl`` is asked for
+RTL_FACTORY = "moagcn.sim.sspmm_device:RtlDevice"
+
 register_backend("cpu", CpuDevice, description="torch sparse CSR matmul, then the mask")
 register_backend("model", ModelDevice,
                  description="bit-exact golden model + analytic cycle model of the S-SpMM")
+register_backend("rtl", RTL_FACTORY, description="the S-SpMM RTL on a simulator (Verilator)")
 
 
 # -- dense workers -------------------------------------------------------------------------------

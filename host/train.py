@@ -114,6 +114,7 @@ class TrainResult:
     halo_sizes: list[int] | None = None
     processes: int = 1
     dense_device: str = "cpu"
+    clock_mhz: float = 200.0
 
     @property
     def train_loss(self) -> list[float]:
@@ -168,6 +169,9 @@ class TrainResult:
                 "total": total_cycles,
                 "per_epoch": h[-1].sim_cycles,
                 "per_epoch_max_device": h[-1].sim_cycles_max_device,
+                "clock_mhz": self.clock_mhz,
+                # the devices work in parallel: the busiest one sets the accelerator time
+                "accelerator_s_per_epoch": h[-1].sim_cycles_max_device / (self.clock_mhz * 1e6),
                 "devices": self.device_counters,
             },
         }
@@ -233,7 +237,7 @@ def train(dataset: Dataset, cfg: TrainConfig, comm: Communicator | None = None,
     opt = torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     drop = DropoutMasks(cfg.dropout, cfg.seed, order)
     result = TrainResult(cfg, dataset.name, processes=len(comm.gather(0)),
-                         dense_device=str(dense))
+                         dense_device=str(dense), clock_mhz=preset(cfg.preset).clock_mhz)
     result.comm_bytes_analytic = runtime.comm_bytes_analytic(backward=True)
     result.feature_bytes = runtime.feature_bytes()
     result.halo_sizes = runtime.halo_sizes() if hasattr(runtime, "halo_sizes") else None

@@ -112,7 +112,7 @@ def test_shape_errors(job):
 
 def test_registry():
     assert {"cpu", "model"} <= set(backend_names())
-    with pytest.raises(UserError, match="unknown sparse backend 'nope'; available: cpu, model"):
+    with pytest.raises(UserError, match="unknown sparse backend .nope.; available: cpu, model, rtl"):
         make_device("nope")
     register_backend("test-lazy", "moagcn.host.devices:CpuDevice", replace=True)
     assert isinstance(make_device("test-lazy"), CpuDevice)
@@ -129,3 +129,14 @@ def test_dense_device():
     assert dense_device("cpu").type == "cpu"
     with pytest.raises(UserError):
         dense_device("tpu")
+
+
+def test_rtl_plugs_in_by_name():
+    from moagcn.host.devices import RTL_FACTORY
+    assert "rtl" in backend_names()
+    if backend_available("rtl"):
+        dev = make_device("rtl")
+        assert isinstance(dev, TiledDevice) and dev.counts_cycles
+    else:  # not built yet: a clear error naming where the backend is expected
+        with pytest.raises(UserError, match=RTL_FACTORY.split(":")[0]):
+            make_device("rtl")

@@ -7,6 +7,7 @@ import pytest
 
 from moagcn.errors import UserError
 from moagcn.host.datasets import sbm
+from moagcn.host.devices import DeviceCounters, TiledDevice, backend_available, register_backend
 from moagcn.host.train import TrainConfig, train, train_reference
 
 
@@ -67,3 +68,28 @@ def test_config_errors(data):
         train(data, TrainConfig(backend="fpga"))
     with pytest.raises(UserError, match="workers = 301 exceeds"):
         train(data, TrainConfig(workers=301, epochs=1))
+
+
+class TiledGolden(TiledDevice):
+    """The golden model run tile by tile, as an RTL backend runs its jobs."""
+
+    name = "tiled-golden"
+
+    def run_job(self, indptr, indices, H, M):
+        from moagcn.sim.golden.sspmm import sspmm
+        return sspmm(indptr, indices, H, M), DeviceCounters(cycles_compute=1)
+
+
+def test_tiled_backends_reproduce_the_model_losses_bit_for_bit(data):
+    """What `--backend rtl` must satisfy: identical per-epoch losses to `--backend model`.
+
+    The rtl backend joins the list as soon as it is registered."""
+    register_backend("tiled-golden", TiledGolden, replace=True)
+    backends = ["tiled-golden"] + (["rtl"] if backend_available("rtl") else [])
+    cfg = TrainConfig(epochs=3, backend="model", preset="tiny", workers=2)  # tiny: many tiles
+    model = train(data, cfg)
+    for name in backends:
+        other = train(data, dataclasses.replace(cfg, backend=name))
+        assert other.train_loss == model.train_loss, name
+        assert [h.val_acc for h in other.history] == [h.val_acc for h in model.history]
+        assert other.device_counters[0]["tiles"] > 2
