@@ -60,7 +60,8 @@ class SSpmmConfig:
             raise ValueError(f"lanes={self.lanes} is not supported; choose one of "
                              f"{', '.join(map(str, LANE_CHOICES))}")
         if self.groups not in (1, 2, 4) or self.lanes % self.groups or self.lanes < self.groups:
-            raise ValueError(f"groups={self.groups} must be 1, 2 or 4 and divide lanes={self.lanes}")
+            raise ValueError(f"groups={self.groups} must be 1, 2 or 4 and divide "
+                             f"lanes={self.lanes}")
         if self.max_feature_width < 1:
             raise ValueError(f"max_feature_width={self.max_feature_width} must be >= 1")
         if self.max_nodes < 2 or self.max_edges < 1:

@@ -123,7 +123,8 @@ class SSpmmAccelerator(wiring.Component):
         m.d.comb += [self.feat_in.ready.eq(loading), feat_addr.eq(feat_row)]
         feat_take = self.feat_in.valid & loading
         for f in range(F):
-            m.d.comb += [feat_data.word_select(f, 32).eq(self.feat_in.payload.word_select(f % LW, 32)),
+            word = self.feat_in.payload.word_select(f % LW, 32)
+            m.d.comb += [feat_data.word_select(f, 32).eq(word),
                          feat_en[f].eq(feat_take & (feat_beat == f // LW))]
         with m.If(feat_take):
             with m.If(feat_beat + 1 >= beats_per_row):
