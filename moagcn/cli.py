@@ -193,14 +193,9 @@ def build_parser() -> argparse.ArgumentParser:
     sy.add_argument("--freq", type=float, help="nextpnr target frequency in MHz")
     sy.set_defaults(func=cmd_synth)
 
-    from . import cli_sspmm
+    from . import cli_host, cli_sspmm
     cli_sspmm.register(sub)
-    try:
-        from . import cli_host
-    except ImportError:  # the host runtime's commands are optional until it lands
-        cli_host = None
-    if cli_host is not None:
-        cli_host.register(sub)
+    cli_host.register(sub)
 
     de = sub.add_parser("demo", help="end-to-end check of the binary32 units on a simulator")
     de.add_argument("--backend", default="verilator", choices=SIM_BACKENDS)
