@@ -1,0 +1,80 @@
+"""`moagcn sspmm run`: outputs, report fields and one-line errors."""
+
+import json
+
+import numpy as np
+import pytest
+
+from moagcn.sim.golden.sspmm import sspmm
+
+from ..hw.sspmm.graphs import power_law_job
+from .test_cli import moagcn
+
+REPORT_KEYS = ("cycles_total", "cycles_load", "cycles_compute", "work_adds", "lanes",
+               "utilization", "sim_wall_s", "sim_cycles_per_s", "backend", "config")
+
+
+@pytest.fixture
+def job_files(tmp_path):
+    indptr, indices, H, M = power_law_job(30, 6, seed=2, max_deg=10)
+    np.savez(tmp_path / "g.npz", indptr=indptr, indices=indices, shape=np.array([30, 30]))
+    np.save(tmp_path / "h.npy", H)
+    np.save(tmp_path / "m.npy", M.astype(np.uint8))
+    return tmp_path, (indptr, indices, H, M)
+
+
+@pytest.mark.parametrize("backend", ["model", "pysim"])
+def test_sspmm_run_writes_z_and_report(job_files, backend):
+    d, (indptr, indices, H, M) = job_files
+    out = moagcn("sspmm", "run", "--graph", d / "g.npz", "--features", d / "h.npy",
+                 "--mask", d / "m.npy", "--out", d / "z.npy", "--report", d / "r.json",
+                 "--backend", backend, "--preset", "tiny")
+    assert out.returncode == 0, out.stderr
+    Z = np.load(d / "z.npy")
+    assert np.array_equal(Z.view(np.uint32), sspmm(indptr, indices, H, M).view(np.uint32))
+    report = json.loads((d / "r.json").read_text())
+    for key in REPORT_KEYS:
+        assert key in report
+    assert report["work_adds"] == int(np.dot(np.diff(indptr), M.sum(axis=1)))
+    assert report["cycles_compute"] > 0 and 0 < report["utilization"] <= 1
+    assert report["cycles_total"] == (report["cycles_load"] + report["cycles_compute"]
+                                      + report["cycles_output"])
+
+
+@pytest.mark.parametrize("case,needle", [
+    ("missing", "no such file"),
+    ("indptr", "not non-decreasing"),
+    ("range", "out of range"),
+    ("shape", "--features has 20 rows"),
+    ("dtype", "expected a 2-D float32"),
+    ("mask", "expected (30, 6)"),
+])
+def test_sspmm_bad_input_is_one_clear_line(job_files, case, needle):
+    d, (indptr, indices, H, M) = job_files
+    graph, feats, mask = d / "g.npz", d / "h.npy", d / "m.npy"
+    if case == "missing":
+        graph = d / "none.npz"
+    if case == "indptr":
+        bad = indptr.copy()
+        bad[5], bad[6] = bad[6] + 1, bad[5]
+        np.savez(d / "b.npz", indptr=bad, indices=indices)
+        graph = d / "b.npz"
+    if case == "range":
+        bad = indices.copy()
+        bad[0] = 30
+        np.savez(d / "b.npz", indptr=indptr, indices=bad)
+        graph = d / "b.npz"
+    if case == "shape":
+        np.save(d / "h2.npy", H[:20])
+        feats = d / "h2.npy"
+    if case == "dtype":
+        np.save(d / "h2.npy", H.astype(np.float64))
+        feats = d / "h2.npy"
+    if case == "mask":
+        np.save(d / "m2.npy", M[:, :3])
+        mask = d / "m2.npy"
+    out = moagcn("sspmm", "run", "--graph", graph, "--features", feats, "--mask", mask,
+                 "--out", d / "z.npy", "--report", d / "r.json", "--backend", "model")
+    assert out.returncode == 2, out.stdout
+    assert needle in out.stderr and "Traceback" not in out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1
