@@ -13,8 +13,10 @@ times gives Prop. 3.5: no idleness when ``(n - b) / 2n >= 1 / s``, i.e. with at 
 :func:`simulate` runs the two units as an event timeline from per-batch cycle counts: sparse
 batches from the S-SpMM cycle model (``moagcn.sim.sspmm_model.estimate``, output mask of the
 configured density), dense batches from a measured torch update time (or a given rate) at the
-accelerator clock. It reports the makespan and the idle time of each unit; ``idle_fraction`` is
-the share of the makespan the sparse accelerator waits for dense outputs (dependency stalls).
+accelerator clock. It reports the makespan, each unit's busy and stall cycles, and
+``idle_fraction``: the share of the makespan during which the bottleneck unit (the one with more
+busy cycles) does not work. A perfect pipeline leaves only the fill (or drain) of one batch; every
+dependency stall that delays the bottleneck adds to it.
 """
 
 from __future__ import annotations
@@ -76,11 +78,21 @@ class Timeline:
             (self.dense_start, self.dense_end)
         return int(sum(b - a for ls, le in zip(s, e) for a, b in zip(ls, le)))
 
+    def stall(self, unit: str) -> int:
+        """Cycles ``unit`` waits between its first and its last batch.
+
+        The sparse unit waits for dense outputs its next batch depends on; the dense unit waits
+        for the aggregation of its next batch. Pipeline fill and drain are not stalls.
+        """
+        s, e = (self.sparse_start, self.sparse_end) if unit == "sparse" else \
+            (self.dense_start, self.dense_end)
+        starts = [x for layer in s for x in layer]
+        ends = [x for layer in e for x in layer]
+        return int(sum(max(0, b - a) for a, b in zip(ends[:-1], starts[1:])))
+
     def sparse_stall(self) -> int:
-        """Cycles the sparse unit waits for dense outputs between its first and last batch."""
-        ends = [e for layer in self.sparse_end for e in layer]
-        starts = [s for layer in self.sparse_start for s in layer]
-        return int(sum(max(0, s - e) for e, s in zip(ends[:-1], starts[1:])))
+        """:meth:`stall` of the sparse unit (dependency waits)."""
+        return self.stall("sparse")
 
 
 def simulate(sparse_cycles, dense_cycles, dep) -> Timeline:
@@ -156,7 +168,9 @@ class PipelineReport:
     min_granularity: float
     makespan_cycles: int
     idle_fraction: float
+    bottleneck: str
     sparse_stall_cycles: int
+    dense_stall_cycles: int
     sparse_busy_cycles: int
     dense_busy_cycles: int
     sparse_utilization: float
@@ -214,15 +228,17 @@ def analyze(graph: CSRGraph, batches: int, widths: list[int], config: SSpmmConfi
         dense.append([int(c) for c in np.maximum(cyc, 1)])
     tl = simulate(sparse, dense, dep)
     span = tl.makespan
-    stall = tl.sparse_stall()
+    busy = {u: tl.busy(u) for u in ("sparse", "dense")}
+    bottleneck = max(busy, key=busy.get)
     return PipelineReport(
         n=n, batches=batches, reorder=reorder, bandwidth=b, stages_prop35=stages_prop35(n, b),
         prop35_holds=prop35_holds(n, b, batches), min_granularity=(n - b) / (2 * n),
-        makespan_cycles=span, idle_fraction=stall / span if span else 0.0,
-        sparse_stall_cycles=stall, sparse_busy_cycles=tl.busy("sparse"),
-        dense_busy_cycles=tl.busy("dense"),
-        sparse_utilization=tl.busy("sparse") / span if span else 0.0,
-        dense_utilization=tl.busy("dense") / span if span else 0.0,
+        makespan_cycles=span, idle_fraction=1.0 - busy[bottleneck] / span if span else 0.0,
+        bottleneck=bottleneck, sparse_stall_cycles=tl.stall("sparse"),
+        dense_stall_cycles=tl.stall("dense"), sparse_busy_cycles=busy["sparse"],
+        dense_busy_cycles=busy["dense"],
+        sparse_utilization=busy["sparse"] / span if span else 0.0,
+        dense_utilization=busy["dense"] / span if span else 0.0,
         first_batch_dependency=int(dep[0]), widths=list(widths),
         dense_cycles_source=("given" if dense_macs_per_cycle is not None
                              else f"measured torch on {dense_device or 'cpu'}"),

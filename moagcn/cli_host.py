@@ -242,7 +242,13 @@ def cmd_pipeline(args) -> int:
     from moagcn.host.datasets import load_dataset
     from moagcn.host.pipeline import analyze
 
+    import torch
+
     report_path = _report_path(args.report)
+    if args.threads < 0:
+        raise UserError(f"--threads {args.threads}: use 0 (torch's default) or more")
+    if args.threads:
+        torch.set_num_threads(args.threads)
     if args.batches < 1:
         raise UserError(f"--batches {args.batches}: use at least 1 batch")
     if args.hidden < 1 or args.layers < 1:
@@ -268,8 +274,8 @@ def cmd_pipeline(args) -> int:
                   per_batch_cycles={"sparse": main.sparse_cycles, "dense": main.dense_cycles},
                   compare={o: {k: getattr(r, k) for k in
                                ("bandwidth", "stages_prop35", "prop35_holds", "idle_fraction",
-                                "makespan_cycles", "sparse_stall_cycles",
-                                "first_batch_dependency")}
+                                "makespan_cycles", "bottleneck", "sparse_stall_cycles",
+                                "dense_stall_cycles", "first_batch_dependency")}
                            for o, r in results.items()})
     _write_json(report_path, report)
     plot = _pipeline_plot({f"order {o}": r for o, r in results.items()}, report_path,
@@ -278,7 +284,8 @@ def cmd_pipeline(args) -> int:
     for o, r in results.items():
         print(f"order {o:4s}: bandwidth {r.bandwidth}, Prop. 3.5 stages {r.stages_prop35} "
               f"({'met' if r.prop35_holds else 'not met'} with s = {r.batches}), idle fraction "
-              f"{r.idle_fraction:.4f}, makespan {r.makespan_cycles:,} cycles")
+              f"{r.idle_fraction:.4f} ({r.bottleneck}-bound), makespan {r.makespan_cycles:,} "
+              "cycles")
     print(f"report: {report_path}")
     print(f"plot: {plot}")
     return 0
@@ -349,6 +356,8 @@ def register(subparsers) -> None:
                     help="fraction of aggregation outputs computed (dropout keep rate)")
     pp.add_argument("--dense-macs-per-cycle", type=float, default=None,
                     help="dense speed at the accelerator clock (default: measured with torch)")
+    pp.add_argument("--threads", type=int, default=1,
+                    help="torch threads for the dense timing (default 1, as moagcn train)")
     pp.add_argument("--seed", type=int, default=0)
     pp.add_argument("--report", default=DEFAULT_PIPELINE_REPORT, metavar="R.json")
     pp.set_defaults(func=cmd_pipeline)

@@ -38,6 +38,10 @@ def test_idleness_vanishes_exactly_when_prop_3_5_holds(layers):
             tl = simulate(equal, equal, dep)
             assert (tl.sparse_stall() == 0) == prop35_holds(n, b, s), (b, s)
             assert tl.busy("sparse") == tl.busy("dense") == 100 * s * layers
+            if prop35_holds(n, b, s):  # only the one-batch fill is left
+                assert tl.makespan == 100 * (s * layers + 1)
+            else:
+                assert tl.makespan > 100 * (s * layers + 1)
 
 
 def test_dependencies_and_timeline_by_hand():
@@ -64,6 +68,22 @@ def test_rcm_lowers_bandwidth_and_idle_on_sbm():
     # same work, only the order changed
     assert sum(map(sum, rcm.dense_cycles)) == sum(map(sum, none.dense_cycles))
     assert rcm.prop35_holds == (rcm.batches >= rcm.stages_prop35)
+
+
+def test_dense_bound_pipeline_loses_time_at_layer_boundaries_without_reordering():
+    # the dense unit is 4x slower: without reordering it waits for the first aggregation of
+    # every layer, with a small bandwidth the sparse unit has it ready
+    d = sbm(n_nodes=600, seed=1)
+    kw = dict(widths=[d.n_features, 64, 64, d.n_classes], config=preset("default"))
+    slow = analyze(d.graph, 12, reorder="none", dense_macs_per_cycle=4.0, **kw)
+    assert slow.bottleneck == "dense" and slow.dense_stall_cycles > 0
+    band = banded(600, 40)
+    none = analyze(band.permute(np.random.default_rng(0).permutation(600)), 12, [32, 32, 32, 4],
+                   preset("default"), dense_macs_per_cycle=4.0)
+    rcm = analyze(band, 12, [32, 32, 32, 4], preset("default"), dense_macs_per_cycle=4.0)
+    assert rcm.bottleneck == none.bottleneck == "dense"
+    assert rcm.dense_stall_cycles == 0 < none.dense_stall_cycles
+    assert rcm.idle_fraction < none.idle_fraction
 
 
 def test_errors():
