@@ -25,16 +25,24 @@ STREAMS = ("indptr_in", "indices_in", "mask_in", "feat_in")
 
 @dataclass
 class PackedJob:
-    """Stream payloads of one job, as Python integers."""
+    """Stream beats of one job: per load stream a (beats, 32-bit words) uint32 array."""
 
     n_rows: int
     n_features: int
-    streams: dict[str, list[int]]
+    streams: dict[str, np.ndarray]
     out_beats: int
+
+    def beat_ints(self, name: str) -> list[int]:
+        """The beats of one stream as Python integers (word 0 in the low bits)."""
+        words = self.streams[name].astype(object)
+        value = np.zeros(words.shape[0], dtype=object)
+        for k in range(words.shape[1]):
+            value += words[:, k] << (32 * k)
+        return value.tolist()
 
 
 def pack_job(indptr, indices, H, mask, config: SSpmmConfig) -> PackedJob:
-    """Validate a job against the configuration and pack its load streams."""
+    """Check a job against the configuration's buffers and pack its load streams."""
     H = np.asarray(H)
     n = indptr.size - 1
     F = H.shape[1]
@@ -46,26 +54,20 @@ def pack_job(indptr, indices, H, mask, config: SSpmmConfig) -> PackedJob:
                         f"{config.max_edges}; use a larger preset or --param max_edges")
     if F > config.max_feature_width:
         raise UserError(f"feature width {F} exceeds max_feature_width={config.max_feature_width}")
-    lw, lanes = config.load_width, config.lanes
-    bits = as_bits(H).astype(np.uint64).astype(object)
-    feat = []
+    lw = config.load_width
     beats_per_row = -(-F // lw)
-    padded = np.zeros((n, beats_per_row * lw), dtype=object)
-    padded[:, :F] = bits
-    for row in padded:
-        for b in range(beats_per_row):
-            word = 0
-            for k in range(lw):
-                word |= int(row[b * lw + k]) << (32 * k)
-            feat.append(word)
-    weights = 1 << np.arange(F, dtype=object)
-    masks = [int(np.dot(r.astype(object), weights)) if F else 0 for r in mask]
+    feat = np.zeros((n, beats_per_row * lw), dtype=np.uint32)
+    feat[:, :F] = as_bits(H).reshape(n, F)
+    mask_words = -(-config.max_feature_width // 32)
+    bits = np.zeros((n, mask_words * 32), dtype=np.uint8)
+    bits[:, :F] = np.asarray(mask, dtype=bool)
+    packed_mask = np.packbits(bits.reshape(n, mask_words, 32), axis=2, bitorder="little")
     return PackedJob(n, F, {
-        "indptr_in": [int(x) for x in indptr],
-        "indices_in": [int(x) for x in sort_rows(indptr, indices)],
-        "mask_in": masks,
-        "feat_in": feat,
-    }, n * -(-F // lanes))
+        "indptr_in": np.asarray(indptr, dtype=np.uint32).reshape(-1, 1),
+        "indices_in": sort_rows(indptr, indices).astype(np.uint32).reshape(-1, 1),
+        "mask_in": packed_mask.view("<u4").reshape(n, mask_words),
+        "feat_in": feat.reshape(n * beats_per_row, lw),
+    }, n * -(-F // config.lanes))
 
 
 async def run_job(io, job: PackedJob, lanes: int, idle_every: int = 0,
@@ -78,16 +80,17 @@ async def run_job(io, job: PackedJob, lanes: int, idle_every: int = 0,
     """
     io.set("n_rows", job.n_rows)
     io.set("n_features", job.n_features)
+    beats_in = {s: job.beat_ints(s) for s in STREAMS}
     for attempt in range(2 if reset_after is not None else 1):
         pos = {name: 0 for name in STREAMS}
         cycle = 0
-        while any(pos[s] < len(job.streams[s]) for s in STREAMS):
+        while any(pos[s] < len(beats_in[s]) for s in STREAMS):
             idle = idle_every and cycle % idle_every == idle_every - 1
             valid = {}
             for s in STREAMS:
-                valid[s] = not idle and pos[s] < len(job.streams[s])
+                valid[s] = not idle and pos[s] < len(beats_in[s])
                 if valid[s]:
-                    io.set(f"{s}__payload", job.streams[s][pos[s]])
+                    io.set(f"{s}__payload", beats_in[s][pos[s]])
                 io.set(f"{s}__valid", int(valid[s]))
             ready = {s: await io.get(f"{s}__ready") for s in STREAMS if valid[s]}
             await io.tick()
@@ -146,8 +149,22 @@ class SSpmmResult:
     extra: dict = field(default_factory=dict)
 
 
+#: the accelerator's stream protocol, for the lean Verilator harness
+def _protocol():
+    from moagcn.hw.sspmm.top import COUNTERS
+
+    from .lean import StreamProtocol
+    return StreamProtocol(loads=STREAMS, output="out", scalars=("n_rows", "n_features"),
+                          counters=COUNTERS, flags=("err_index", "err_indptr"))
+
+
 class SSpmmDriver:
-    """Run S-SpMM jobs on one backend of one configuration."""
+    """Run S-SpMM jobs on one backend of one configuration.
+
+    ``verilator`` runs the host-driven lean harness (:mod:`moagcn.sim.lean`: Python asleep while
+    the design runs) unless a waveform or a mid-job reset is asked for, which need the cocotb
+    testbench; ``pysim`` and ``icarus`` run the same cocotb-style testbench as the tests.
+    """
 
     def __init__(self, config: SSpmmConfig, backend: str = "verilator"):
         self.config = config
@@ -176,6 +193,8 @@ class SSpmmDriver:
 
         from .backends import run
         job = pack_job(indptr, indices, H, mask, self.config)
+        if self.backend == "verilator" and waves is None and reset_after is None:
+            return self._run_lean(job, idle_every, stall_every)
         # a generous bound: a design that stops making progress fails instead of hanging
         from .sspmm_model import estimate
         bound = estimate(indptr, mask, H.shape[1], self.config)
@@ -190,3 +209,27 @@ class SSpmmDriver:
         out["sim_cycles"] = res.cycles
         out["sim_testbench_s"] = res.wall_s
         return SSpmmResult(Z, out, self.backend, wall)
+
+    def _run_lean(self, job: PackedJob, idle_every: int, stall_every: int) -> SSpmmResult:
+        from moagcn.hw.designs import get_design
+
+        from .build import generate_verilog
+        from .lean import build_lean, run_lean
+        proto = _protocol()
+        t0 = time.perf_counter()
+        exe = build_lean(generate_verilog(get_design("sspmm"), self.config), proto)
+        words = self.config.lanes
+        res = run_lean(exe, proto, job.streams, {"n_rows": job.n_rows,
+                                                 "n_features": job.n_features},
+                       words, idle_every=idle_every, stall_every=stall_every,
+                       max_cycles=1 << 36)
+        wall = time.perf_counter() - t0
+        beats = res.beats.reshape(-1, words)
+        per_row = -(-job.n_features // words)
+        Z = np.zeros((job.n_rows, job.n_features), np.float32)
+        if beats.shape[0] == job.out_beats:
+            Z = as_float(beats.reshape(job.n_rows, per_row * words)[:, :job.n_features]).copy()
+        out = dict(res.values)
+        out["sim_cycles"] = res.cycles
+        out["sim_testbench_s"] = res.wall_s
+        return SSpmmResult(Z, out, "verilator", wall)
