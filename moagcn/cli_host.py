@@ -115,7 +115,7 @@ def _resolve_backend(name: str | None) -> str:
         return name
     if backend_available("rtl"):
         return "rtl"
-    print("moagcn train: the rtl backend is not registered in this installation; "
+    print("moagcn train: the rtl backend is not available in this installation; "
           "using --backend model (the RTL's bit-exact golden model and cycle model)")
     return "model"
 
