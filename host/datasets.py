@@ -160,7 +160,8 @@ def _class_features(labels: np.ndarray, n_classes: int, n_features: int, words_p
     n = labels.size
     topic = np.zeros((n_classes, n_features), dtype=bool)
     for c in range(n_classes):
-        topic[c, rng.choice(n_features, size=min(words_per_class, n_features), replace=False)] = True
+        words = rng.choice(n_features, size=min(words_per_class, n_features), replace=False)
+        topic[c, words] = True
     prob = np.where(topic[labels], p_topic, p_noise)
     X = (rng.random((n, n_features)) < prob).astype(np.float32)
     empty = np.nonzero(X.sum(axis=1) == 0)[0]

@@ -37,7 +37,7 @@ from .graph import CSRGraph, contiguous_ranges
 
 
 def stages_prop35(n: int, b: int) -> int:
-    """The fewest batches ``s`` with ``(n - b) / 2n >= 1 / s`` (Prop. 3.5): ``ceil(2n / (n - b))``."""
+    """Fewest batches ``s`` with ``(n - b) / 2n >= 1 / s`` (Prop. 3.5): ``ceil(2n / (n - b))``."""
     if not 0 <= b < n:
         raise UserError(f"bandwidth b = {b} must be in 0..n-1 for n = {n} nodes")
     return math.ceil(2 * n / (n - b))

@@ -334,7 +334,8 @@ def register(subparsers) -> None:
     tr.add_argument("--reference", action="store_true",
                     help="also train the plain torch reference (same seed) and report it")
     tr.add_argument("--report", default=DEFAULT_TRAIN_REPORT, metavar="R.json",
-                    help=f"JSON report; plots are written beside it (default {DEFAULT_TRAIN_REPORT})")
+                    help="JSON report; plots are written beside it "
+                         f"(default {DEFAULT_TRAIN_REPORT})")
     tr.add_argument("--threads", type=int, default=1,
                     help="torch intra-op threads of the dense workers (default 1: the per-layer "
                          "tensors are small, and extra threads cost more than they give when "
