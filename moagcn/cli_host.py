@@ -109,17 +109,6 @@ def _train_plots(report: dict, path: Path) -> list[Path]:
     return [curves, times]
 
 
-def _resolve_backend(name: str | None) -> str:
-    from moagcn.host.devices import backend_available
-    if name is not None:
-        return name
-    if backend_available("rtl"):
-        return "rtl"
-    print("moagcn train: the rtl backend is not available in this installation; "
-          "using --backend model (the RTL's bit-exact golden model and cycle model)")
-    return "model"
-
-
 def cmd_train(args) -> int:
     """Train a GNN with aggregation on sparse devices; write the report and plots."""
     from tqdm import tqdm
@@ -138,7 +127,7 @@ def cmd_train(args) -> int:
         raise UserError("--distributed runs one process per worker: give --workers 2 or more")
     cfg = TrainConfig(model=args.model, layers=args.layers, hidden=args.hidden,
                       dropout=args.dropout, lr=args.lr, weight_decay=args.weight_decay,
-                      epochs=args.epochs, seed=args.seed, backend=_resolve_backend(args.backend),
+                      epochs=args.epochs, seed=args.seed, backend=args.backend,
                       workers=args.workers, parallelism=args.parallelism,
                       partition=args.partition, preset=args.preset, reorder=args.reorder,
                       normalize_features=not args.raw_features).validate()
@@ -309,8 +298,8 @@ def register(subparsers) -> None:
     tr.add_argument("--dataset", default="sbm", metavar="sbm|rmat|PATH.npz",
                     help="built-in synthetic graph or an .npz file (default: sbm)")
     tr.add_argument("--model", default="gcn", choices=MODELS)
-    tr.add_argument("--backend", default=None, metavar="rtl|model|cpu",
-                    help="sparse device backend (default: rtl when available, else model)")
+    tr.add_argument("--backend", default="rtl", metavar="rtl|model|cpu",
+                    help="sparse device backend (default: rtl, the simulated accelerator)")
     tr.add_argument("--workers", type=int, default=1, metavar="M",
                     help="sparse devices = dense workers (default 1)")
     tr.add_argument("--parallelism", default="mop", choices=PARALLELISMS)

@@ -37,10 +37,12 @@ module moagcn_ram #(
   always @(posedge clk) begin
     for (p = 0; p < NR; p = p + 1)
       r_data[p*WIDTH +: WIDTH] <= mem[r_addr[p*AW +: AW]];
+    // (the per-port test lets a simulator skip idle ports' word loops)
     for (p = 0; p < NW; p = p + 1)
-      for (b = 0; b < WIDTH/GRAN; b = b + 1)
-        if (w_en[p*(WIDTH/GRAN) + b])
-          mem[w_addr[p*AW +: AW]][b*GRAN +: GRAN] <= w_data[p*WIDTH + b*GRAN +: GRAN];
+      if (|w_en[p*(WIDTH/GRAN) +: (WIDTH/GRAN)])
+        for (b = 0; b < WIDTH/GRAN; b = b + 1)
+          if (w_en[p*(WIDTH/GRAN) + b])
+            mem[w_addr[p*AW +: AW]][b*GRAN +: GRAN] <= w_data[p*WIDTH + b*GRAN +: GRAN];
   end
 endmodule
 """
