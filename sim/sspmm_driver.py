@@ -41,6 +41,13 @@ class PackedJob:
         return value.tolist()
 
 
+def pack_beats(words: np.ndarray, per_beat: int) -> np.ndarray:
+    """``words`` as (beats, per_beat), the last beat zero-padded."""
+    out = np.zeros(-(-words.size // per_beat) * per_beat, dtype=np.uint32)
+    out[:words.size] = words
+    return out.reshape(-1, per_beat)
+
+
 def pack_job(indptr, indices, H, mask, config: SSpmmConfig) -> PackedJob:
     """Check a job against the configuration's buffers and pack its load streams."""
     H = np.asarray(H)
@@ -63,8 +70,8 @@ def pack_job(indptr, indices, H, mask, config: SSpmmConfig) -> PackedJob:
     bits[:, :F] = np.asarray(mask, dtype=bool)
     packed_mask = np.packbits(bits.reshape(n, mask_words, 32), axis=2, bitorder="little")
     return PackedJob(n, F, {
-        "indptr_in": np.asarray(indptr, dtype=np.uint32).reshape(-1, 1),
-        "indices_in": sort_rows(indptr, indices).astype(np.uint32).reshape(-1, 1),
+        "indptr_in": pack_beats(np.asarray(indptr, dtype=np.uint32), lw),
+        "indices_in": pack_beats(sort_rows(indptr, indices).astype(np.uint32), lw),
         "mask_in": packed_mask.view("<u4").reshape(n, mask_words),
         "feat_in": feat.reshape(n * beats_per_row, lw),
     }, n * -(-F // config.lanes))

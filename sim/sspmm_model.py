@@ -10,8 +10,9 @@ leaves the adder exactly when its next operand arrives. Hence
     cycles_compute ~ max(turns / G, jobs issued at one per cycle) + pipeline fill and drain
     utilisation    = work_adds / (lanes * cycles_compute)
 
-Load cycles fill the buffers at ``load_width`` words per cycle (row pointers, column indices,
-mask words of 32 bits, feature words); output cycles stream Z back at one word per lane per cycle.
+Load cycles: the four load streams fill in parallel (row pointers, column indices and feature
+words ``load_width`` per beat, one mask row per beat), so the longest stream sets them; output
+cycles stream Z back at one word per lane per cycle.
 The RTL comparison and the remaining error are documented in docs/sspmm.md.
 """
 
@@ -77,8 +78,9 @@ def estimate(indptr, mask, n_features: int, config: SSpmmConfig) -> SSpmmCycles:
     n_jobs = int(jobs.sum())
     issue = max(-(-turns // config.groups), n_jobs)
     compute = issue + (FRONT_END_LATENCY + config.adder_latency if n_jobs else 0) + 1
-    words = (n + 1) + int(indptr[-1]) + n * -(-n_features // 32) + n * n_features
-    load = -(-words // config.load_width)
+    # the load streams fill in parallel, one beat per stream per cycle: the longest one counts
+    lw = config.load_width
+    load = max(-(-(n + 1) // lw), -(-int(indptr[-1]) // lw), n, n * -(-n_features // lw))
     output = n * -(-n_features // config.lanes)
     work = int(np.dot(deg, mask.sum(axis=1)))
     return SSpmmCycles(load, compute, output, work, turns, n_jobs, config.lanes)

@@ -28,10 +28,10 @@ class SSpmmAccelerator(wiring.Component):
 
     Members
     -------
-    indptr_in : In(stream.Signature(32))
-        Row pointers ``indptr[0..n_rows]``.
-    indices_in : In(stream.Signature(32))
-        Column indices, each row sorted ascending (the driver sorts).
+    indptr_in : In(stream.Signature(32 * load_width))
+        Row pointers ``indptr[0..n_rows]``, ``load_width`` per beat (last beat zero-padded).
+    indices_in : In(stream.Signature(32 * load_width))
+        Column indices, each row sorted ascending (the driver sorts), ``load_width`` per beat.
     mask_in : In(stream.Signature(max_feature_width))
         One output-mask row per beat (bit f: compute feature f).
     feat_in : In(stream.Signature(32 * load_width))
@@ -61,8 +61,8 @@ class SSpmmAccelerator(wiring.Component):
         w = widths(config)
         F = config.max_feature_width
         members = {
-            "indptr_in": In(stream.Signature(32)),
-            "indices_in": In(stream.Signature(32)),
+            "indptr_in": In(stream.Signature(32 * config.load_width)),
+            "indices_in": In(stream.Signature(32 * config.load_width)),
             "mask_in": In(stream.Signature(F)),
             "feat_in": In(stream.Signature(32 * config.load_width)),
             "out": Out(stream.Signature(32 * config.lanes)),
@@ -88,8 +88,11 @@ class SSpmmAccelerator(wiring.Component):
 
         # -- buffers ---------------------------------------------------------------------------
         G = cfg.groups
-        m.submodules.indptr_buf = indptr_buf = Ram(32, cfg.max_nodes + 1, read_ports=4)
-        m.submodules.index_buf = index_buf = Ram(32, cfg.max_edges, read_ports=G)
+        # row pointers and column indices arrive load_width words per beat: one write port each
+        m.submodules.indptr_buf = indptr_buf = Ram(32, cfg.max_nodes + 1, read_ports=4,
+                                                   write_ports=LW)
+        m.submodules.index_buf = index_buf = Ram(32, cfg.max_edges, read_ports=G,
+                                                 write_ports=LW)
         m.submodules.mask_buf = mask_buf = Ram(F, cfg.max_nodes, read_ports=2)
         m.submodules.node_buf = node_buf = Ram(32 * F, cfg.max_nodes, read_ports=G,
                                                granularity=32)
@@ -103,22 +106,30 @@ class SSpmmAccelerator(wiring.Component):
         loading = ~(running | streaming | self.done)
 
         # -- loads (sequential fill of each buffer) ----------------------------------------------
-        ptr_wr, idx_wr, mask_wr, feat_wr = (buf.write(0) for buf in
-                                            (indptr_buf, index_buf, mask_buf, node_buf))
+        mask_wr, feat_wr = mask_buf.write(0), node_buf.write(0)
         n_ptrs = Signal(w["row"] + 2)
-        n_edges = Signal(w["edge"])
+        n_edges = Signal(w["edge"] + 1)
         n_masks = Signal(w["row"] + 1)
         feat_row = Signal(w["row"] + 1)
         feat_beat = Signal(range(F // LW + 1))
         beats_per_row = (self.n_features + (LW - 1)) // LW
 
-        loads = [(self.indptr_in, ptr_wr, n_ptrs), (self.indices_in, idx_wr, n_edges),
-                 (self.mask_in, mask_wr, n_masks)]
-        for port, (addr, data, en), count in loads:
-            m.d.comb += [port.ready.eq(loading), addr.eq(count), data.eq(port.payload),
-                         en.eq(port.valid & loading)]
+        # word k of a beat goes to entry count + k (the host pads the last beat; padding lies
+        # past indptr[-1] and is never read)
+        for port, buf, count in ((self.indptr_in, indptr_buf, n_ptrs),
+                                 (self.indices_in, index_buf, n_edges)):
+            m.d.comb += port.ready.eq(loading)
+            for k in range(LW):
+                addr, data, en = buf.write(k)
+                m.d.comb += [addr.eq(count + k), data.eq(port.payload.word_select(k, 32)),
+                             en.eq(port.valid & loading & (count + k < buf.depth))]
             with m.If(port.valid & loading):
-                m.d.sync += count.eq(count + 1)
+                m.d.sync += count.eq(count + LW)
+        addr, data, en = mask_wr
+        m.d.comb += [self.mask_in.ready.eq(loading), addr.eq(n_masks),
+                     data.eq(self.mask_in.payload), en.eq(self.mask_in.valid & loading)]
+        with m.If(self.mask_in.valid & loading):
+            m.d.sync += n_masks.eq(n_masks + 1)
         feat_addr, feat_data, feat_en = feat_wr
         m.d.comb += [self.feat_in.ready.eq(loading), feat_addr.eq(feat_row)]
         feat_take = self.feat_in.valid & loading

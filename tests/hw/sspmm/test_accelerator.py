@@ -13,7 +13,7 @@ from moagcn.hw.designs import get_design
 from moagcn.hw.sspmm import preset
 from moagcn.sim.backends import run
 from moagcn.sim.golden.sspmm import sspmm
-from moagcn.sim.sspmm_driver import SSpmmDriver, pack_job, run_job
+from moagcn.sim.sspmm_driver import SSpmmDriver, pack_beats, pack_job, run_job
 from moagcn.sim.sspmm_model import estimate
 
 from ...conftest import needs_icarus
@@ -75,8 +75,8 @@ def _raw_run(indptr, indices, n_features=4, backend="verilator"):
     M = np.ones((n, n_features), bool)
     # pack a well-formed job of the same size, then put the bad arrays in as they are
     packed = pack_job(np.zeros(n + 1, np.int64), np.zeros(0, np.int64), H, M, TINY)
-    packed.streams["indptr_in"] = np.asarray(indptr, np.uint32).reshape(-1, 1)
-    packed.streams["indices_in"] = np.asarray(indices, np.uint32).reshape(-1, 1)
+    packed.streams["indptr_in"] = pack_beats(np.asarray(indptr, np.uint32), TINY.load_width)
+    packed.streams["indices_in"] = pack_beats(np.asarray(indices, np.uint32), TINY.load_width)
     return run(get_design("sspmm"), TINY, run_job, backend, job=packed, lanes=TINY.lanes,
                max_cycles=5000).value
 
