@@ -2,12 +2,10 @@
 
 :func:`register` adds both to the ``moagcn`` parser (``moagcn/cli.py`` calls it); the handlers
 raise :class:`~moagcn.errors.UserError` for bad input, which the CLI prints as one line.
-``python -m moagcn.cli_host train ...`` runs the same commands stand-alone.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import time
@@ -351,22 +349,3 @@ def register(subparsers) -> None:
     pp.add_argument("--seed", type=int, default=0)
     pp.add_argument("--report", default=DEFAULT_PIPELINE_REPORT, metavar="R.json")
     pp.set_defaults(func=cmd_pipeline)
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Stand-alone entry point (``python -m moagcn.cli_host``), same behaviour as ``moagcn``."""
-    parser = argparse.ArgumentParser(prog="moagcn")
-    register(parser.add_subparsers(dest="command", required=True, metavar="COMMAND"))
-    args = parser.parse_args(argv)
-    try:
-        return args.func(args)
-    except UserError as exc:
-        print(f"moagcn: error: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("moagcn: interrupted", file=sys.stderr)
-        return 130
-
-
-if __name__ == "__main__":
-    sys.exit(main())

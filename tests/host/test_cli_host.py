@@ -6,6 +6,7 @@ import json
 import pytest
 
 from moagcn import cli_host
+from moagcn.cli import main
 from moagcn.errors import UserError
 from moagcn.host.datasets import save_npz, sbm
 
@@ -69,6 +70,6 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, monkeypatch, capsys, argv, m
     args = parse(*argv)
     with pytest.raises(UserError, match=message.replace("(", "\\(")):
         args.func(args)
-    assert cli_host.main(argv) == 2
+    assert main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("moagcn: error: ")
