@@ -134,15 +134,28 @@ async def run_job(io, job: PackedJob, lanes: int, idle_every: int = 0,
     return result
 
 
-def unpack_output(beats: list[int], n_rows: int, n_features: int, lanes: int) -> np.ndarray:
-    """Z (float32, n_rows x n_features) from the output beats."""
+def beats_to_z(words: np.ndarray, n_rows: int, n_features: int, lanes: int) -> np.ndarray:
+    """Z (float32, n_rows x n_features) from the output beats as (beats, lanes) uint32 words."""
     per_row = -(-n_features // lanes)
-    words = np.zeros(n_rows * per_row * lanes, dtype=np.uint32)
+    rows = np.asarray(words, dtype=np.uint32).reshape(n_rows, per_row * lanes)
+    return as_float(np.ascontiguousarray(rows[:, :n_features]))
+
+
+def unpack_output(beats: list[int], n_rows: int, n_features: int, lanes: int) -> np.ndarray:
+    """Z from the output beats as Python integers (word 0 in the low bits)."""
     mask32 = (1 << 32) - 1
-    for i, beat in enumerate(beats):
-        for k in range(lanes):
-            words[i * lanes + k] = (beat >> (32 * k)) & mask32
-    return as_float(words).reshape(n_rows, per_row * lanes)[:, :n_features].copy()
+    words = np.array([[(beat >> (32 * k)) & mask32 for k in range(lanes)] for beat in beats],
+                     dtype=np.uint32).reshape(-1, lanes)
+    return beats_to_z(words, n_rows, n_features, lanes)
+
+
+def _check_flags(counters: dict) -> None:
+    # the host validated the job, so a flag here means the hardware and the host disagree
+    if counters.get("err_index") or counters.get("err_indptr"):
+        from moagcn.errors import SimulationError
+        raise SimulationError(f"the accelerator stopped with an error flag on a validated job: "
+                              f"err_index={counters.get('err_index')}, "
+                              f"err_indptr={counters.get('err_indptr')}")
 
 
 @dataclass
@@ -212,6 +225,7 @@ class SSpmmDriver:
                   stall_every=stall_every, reset_after=reset_after, max_cycles=max_cycles)
         wall = time.perf_counter() - t0
         out = res.value
+        _check_flags(out)
         Z = unpack_output(out.pop("beats"), n, H.shape[1], self.config.lanes)
         out["sim_cycles"] = res.cycles
         out["sim_testbench_s"] = res.wall_s
@@ -231,12 +245,9 @@ class SSpmmDriver:
                        words, idle_every=idle_every, stall_every=stall_every,
                        max_cycles=1 << 36)
         wall = time.perf_counter() - t0
-        beats = res.beats.reshape(-1, words)
-        per_row = -(-job.n_features // words)
-        Z = np.zeros((job.n_rows, job.n_features), np.float32)
-        if beats.shape[0] == job.out_beats:
-            Z = as_float(beats.reshape(job.n_rows, per_row * words)[:, :job.n_features]).copy()
         out = dict(res.values)
+        _check_flags(out)
+        Z = beats_to_z(res.beats, job.n_rows, job.n_features, words)
         out["sim_cycles"] = res.cycles
         out["sim_testbench_s"] = res.wall_s
         return SSpmmResult(Z, out, "verilator", wall)

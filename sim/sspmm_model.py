@@ -23,12 +23,10 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from moagcn.hw.sspmm.config import SSpmmConfig
+from moagcn.hw.sspmm.group import FRONT_END_LATENCY
 from moagcn.sparse import degrees
 
 from .golden.sspmm import normalise_mask
-
-#: fixed latency from a turn's issue to its operands reaching the adders (index read, feature read)
-FRONT_END_LATENCY = 3
 
 
 @dataclass
