@@ -62,7 +62,7 @@ class Fp32MulAdd(wiring.Component):
 
         c = self.i.payload.c
         for k in range(cfg.mul_latency):
-            delayed = Signal(WIDTH, name=f"c_delay{k}")
+            delayed = Signal(WIDTH, name=f"c_delay{k}", reset_less=True)
             if cfg.enable:
                 with m.If(self.en):
                     m.d.sync += delayed.eq(c)

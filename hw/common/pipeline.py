@@ -70,7 +70,9 @@ class StagedPipeline:
         out = {}
         for key, value in values.items():
             value = Value.cast(value)
-            reg = Signal(value.shape(), name=f"{tag}_{key}")
+            # only the valid bit needs a reset: data registers without one are cheaper (no reset
+            # multiplexer in the FPGA, no reset branch in a simulator)
+            reg = Signal(value.shape(), name=f"{tag}_{key}", reset_less=(key != "valid"))
             if self._enable is None:
                 self._m.d.sync += reg.eq(value)
             else:
