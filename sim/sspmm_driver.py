@@ -9,7 +9,7 @@ the accumulation order the golden model documents.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -166,11 +166,10 @@ class SSpmmResult:
     counters: dict
     backend: str
     sim_wall_s: float = 0.0
-    extra: dict = field(default_factory=dict)
 
 
-#: the accelerator's stream protocol, for the lean Verilator harness
 def _protocol():
+    """The accelerator's stream protocol, for the lean Verilator harness."""
     from moagcn.hw.sspmm.top import COUNTERS
 
     from .lean import StreamProtocol
@@ -213,12 +212,12 @@ class SSpmmDriver:
 
         from .backends import run
         job = pack_job(indptr, indices, H, mask, self.config)
-        if self.backend == "verilator" and waves is None and reset_after is None:
-            return self._run_lean(job, idle_every, stall_every)
         # a generous bound: a design that stops making progress fails instead of hanging
         from .sspmm_model import estimate
         bound = estimate(indptr, mask, H.shape[1], self.config)
         max_cycles = 4 * bound.cycles_total + 8 * (len(job.streams["feat_in"]) + n) + 10_000
+        if self.backend == "verilator" and waves is None and reset_after is None:
+            return self._run_lean(job, idle_every, stall_every, max_cycles)
         t0 = time.perf_counter()
         res = run(get_design("sspmm"), self.config, run_job, self.backend, waves=waves,
                   job=job, lanes=self.config.lanes, idle_every=idle_every,
@@ -231,7 +230,8 @@ class SSpmmDriver:
         out["sim_testbench_s"] = res.wall_s
         return SSpmmResult(Z, out, self.backend, wall)
 
-    def _run_lean(self, job: PackedJob, idle_every: int, stall_every: int) -> SSpmmResult:
+    def _run_lean(self, job: PackedJob, idle_every: int, stall_every: int,
+                  max_cycles: int) -> SSpmmResult:
         from moagcn.hw.designs import get_design
 
         from .build import generate_verilog
@@ -243,7 +243,7 @@ class SSpmmDriver:
         res = run_lean(exe, proto, job.streams, {"n_rows": job.n_rows,
                                                  "n_features": job.n_features},
                        words, idle_every=idle_every, stall_every=stall_every,
-                       max_cycles=1 << 36)
+                       max_cycles=max_cycles)
         wall = time.perf_counter() - t0
         out = dict(res.values)
         _check_flags(out)
