@@ -107,6 +107,15 @@ def _train_plots(report: dict, path: Path) -> list[Path]:
     return [curves, times]
 
 
+def _set_threads(threads: int) -> None:
+    """Apply ``--threads`` (0: torch's default)."""
+    import torch
+    if threads < 0:
+        raise UserError(f"--threads {threads}: use 0 (torch's default) or more")
+    if threads:
+        torch.set_num_threads(threads)
+
+
 def cmd_train(args) -> int:
     """Train a GNN with aggregation on sparse devices; write the report and plots."""
     from tqdm import tqdm
@@ -114,13 +123,9 @@ def cmd_train(args) -> int:
     from moagcn.host.datasets import load_dataset
     from moagcn.host.train import TrainConfig, train, train_reference
 
-    import torch
 
     report_path = _report_path(args.report)
-    if args.threads < 0:
-        raise UserError(f"--threads {args.threads}: use 0 (torch's default) or more")
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    _set_threads(args.threads)
     if args.distributed and args.workers < 2 and not _under_torchrun():
         raise UserError("--distributed runs one process per worker: give --workers 2 or more")
     cfg = TrainConfig(model=args.model, layers=args.layers, hidden=args.hidden,
@@ -229,13 +234,9 @@ def cmd_pipeline(args) -> int:
     from moagcn.host.datasets import load_dataset
     from moagcn.host.pipeline import analyze
 
-    import torch
 
     report_path = _report_path(args.report)
-    if args.threads < 0:
-        raise UserError(f"--threads {args.threads}: use 0 (torch's default) or more")
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    _set_threads(args.threads)
     if args.batches < 1:
         raise UserError(f"--batches {args.batches}: use at least 1 batch")
     if args.hidden < 1 or args.layers < 1:

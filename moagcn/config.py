@@ -96,3 +96,15 @@ def apply_params(config: Any, params: Mapping[str, str]) -> Any:
         return dataclasses.replace(config, **changes)
     except (ValueError, TypeError) as exc:
         raise UserError(f"invalid configuration: {exc}") from None
+
+
+def lookup_preset(presets: Mapping[str, Any], name: str, what: str, **overrides) -> Any:
+    """``presets[name]`` with field overrides; unknown names and bad values are a UserError."""
+    try:
+        base = presets[name]
+    except KeyError:
+        raise UserError(f"unknown preset {name!r}; choose one of {', '.join(presets)}") from None
+    try:
+        return dataclasses.replace(base, **overrides)
+    except (TypeError, ValueError) as exc:
+        raise UserError(f"invalid {what} configuration: {exc}") from None

@@ -8,10 +8,9 @@ performance model only).
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 
-from moagcn.errors import UserError
+from moagcn.config import lookup_preset
 
 
 @dataclass(frozen=True)
@@ -71,13 +70,6 @@ PRESETS = {
 }
 
 
-def preset(name: str, **overrides) -> HyScaleConfig:
+def preset(name: str, **overrides):
     """A preset with optional field overrides; unknown names list the presets."""
-    try:
-        base = PRESETS[name]
-    except KeyError:
-        raise UserError(f"unknown preset {name!r}; choose one of {', '.join(PRESETS)}") from None
-    try:
-        return dataclasses.replace(base, **overrides)
-    except (TypeError, ValueError) as exc:
-        raise UserError(f"invalid HyScale configuration: {exc}") from None
+    return lookup_preset(PRESETS, name, "HyScale", **overrides)

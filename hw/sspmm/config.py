@@ -7,10 +7,9 @@ and the synthesis run. Presets: ``tiny`` (fast tests), ``default`` (P = 16) and 
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 
-from moagcn.errors import UserError
+from moagcn.config import lookup_preset
 
 LANE_CHOICES = (2, 4, 8, 16, 32)
 
@@ -92,13 +91,6 @@ PRESETS = {
 PAPER_ADDERS = 16384
 
 
-def preset(name: str, **overrides) -> SSpmmConfig:
+def preset(name: str, **overrides):
     """A preset with optional field overrides; unknown names list the presets."""
-    try:
-        base = PRESETS[name]
-    except KeyError:
-        raise UserError(f"unknown preset {name!r}; choose one of {', '.join(PRESETS)}") from None
-    try:
-        return dataclasses.replace(base, **overrides)
-    except (TypeError, ValueError) as exc:
-        raise UserError(f"invalid S-SpMM configuration: {exc}") from None
+    return lookup_preset(PRESETS, name, "S-SpMM", **overrides)
