@@ -46,6 +46,8 @@ def _registry() -> dict[str, Design]:
     from .arith import (Fp32AddConfig, Fp32Adder, Fp32MulAdd, Fp32MulAddConfig, Fp32MulConfig,
                         Fp32Multiplier)
 
+    from .hyscale import HyScaleConfig
+    from .hyscale.layer import HyScaleLayer
     from .sspmm import SSpmmAccelerator, SSpmmConfig
 
     designs = [
@@ -57,6 +59,8 @@ def _registry() -> dict[str, Design]:
                "binary32 multiply-add a*b+c from the multiplier and the adder (two roundings)"),
         Design("sspmm", SSpmmConfig, SSpmmAccelerator,
                "MixGCN S-SpMM sparse accelerator: Z = (A H) * M with CSR and bitmap buffers"),
+        Design("hyscale-layer", HyScaleConfig, HyScaleLayer,
+               "HyScale-GNN fused layer: scatter-gather aggregation + systolic update"),
     ]
     return {d.name: d for d in designs}
 

@@ -1,6 +1,6 @@
 """Configuration of the HyScale-GNN kernels (HyScale-GNN Sec. IV-C, Table IV).
 
-One frozen dataclass parameterises the gateware (to come), the golden model and the performance
+One frozen dataclass parameterises the gateware, the golden model and the performance
 model. Presets: ``tiny`` (fast tests), ``default`` (n = 4 scatter-gather PEs, m = 16 MACs) and
 ``u250`` (the paper's Alveo U250 design point: n = 8, m = 2048, 300 MHz, 77 GB/s DDR; for the
 performance model only).
@@ -33,6 +33,16 @@ class HyScaleConfig:
         Effective external-memory bandwidth, GB/s (Eq. 7 and 11 of the paper).
     pcie_gbps : float
         Effective host link bandwidth, GB/s (Eq. 8 and 13).
+    max_sources : int
+        Feature rows the external memory holds, and distinct sources of one job.
+    max_edges : int
+        Edges of one job (the on-chip edge list).
+    max_destinations : int
+        Destination (output) rows of one job; a multiple of ``spes``.
+    feature_slots : int
+        Feature rows each S-PE's local memory holds (the duplicator's prefetch ring).
+    add_latency, mul_latency : int
+        Pipeline depth of the binary32 adders and multipliers (>= 1).
     simulate : bool
         False for configurations that only the performance model may use.
     """
@@ -44,6 +54,12 @@ class HyScaleConfig:
     clock_mhz: float = 200.0
     ddr_gbps: float = 12.8
     pcie_gbps: float = 12.0
+    max_sources: int = 512
+    max_edges: int = 4096
+    max_destinations: int = 256
+    feature_slots: int = 8
+    add_latency: int = 7
+    mul_latency: int = 7
     simulate: bool = True
 
     def __post_init__(self):
@@ -57,10 +73,47 @@ class HyScaleConfig:
             raise ValueError("max_feature_width and mem_words_per_cycle must be >= 1")
         if min(self.clock_mhz, self.ddr_gbps, self.pcie_gbps) <= 0:
             raise ValueError("clock_mhz, ddr_gbps and pcie_gbps must be positive")
+        for name in ("max_feature_width", "mem_words_per_cycle", "feature_slots"):
+            value = getattr(self, name)
+            if self.simulate and (value < 1 or value & (value - 1)):
+                raise ValueError(f"{name}={value} must be a power of two")
+        if self.simulate and self.mem_words_per_cycle > self.macs:
+            raise ValueError(f"mem_words_per_cycle={self.mem_words_per_cycle} must not exceed "
+                             f"macs={self.macs} (an output beat holds columns of one MAC group)")
+        if self.max_feature_width % self.mem_words_per_cycle:
+            raise ValueError(f"max_feature_width={self.max_feature_width} must be a multiple of "
+                             f"mem_words_per_cycle={self.mem_words_per_cycle}")
+        if min(self.max_sources, self.max_edges, self.max_destinations) < 1:
+            raise ValueError("max_sources, max_edges and max_destinations must be >= 1")
+        if self.max_destinations % self.spes:
+            raise ValueError(f"max_destinations={self.max_destinations} must be a multiple of "
+                             f"spes={self.spes} (destination rows are banked over the G-PEs)")
+        if max(self.max_sources, self.max_edges, self.max_destinations) >= 1 << 16:
+            raise ValueError("max_sources, max_edges and max_destinations must be < 65536")
+        if self.feature_slots < 2:
+            raise ValueError(f"feature_slots={self.feature_slots} must be >= 2")
+        if not (1 <= self.add_latency <= 32 and 1 <= self.mul_latency <= 32):
+            raise ValueError("add_latency and mul_latency must be 1..32")
+
+    @property
+    def beats_per_row(self) -> int:
+        """External-memory words (of ``mem_words_per_cycle`` elements) per feature row."""
+        return self.max_feature_width // self.mem_words_per_cycle
+
+    @property
+    def gather_slot(self) -> int:
+        """Fewest cycles between two edges entering one G-PE (the read-add-write distance)."""
+        return self.add_latency + 2
+
+    @property
+    def rows_per_block(self) -> int:
+        """Rows the update kernel interleaves: one per adder stage, so accumulations never wait."""
+        return self.add_latency
 
 
 PRESETS = {
-    "tiny": HyScaleConfig(spes=2, macs=4, max_feature_width=16, mem_words_per_cycle=2),
+    "tiny": HyScaleConfig(spes=2, macs=4, max_feature_width=16, mem_words_per_cycle=2,
+                          max_sources=64, max_edges=256, max_destinations=32, feature_slots=4),
     "default": HyScaleConfig(),
     # HyScale-GNN Table II / IV: Alveo U250, n = 8, m = 2048 at 300 MHz, 77 GB/s DDR. The paper
     # gives no PCIe figure; 16 GB/s is the nominal rate of PCIe 3.0 x16 (an assumption)
