@@ -12,7 +12,8 @@ except by speed and by whether cycles are counted:
   for ``rtl`` is a clear error (see ``docs/runtime.md``).
 
 Jobs larger than the accelerator's buffers (``SSpmmConfig.max_nodes``, ``max_edges``,
-``max_feature_width``) are cut into tiles by :func:`plan_tiles`; each tile is a square job the
+``max_feature_width``) are cut into tiles by :func:`plan_tiles` (defined in
+``moagcn.sim.sspmm_tiling``, which the S-SpMM driver shares); each tile is a square job the
 accelerator can hold. Tiling never changes the result: every output element is still one
 sequential sum in ascending global column order.
 """
@@ -33,6 +34,7 @@ from moagcn.errors import UserError
 from moagcn.hw.sspmm.config import SSpmmConfig, preset
 from moagcn.sim.golden import sspmm as golden
 from moagcn.sim.sspmm_model import estimate
+from moagcn.sim.sspmm_tiling import Tile, plan_tiles  # noqa: F401 (re-exported)
 
 from .graph import CSRGraph
 
@@ -94,102 +96,6 @@ class DeviceCounters:
         d["cycles_total"] = self.cycles_total
         d["utilization"] = self.utilization
         return d
-
-
-# -- tiling --------------------------------------------------------------------------------------
-
-@dataclass
-class Tile:
-    """One square accelerator job cut out of a larger S-SpMM.
-
-    Rows ``rows_start:rows_stop`` of the output and feature columns ``feat_start:feat_stop`` are
-    computed from the node rows ``cols`` of H (ascending global ids). The job has
-    ``size = max(rows, len(cols))`` nodes: rows beyond the output rows are empty, feature rows
-    beyond ``cols`` are zero.
-    """
-
-    rows_start: int
-    rows_stop: int
-    feat_start: int
-    feat_stop: int
-    cols: np.ndarray
-    indptr: np.ndarray
-    indices: np.ndarray
-
-    @property
-    def size(self) -> int:
-        return self.indptr.size - 1
-
-    def features(self, H: np.ndarray) -> np.ndarray:
-        """The tile's feature buffer: rows ``cols`` of H, its feature chunk, zero padded."""
-        Ht = np.zeros((self.size, self.feat_stop - self.feat_start), dtype=np.float32)
-        Ht[:self.cols.size] = H[self.cols, self.feat_start:self.feat_stop]
-        return Ht
-
-    def mask(self, M: np.ndarray) -> np.ndarray:
-        """The tile's output mask (rows beyond the output rows are 0)."""
-        Mt = np.zeros((self.size, self.feat_stop - self.feat_start), dtype=bool)
-        r = self.rows_stop - self.rows_start
-        Mt[:r] = M[self.rows_start:self.rows_stop, self.feat_start:self.feat_stop]
-        return Mt
-
-    def job(self, H: np.ndarray, M: np.ndarray):
-        """``(indptr, indices, H_tile, M_tile)`` of this tile as a square job."""
-        return self.indptr, self.indices, self.features(H), self.mask(M)
-
-
-def plan_tiles(csr: CSRGraph, n_features: int, config: SSpmmConfig) -> list[Tile]:
-    """Cut ``Z = (A H) ⊙ M`` into jobs that fit ``config``'s buffers.
-
-    Rows are grouped greedily into blocks whose edges fit ``max_edges`` and whose rows and
-    distinct columns each fit ``max_nodes``; features into chunks of ``max_feature_width``.
-    A single row that alone exceeds a buffer is an error naming the row and the parameter.
-    """
-    deg = csr.degrees()
-    blocks: list[tuple[int, int]] = []
-    if csr.n_rows <= config.max_nodes and csr.n_cols <= config.max_nodes \
-            and csr.nnz <= config.max_edges:
-        blocks.append((0, csr.n_rows))
-    else:
-        big = np.nonzero(deg > min(config.max_edges, config.max_nodes))[0]
-        if big.size:
-            v = int(big[0])
-            raise UserError(f"row {v} has {int(deg[v])} neighbours but one accelerator job holds "
-                            f"at most max_edges={config.max_edges} entries and "
-                            f"max_nodes={config.max_nodes} feature rows; use a larger "
-                            "configuration (--param max_edges=..., max_nodes=...)")
-        start = 0
-        while start < csr.n_rows:
-            stop = start
-            seen = np.zeros(csr.n_cols, dtype=bool)
-            n_cols = edges = 0
-            while stop < csr.n_rows:
-                cols = csr.indices[csr.indptr[stop]:csr.indptr[stop + 1]]
-                new = np.unique(cols[~seen[cols]])
-                if (stop - start + 1 > config.max_nodes or edges + cols.size > config.max_edges
-                        or n_cols + new.size > config.max_nodes):
-                    break
-                seen[new] = True
-                n_cols += new.size
-                edges += cols.size
-                stop += 1
-            blocks.append((start, stop))
-            start = stop
-    width = config.max_feature_width
-    chunks = [(f, min(n_features, f + width)) for f in range(0, n_features, width)] or [(0, 0)]
-    tiles = []
-    for r0, r1 in blocks:
-        lo, hi = csr.indptr[r0], csr.indptr[r1]
-        cols = np.unique(csr.indices[lo:hi])
-        if r0 == 0 and r1 == csr.n_rows and csr.n_rows == csr.n_cols:
-            cols = np.arange(csr.n_cols, dtype=np.int64)  # the whole graph: no renumbering
-        local = np.searchsorted(cols, csr.indices[lo:hi])
-        size = max(r1 - r0, cols.size, 1)
-        indptr = np.full(size + 1, hi - lo, dtype=np.int64)
-        indptr[:r1 - r0 + 1] = csr.indptr[r0:r1 + 1] - lo
-        for f0, f1 in chunks:
-            tiles.append(Tile(r0, r1, f0, f1, cols, indptr, local))
-    return tiles
 
 
 # -- sparse devices ------------------------------------------------------------------------------

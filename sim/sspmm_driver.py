@@ -3,13 +3,16 @@
 ``SSpmmDriver(config, backend).run(indptr, indices, H, M)`` returns Z (float32) and the
 accelerator's counters. Backends: ``pysim``, ``verilator``, ``icarus`` (the RTL) and ``model``
 (golden model plus cycle model). Each row of the adjacency is sorted before loading, which is
-the accumulation order the golden model documents.
+the accumulation order the golden model documents. A job larger than the configuration's
+buffers runs as several accelerator jobs (:mod:`moagcn.sim.sspmm_tiling`), bit for bit the same Z.
 """
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
@@ -19,6 +22,7 @@ from moagcn.sparse import sort_rows, validate_csr
 
 from .golden import sspmm as golden
 from .golden.fp32 import as_bits, as_float
+from .sspmm_tiling import plan_tiles
 
 STREAMS = ("indptr_in", "indices_in", "mask_in", "feat_in")
 
@@ -166,6 +170,25 @@ class SSpmmResult:
     counters: dict
     backend: str
     sim_wall_s: float = 0.0
+    #: accelerator jobs the driver ran (1 when the job fits the buffers)
+    tiles: int = 1
+
+
+class _Csr(NamedTuple):
+    """A validated CSR structure as :func:`plan_tiles` reads it."""
+
+    indptr: np.ndarray
+    indices: np.ndarray
+    n_rows: int
+    n_cols: int
+
+
+def _tile_waves(waves, k: int):
+    """The waveform file of tile ``k``: ``FILE.tileK.SUFFIX`` (None: no waveform)."""
+    if waves is None:
+        return None
+    path = Path(waves)
+    return path.with_name(f"{path.stem}.tile{k}{path.suffix}")
 
 
 def _protocol():
@@ -191,7 +214,13 @@ class SSpmmDriver:
 
     def run(self, indptr, indices, H, mask=None, *, idle_every: int = 0, stall_every: int = 0,
             waves=None, reset_after: int | None = None) -> SSpmmResult:
-        """Compute ``Z = (A H) ⊙ M`` and return it with the counters."""
+        """Compute ``Z = (A H) ⊙ M`` and return it with the counters.
+
+        A job larger than the buffers runs as the tiles of :func:`plan_tiles` (rows and feature
+        columns, never part of a row), one accelerator job each; Z is stitched together and the
+        counters are summed over the tiles. With several tiles, ``waves`` names one waveform per
+        tile (``FILE.tileK.vcd``) and the other options apply to every tile.
+        """
         H = np.asarray(H)
         if H.ndim != 2 or H.dtype != np.float32:
             raise UserError(f"features must be a 2-D float32 array, got {H.dtype} {H.shape}")
@@ -202,6 +231,33 @@ class SSpmmDriver:
         mask = golden.normalise_mask(mask, H.shape)
         if mask.shape != H.shape:
             raise UserError(f"mask has shape {mask.shape}; expected {H.shape} like the features")
+        options = dict(idle_every=idle_every, stall_every=stall_every, reset_after=reset_after)
+        tiles = plan_tiles(_Csr(indptr, indices, n, n), H.shape[1], self.config)
+        if len(tiles) == 1:   # the job fits: run it as it is
+            return self._run_job(indptr, indices, H, mask, waves=waves, **options)
+        Z = np.zeros(H.shape, dtype=np.float32)
+        counters: dict = {}
+        wall = 0.0
+        for k, tile in enumerate(tiles):
+            res = self._run_job(*tile.job(H, mask), waves=_tile_waves(waves, k), **options)
+            Z[tile.rows_start:tile.rows_stop, tile.feat_start:tile.feat_stop] = \
+                res.Z[:tile.rows_stop - tile.rows_start]
+            for key, value in res.counters.items():
+                if key in ("lanes", "utilization"):
+                    counters[key] = value
+                else:
+                    counters[key] = counters.get(key, 0) + value
+            wall += res.sim_wall_s
+        if "utilization" in counters:
+            compute = counters["cycles_compute"]
+            counters["utilization"] = (counters["work_adds"] / (counters["lanes"] * compute)
+                                       if compute else 0.0)
+        return SSpmmResult(Z, counters, self.backend, wall, tiles=len(tiles))
+
+    def _run_job(self, indptr, indices, H, mask, *, idle_every: int, stall_every: int,
+                 waves, reset_after: int | None) -> SSpmmResult:
+        """Run one validated job that fits the buffers."""
+        n = indptr.size - 1
         if self.backend == "model":
             from .sspmm_model import estimate
             t0 = time.perf_counter()

@@ -78,3 +78,34 @@ def test_sspmm_bad_input_is_one_clear_line(job_files, case, needle):
     assert out.returncode == 2, out.stdout
     assert needle in out.stderr and "Traceback" not in out.stderr
     assert len(out.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.xdist_group("verilator-sspmm")
+@pytest.mark.parametrize("backend", ["model", "verilator"])
+def test_sspmm_run_tiles_a_job_larger_than_the_preset(tmp_path, backend):
+    from moagcn.host.graph import CSRGraph
+    from moagcn.hw.sspmm import preset
+    from moagcn.sim.sspmm_tiling import plan_tiles
+
+    # 280 rows and 40 features on the tiny preset (256 rows, 16 features per job)
+    indptr, indices, H, M = power_law_job(280, 40, seed=7, hub=120)
+    np.savez(tmp_path / "g.npz", indptr=indptr, indices=indices)
+    np.save(tmp_path / "h.npy", H)
+    np.save(tmp_path / "m.npy", M)
+    out = moagcn("sspmm", "run", "--graph", tmp_path / "g.npz", "--features", tmp_path / "h.npy",
+                 "--mask", tmp_path / "m.npy", "--out", tmp_path / "z.npy",
+                 "--report", tmp_path / "r.json", "--backend", backend, "--preset", "tiny")
+    assert out.returncode == 0, out.stderr
+    Z = np.load(tmp_path / "z.npy")
+    assert np.array_equal(Z.view(np.uint32), sspmm(indptr, indices, H, M).view(np.uint32))
+    report = json.loads((tmp_path / "r.json").read_text())
+    tiles = plan_tiles(CSRGraph(indptr, indices), 40, preset("tiny"))
+    assert report["tiles"] == len(tiles) >= 6          # 2+ row blocks x 3 feature chunks
+    assert f"{len(tiles)} tile(s)" in out.stdout
+    assert report["nodes"] == 280 and report["features"] == 40
+    assert report["work_adds"] == int(np.dot(np.diff(indptr), M.sum(axis=1)))
+    assert report["cycles_total"] == (report["cycles_load"] + report["cycles_compute"]
+                                      + report["cycles_output"])
+    assert 0 < report["utilization"] <= 1
+    if backend == "verilator":
+        assert report["sim_cycles"] > report["cycles_compute"] > 0
