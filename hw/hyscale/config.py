@@ -113,7 +113,7 @@ class HyScaleConfig:
 
 PRESETS = {
     "tiny": HyScaleConfig(spes=2, macs=4, max_feature_width=16, mem_words_per_cycle=2,
-                          max_sources=64, max_edges=256, max_destinations=32, feature_slots=4),
+                          max_sources=512, max_edges=1024, max_destinations=64, feature_slots=4),
     "default": HyScaleConfig(),
     # HyScale-GNN Table II / IV: Alveo U250, n = 8, m = 2048 at 300 MHz, 77 GB/s DDR. The paper
     # gives no PCIe figure; 16 GB/s is the nominal rate of PCIe 3.0 x16 (an assumption)

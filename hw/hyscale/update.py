@@ -84,7 +84,7 @@ class MacCell(wiring.Component):
         m.submodules.mul = mul = Fp32Multiplier(Fp32MulConfig(latency=cfg.mul_latency))
         m.d.comb += [mul.i.valid.eq(meta1[0]), mul.i.payload.a.eq(act1),
                      mul.i.payload.b.eq(r0d)]
-        line = delay(m, meta1, cfg.mul_latency, "mmeta")
+        line = delay(m, meta1, cfg.mul_latency, "mmeta", reset_less=False)
         # the bias is read one cycle before the product reaches the adder
         m.d.comb += r1a.eq(line[-2][-self.wbits:])
         meta = line[-1]
@@ -92,7 +92,8 @@ class MacCell(wiring.Component):
         m.submodules.adder = adder = Fp32Adder(Fp32AddConfig(latency=cfg.add_latency))
         m.d.comb += [adder.i.valid.eq(valid), adder.i.payload.a.eq(mul.o.payload),
                      adder.i.payload.b.eq(Mux(first, r1d, adder.o.payload))]
-        out_meta = delay(m, meta[:3 + self.rbits + 1], cfg.add_latency, "ameta")[-1]
+        out_meta = delay(m, meta[:3 + self.rbits + 1], cfg.add_latency, "ameta",
+                         reset_less=False)[-1]
         o_valid, o_last = out_meta[0], out_meta[2]
         o_row = out_meta[3:3 + self.rbits]
         o_par = out_meta[3 + self.rbits]

@@ -1,0 +1,79 @@
+"""The fused layer's golden model: order, signs, NaNs, and agreement with float64."""
+
+import numpy as np
+import pytest
+
+from moagcn.sim.golden import hyscale as golden
+from moagcn.sim.golden.fp32 import as_bits
+
+from .jobs import hub_job, sampled_job
+
+
+def reference_loops(indptr, indices, data, X, W, b, relu):
+    """The documented order written as plain scalar float32 loops."""
+    sched = golden.edge_schedule(indptr, indices, data)
+    n_dst = len(indptr) - 1
+    Z = np.zeros((n_dst, X.shape[1]), np.float32)
+    for u, v, a in zip(sched.src, sched.dst, sched.weight):
+        Z[v] = Z[v] + np.float32(a) * X[u]
+    Y = np.empty((n_dst, W.shape[1]), np.float32)
+    for v in range(n_dst):
+        for c in range(W.shape[1]):
+            acc = np.float32(b[c])
+            for i in range(W.shape[0]):
+                acc = np.float32(acc + np.float32(Z[v, i] * W[i, c]))
+            Y[v, c] = np.float32(0) if relu and np.signbit(acc) else acc
+    return Y
+
+
+@pytest.mark.parametrize("relu", [False, True])
+def test_golden_matches_the_documented_order(relu):
+    indptr, indices, data, X, W, b = hub_job(3, 12, 9, 5, 6, hub_edges=15, shared_dst_edges=10)
+    got = golden.layer(indptr, indices, data, X, W, b, relu)
+    want = reference_loops(indptr, indices, data, X, W, b, relu)
+    assert np.array_equal(as_bits(got), as_bits(want))
+    assert np.all(got[2] == (np.maximum(b, 0) if relu else b))   # the empty destination
+
+
+def test_edge_schedule_sorts_by_source_and_marks_first_edges():
+    indptr, indices, data, *_ = hub_job(4, 10, 7, 3, 3, hub_edges=12, shared_dst_edges=6)
+    s = golden.edge_schedule(indptr, indices, data)
+    assert np.all(np.diff(s.src) >= 0)
+    assert s.src.size == indices.size
+    # first flags: exactly one per destination with edges, and it is its earliest edge
+    assert s.first.sum() == np.unique(s.dst).size
+    for v in np.unique(s.dst):
+        assert np.nonzero(s.dst == v)[0][0] == np.nonzero((s.dst == v) & s.first)[0][0]
+    assert np.array_equal(s.counts, np.bincount(indices)[s.sources])
+    assert not s.nonempty[2] and s.nonempty.sum() == np.unique(s.dst).size
+
+
+def test_relu_zeroes_negative_zero_and_keeps_nan():
+    indptr = np.array([0, 1, 2])
+    indices = np.array([0, 1])
+    data = np.ones(2, np.float32)
+    X = np.array([[-0.0], [np.nan]], np.float32)
+    W = np.ones((1, 1), np.float32)
+    b = np.array([-0.0], np.float32)
+    Y = golden.layer(indptr, indices, data, X, W, b, relu=True)
+    assert as_bits(Y)[0, 0] == 0                    # -0 + -0*1 = -0 -> +0
+    assert as_bits(Y)[1, 0] == 0x7FC00000           # canonical NaN passes ReLU
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_golden_agrees_with_float64_within_the_bound(seed):
+    indptr, indices, X, W, b = sampled_job(seed, 16, (25, 10), 32, 24, layer=0)
+    data = golden.gcn_weights(indptr, indices, X.shape[0])
+    Y = golden.layer(indptr, indices, data, X, W, b, relu=False)
+    Y64, bound = golden.float64_layer(indptr, indices, data, X, W, b)
+    err = np.abs(Y.astype(np.float64) - Y64)
+    assert np.all(err <= bound)
+    assert err.max() > 0                           # the comparison is not vacuous
+
+
+def test_gcn_weights_are_symmetric_normalisation():
+    indptr = np.array([0, 2, 3])
+    indices = np.array([0, 1, 1])
+    w = golden.gcn_weights(indptr, indices, 2)
+    # d_in = (2, 1); d_out = (1, 2)
+    assert np.allclose(w, [1 / np.sqrt(2 * 1), 1 / np.sqrt(2 * 2), 1 / np.sqrt(1 * 2)])

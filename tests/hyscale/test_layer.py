@@ -1,0 +1,103 @@
+"""The fused layer's RTL against the golden model: pysim, Verilator (lean and cocotb), Icarus."""
+
+import numpy as np
+import pytest
+
+from moagcn.hw.designs import get_design
+from moagcn.hw.hyscale import preset
+from moagcn.sim import run
+from moagcn.sim.golden import hyscale as golden
+from moagcn.sim.golden.fp32 import as_bits
+from moagcn.sim.hyscale_driver import HyScaleDriver, _protocol, check_job, pack_job
+from moagcn.sim.stream_tb import stream_job
+
+from ..conftest import needs_icarus
+from .jobs import hub_job, sampled_job
+
+TINY = preset("tiny")
+
+
+def _expect(indptr, indices, X, W, b, relu, data=None):
+    if data is None:
+        data = golden.gcn_weights(indptr, indices, X.shape[0])
+    return golden.layer(indptr, indices, data, X, W, b, relu)
+
+
+def _check(res, indptr, indices, X, W, b, relu, data=None):
+    assert np.array_equal(as_bits(res.Y), as_bits(_expect(indptr, indices, X, W, b, relu, data)))
+    r = res.report
+    assert r["feature_reads"] == r["distinct_sources"]
+    assert r["words_read"] == r["distinct_sources"] * W.shape[0]
+    assert r["words_written"] == W.shape[1] * (len(indptr) - 1)
+    assert r["cycles_total"] == r["cycles_aggregate"] + r["cycles_update"]
+
+
+def test_pysim_small_layer():
+    indptr, indices, data, X, W, b = hub_job(0, 9, 6, 5, 6, hub_edges=7, shared_dst_edges=5)
+    res = HyScaleDriver(TINY, "pysim").run(indptr, indices, X, W, b, relu=True, data=data)
+    _check(res, indptr, indices, X, W, b, True, data)
+
+
+@pytest.mark.parametrize("seed,layer,f_in,f_out", [(0, 0, 16, 16), (1, 1, 13, 7), (2, 0, 8, 16)])
+def test_verilator_sampled_minibatches(seed, layer, f_in, f_out):
+    # fan-outs (25, 10): layer 0 is the input layer (many sources, most with one out-edge),
+    # layer 1 the output layer (few destinations, sources shared)
+    indptr, indices, X, W, b = sampled_job(seed, 3, (25, 10), f_in, f_out, layer=layer)
+    res = HyScaleDriver(TINY, "verilator").run(indptr, indices, X, W, b, relu=seed % 2 == 0)
+    _check(res, indptr, indices, X, W, b, seed % 2 == 0)
+    assert res.report["edges"] == indices.size
+
+
+def test_verilator_hub_source_shared_destination_idle_and_backpressure():
+    indptr, indices, data, X, W, b = hub_job(5, 40, 30, 16, 12, hub_edges=70,
+                                             shared_dst_edges=60)
+    res = HyScaleDriver(TINY, "verilator").run(indptr, indices, X, W, b, data=data,
+                                               idle_every=3, stall_every=2)
+    _check(res, indptr, indices, X, W, b, False, data)
+    r = res.report
+    assert r["stall_output"] > 0 and r["stall_gather"] > 0
+    # the hub's row is read once although 70 edges use it
+    assert r["feature_reads"] == np.unique(indices).size
+
+
+def _bad_streams(kind):
+    indptr, indices, data, X, W, b = hub_job(7, 12, 10, 6, 5, hub_edges=8, shared_dst_edges=4)
+    args = check_job(indptr, indices, X, W, b, data, TINY)
+    job = pack_job(*args, relu=False, config=TINY)
+    streams = {k: v.copy() for k, v in job.streams.items()}
+    if kind == "source":
+        streams["src_in"][1, 0] = (streams["src_in"][1, 0] & 0xFFFF0000) | 10   # only 10 rows
+    elif kind == "dest":
+        streams["edge_in"][3, 1] = (streams["edge_in"][3, 1] & 0x80000000) | 12  # n_dst = 12
+    elif kind == "edges_short":
+        streams["src_in"][-1, 0] += 1 << 16        # one edge more than loaded
+    elif kind == "edges_extra":
+        streams["src_in"][0, 0] -= 1 << 16         # one loaded edge left over
+    return streams, job.scalars
+
+
+@pytest.mark.parametrize("kind,flag", [("source", "err_source"), ("dest", "err_dest"),
+                                       ("edges_short", "err_edges"),
+                                       ("edges_extra", "err_edges")])
+def test_cocotb_verilator_error_flags_stop_cleanly(kind, flag):
+    streams, scalars = _bad_streams(kind)
+    out = run(get_design("hyscale-layer"), TINY, stream_job, "verilator", max_cycles=20_000,
+              proto=_protocol(), streams=streams, scalars=scalars).value
+    assert out[flag] == 1
+    assert sum(out[f] for f in ("err_source", "err_dest", "err_edges")) == 1
+    assert out["beats"] == []                     # nothing written back from a bad job
+
+
+def test_cocotb_verilator_reset_mid_job_then_rerun():
+    indptr, indices, X, W, b = sampled_job(3, 2, (25, 10), 16, 16, layer=0)
+    res = HyScaleDriver(TINY, "verilator").run(indptr, indices, X, W, b, relu=True,
+                                               reset_after=150)
+    _check(res, indptr, indices, X, W, b, True)
+
+
+@needs_icarus
+def test_icarus_layer():
+    indptr, indices, data, X, W, b = hub_job(9, 10, 8, 7, 5, hub_edges=9, shared_dst_edges=6)
+    res = HyScaleDriver(TINY, "icarus").run(indptr, indices, X, W, b, data=data, relu=True,
+                                            stall_every=3)
+    _check(res, indptr, indices, X, W, b, True, data)
