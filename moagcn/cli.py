@@ -193,8 +193,9 @@ def build_parser() -> argparse.ArgumentParser:
     sy.add_argument("--freq", type=float, help="nextpnr target frequency in MHz")
     sy.set_defaults(func=cmd_synth)
 
-    from . import cli_host, cli_sspmm
+    from . import cli_host, cli_hyscale, cli_sspmm
     cli_sspmm.register(sub)
+    cli_hyscale.register(sub)
     cli_host.register(sub)
 
     de = sub.add_parser("demo", help="end-to-end check of the binary32 units on a simulator")

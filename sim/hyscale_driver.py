@@ -45,14 +45,17 @@ def _protocol():
                           counters=COUNTERS, flags=FLAGS)
 
 
-def check_job(indptr, indices, X, W, b, data, config: HyScaleConfig):
-    """Validate a job against its shapes and the configuration; returns normalised arrays."""
+def check_job(indptr, indices, X, W, b, data, config: HyScaleConfig, what: str = "graph"):
+    """Validate a job against its shapes and the configuration; returns normalised arrays.
+
+    ``what`` names the graph in error messages (``--graph G.npz`` from the CLI).
+    """
     X = np.asarray(X)
     W = np.asarray(W)
     for name, arr in (("features", X), ("weight", W)):
         if arr.ndim != 2 or arr.dtype != np.float32:
             raise UserError(f"{name} must be a 2-D float32 array, got {arr.dtype} {arr.shape}")
-    indptr, indices = validate_csr(indptr, indices, n_cols=X.shape[0])
+    indptr, indices = validate_csr(indptr, indices, n_cols=X.shape[0], what=what)
     n_dst = indptr.size - 1
     f_in, f_out = W.shape
     if X.shape[1] != f_in:
@@ -165,10 +168,10 @@ class HyScaleDriver:
 
     def run(self, indptr, indices, X, W, b=None, *, relu: bool = False, data=None,
             idle_every: int = 0, stall_every: int = 0, waves=None,
-            reset_after: int | None = None) -> HyScaleResult:
+            reset_after: int | None = None, what: str = "graph") -> HyScaleResult:
         """Compute the layer and return ``Y`` with the report figures."""
         cfg = self.config
-        indptr, indices, data, X, W, b = check_job(indptr, indices, X, W, b, data, cfg)
+        indptr, indices, data, X, W, b = check_job(indptr, indices, X, W, b, data, cfg, what)
         job = pack_job(indptr, indices, data, X, W, b, relu, cfg)
         model = model_cycles(job.edges, job.n_dst, job.f_in, job.f_out, cfg)
         t0 = time.perf_counter()

@@ -14,6 +14,8 @@ from moagcn.sim.stream_tb import stream_job
 from ..conftest import needs_icarus
 from .jobs import hub_job, sampled_job
 
+pytestmark = pytest.mark.xdist_group("verilator-hyscale")
+
 TINY = preset("tiny")
 
 

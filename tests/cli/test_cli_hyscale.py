@@ -1,0 +1,110 @@
+"""`moagcn hyscale run` and `hw generate hyscale-layer`: outputs, report fields, one-line errors."""
+
+import json
+
+import numpy as np
+import pytest
+
+from moagcn.sim.golden import hyscale as golden
+
+from ..hyscale.jobs import sampled_job
+from .test_cli import moagcn
+
+REPORT_KEYS = ("cycles_total", "cycles_aggregate", "cycles_update", "edges", "distinct_sources",
+               "feature_reads", "words_read", "words_written", "model_cycles", "model_error",
+               "spe_utilization", "mac_utilization", "sim_cycles_per_s")
+
+
+@pytest.fixture
+def job_files(tmp_path):
+    indptr, indices, X, W, b = sampled_job(4, 3, (25, 10), 12, 10, layer=0)
+    np.savez(tmp_path / "g.npz", indptr=indptr, indices=indices,
+             shape=np.array([indptr.size - 1, X.shape[0]]))
+    np.save(tmp_path / "x.npy", X)
+    np.save(tmp_path / "w.npy", W)
+    np.save(tmp_path / "b.npy", b)
+    return tmp_path, (indptr, indices, X, W, b)
+
+
+def _run(d, *extra, graph="g.npz", features="x.npy", weight="w.npy"):
+    return moagcn("hyscale", "run", "--graph", d / graph, "--features", d / features,
+                  "--weight", d / weight, "--out", d / "y.npy", "--report", d / "r.json",
+                  "--preset", "tiny", *extra)
+
+
+@pytest.mark.xdist_group("verilator-hyscale")
+@pytest.mark.parametrize("backend", ["model", "verilator"])
+def test_hyscale_run_writes_y_and_report(job_files, backend):
+    d, (indptr, indices, X, W, b) = job_files
+    out = _run(d, "--bias", d / "b.npy", "--relu", "--backend", backend)
+    assert out.returncode == 0, out.stderr
+    data = golden.gcn_weights(indptr, indices, X.shape[0])
+    want = golden.layer(indptr, indices, data, X, W, b, relu=True)
+    assert np.array_equal(np.load(d / "y.npy").view(np.uint32), want.view(np.uint32))
+    report = json.loads((d / "r.json").read_text())
+    for key in REPORT_KEYS:
+        assert key in report, key
+    assert report["feature_reads"] == report["distinct_sources"] == np.unique(indices).size
+    assert report["edges"] == indices.size
+    assert report["backend"] == backend
+    if backend == "verilator":
+        assert report["cycles_total"] > 0 and report["sim_cycles_per_s"] > 0
+        assert 0 < report["spe_utilization"] <= 1 and 0 < report["mac_utilization"] <= 1
+
+
+def test_hyscale_run_uses_edge_weights_from_the_graph(job_files):
+    d, (indptr, indices, X, W, b) = job_files
+    data = np.linspace(-1, 1, indices.size).astype(np.float32)
+    np.savez(d / "gw.npz", indptr=indptr, indices=indices, data=data)
+    out = _run(d, "--backend", "model", graph="gw.npz")
+    assert out.returncode == 0, out.stderr
+    want = golden.layer(indptr, indices, data, X, W)
+    assert np.array_equal(np.load(d / "y.npy").view(np.uint32), want.view(np.uint32))
+
+
+@pytest.mark.parametrize("case,needle", [
+    ("missing", "no such file"),
+    ("index", "out of range"),
+    ("dtype", "float32"),
+    ("shape", "must match"),
+    ("spes", "spes=3"),
+    ("indptr", "indptr"),
+])
+def test_hyscale_run_bad_input_is_one_line(job_files, case, needle):
+    d, (indptr, indices, X, W, b) = job_files
+    kwargs, extra = {}, []
+    if case == "missing":
+        kwargs["features"] = "nope.npy"
+    elif case == "index":
+        bad = indices.copy()
+        bad[0] = X.shape[0] + 5
+        np.savez(d / "bad.npz", indptr=indptr, indices=bad)
+        kwargs["graph"] = "bad.npz"
+    elif case == "dtype":
+        np.save(d / "x64.npy", X.astype(np.float64))
+        kwargs["features"] = "x64.npy"
+    elif case == "shape":
+        np.save(d / "w2.npy", W[:-1])
+        kwargs["weight"] = "w2.npy"
+    elif case == "spes":
+        extra = ["--spes", "3"]
+    elif case == "indptr":
+        bad = indptr.copy()
+        bad[1], bad[2] = bad[2], bad[1]
+        np.savez(d / "bad.npz", indptr=bad, indices=indices)
+        kwargs["graph"] = "bad.npz"
+    out = _run(d, "--backend", "model", *extra, **kwargs)
+    assert out.returncode == 2
+    assert needle in out.stderr
+    assert "Traceback" not in out.stderr and len(out.stderr.strip().splitlines()) == 1
+
+
+def test_hw_generate_hyscale_layer(tmp_path):
+    out = moagcn("hw", "generate", "hyscale-layer", "--param", "spes=2", "--param", "macs=4",
+                 "--param", "max_feature_width=16", "--param", "mem_words_per_cycle=2",
+                 "--out", tmp_path)
+    assert out.returncode == 0, out.stderr
+    text = (tmp_path / "hyscale-layer.v").read_text()
+    assert "module hyscale_layer" in text
+    meta = json.loads((tmp_path / "hyscale-layer.json").read_text())
+    assert meta["config"]["spes"] == 2 and meta["config"]["macs"] == 4
