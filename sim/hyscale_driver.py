@@ -118,25 +118,15 @@ def pack_job(indptr, indices, data, X, W, b, relu: bool, config: HyScaleConfig) 
 
 
 def unpack_y(beats: np.ndarray, job: HyScaleJob, config: HyScaleConfig) -> np.ndarray:
-    """``Y`` from the output beats, (beats, mem_words_per_cycle) uint32, in the layer's order."""
-    R, M, words = config.rows_per_block, config.macs, config.mem_words_per_cycle
+    """``Y`` from the output beats, (beats, mem_words_per_cycle) uint32: row-major,
+    ``ceil(f_out / mem_words_per_cycle)`` beats per row."""
+    words = config.mem_words_per_cycle
+    per_row = -(-job.f_out // words)
     beats = np.asarray(beats, dtype=np.uint32).reshape(-1, words)
-    Y = np.zeros((job.n_dst, job.f_out), dtype=np.uint32)
-    pos = 0
-    for r0 in range(0, job.n_dst, R):
-        rows = min(R, job.n_dst - r0)
-        for c0 in range(0, job.f_out, M):
-            cols = min(M, job.f_out - c0)
-            per_row = -(-cols // words)
-            block = beats[pos:pos + rows * per_row]
-            if block.shape[0] != rows * per_row:
-                raise SimulationError(f"the layer sent {beats.shape[0]} output beats; fewer than "
-                                      f"the job's {job.n_dst} x {job.f_out} outputs need")
-            Y[r0:r0 + rows, c0:c0 + cols] = block.reshape(rows, per_row * words)[:, :cols]
-            pos += rows * per_row
-    if pos != beats.shape[0]:
-        raise SimulationError(f"the layer sent {beats.shape[0]} output beats, expected {pos}")
-    return as_float(Y)
+    if beats.shape[0] != job.n_dst * per_row:
+        raise SimulationError(f"the layer sent {beats.shape[0]} output beats, expected "
+                              f"{job.n_dst * per_row} ({job.n_dst} rows x {per_row})")
+    return as_float(np.ascontiguousarray(beats.reshape(job.n_dst, per_row * words)[:, :job.f_out]))
 
 
 def model_cycles(job_edges: int, n_dst: int, f_in: int, f_out: int,

@@ -45,8 +45,7 @@ class HyScaleLayer(wiring.Component):
         ``W`` and ``b``: for each column group ``g``, rows ``W[i, g m : (g + 1) m]`` for
         ``i < f_in``, then ``b[g m : (g + 1) m]``.
     out : Out(stream.Signature(32 * mem_words_per_cycle))
-        ``Y``: for each block of ``add_latency`` rows, each column group, each row of the block,
-        ``ceil(columns / mem_words_per_cycle)`` beats.
+        ``Y`` row-major, ``ceil(f_out / mem_words_per_cycle)`` beats per row (padding zero).
     n_dst, f_in, f_out, relu, start : In
     busy, done : Out(1)
     err_source, err_dest, err_edges : Out(1)

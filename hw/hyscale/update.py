@@ -1,17 +1,19 @@
 """HyScale-GNN update kernel: a linear systolic array of m binary32 MACs, ``act(A W + b)``.
 
-Rows are processed in *blocks* of ``R = add_latency`` rows and one *column group* of ``m``
-output columns. A block feeds ``R * f_in`` tokens, row-interleaved (``i`` outer, row inner),
-into MAC 0; every token moves on to the next MAC one cycle later (the systolic chain), carrying
+The work is a list of *items*, (row, column group) pairs in row-major order, where a column
+group is ``m`` consecutive output columns. A *block* holds ``R = add_latency`` items and feeds
+``R * f_in`` tokens, item-interleaved (``i`` outer, item inner), into MAC 0; every token moves on to the next MAC one cycle later (the systolic chain), carrying
 the activation ``A[r, i]`` and the weight address. MAC ``c`` holds column ``g m + c`` of ``W``
-(and ``b``) in its own RAM, multiplies, and adds into the row's partial sum. With ``R`` equal
-to the adder's latency, a row's next product reaches the adder exactly when its previous sum
-leaves it, so the adder's output is fed straight back: one multiply-add per MAC per cycle with
-no hazard and no accumulator RAM. A row's first product adds to ``b[c]``.
+(and ``b``) of every group in its own RAM, multiplies, and adds into the item's partial sum.
+With ``R`` equal to the adder's latency, an item's next product reaches the adder exactly when
+its previous sum leaves it, so the adder's output is fed straight back: one multiply-add per MAC
+per cycle with no hazard and no accumulator RAM. An item's first product adds to ``b[c]``. Only
+the job's last block can hold idle slots (fewer than ``R`` items left).
 
-The last token of a row leaves the result (ReLU applied) in the MAC's result RAM (double
+The last token of an item leaves the result (ReLU applied) in the MAC's result RAM (double
 buffered by block parity). Once MAC ``m - 1`` has written a block, the drain sends it out as
-beats of ``mem_words_per_cycle`` words: rows in order, ``ceil(columns / words)`` beats per row.
+beats of ``mem_words_per_cycle`` words, ``ceil(columns / words)`` beats per item, so ``Y``
+leaves row-major: ``ceil(f_out / words)`` beats per row.
 A block starts only when its result buffer has been drained, so output backpressure stalls the
 array between blocks, never inside one.
 """
@@ -167,41 +169,44 @@ class UpdateKernel(wiring.Component):
             m.d.sync += w_ptr.eq(w_ptr + 1)
 
         # -- token generator ---------------------------------------------------------------------
+        # work items are (row, column group) pairs in row-major order; a block holds R of them
         running = Signal()
         m.d.comb += self.busy.eq(running)
-        row_base = Signal(w.dst + 1)        # first row of the block
-        group = Signal(w.feat + 1)          # column group g
-        col_base = Signal(w.feat + 1)       # g * m
-        gbase = Signal(self.wbits + 1)      # g * (f_in + 1)
+        groups = (self.f_out + (M - 1)) // M
+        gstep = self.f_in + 1                 # weight rows per column group (bias last)
+        b_row = Signal(w.dst + 1)            # the block's first item
+        b_g = Signal(w.feat + 1)
+        b_gb = Signal(self.wbits + 1)        # its weight base g * (f_in + 1)
+        t_row = Signal(w.dst + 1)            # the item of the current slot
+        t_g = Signal(w.feat + 1)
+        t_gb = Signal(self.wbits + 1)
         i = Signal(w.feat + 1)
         r = Signal(bits_for(R))
         in_block = Signal()
-        par = Signal()                      # result buffer of the block being fed
+        par = Signal()                       # result buffer of the block being fed
         pending = Array([Signal(name="pending0"), Signal(name="pending1")])
         fed_all = Signal()
-        groups = (self.f_out + (M - 1)) // M
         r_last = r == R - 1
         i_last = i + 1 >= self.f_in
+        g_wrap = t_g + 1 >= groups
+        n_row = Mux(g_wrap, t_row + 1, t_row)
+        n_g = Mux(g_wrap, 0, t_g + 1)
+        n_gb = Mux(g_wrap, 0, t_gb + gstep)
         can_open = running & ~in_block & ~fed_all & ~pending[par]
         with m.If(can_open):
-            m.d.sync += [in_block.eq(1), pending[par].eq(1), i.eq(0), r.eq(0)]
+            m.d.sync += [in_block.eq(1), pending[par].eq(1), i.eq(0), r.eq(0),
+                         t_row.eq(b_row), t_g.eq(b_g), t_gb.eq(b_gb)]
         token = in_block
         with m.If(token):
-            m.d.sync += r.eq(r + 1)
+            m.d.sync += [r.eq(r + 1), t_row.eq(n_row), t_g.eq(n_g), t_gb.eq(n_gb)]
             with m.If(r_last):
-                m.d.sync += [r.eq(0), i.eq(i + 1)]
+                m.d.sync += [r.eq(0), i.eq(i + 1), t_row.eq(b_row), t_g.eq(b_g),
+                             t_gb.eq(b_gb)]
                 with m.If(i_last):
-                    # block fed: next column group, or next rows
-                    m.d.sync += [in_block.eq(0), par.eq(~par)]
-                    with m.If(group + 1 >= groups):
-                        m.d.sync += [group.eq(0), col_base.eq(0), gbase.eq(0),
-                                     row_base.eq(row_base + R)]
-                        with m.If(row_base + R >= self.n_rows):
-                            m.d.sync += fed_all.eq(1)
-                    with m.Else():
-                        m.d.sync += [group.eq(group + 1), col_base.eq(col_base + M),
-                                     gbase.eq(gbase + self.f_in + 1)]
-        row = row_base + r
+                    # block fed: the next block starts at the item after this slot's
+                    m.d.sync += [in_block.eq(0), par.eq(~par), b_row.eq(n_row), b_g.eq(n_g),
+                                 b_gb.eq(n_gb), fed_all.eq(n_row >= self.n_rows)]
+        row = t_row
         m.d.comb += [self.act_row.eq(row), self.act_idx.eq(i)]
         # the activation arrives next cycle; the token enters MAC 0 with it
         t_meta = Cat(token, i == 0, i_last, r, par)
@@ -209,8 +214,8 @@ class UpdateKernel(wiring.Component):
         waddr1 = Signal(self.wbits, reset_less=True)
         baddr1 = Signal(self.wbits, reset_less=True)
         live1 = Signal(reset_less=True)
-        m.d.sync += [t1.eq(Mux(token, t_meta, 0)), waddr1.eq(gbase + i),
-                     baddr1.eq(gbase + self.f_in), live1.eq(row < self.n_rows)]
+        m.d.sync += [t1.eq(Mux(token, t_meta, 0)), waddr1.eq(t_gb + i),
+                     baddr1.eq(t_gb + self.f_in), live1.eq(row < self.n_rows)]
         act1 = Mux(live1, self.act_data, 0)
         rb = bits_for(R)
         prev = None
@@ -229,33 +234,33 @@ class UpdateKernel(wiring.Component):
             prev = regs
 
         # -- drain -------------------------------------------------------------------------------
-        # blocks complete in the order they were fed; the drain follows with its own counters
+        # blocks complete in the order they were fed; the drain walks the same items
         full = Array([Signal(name="full0"), Signal(name="full1")])
         tail_cell = cells[-1]
         with m.If(tail_cell.last_valid & (tail_cell.last_row == R - 1)):
             m.d.sync += full[tail_cell.last_par].eq(1)
         d_par = Signal()
-        d_row = Signal(bits_for(R) + 1)
+        d_r = Signal(bits_for(R) + 1)        # result slot
         d_q = Signal(range(-(-M // WPB) + 1))
-        d_row_base = Signal(w.dst + 1)
-        d_group = Signal(w.feat + 1)
-        d_col = Signal(w.feat + 1)          # first column of the current beat
-        have = Signal()                      # read data of (d_row, d_q) is on the RAM outputs
-        rows_here = Mux(self.n_rows - d_row_base < R, self.n_rows - d_row_base, R)
-        cols_here = Mux(self.f_out - d_group * M < M, self.f_out - d_group * M, M)
+        d_row = Signal(w.dst + 1)
+        d_g = Signal(w.feat + 1)
+        d_col = Signal(w.feat + 1)           # first column of the current beat
+        have = Signal()                       # read data of (d_r, d_q) is on the RAM outputs
+        cols_here = Mux(self.f_out - d_g * M < M, self.f_out - d_g * M, M)
         beats_here = (cols_here + (WPB - 1)) // WPB
         take = have & self.out.ready
         q_last = d_q + 1 >= beats_here
-        row_last = d_row + 1 >= rows_here
-        block_done = take & q_last & row_last
+        dg_wrap = d_g + 1 >= groups
+        nd_row = Mux(dg_wrap, d_row + 1, d_row)
+        nd_g = Mux(dg_wrap, 0, d_g + 1)
+        job_end = nd_row >= self.n_rows
+        block_end = take & q_last & ((d_r == R - 1) | job_end)
         nxt_q = Mux(q_last, 0, d_q + 1)
-        nxt_row = Mux(q_last, d_row + 1, d_row)
-        addr_row = Mux(take, nxt_row, d_row)
+        addr_r = Mux(take & q_last, d_r + 1, d_r)
         for cell in cells:
-            m.d.comb += cell.res_addr.eq(Mux(d_par, addr_row + R, addr_row))
-        q_sel = Mux(take, nxt_q, d_q)
+            m.d.comb += cell.res_addr.eq(Mux(d_par, addr_r + R, addr_r))
         q_reg = Signal.like(d_q)
-        m.d.sync += q_reg.eq(q_sel)
+        m.d.sync += q_reg.eq(Mux(take, nxt_q, d_q))
         n_q = -(-M // WPB)
         for k in range(WPB):
             options = [cells[q * WPB + k].res_data if q * WPB + k < M else 0 for q in range(n_q)]
@@ -266,24 +271,21 @@ class UpdateKernel(wiring.Component):
         with m.If(~have & full[d_par] & running):
             m.d.sync += have.eq(1)
         with m.If(take):
-            m.d.sync += [d_q.eq(nxt_q), d_row.eq(nxt_row),
-                         d_col.eq(Mux(q_last, d_group * M, d_col + WPB))]
-            with m.If(block_done):
+            m.d.sync += [d_q.eq(nxt_q), d_col.eq(d_col + WPB)]
+            with m.If(q_last):
+                m.d.sync += [d_r.eq(d_r + 1), d_row.eq(nd_row), d_g.eq(nd_g),
+                             d_col.eq(nd_g * M)]
+            with m.If(block_end):
                 m.d.sync += [have.eq(0), full[d_par].eq(0), pending[d_par].eq(0),
-                             d_par.eq(~d_par), d_row.eq(0), d_q.eq(0)]
-                with m.If(d_group + 1 >= groups):
-                    m.d.sync += [d_group.eq(0), d_col.eq(0), d_row_base.eq(d_row_base + R)]
-                    with m.If(d_row_base + R >= self.n_rows):
-                        m.d.sync += [running.eq(0), self.done.eq(1)]
-                with m.Else():
-                    m.d.sync += [d_group.eq(d_group + 1), d_col.eq((d_group + 1) * M)]
+                             d_par.eq(~d_par), d_r.eq(0)]
+                with m.If(job_end):
+                    m.d.sync += [running.eq(0), self.done.eq(1)]
 
         with m.If(self.start):
-            m.d.sync += [running.eq(1), self.done.eq(0), row_base.eq(0), group.eq(0),
-                         col_base.eq(0), gbase.eq(0), in_block.eq(0), par.eq(0),
-                         pending[0].eq(0), pending[1].eq(0), full[0].eq(0), full[1].eq(0),
-                         fed_all.eq(0), d_par.eq(0), d_row.eq(0), d_q.eq(0),
-                         d_row_base.eq(0), d_group.eq(0), d_col.eq(0), have.eq(0)]
+            m.d.sync += [running.eq(1), self.done.eq(0), b_row.eq(0), b_g.eq(0), b_gb.eq(0),
+                         in_block.eq(0), par.eq(0), pending[0].eq(0), pending[1].eq(0),
+                         full[0].eq(0), full[1].eq(0), fed_all.eq(0), d_par.eq(0), d_r.eq(0),
+                         d_q.eq(0), d_row.eq(0), d_g.eq(0), d_col.eq(0), have.eq(0)]
             with m.If(self.n_rows == 0):
                 m.d.sync += [running.eq(0), self.done.eq(1)]
 

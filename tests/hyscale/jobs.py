@@ -2,17 +2,7 @@
 
 import numpy as np
 
-from moagcn.sim.minibatch import sample_layers
-
-
-def power_law_graph(n, seed, avg=6):
-    """A directed graph (CSR of in-neighbours) with Pareto in-degrees and popular sources."""
-    rng = np.random.default_rng(seed)
-    deg = np.minimum((rng.pareto(1.2, n) * avg / 2).astype(int) + 1, n - 1)
-    indptr = np.concatenate([[0], np.cumsum(deg)])
-    popularity = 1.0 / np.arange(1, n + 1) ** 0.8
-    indices = rng.choice(n, size=int(indptr[-1]), p=popularity / popularity.sum())
-    return indptr, indices
+from moagcn.sim.minibatch import power_law_graph, sample_layers
 
 
 def sampled_job(seed, n_targets, fanouts, f_in, f_out, n_graph=300, layer=0):

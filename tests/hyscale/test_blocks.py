@@ -160,14 +160,7 @@ def test_update_kernel_matches_the_golden_mac_order(n_rows, f_in, f_out, relu, s
 
     _simulate(dut, bench)
     words = np.array([[(v >> (32 * k)) & 0xFFFFFFFF for k in range(W)] for v in out], np.uint32)
-    Y = np.zeros((n_rows, f_out), np.uint32)
-    pos, R = 0, cfg.rows_per_block
-    for r0 in range(0, n_rows, R):
-        rows = min(R, n_rows - r0)
-        for c0 in range(0, f_out, M):
-            cols = min(M, f_out - c0)
-            per = -(-cols // W)
-            Y[r0:r0 + rows, c0:c0 + cols] = words[pos:pos + rows * per].reshape(rows, -1)[:, :cols]
-            pos += rows * per
-    assert pos == len(words)
+    per_row = -(-f_out // W)
+    assert len(words) == n_rows * per_row
+    Y = words.reshape(n_rows, per_row * W)[:, :f_out]
     assert np.array_equal(Y, as_bits(golden.update(A, Wt, b, relu)))
