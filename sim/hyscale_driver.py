@@ -35,6 +35,7 @@ class HyScaleJob:
     f_out: int
     edges: int
     distinct_sources: int
+    row_of: np.ndarray          # hardware row of each destination (see balance_banks)
 
 
 def _protocol():
@@ -86,10 +87,36 @@ def check_job(indptr, indices, X, W, b, data, config: HyScaleConfig, what: str =
     return indptr, indices, data, X, W, b
 
 
+def balance_banks(in_degree: np.ndarray, banks: int) -> np.ndarray:
+    """Hardware row of each destination so that the G-PE banks get even edge counts.
+
+    Row ``r`` lives in bank ``r mod banks``. Destinations go, largest in-degree first, to the
+    bank with the fewest edges that still has a free row (longest-processing-time greedy); rows
+    stay ``0 .. n - 1``, so the result is a permutation. A destination's accumulation order does
+    not depend on its row, so the outputs are unchanged.
+    """
+    n = in_degree.size
+    free_rows = [list(range(b, n, banks)) for b in range(banks)]
+    load = np.zeros(banks, dtype=np.int64)
+    row_of = np.empty(n, dtype=np.int64)
+    for v in np.argsort(-in_degree, kind="stable"):
+        open_banks = [b for b in range(banks) if free_rows[b]]
+        b = min(open_banks, key=lambda k: (load[k], k))
+        row_of[v] = free_rows[b].pop(0)
+        load[b] += in_degree[v]
+    return row_of
+
+
 def pack_job(indptr, indices, data, X, W, b, relu: bool, config: HyScaleConfig) -> HyScaleJob:
-    """The load streams of a validated job (see :class:`~moagcn.hw.hyscale.layer.HyScaleLayer`)."""
+    """The load streams of a validated job (see :class:`~moagcn.hw.hyscale.layer.HyScaleLayer`).
+
+    Destinations are renumbered by :func:`balance_banks`; :func:`unpack_y` undoes it.
+    """
     sched = golden.edge_schedule(indptr, indices, data)
     n_dst = indptr.size - 1
+    row_of = balance_banks(np.diff(np.asarray(indptr, dtype=np.int64)), config.spes)
+    nonempty = np.zeros(n_dst, dtype=bool)
+    nonempty[row_of] = sched.nonempty
     f_in, f_out = W.shape
     words = config.mem_words_per_cycle
     fmax = config.max_feature_width
@@ -98,7 +125,7 @@ def pack_job(indptr, indices, data, X, W, b, relu: bool, config: HyScaleConfig) 
     src = (sched.sources.astype(np.uint64) | (sched.counts.astype(np.uint64) << 16))
     edge = np.zeros((sched.src.size, 2), dtype=np.uint32)
     edge[:, 0] = as_bits(sched.weight)
-    edge[:, 1] = sched.dst.astype(np.uint32) | (sched.first.astype(np.uint32) << 31)
+    edge[:, 1] = row_of[sched.dst].astype(np.uint32) | (sched.first.astype(np.uint32) << 31)
     M = config.macs
     groups = -(-f_out // M)
     wb = np.zeros((f_in + 1, groups * M), dtype=np.uint32)
@@ -110,11 +137,11 @@ def pack_job(indptr, indices, data, X, W, b, relu: bool, config: HyScaleConfig) 
         streams={"feat_in": feat.reshape(-1, words),
                  "src_in": src.astype(np.uint32).reshape(-1, 1),
                  "edge_in": edge,
-                 "dst_in": sched.nonempty.astype(np.uint32).reshape(-1, 1),
+                 "dst_in": nonempty.astype(np.uint32).reshape(-1, 1),
                  "weight_in": np.ascontiguousarray(weight)},
         scalars={"n_dst": n_dst, "f_in": f_in, "f_out": f_out, "relu": int(relu)},
         n_dst=n_dst, f_in=f_in, f_out=f_out, edges=int(sched.src.size),
-        distinct_sources=int(sched.sources.size))
+        distinct_sources=int(sched.sources.size), row_of=row_of)
 
 
 def unpack_y(beats: np.ndarray, job: HyScaleJob, config: HyScaleConfig) -> np.ndarray:
@@ -126,12 +153,15 @@ def unpack_y(beats: np.ndarray, job: HyScaleJob, config: HyScaleConfig) -> np.nd
     if beats.shape[0] != job.n_dst * per_row:
         raise SimulationError(f"the layer sent {beats.shape[0]} output beats, expected "
                               f"{job.n_dst * per_row} ({job.n_dst} rows x {per_row})")
-    return as_float(np.ascontiguousarray(beats.reshape(job.n_dst, per_row * words)[:, :job.f_out]))
+    rows = beats.reshape(job.n_dst, per_row * words)[:, :job.f_out]
+    return as_float(np.ascontiguousarray(rows[job.row_of]))
 
 
 def model_cycles(job_edges: int, n_dst: int, f_in: int, f_out: int,
                  config: HyScaleConfig) -> dict:
-    """Eq. 11 and 12 of HyScale-GNN in cycles of ``config``; a single job runs them in turn."""
+    """Eq. 11 and 12 of HyScale-GNN in cycles of ``config``; a single job runs them in turn
+    (a destination row is final only after the last source, so its update cannot start
+    earlier)."""
     agg = hyscale_model.aggregate_cycles(job_edges, f_in, config)
     upd = hyscale_model.update_cycles(n_dst, f_in, f_out, config)
     return {"model_cycles_aggregate": agg, "model_cycles_update": upd,

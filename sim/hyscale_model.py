@@ -68,8 +68,13 @@ def t_sync(dims: Sequence[int], bw_pcie: float) -> float:
 
 
 def aggregate_cycles(edges: int, f: int, config: HyScaleConfig) -> float:
-    """Eq. 11 in cycles: ``edges * f`` words through a memory port of ``mem_words_per_cycle``."""
-    return edges * f / config.mem_words_per_cycle
+    """Eq. 11 in cycles: ``edges * f`` words at the kernel's bandwidth.
+
+    The paper sizes n so that the S-PEs keep up with DDR; in cycles of a configuration the
+    bandwidth is ``min(mem_words_per_cycle, spes)`` elements per cycle, since each S-PE takes
+    one element per cycle.
+    """
+    return edges * f / min(config.mem_words_per_cycle, config.spes)
 
 
 def update_cycles(vertices: int, f_in: int, f_out: int, config: HyScaleConfig) -> float:

@@ -2,17 +2,19 @@
 
 Edges arrive sorted by source. The **feature duplicator** reads each source's feature row once
 from external memory (``mem_words_per_cycle`` words per cycle) and broadcasts it into a ring of
-``feature_slots`` rows held in every S-PE's local memory, ahead of use. The **dispatcher** hands
-the edges, in order, one per cycle to the lowest free S-PE once their source's row is resident.
-An **S-PE** multiplies the row by the edge weight, one element per cycle, and streams the
-products to the **G-PE** that owns the destination (destination ``v`` lives in bank
-``v mod n``). A G-PE accumulates one element per cycle into its bank (read, add, write).
+``feature_slots`` rows held in every S-PE's local memory, ahead of use; a slot is reused once
+every edge of its source has been streamed. The destination rows are banked over the **G-PEs**
+(destination ``v`` lives in bank ``v mod n``). The **dispatcher** is the shuffle between the
+two sides: it takes the edges in order, one per cycle, once their source row is resident, and
+appends each to the queue (``edge_queue`` entries) of the S-PE paired with its destination's
+G-PE. An **S-PE** multiplies the row by the edge weight, one element per cycle, and streams the
+products into its G-PE, which accumulates them into the bank (read, add, write).
 
-Conflicts: every bank keeps a queue of the S-PEs holding edges for it, in edge order, and grants
-the oldest when it is free, so several S-PEs that hit the same destination (or bank) in one cycle
-are served one after the other, and every destination accumulates its in-edges in edge order.
-Two edges entering one G-PE are at least ``max(f_in, add_latency + 2)`` cycles apart, so a
-read never overtakes the write of the same element.
+Conflicts: edges that hit one destination (or one bank) close together wait in that bank's
+queue, in edge order, so every destination accumulates its in-edges in edge order, whatever
+the timing; a full queue stalls the dispatcher (``stall_gather``). Two edges entering one G-PE
+are at least ``max(f_in, add_latency + 2)`` cycles apart, so a read never overtakes the write
+of the same element.
 """
 
 from __future__ import annotations
@@ -168,13 +170,10 @@ class ScatterPE(wiring.Component):
         weight = Signal(32, reset_less=True)
         first = Signal(reset_less=True)
         j = Signal(w.feat + 1)
-        m.d.comb += [self.free.eq(~holding), self.req.eq(waiting), self.holding.eq(holding),
+        m.d.comb += [self.free.eq(~holding | (streaming & (j + 1 >= self.f_in))),
+                     self.req.eq(waiting), self.holding.eq(holding),
                      self.streaming.eq(streaming), self.slot.eq(slot),
                      self.bank.eq(dst[:w.bank] if w.bank else 0)]
-        with m.If(self.assign_valid & ~holding):
-            m.d.sync += [holding.eq(1), waiting.eq(1), slot.eq(self.assign_slot),
-                         dst.eq(self.assign_dst), weight.eq(self.assign_weight),
-                         first.eq(self.assign_first)]
         with m.If(waiting & self.grant):
             m.d.sync += [waiting.eq(0), streaming.eq(1), j.eq(0)]
         last = j + 1 >= self.f_in
@@ -183,6 +182,11 @@ class ScatterPE(wiring.Component):
             with m.If(last):
                 # the last read is issued now: the slot may be reused from the next cycle on
                 m.d.sync += [streaming.eq(0), holding.eq(0)]
+        # a new edge may arrive in the cycle of the last read (the read uses this cycle's slot)
+        with m.If(self.assign_valid & self.free):
+            m.d.sync += [holding.eq(1), waiting.eq(1), slot.eq(self.assign_slot),
+                         dst.eq(self.assign_dst), weight.eq(self.assign_weight),
+                         first.eq(self.assign_first)]
 
         # read j's beat; one cycle later pick the element and multiply
         ra, rd = local.read(0)
@@ -312,80 +316,79 @@ class AggregateKernel(wiring.Component):
         with m.If(wr_en & wr_last):
             m.d.sync += [ready[wr_slot].eq(1), left[wr_slot].eq(wr_count)]
 
-        # -- dispatcher --------------------------------------------------------------------------
+        # -- dispatcher: each edge, in order, to the queue of the PE that owns its destination --
         e_ptr = Signal(w.edge + 1)
         edge_valid = Signal()
-        free = Cat(*[s.free for s in spes])
-        any_free = free.any()
-        # lowest free S-PE
-        pick = Signal(range(n))
-        for k in reversed(range(n)):
-            with m.If(free[k]):
-                m.d.comb += pick.eq(k)
+        Q = cfg.edge_queue
         disp_ready = ready[disp_ptr]
         disp_left = left[disp_ptr]
         edges_left = e_ptr < self.n_edges
         e_weight = self.edge_data[:32]
         e_dst = self.edge_data[32:48]
         e_first = self.edge_data[63]
+        e_bank = e_dst[:w.bank] if w.bank else 0
         want = active & ~error & disp_ready & (disp_left != 0)
         bad_dest = want & edge_valid & edges_left & (e_dst >= self.n_dst)
         short = want & ~edges_left                 # counts promise more edges than loaded
-        dispatch = wire(m, want & edge_valid & edges_left & any_free & ~bad_dest, name="dispatch")
+        entry = Cat(disp_ptr, e_dst[:w.dst], e_weight, e_first)
+        queues = []
+        for b in range(n):
+            q = [Signal(len(entry), name=f"q{b}_{i}", reset_less=True) for i in range(Q)]
+            count = Signal(range(Q + 1), name=f"q{b}_count")
+            queues.append((q, count))
+        target_full = Array(count == Q for _, count in queues)[e_bank]
+        dispatch = wire(m, want & edge_valid & edges_left & ~target_full & ~bad_dest,
+                        name="dispatch")
         m.d.comb += self.edge_addr.eq(Mux(start, 0, Mux(dispatch, e_ptr + 1, e_ptr)))
-        for k, s in enumerate(spes):
-            m.d.comb += [s.assign_valid.eq(dispatch & (pick == k)), s.assign_slot.eq(disp_ptr),
-                         s.assign_dst.eq(e_dst), s.assign_weight.eq(e_weight),
-                         s.assign_first.eq(e_first)]
         with m.If(dispatch):
             m.d.sync += [e_ptr.eq(e_ptr + 1), left[disp_ptr].eq(disp_left - 1)]
         # a fully dispatched slot is passed over (unfilled slots are not ready: the pointer stops)
         with m.If(active & disp_ready & (disp_left == 0)):
             m.d.sync += disp_ptr.eq(disp_ptr + 1)
-        # release the head slot once it is dispatched and no S-PE still reads it
-        head_in_use = Cat(*[s.holding & (s.slot == head_ptr) for s in spes]).any()
-        head_done = ready[head_ptr] & (left[head_ptr] == 0)
-        release = wire(m, active & head_done & ~head_in_use, name="release")
-        with m.If(release):
-            m.d.sync += [ready[head_ptr].eq(0), head_ptr.eq(head_ptr + 1)]
-        m.d.sync += used.eq(used + advance - release)
 
-        # -- bank queues and grants --------------------------------------------------------------
-        qbits = max(log2(n), 1)
-        grants = []
-        for b, g in enumerate(gpes):
-            q = [Signal(qbits, name=f"q{b}_{i}", reset_less=True) for i in range(n)]
-            count = Signal(range(n + 1), name=f"q{b}_count")
+        sb = w.slot or 1
+        queued_slots = []
+        for b, ((q, count), spe, gpe) in enumerate(zip(queues, spes, gpes)):
+            push = dispatch & (e_bank == b)
+            pop = wire(m, (count != 0) & spe.free, name=f"pop{b}")
+            head = q[0]
+            m.d.comb += [spe.assign_valid.eq(pop), spe.assign_slot.eq(head[:sb]),
+                         spe.assign_dst.eq(head[sb:sb + w.dst]),
+                         spe.assign_weight.eq(head[sb + w.dst:sb + w.dst + 32]),
+                         spe.assign_first.eq(head[-1])]
+            # shift-register FIFO: a pop shifts, a push writes behind the remaining entries
+            with m.If(pop):
+                for i in range(Q - 1):
+                    m.d.sync += q[i].eq(q[i + 1])
+            with m.If(push):
+                tail = Mux(pop, count - 1, count)
+                for i in range(Q):
+                    with m.If(tail == i):
+                        m.d.sync += q[i].eq(entry)
+            m.d.sync += count.eq(count + push - pop)
+            queued_slots += [(count > i) & (q[i][:sb] == head_ptr) for i in range(Q)]
+            # the G-PE's spacing: two edges into one bank are at least a gather slot apart
             timer = Signal(range(max(cfg.max_feature_width, cfg.gather_slot) + 1),
                            name=f"g{b}_timer")
-            push = dispatch & ((e_dst[:w.bank] == b) if w.bank else 1)
-            head_waiting = Array(s.req for s in spes)[q[0]]
-            grant = wire(m, (count != 0) & (timer == 0) & head_waiting, name=f"grant{b}")
-            grants.append((grant, q[0]))
+            grant = wire(m, spe.req & (timer == 0), name=f"grant{b}")
             slot_len = Mux(self.f_in > cfg.gather_slot, self.f_in, cfg.gather_slot)
             with m.If(grant):
                 m.d.sync += timer.eq(slot_len - 1)
             with m.Elif(timer != 0):
                 m.d.sync += timer.eq(timer - 1)
-            # shift register FIFO: pop shifts, push writes behind the (remaining) entries
-            new_count = count + push - grant
-            with m.If(grant):
-                for i in range(n - 1):
-                    m.d.sync += q[i].eq(q[i + 1])
-            with m.If(push):
-                tail = Mux(grant, count - 1, count)
-                for i in range(n):
-                    with m.If(tail == i):
-                        m.d.sync += q[i].eq(pick)
-            m.d.sync += count.eq(new_count)
-            # the G-PE takes the product stream of whichever S-PE is streaming into it
-            sel = [s.out_valid & ((s.out_bank == b) if w.bank else 1) for s in spes]
-            m.d.comb += [g.in_valid.eq(Cat(*sel).any()),
-                         g.in_addr.eq(_onehot_or([s.out_addr for s in spes], sel)),
-                         g.in_first.eq(_onehot_or([s.out_first for s in spes], sel)),
-                         g.in_data.eq(_onehot_or([s.out_data for s in spes], sel))]
-        for k, s in enumerate(spes):
-            m.d.comb += s.grant.eq(Cat(*[gr & (head == k) for gr, head in grants]).any())
+            m.d.comb += [spe.grant.eq(grant), gpe.in_valid.eq(spe.out_valid),
+                         gpe.in_addr.eq(spe.out_addr), gpe.in_first.eq(spe.out_first),
+                         gpe.in_data.eq(spe.out_data)]
+        queued = Cat(*[count != 0 for _, count in queues]).any()
+
+        # release the head slot once it is dispatched and no queued or held edge still needs it
+        head_in_use = Cat(*[s.holding & (s.slot == head_ptr) for s in spes],
+                          *queued_slots).any()
+        head_done = ready[head_ptr] & (left[head_ptr] == 0)
+        release = wire(m, active & head_done & ~head_in_use, name="release")
+        with m.If(release):
+            m.d.sync += [ready[head_ptr].eq(0), head_ptr.eq(head_ptr + 1)]
+        m.d.sync += used.eq(used + advance - release)
 
         # -- read port for the update kernel -----------------------------------------------------
         dst_row = self.act_dst[w.bank:] if w.bank else self.act_dst
@@ -396,7 +399,7 @@ class AggregateKernel(wiring.Component):
         m.d.comb += self.act_data.eq(Array(g.rd_data for g in gpes)[bank_sel])
 
         # -- completion, errors, counters --------------------------------------------------------
-        spe_active = Cat(*[s.holding for s in spes]).any()
+        spe_active = Cat(*[s.holding for s in spes]).any() | queued
         gpe_active = Cat(*[g.busy for g in gpes]).any()
         pipe_busy = Cat(*[s.out_valid for s in spes]).any()
         tail = Signal(range(cfg.mul_latency + 4))
@@ -425,16 +428,14 @@ class AggregateKernel(wiring.Component):
                 # every source fetched and released, every edge dispatched and streamed
                 m.d.sync += [active.eq(0), self.done.eq(1)]
         counters = {name: getattr(self, name) for name in AGG_COUNTERS}
-        waiting = Cat(*[s.req for s in spes]).any()
         streaming = Cat(*[s.streaming for s in spes])
         increments = {
             "feature_reads": wr_en & wr_last,
             "words_read": Mux(wr_en, Mux(wr_last, self.f_in - ((beats_used - 1) << w.word_bits),
                                          w.words), 0),
             "spe_busy": sum(streaming[k] for k in range(n)),
-            "stall_feature": active & any_free & edges_left & ~error & ~(
-                disp_ready & (disp_left != 0)),
-            "stall_gather": active & waiting,
+            "stall_feature": active & edges_left & ~error & ~(disp_ready & (disp_left != 0)),
+            "stall_gather": want & edge_valid & edges_left & target_full,
         }
         for name, inc in increments.items():
             with m.If(start):
@@ -442,11 +443,3 @@ class AggregateKernel(wiring.Component):
             with m.Elif(active):
                 m.d.sync += counters[name].eq(counters[name] + inc)
         return m
-
-
-def _onehot_or(values, select):
-    """OR of ``values[k]`` where ``select[k]`` (at most one is set)."""
-    out = 0
-    for v, s in zip(values, select):
-        out = out | (v & s.replicate(len(v)))
-    return out

@@ -41,6 +41,8 @@ class HyScaleConfig:
         Destination (output) rows of one job; a multiple of ``spes``.
     feature_slots : int
         Feature rows each S-PE's local memory holds (the duplicator's prefetch ring).
+    edge_queue : int
+        Edges each PE's queue holds (the dispatcher's lookahead past a busy bank).
     add_latency, mul_latency : int
         Pipeline depth of the binary32 adders and multipliers (>= 1).
     simulate : bool
@@ -57,7 +59,8 @@ class HyScaleConfig:
     max_sources: int = 512
     max_edges: int = 4096
     max_destinations: int = 256
-    feature_slots: int = 8
+    feature_slots: int = 32
+    edge_queue: int = 8
     add_latency: int = 7
     mul_latency: int = 7
     simulate: bool = True
@@ -90,6 +93,8 @@ class HyScaleConfig:
                              f"spes={self.spes} (destination rows are banked over the G-PEs)")
         if max(self.max_sources, self.max_edges, self.max_destinations) >= 1 << 16:
             raise ValueError("max_sources, max_edges and max_destinations must be < 65536")
+        if self.edge_queue < 1:
+            raise ValueError(f"edge_queue={self.edge_queue} must be >= 1")
         if self.feature_slots < 2:
             raise ValueError(f"feature_slots={self.feature_slots} must be >= 2")
         if not (1 <= self.add_latency <= 32 and 1 <= self.mul_latency <= 32):
@@ -113,7 +118,8 @@ class HyScaleConfig:
 
 PRESETS = {
     "tiny": HyScaleConfig(spes=2, macs=4, max_feature_width=16, mem_words_per_cycle=2,
-                          max_sources=512, max_edges=1024, max_destinations=64, feature_slots=4),
+                          max_sources=512, max_edges=1024, max_destinations=64, feature_slots=4,
+                          edge_queue=4),
     "default": HyScaleConfig(),
     # HyScale-GNN Table II / IV: Alveo U250, n = 8, m = 2048 at 300 MHz, 77 GB/s DDR. The paper
     # gives no PCIe figure; 16 GB/s is the nominal rate of PCIe 3.0 x16 (an assumption)

@@ -77,3 +77,13 @@ def test_gcn_weights_are_symmetric_normalisation():
     w = golden.gcn_weights(indptr, indices, 2)
     # d_in = (2, 1); d_out = (1, 2)
     assert np.allclose(w, [1 / np.sqrt(2 * 1), 1 / np.sqrt(2 * 2), 1 / np.sqrt(1 * 2)])
+
+
+def test_bank_balancing_is_a_permutation_with_even_loads():
+    from moagcn.sim.hyscale_driver import balance_banks
+    deg = np.array([26, 1, 1, 3, 26, 2, 9, 9, 1, 5, 14, 0, 7])
+    row_of = balance_banks(deg, 4)
+    assert sorted(row_of) == list(range(deg.size))
+    loads = np.bincount(row_of % 4, weights=deg, minlength=4)
+    naive = np.bincount(np.arange(deg.size) % 4, weights=deg, minlength=4)
+    assert loads.max() <= naive.max() and loads.max() - loads.min() <= deg.max()

@@ -40,6 +40,12 @@ def test_cycle_forms_match_the_time_forms():
         hm.t_update(500, 64, 32, cfg.macs, cfg.clock_mhz * 1e6))
 
 
+def test_aggregate_cycles_use_the_slower_of_memory_and_s_pes():
+    # two S-PEs take two elements per cycle although the memory delivers four
+    assert hm.aggregate_cycles(100, 64, HyScaleConfig(spes=2, mem_words_per_cycle=4)) == 3200
+    assert hm.aggregate_cycles(100, 64, HyScaleConfig(spes=8, mem_words_per_cycle=4)) == 1600
+
+
 def test_presets_and_validation():
     assert preset("default").spes == 4 and preset("default").macs == 16
     u250 = preset("u250")
