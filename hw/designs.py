@@ -47,7 +47,7 @@ def _registry() -> dict[str, Design]:
                         Fp32Multiplier)
 
     from .hyscale import HyScaleConfig
-    from .hyscale.layer import HyScaleLayer
+    from .hyscale.layer import HyScaleLayer, HyScaleSystem
     from .sspmm import SSpmmAccelerator, SSpmmConfig
 
     designs = [
@@ -61,6 +61,8 @@ def _registry() -> dict[str, Design]:
                "MixGCN S-SpMM sparse accelerator: Z = (A H) * M with CSR and bitmap buffers"),
         Design("hyscale-layer", HyScaleConfig, HyScaleLayer,
                "HyScale-GNN fused layer: scatter-gather aggregation + systolic update"),
+        Design("hyscale-system", HyScaleConfig, HyScaleSystem,
+               "the HyScale-GNN fused layer with a model of its external memory (simulation)"),
     ]
     return {d.name: d for d in designs}
 

@@ -218,7 +218,7 @@ class HyScaleDriver:
         from .build import generate_verilog
         from .stream_tb import int_words, stream_job
         proto = _protocol()
-        design = get_design("hyscale-layer")
+        design = get_design("hyscale-system")
         loads = sum(len(v) for v in job.streams.values())
         max_cycles = int(8 * model_total) + 4 * loads + 20_000
         words = self.config.mem_words_per_cycle

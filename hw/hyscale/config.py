@@ -34,7 +34,7 @@ class HyScaleConfig:
     pcie_gbps : float
         Effective host link bandwidth, GB/s (Eq. 8 and 13).
     max_sources : int
-        Feature rows the external memory holds, and distinct sources of one job.
+        Feature rows of one job in external memory (so also its distinct sources).
     max_edges : int
         Edges of one job (the on-chip edge list).
     max_destinations : int
@@ -56,7 +56,7 @@ class HyScaleConfig:
     clock_mhz: float = 200.0
     ddr_gbps: float = 12.8
     pcie_gbps: float = 12.0
-    max_sources: int = 512
+    max_sources: int = 4096
     max_edges: int = 4096
     max_destinations: int = 256
     feature_slots: int = 32

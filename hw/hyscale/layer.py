@@ -1,9 +1,11 @@
 """The fused HyScale-GNN layer: aggregate kernel -> update kernel, one write-back of the output.
 
 ``Y = act((A X) W + b)``. The aggregated rows stay in the G-PE banks and stream straight into
-the update kernel; only ``Y`` leaves the design. The external memory that holds ``X`` (DDR on
-the board) is modelled by a RAM behind a read port of ``mem_words_per_cycle`` words per cycle;
-its words read, and the words of ``Y`` written, are counted.
+the update kernel; only ``Y`` leaves the design. :class:`HyScaleLayer` reads ``X`` through an
+external-memory port (``mem_words_per_cycle`` words per cycle, one cycle of latency: DDR on the
+board); the words it reads, and the words of ``Y`` it writes, are counted.
+:class:`HyScaleSystem` is the layer plus a model of that memory (a RAM filled through a load
+stream): what the simulations run. Synthesis takes the layer alone.
 """
 
 from __future__ import annotations
@@ -20,7 +22,8 @@ from .update import UPD_COUNTERS, UpdateKernel
 COUNTERS = ("cycles_total", "cycles_load", "cycles_aggregate", "cycles_update",
             *AGG_COUNTERS, *UPD_COUNTERS)
 FLAGS = ("err_source", "err_dest", "err_edges")
-STREAMS = ("feat_in", "src_in", "edge_in", "dst_in", "weight_in")
+LAYER_STREAMS = ("src_in", "edge_in", "dst_in", "weight_in")
+STREAMS = ("feat_in", *LAYER_STREAMS)        # the system's load streams
 
 
 class HyScaleLayer(wiring.Component):
@@ -31,9 +34,11 @@ class HyScaleLayer(wiring.Component):
 
     Members
     -------
-    feat_in : In(stream.Signature(32 * mem_words_per_cycle))
-        External memory: feature rows of ``max_feature_width / mem_words_per_cycle`` beats each
-        (zero-padded), row ``u`` for source index ``u``.
+    mem_addr : Out ; mem_data : In(32 * mem_words_per_cycle)
+        External-memory read port: beat ``mem_addr`` (row ``u`` of ``X`` is beats ``u *
+        max_feature_width / mem_words_per_cycle`` onward) arrives on ``mem_data`` next cycle.
+    n_rows : In
+        Rows of ``X`` in external memory; a source index at or beyond it raises ``err_source``.
     src_in : In(stream.Signature(32))
         Distinct sources in edge order: index (bits 0-15) and out-edge count (bits 16-31).
     edge_in : In(stream.Signature(64))
@@ -60,7 +65,8 @@ class HyScaleLayer(wiring.Component):
         self.config = config
         w = Widths(config)
         members = {
-            "feat_in": In(stream.Signature(32 * w.words)),
+            "mem_addr": Out(w.src + w.beat), "mem_data": In(32 * w.words),
+            "n_rows": In(w.src + 1),
             "src_in": In(stream.Signature(32)),
             "edge_in": In(stream.Signature(64)),
             "dst_in": In(stream.Signature(1)),
@@ -82,7 +88,6 @@ class HyScaleLayer(wiring.Component):
         w = Widths(cfg)
         m.submodules.agg = agg = AggregateKernel(cfg)
         m.submodules.upd = upd = UpdateKernel(cfg)
-        m.submodules.ext_mem = ext_mem = Ram(32 * w.words, cfg.max_sources * cfg.beats_per_row)
         m.submodules.src_buf = src_buf = Ram(32, cfg.max_sources)
         m.submodules.edge_buf = edge_buf = Ram(64, cfg.max_edges)
         m.submodules.dst_buf = dst_buf = Ram(1, cfg.max_destinations)
@@ -93,8 +98,7 @@ class HyScaleLayer(wiring.Component):
 
         # -- loads: each stream fills its buffer from address 0 ----------------------------------
         counts = {}
-        for name, buf in (("feat_in", ext_mem), ("src_in", src_buf), ("edge_in", edge_buf),
-                          ("dst_in", dst_buf)):
+        for name, buf in (("src_in", src_buf), ("edge_in", edge_buf), ("dst_in", dst_buf)):
             port = getattr(self, name)
             count = Signal(buf.addr_bits + 1, name=f"{name}_count")
             counts[name] = count
@@ -107,14 +111,15 @@ class HyScaleLayer(wiring.Component):
         m.d.comb += [self.weight_in.ready.eq(loading),
                      upd.w_valid.eq(self.weight_in.valid & loading),
                      upd.w_data.eq(self.weight_in.payload)]
-        load_transfer = Cat(*[getattr(self, s).valid & loading for s in STREAMS]).any()
+        load_transfer = Cat(*[getattr(self, s).valid & loading for s in LAYER_STREAMS]).any()
 
         # -- aggregate kernel ---------------------------------------------------------------------
-        (sa, sd), (ea, ed), (ma, md) = src_buf.read(0), edge_buf.read(0), ext_mem.read(0)
+        (sa, sd), (ea, ed) = src_buf.read(0), edge_buf.read(0)
         m.d.comb += [sa.eq(agg.src_addr), agg.src_data.eq(sd), ea.eq(agg.edge_addr),
-                     agg.edge_data.eq(ed), ma.eq(agg.mem_addr), agg.mem_data.eq(md),
+                     agg.edge_data.eq(ed), self.mem_addr.eq(agg.mem_addr),
+                     agg.mem_data.eq(self.mem_data),
                      agg.n_sources.eq(counts["src_in"]), agg.n_edges.eq(counts["edge_in"]),
-                     agg.n_rows.eq(counts["feat_in"] >> w.beat), agg.n_dst.eq(self.n_dst),
+                     agg.n_rows.eq(self.n_rows), agg.n_dst.eq(self.n_dst),
                      agg.f_in.eq(self.f_in)]
         start_agg = self.start & loading
         m.d.comb += agg.start.eq(start_agg)
@@ -158,4 +163,61 @@ class HyScaleLayer(wiring.Component):
             counter = getattr(self, name)
             with m.If(inc):
                 m.d.sync += counter.eq(counter + 1)
+        return m
+
+
+class HyScaleSystem(wiring.Component):
+    """:class:`HyScaleLayer` with a model of its external memory, for simulation.
+
+    Every member of the layer is here except the memory port and ``n_rows``; in their place
+    ``feat_in`` (``In(stream.Signature(32 * mem_words_per_cycle))``) fills the memory before the
+    job: feature rows of ``max_feature_width / mem_words_per_cycle`` beats each (zero-padded),
+    row ``u`` for source index ``u``. ``cycles_load`` counts its transfers too.
+    """
+
+    HIDDEN = ("mem_addr", "mem_data", "n_rows")
+
+    def __init__(self, config: HyScaleConfig = HyScaleConfig()):
+        self.layer = HyScaleLayer(config)
+        self.config = config
+        members = {"feat_in": In(stream.Signature(32 * config.mem_words_per_cycle))}
+        for name, member in self.layer.signature.members.items():
+            if name not in self.HIDDEN:
+                members[name] = member
+        super().__init__(members)
+
+    def elaborate(self, platform):
+        m = Module()
+        cfg = self.config
+        w = Widths(cfg)
+        m.submodules.layer = layer = self.layer
+        for name, member in self.layer.signature.members.items():
+            if name in self.HIDDEN:
+                continue
+            if member.is_signature:
+                if member.flow == In:
+                    wiring.connect(m, wiring.flipped(getattr(self, name)), getattr(layer, name))
+                else:
+                    wiring.connect(m, getattr(layer, name), wiring.flipped(getattr(self, name)))
+            elif member.flow == In:
+                m.d.comb += getattr(layer, name).eq(getattr(self, name))
+            elif name != "cycles_load":
+                m.d.comb += getattr(self, name).eq(getattr(layer, name))
+        m.submodules.ext_mem = ext_mem = Ram(32 * w.words, cfg.max_sources * cfg.beats_per_row)
+        loading = ~(layer.busy | layer.done)
+        beats = Signal(ext_mem.addr_bits + 1)
+        wa, wd, we = ext_mem.write(0)
+        take = self.feat_in.valid & loading & (beats < ext_mem.depth)
+        m.d.comb += [self.feat_in.ready.eq(loading), wa.eq(beats), wd.eq(self.feat_in.payload),
+                     we.eq(take)]
+        with m.If(take):
+            m.d.sync += beats.eq(beats + 1)
+        ra, rd = ext_mem.read(0)
+        m.d.comb += [ra.eq(layer.mem_addr), layer.mem_data.eq(rd),
+                     layer.n_rows.eq(beats >> w.beat)]
+        feat_cycles = Signal(COUNTER_BITS)
+        with m.If(self.feat_in.valid & loading & ~Cat(
+                *[getattr(self, s).valid for s in LAYER_STREAMS]).any()):
+            m.d.sync += feat_cycles.eq(feat_cycles + 1)
+        m.d.comb += self.cycles_load.eq(layer.cycles_load + feat_cycles)
         return m

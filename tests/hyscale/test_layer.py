@@ -83,7 +83,7 @@ def _bad_streams(kind):
                                        ("edges_extra", "err_edges")])
 def test_cocotb_verilator_error_flags_stop_cleanly(kind, flag):
     streams, scalars = _bad_streams(kind)
-    out = run(get_design("hyscale-layer"), TINY, stream_job, "verilator", max_cycles=20_000,
+    out = run(get_design("hyscale-system"), TINY, stream_job, "verilator", max_cycles=20_000,
               proto=_protocol(), streams=streams, scalars=scalars).value
     assert out[flag] == 1
     assert sum(out[f] for f in ("err_source", "err_dest", "err_edges")) == 1
