@@ -51,11 +51,12 @@ def sample_jobs(n_jobs: int, seed: int, config, graph_nodes: int, targets: int,
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--backend", default="verilator")
+    parser.add_argument("--preset", default="default")
     parser.add_argument("--jobs", type=int, default=3, help="mini-batches per configuration")
     parser.add_argument("--spes", default="2,4,8")
     parser.add_argument("--macs", default="16,64")
     parser.add_argument("--features", type=int, default=64, help="f_in = f_out of each layer")
-    parser.add_argument("--targets", type=int, default=8, help="output nodes per mini-batch")
+    parser.add_argument("--targets", type=int, default=32, help="output nodes per mini-batch")
     parser.add_argument("--graph-nodes", type=int, default=20000)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default="hyscale_bench")
@@ -63,7 +64,7 @@ def main(argv=None) -> int:
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
 
-    base = preset("default")
+    base = preset(args.preset)
     jobs = sample_jobs(args.jobs, args.seed, base, args.graph_nodes, args.targets)
     rng = np.random.default_rng(args.seed + 2)
     F = args.features
@@ -79,7 +80,7 @@ def main(argv=None) -> int:
     t_start = time.perf_counter()
     for n in (int(x) for x in args.spes.split(",")):
         for m in (int(x) for x in args.macs.split(",")):
-            cfg = preset("default", spes=n, macs=m)
+            cfg = preset(args.preset, spes=n, macs=m)
             driver = HyScaleDriver(cfg, args.backend)
             for k, (job, X, W, b, want) in enumerate(data):
                 res = driver.run(job.indptr, job.indices, X, W, b, relu=True)
