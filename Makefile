@@ -13,7 +13,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 run: $(STAMP)
-	$(BIN)/moagcn train --epochs 60
+	$(BIN)/moagcn train
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -n 2 --dist loadgroup

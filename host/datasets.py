@@ -194,8 +194,8 @@ def _check_positive(**values):
 
 
 def sbm(n_nodes: int = 2000, n_classes: int = 5, avg_degree: float = 8.0,
-        homophily: float = 0.75, n_features: int = 256, words_per_class: int = 24,
-        p_topic: float = 0.12, p_noise: float = 0.03, train_per_class: int = 20,
+        homophily: float = 0.75, n_features: int = 64, words_per_class: int = 12,
+        p_topic: float = 0.2, p_noise: float = 0.03, train_per_class: int = 20,
         n_val: int = 500, n_test: int = 1000, seed: int = 0) -> Dataset:
     """Stochastic block model with planted classes and class-correlated sparse binary features.
 

@@ -16,7 +16,7 @@ def test_sbm_structure_and_homophily():
     d = sbm(n_nodes=600, n_classes=4, avg_degree=10, homophily=0.8, seed=3)
     g = d.graph
     assert g.is_symmetric() and not g.has_self_loops().any()
-    assert d.n_classes == 4 and d.features.shape == (600, 256)
+    assert d.n_classes == 4 and d.features.shape == (600, 64)
     assert 8.5 < g.nnz / 600 < 11.5
     same = d.labels[g.row_ids()] == d.labels[g.indices]
     assert 0.74 < same.mean() < 0.86
