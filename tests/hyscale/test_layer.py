@@ -116,3 +116,26 @@ def test_benchmark_script_runs_and_reports(tmp_path):
     assert out["summary"]["all_bit_exact"] and out["summary"]["feature_reads_equal_distinct_sources"]
     assert len(out["runs"]) == 2 and (tmp_path / "hyscale_bench.png").stat().st_size > 0
     assert (tmp_path / "hyscale_bench.csv").read_text().count("\n") == 3
+
+
+def test_cocotb_verilator_sampled_minibatch_with_idle_and_backpressure():
+    # the same RTL as the lean-harness tests, through cocotb (the per-cycle Python testbench)
+    from moagcn.sim.hyscale_driver import unpack_y
+    from moagcn.sim.stream_tb import int_words
+    indptr, indices, X, W, b = sampled_job(6, 2, (25, 10), 16, 10, layer=0)
+    data = golden.gcn_weights(indptr, indices, X.shape[0])
+    job = pack_job(*check_job(indptr, indices, X, W, b, data, TINY), relu=True, config=TINY)
+    out = run(get_design("hyscale-system"), TINY, stream_job, "verilator", max_cycles=200_000,
+              proto=_protocol(), streams=job.streams, scalars=job.scalars, idle_every=4,
+              stall_every=3).value
+    Y = unpack_y(int_words(out["beats"], TINY.mem_words_per_cycle), job, TINY)
+    assert np.array_equal(as_bits(Y), as_bits(_expect(indptr, indices, X, W, b, True, data)))
+    assert out["feature_reads"] == np.unique(indices).size and out["stall_output"] > 0
+
+
+def test_pysim_single_pe_pair():
+    # n = 1: one S-PE / G-PE pair, every destination in one bank
+    cfg = preset("tiny", spes=1)
+    indptr, indices, data, X, W, b = hub_job(2, 8, 6, 5, 4, hub_edges=6, shared_dst_edges=4)
+    res = HyScaleDriver(cfg, "pysim").run(indptr, indices, X, W, b, data=data)
+    _check(res, indptr, indices, X, W, b, False, data)
