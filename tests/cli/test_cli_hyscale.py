@@ -102,8 +102,10 @@ def test_hyscale_run_bad_input_is_one_line(job_files, case, needle):
 def test_hw_generate_hyscale_layer(tmp_path):
     out = moagcn("hw", "generate", "hyscale-layer", "--param", "spes=2", "--param", "macs=4",
                  "--param", "max_feature_width=16", "--param", "mem_words_per_cycle=2",
-                 "--out", tmp_path)
+                 "--param", "max_sources=64", "--param", "max_edges=256", "--out", tmp_path,
+                 "--lint")
     assert out.returncode == 0, out.stderr
+    assert "lint: clean" in out.stdout
     text = (tmp_path / "hyscale-layer.v").read_text()
     assert "module hyscale_layer" in text
     meta = json.loads((tmp_path / "hyscale-layer.json").read_text())
