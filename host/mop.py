@@ -15,9 +15,9 @@ bytes of an all-to-all of width ``w`` are ``4 (N w - Σ_i n_i w_i)`` whatever th
 (Prop. 3.4), so they approach ``4 N w`` as ``m`` grows.
 
 **Partition parallelism** (:class:`PartitionRuntime`): worker ``j`` owns a node set ``P_j``
-(``contiguous`` id ranges, or ``rcm``: equal runs of the reverse Cuthill-McKee order, a
-locality-aware partition) and aggregates and updates only those rows; before every layer after the
-first it receives the rows of its remote neighbours ``R_j`` (the halo; the input features of the
+(``contiguous`` id ranges; ``rcm``: equal runs of the reverse Cuthill-McKee order, a
+locality-aware partition; ``kway``: that split refined by greedy k-way boundary moves) and
+aggregates and updates only those rows; before every layer after the first it receives the rows of its remote neighbours ``R_j`` (the halo; the input features of the
 halo are loaded once), and the backward pass returns their gradients. Bytes per exchange of width
 ``w``: ``4 w Σ_j |R_j|``, which grows with ``m``; work follows the partition's edges.
 
@@ -43,7 +43,7 @@ from .graph import CSRGraph, contiguous_ranges
 from .models import GNN
 
 PARALLELISMS = ("mop", "partition")
-PARTITION_METHODS = ("contiguous", "rcm")
+PARTITION_METHODS = ("contiguous", "rcm", "kway")
 FLOAT_BYTES = 4
 
 
@@ -344,23 +344,84 @@ def partition_nodes(graph: CSRGraph, parts: int, method: str = "contiguous") -> 
     """Split the nodes into ``parts`` sets of (almost) equal size.
 
     ``contiguous``: id ranges; ``rcm``: consecutive runs of the reverse Cuthill-McKee order, so
-    that neighbours tend to share a part (a cheap stand-in for METIS). Each set is sorted.
+    that neighbours tend to share a part; ``kway``: the ``rcm`` split refined by greedy k-way
+    boundary moves (:func:`refine_kway`, the refinement step of METIS without its coarsening).
+    Each set is sorted.
     """
     n = graph.n_nodes
     if method == "contiguous":
         order = np.arange(n)
-    elif method == "rcm":
+    elif method in ("rcm", "kway"):
         order = graph.rcm_order()
     else:
         raise UserError(f"unknown partition method {method!r}; choose one of "
                         f"{', '.join(PARTITION_METHODS)}")
-    return [np.sort(order[a:b]) for a, b in contiguous_ranges(n, parts)]
+    sets = [np.sort(order[a:b]) for a, b in contiguous_ranges(n, parts)]
+    if method == "kway" and parts > 1:
+        owner = np.empty(n, dtype=np.int64)
+        for j, p in enumerate(sets):
+            owner[p] = j
+        owner = refine_kway(graph.symmetrized(), owner, parts)
+        sets = [np.nonzero(owner == j)[0] for j in range(parts)]
+    return sets
+
+
+def edge_cut(graph: CSRGraph, owner: np.ndarray) -> int:
+    """Stored entries whose two ends lie in different parts."""
+    return int(np.count_nonzero(owner[graph.row_ids()] != owner[graph.indices]))
+
+
+def refine_kway(graph: CSRGraph, owner: np.ndarray, parts: int, imbalance: float = 0.03,
+                passes: int = 10) -> np.ndarray:
+    """Greedy k-way refinement of a partition of a symmetric graph.
+
+    Each pass visits the boundary nodes in order of decreasing gain and moves a node to the
+    neighbouring part that holds most of its neighbours when that strictly lowers the edge cut
+    and keeps every part within ``(1 +- imbalance) n / parts`` nodes. Stops after ``passes``
+    passes or a pass without a move; the cut never grows.
+    """
+    owner = np.asarray(owner, dtype=np.int64).copy()
+    n = owner.size
+    indptr, indices = graph.indptr, graph.indices
+    size = np.bincount(owner, minlength=parts)
+    hi = int(np.floor((1 + imbalance) * n / parts))
+    lo = int(np.ceil((1 - imbalance) * n / parts))
+    for _ in range(passes):
+        rows = graph.row_ids()
+        # links[v, p]: neighbours of v in part p (dense: parts is small)
+        links = np.zeros((n, parts), dtype=np.int64)
+        np.add.at(links, (rows, owner[indices]), 1)
+        internal = links[np.arange(n), owner]
+        best = links.copy()
+        best[np.arange(n), owner] = -1
+        target = best.argmax(axis=1)
+        gain = best.max(axis=1) - internal
+        moved = 0
+        for v in np.argsort(-gain, kind="stable"):
+            if gain[v] <= 0:
+                break
+            a = owner[v]
+            nbrs = indices[indptr[v]:indptr[v + 1]]
+            counts = np.bincount(owner[nbrs], minlength=parts)
+            counts_own = counts[a]
+            counts[a] = -1
+            b = int(counts.argmax())
+            if counts[b] - counts_own <= 0 or size[b] + 1 > hi or size[a] - 1 < lo:
+                continue
+            owner[v] = b
+            size[a] -= 1
+            size[b] += 1
+            moved += 1
+        if moved == 0:
+            break
+    return owner
 
 
 class PartitionRuntime(Runtime):
     """Partition parallelism (Alg. 1): each worker owns a node set and exchanges its halo.
 
-    Extra parameter ``partition``: ``contiguous`` or ``rcm`` (see :func:`partition_nodes`).
+    Extra parameter ``partition``: ``contiguous``, ``rcm`` or ``kway`` (see
+    :func:`partition_nodes`).
     """
 
     name = "partition"

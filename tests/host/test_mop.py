@@ -59,7 +59,8 @@ def test_parallel_runtimes_equal_one_device(problem, runtime_cls):
     plain = reference_forward(model, model.aggregation(g), torch.from_numpy(X), masks, drop.scale)
     np.testing.assert_allclose(ref_out, plain.detach(), rtol=1e-4, atol=1e-5)
     for m in range(2, min(4, g.n_nodes) + 1):
-        kw = {"partition": "rcm"} if runtime_cls is PartitionRuntime and m == 3 else {}
+        kw = ({"partition": {3: "rcm", 4: "kway"}.get(m, "contiguous")}
+              if runtime_cls is PartitionRuntime else {})
         out, grads, rt = run(runtime_cls, model, g, X, y, m, drop, **kw)
         np.testing.assert_allclose(out, ref_out, rtol=1e-5, atol=1e-5)
         for a, b in zip(grads, ref_grads):
@@ -116,6 +117,28 @@ def test_partition_bytes_grow_with_workers(graph):
         mem.append(sum(rt.feature_bytes()))
     assert totals[0] < totals[1] < totals[2]
     assert mem[0] < mem[1] < mem[2]
+
+
+def test_kway_partition_is_balanced_and_cuts_fewer_edges(graph):
+    from moagcn.host.mop import edge_cut, partition_nodes
+    g, _ = graph
+    for m in (2, 4, 8):
+        owners = {}
+        for method in ("rcm", "kway"):
+            sets = partition_nodes(g, m, method)
+            assert sorted(np.concatenate(sets).tolist()) == list(range(g.n_nodes))
+            assert max(len(p) for p in sets) <= int(1.03 * g.n_nodes / m)
+            assert min(len(p) for p in sets) >= int(np.ceil(0.97 * g.n_nodes / m))
+            owner = np.empty(g.n_nodes, dtype=np.int64)
+            for j, p in enumerate(sets):
+                owner[p] = j
+            owners[method] = edge_cut(g, owner)
+        assert owners["kway"] < owners["rcm"]
+    # fewer cut edges, smaller halos
+    halo = {meth: sum(PartitionRuntime(GNN("gcn", 32, 16, 5, 2), g, graph[1], 4, "model",
+                                       partition=meth).halo_sizes())
+            for meth in ("rcm", "kway")}
+    assert halo["kway"] < halo["rcm"]
 
 
 def test_errors(graph):
