@@ -293,7 +293,9 @@ class AggregateKernel(wiring.Component):
         issue = wire(m, can_fill & ~bad_source, name="dup_issue")
         row_last = beat + 1 >= beats_used
         advance = issue & row_last
-        m.d.comb += [self.src_addr.eq(Mux(start, 0, Mux(advance, fill_src + 1, fill_src))),
+        # (the next address does not wait for the range check: a bad source stops the job anyway)
+        m.d.comb += [self.src_addr.eq(Mux(start, 0, Mux(can_fill & row_last, fill_src + 1,
+                                                        fill_src))),
                      self.mem_addr.eq(Cat(beat[:w.beat], src_id[:w.src]) if w.beat
                                       else src_id[:w.src])]
         # the read data arrives next cycle: write it into every S-PE's ring slot
@@ -317,15 +319,21 @@ class AggregateKernel(wiring.Component):
             m.d.sync += [ready[wr_slot].eq(1), left[wr_slot].eq(wr_count)]
 
         # -- dispatcher: each edge, in order, to the queue of the PE that owns its destination --
-        e_ptr = Signal(w.edge + 1)
-        edge_valid = Signal()
+        e_ptr = Signal(w.edge + 1)            # edges dispatched
+        # a two-entry prefetch buffer in front of the dispatcher: the edge buffer's address is
+        # a register, so its read data never feeds back into the next address in one cycle
+        rd_ptr = Signal(w.edge + 1)
+        inflight = Signal()
+        occ = Signal(range(3))
+        stage = [Signal(64, name=f"edge_stage{i}", reset_less=True) for i in range(2)]
+        edge_valid = occ != 0
         Q = cfg.edge_queue
         disp_ready = ready[disp_ptr]
         disp_left = left[disp_ptr]
         edges_left = e_ptr < self.n_edges
-        e_weight = self.edge_data[:32]
-        e_dst = self.edge_data[32:48]
-        e_first = self.edge_data[63]
+        e_weight = stage[0][:32]
+        e_dst = stage[0][32:48]
+        e_first = stage[0][63]
         e_bank = e_dst[:w.bank] if w.bank else 0
         want = active & ~error & disp_ready & (disp_left != 0)
         bad_dest = want & edge_valid & edges_left & (e_dst >= self.n_dst)
@@ -339,7 +347,21 @@ class AggregateKernel(wiring.Component):
         target_full = Array(count == Q for _, count in queues)[e_bank]
         dispatch = wire(m, want & edge_valid & edges_left & ~target_full & ~bad_dest,
                         name="dispatch")
-        m.d.comb += self.edge_addr.eq(Mux(start, 0, Mux(dispatch, e_ptr + 1, e_ptr)))
+        m.d.comb += self.edge_addr.eq(rd_ptr)
+        fetch = active & (rd_ptr < self.n_edges) & (occ + inflight - dispatch < 2)
+        m.d.sync += inflight.eq(fetch)
+        with m.If(fetch):
+            m.d.sync += rd_ptr.eq(rd_ptr + 1)
+        # pop the head on dispatch; the data of last cycle's read joins behind what stays
+        keep = occ - dispatch
+        with m.If(dispatch):
+            m.d.sync += stage[0].eq(stage[1])
+        with m.If(inflight):
+            with m.If(keep == 0):
+                m.d.sync += stage[0].eq(self.edge_data)
+            with m.Else():
+                m.d.sync += stage[1].eq(self.edge_data)
+        m.d.sync += occ.eq(keep + inflight)
         with m.If(dispatch):
             m.d.sync += [e_ptr.eq(e_ptr + 1), left[disp_ptr].eq(disp_left - 1)]
         # a fully dispatched slot is passed over (unfilled slots are not ready: the pointer stops)
@@ -414,7 +436,8 @@ class AggregateKernel(wiring.Component):
         with m.If(start):
             m.d.sync += [active.eq(1), self.done.eq(0), error.eq(0), fill_src.eq(0),
                          fill_ptr.eq(0), head_ptr.eq(0), disp_ptr.eq(0), used.eq(0), beat.eq(0),
-                         e_ptr.eq(0), src_valid.eq(1), edge_valid.eq(1),
+                         e_ptr.eq(0), src_valid.eq(1), rd_ptr.eq(0), inflight.eq(0),
+                         occ.eq(0),
                          self.err_source.eq(0), self.err_dest.eq(0), self.err_edges.eq(0)]
             m.d.sync += [ready[s].eq(0) for s in range(K)]
         with m.Elif(active):
