@@ -23,6 +23,7 @@ from moagcn.sparse import sort_rows, validate_csr
 from .golden import sspmm as golden
 from .golden.fp32 import as_bits, as_float
 from .sspmm_tiling import plan_tiles
+from .stream_tb import beat_ints, int_words, stream_job
 
 STREAMS = ("indptr_in", "indices_in", "mask_in", "feat_in")
 
@@ -38,11 +39,7 @@ class PackedJob:
 
     def beat_ints(self, name: str) -> list[int]:
         """The beats of one stream as Python integers (word 0 in the low bits)."""
-        words = self.streams[name].astype(object)
-        value = np.zeros(words.shape[0], dtype=object)
-        for k in range(words.shape[1]):
-            value += words[:, k] << (32 * k)
-        return value.tolist()
+        return beat_ints(self.streams[name])
 
 
 def pack_beats(words: np.ndarray, per_beat: int) -> np.ndarray:
@@ -85,57 +82,12 @@ async def run_job(io, job: PackedJob, lanes: int, idle_every: int = 0,
                   stall_every: int = 0, reset_after: int | None = None) -> dict:
     """Testbench: load the buffers, start, wait for done, read Z and the counters.
 
-    ``idle_every = k``: every k-th cycle the load streams are idle; ``stall_every = k``: every
-    k-th cycle the output is not ready (backpressure). ``reset_after = c``: reset the design
-    ``c`` cycles after start and run the whole job again (checks recovery mid-job).
+    The accelerator's stream protocol run by :func:`~moagcn.sim.stream_tb.stream_job` (idle load
+    cycles, output backpressure, a reset ``reset_after`` cycles after start, then the job again).
     """
-    io.set("n_rows", job.n_rows)
-    io.set("n_features", job.n_features)
-    beats_in = {s: job.beat_ints(s) for s in STREAMS}
-    for attempt in range(2 if reset_after is not None else 1):
-        pos = {name: 0 for name in STREAMS}
-        cycle = 0
-        while any(pos[s] < len(beats_in[s]) for s in STREAMS):
-            idle = idle_every and cycle % idle_every == idle_every - 1
-            valid = {}
-            for s in STREAMS:
-                valid[s] = not idle and pos[s] < len(beats_in[s])
-                if valid[s]:
-                    io.set(f"{s}__payload", beats_in[s][pos[s]])
-                io.set(f"{s}__valid", int(valid[s]))
-            ready = {s: await io.get(f"{s}__ready") for s in STREAMS if valid[s]}
-            await io.tick()
-            cycle += 1
-            for s, r in ready.items():
-                pos[s] += r
-        for s in STREAMS:
-            io.set(f"{s}__valid", 0)
-        io.set("start", 1)
-        await io.tick()
-        io.set("start", 0)
-        if attempt == 0 and reset_after is not None:
-            await io.tick(reset_after)
-            await io.reset(1)
-            continue
-    # Z streams out once aggregation is done; done rises after the last beat (or on an error)
-    beats = []
-    cycle = 0
-    while not await io.get("done"):
-        ready = not (stall_every and cycle % stall_every == stall_every - 1)
-        io.set("out__ready", int(ready))
-        valid = await io.get("out__valid")
-        payload = await io.get("out__payload") if valid else None
-        await io.tick()
-        cycle += 1
-        if valid and ready:
-            beats.append(payload)
-    io.set("out__ready", 0)
-    from moagcn.hw.sspmm.top import COUNTERS
-    result = {name: await io.get(name) for name in COUNTERS}
-    result["err_index"] = await io.get("err_index")
-    result["err_indptr"] = await io.get("err_indptr")
-    result["beats"] = beats
-    return result
+    return await stream_job(io, _protocol(), job.streams,
+                            {"n_rows": job.n_rows, "n_features": job.n_features},
+                            idle_every, stall_every, reset_after)
 
 
 def beats_to_z(words: np.ndarray, n_rows: int, n_features: int, lanes: int) -> np.ndarray:
@@ -147,10 +99,7 @@ def beats_to_z(words: np.ndarray, n_rows: int, n_features: int, lanes: int) -> n
 
 def unpack_output(beats: list[int], n_rows: int, n_features: int, lanes: int) -> np.ndarray:
     """Z from the output beats as Python integers (word 0 in the low bits)."""
-    mask32 = (1 << 32) - 1
-    words = np.array([[(beat >> (32 * k)) & mask32 for k in range(lanes)] for beat in beats],
-                     dtype=np.uint32).reshape(-1, lanes)
-    return beats_to_z(words, n_rows, n_features, lanes)
+    return beats_to_z(int_words(beats, lanes), n_rows, n_features, lanes)
 
 
 def _check_flags(counters: dict) -> None:
