@@ -18,6 +18,25 @@ def wire(m: Module, value: Value, name: str | None = None) -> Signal:
     return sig
 
 
+def select_word(m: Module, value: Value, index: Value, width: int = 32,
+                name: str | None = None) -> Signal:
+    """Word ``index`` of ``value`` (words of ``width`` bits; out of range gives 0), as a case
+    statement.
+
+    ``value.word_select(index, width)`` becomes ``value >> (index * width)`` in Verilog, and
+    Verilator computes that as a shift of the whole vector into a temporary: for a 2,048-bit
+    feature row, a 256-byte copy per selected word per cycle. A ``case`` over the words copies
+    one word.
+    """
+    value = Value.cast(value)
+    sig = Signal(width, name=name)
+    with m.Switch(index):
+        for i in range(len(value) // width):
+            with m.Case(i):
+                m.d.comb += sig.eq(value[i * width:(i + 1) * width])
+    return sig
+
+
 def leading_zeros(m: Module, value: Value) -> Value:
     """Number of leading zeros of ``value`` (its width when it is zero), as a log-depth tree.
 

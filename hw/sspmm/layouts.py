@@ -17,7 +17,12 @@ def widths(config: SSpmmConfig) -> dict[str, int]:
 
 
 def job_layout(config: SSpmmConfig) -> data.StructLayout:
-    """A job: ``deg`` turns over the neighbours at ``ptr`` for the lanes' features of ``row``."""
+    """A job: ``deg`` turns over the neighbours at ``ptr`` for the lanes' features of ``row``.
+
+    ``chunk`` is the job's index among its row's jobs: lane k works on the row's
+    ``chunk * W + k``-th unmasked feature, which is where its sum goes in the compressed output
+    row.
+    """
     w = widths(config)
     lanes = config.group_lanes
     return data.StructLayout({
@@ -26,7 +31,13 @@ def job_layout(config: SSpmmConfig) -> data.StructLayout:
         "deg": w["edge"],
         "sel": data.ArrayLayout(w["feature"], lanes),
         "lane_valid": lanes,
+        "chunk": range(chunks(config)),
     })
+
+
+def chunks(config: SSpmmConfig) -> int:
+    """Jobs a fully unmasked row of ``max_feature_width`` features splits into."""
+    return -(-config.max_feature_width // config.group_lanes)
 
 
 def row_record_layout(config: SSpmmConfig) -> data.StructLayout:
@@ -37,5 +48,5 @@ def row_record_layout(config: SSpmmConfig) -> data.StructLayout:
         "ptr": w["edge"],
         "deg": w["edge"],
         "mask": config.max_feature_width,
-        "jobs": range(-(-config.max_feature_width // config.group_lanes) + 1),
+        "jobs": range(chunks(config) + 1),
     })

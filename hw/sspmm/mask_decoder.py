@@ -10,29 +10,32 @@ from ..common.bits import wire
 
 
 class MaskDecoder(wiring.Component):
-    """Select the ``base``-th to ``base + lanes - 1``-th set bits of an output-mask row.
+    """Select the ``lanes`` lowest set bits of an output-mask row.
 
     This is the feature-wise selection of the hybrid index module: a job covers ``lanes``
     consecutive *unmasked* features of its row, so masked outputs never reach an adder and
-    never move. Combinational: a prefix count of the mask bits, then per lane a one-hot match
-    and an encoder.
+    never move. The job emitter feeds the mask row for a row's first job and ``rest`` (the row
+    without the features already given out) for the next ones. Combinational: per lane, the
+    index of the lowest set bit by halving the window ``log2(width)`` times (each step one
+    index bit: is the lower half empty?), then ``x & (x - 1)`` clears that bit for the next
+    lane.
 
     Members
     -------
     mask : In(width)
-        The output-mask row (bit f = feature f is computed).
-    base : In(range(width + 1))
-        Index, among the set bits, of lane 0's feature.
+        The features still to give out (bit f = feature f).
     sel : Out(range(width)) x lanes
         Feature index of each lane (``sel_k``).
     valid : Out(lanes)
-        Lane k has a feature (fewer than ``base + k + 1`` set bits leave it idle).
+        Lane k has a feature (fewer than ``k + 1`` set bits leave it idle).
+    rest : Out(width)
+        ``mask`` without the selected features.
     """
 
     def __init__(self, width: int, lanes: int):
         self._width = width
         self._lanes = lanes
-        members = {"mask": In(width), "base": In(range(width + 1)), "valid": Out(lanes)}
+        members = {"mask": In(width), "valid": Out(lanes), "rest": Out(width)}
         for k in range(lanes):
             members[f"sel_{k}"] = Out(range(max(width, 2)))
         super().__init__(members)
@@ -44,16 +47,24 @@ class MaskDecoder(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         width = self._width
-        # prefix[f] = set bits below f
-        prefix = [wire(m, 0, name="prefix_0")]
-        for f in range(width):
-            prefix.append(wire(m, prefix[-1] + self.mask[f], name=f"prefix_{f + 1}"))
+        size = 1
+        while size < width:
+            size *= 2
+        x = self.mask
         for k in range(self._lanes):
-            target = wire(m, self.base + k, name=f"target_{k}")
-            hits = [wire(m, self.mask[f] & (prefix[f] == target)) for f in range(width)]
-            # at most one hit per lane: OR-ing the matching indices encodes it
-            index = Const(0, range(max(width, 2)))
-            for f, hit in enumerate(hits[1:], start=1):
-                index = index | Mux(hit, f, 0)
-            m.d.comb += [self.sel(k).eq(index), self.valid[k].eq(Cat(*hits).any())]
+            # index of the lowest set bit: halve the window log2(width) times, keeping the lower
+            # half when it has a set bit (the upper one otherwise); the choices are the index bits
+            window = Cat(x, Const(0, size - width)) if size > width else x
+            bits = []
+            while len(window) > 1:
+                half = len(window) // 2
+                upper = wire(m, window[:half] == 0, name=f"lane{k}_upper_{half}")
+                bits.append(upper)
+                window = wire(m, Mux(upper, window[half:], window[:half]),
+                              name=f"lane{k}_window_{half}")
+            index = Cat(*reversed(bits)) if bits else Const(0, 1)
+            m.d.comb += [self.valid[k].eq(x.any()), self.sel(k).eq(index)]
+            # clear it for the next lane
+            x = wire(m, x & (x - 1)[:width], name=f"rest_{k}")
+        m.d.comb += self.rest.eq(x)
         return m

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Module, Signal
+from amaranth.hdl import Cat, Module, Mux, Signal
 from amaranth.lib import data, wiring
 from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.wiring import In, Out
@@ -23,7 +23,8 @@ class JobScheduler(wiring.Component):
     pointers, and queue rows that have work (``deg > 0`` and ``|S_v| > 0``): rows without
     neighbours or fully masked cost one fetch cycle and no compute. The emitter splits a queued
     row into ``ceil(|S_v| / W)`` jobs, decoding each job's lane features with the
-    :class:`MaskDecoder`, and offers them one at a time.
+    :class:`MaskDecoder` (the W lowest features the row has not given out yet), and offers them
+    one at a time.
 
     Members
     -------
@@ -105,13 +106,15 @@ class JobScheduler(wiring.Component):
         # -- job emitter -----------------------------------------------------------------------
         head = data.View(rec_layout, queue.r_data)
         chunk = Signal(range(-(-F // W) + 1))
-        m.d.comb += [decoder.mask.eq(head.mask), decoder.base.eq(chunk * W)]
+        rest = Signal(F)          # the head row's features not given out yet (after chunk 0)
+        m.d.comb += decoder.mask.eq(Mux(chunk == 0, head.mask, rest))
         refill = ~self.job_valid | self.job_taken
         with m.If(refill):
             m.d.sync += self.job_valid.eq(queue.r_rdy)
             with m.If(queue.r_rdy):
                 m.d.sync += [self.job.row.eq(head.row), self.job.ptr.eq(head.ptr),
-                             self.job.deg.eq(head.deg), self.job.lane_valid.eq(decoder.valid)]
+                             self.job.deg.eq(head.deg), self.job.lane_valid.eq(decoder.valid),
+                             self.job.chunk.eq(chunk), rest.eq(decoder.rest)]
                 for k in range(W):
                     m.d.sync += self.job.sel[k].eq(decoder.sel(k))
                 with m.If(chunk + 1 == head.jobs):

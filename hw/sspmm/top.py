@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Module, Signal
+from amaranth.hdl import Cat, Module, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from ..common.bits import wire
+from ..common.bits import select_word, wire
 from ..common.ram import Ram
 from .config import SSpmmConfig
 from .group import AggregationGroup
-from .layouts import widths
+from .layouts import chunks, widths
 from .scheduler import JobScheduler
 
 COUNTER_BITS = 32
@@ -40,7 +40,8 @@ class SSpmmAccelerator(wiring.Component):
         Z rows, ``ceil(n_features / lanes)`` beats per row; masked elements and rows without
         neighbours are +0.
     n_rows, n_features, start : In
-        Job size, and the start pulse.
+        Job size (sampled at ``start``; ``n_features`` also sets the feature-row beats while
+        loading), and the start pulse.
     busy, done : Out(1)
         Computing or streaming out; finished (also after an error).
     err_index, err_indptr : Out(1)
@@ -96,8 +97,11 @@ class SSpmmAccelerator(wiring.Component):
         m.submodules.mask_buf = mask_buf = Ram(F, cfg.max_nodes, read_ports=2)
         m.submodules.node_buf = node_buf = Ram(32 * F, cfg.max_nodes, read_ports=G,
                                                granularity=32)
-        m.submodules.out_buf = out_buf = Ram(32 * F, cfg.max_nodes, write_ports=G,
-                                             granularity=32)
+        # the output buffer holds each row *compressed*: chunk c = the sums of the row's unmasked
+        # features c*W .. c*W + W - 1 (in feature order), written whole by the job of chunk c
+        W, C = cfg.group_lanes, chunks(cfg)
+        m.submodules.out_buf = out_buf = Ram(32 * W * C, cfg.max_nodes, write_ports=G,
+                                             granularity=32 * W)
 
         # -- control -----------------------------------------------------------------------------
         running = Signal()      # aggregation
@@ -145,11 +149,17 @@ class SSpmmAccelerator(wiring.Component):
         load_transfer = Cat(*[p.valid & loading for p in
                               (self.indptr_in, self.indices_in, self.mask_in, self.feat_in)]).any()
 
+        # -- job size, sampled at start ----------------------------------------------------------
+        n_rows = Signal.like(self.n_rows)
+        n_features = Signal.like(self.n_features)
+        with m.If(self.start & loading):
+            m.d.sync += [n_rows.eq(self.n_rows), n_features.eq(self.n_features)]
+
         # -- scheduler and aggregation groups ----------------------------------------------------
         m.submodules.scheduler = sched = JobScheduler(cfg)
         sp0, sp1, smask = indptr_buf.read(0), indptr_buf.read(1), mask_buf.read(0)
-        m.d.comb += [sched.start.eq(self.start & loading), sched.n_rows.eq(self.n_rows),
-                     sched.n_features.eq(self.n_features), sched.n_edges.eq(n_edges),
+        m.d.comb += [sched.start.eq(self.start & loading), sched.n_rows.eq(n_rows),
+                     sched.n_features.eq(n_features), sched.n_edges.eq(n_edges),
                      sp0[0].eq(sched.ptr0_addr), sched.ptr0_data.eq(sp0[1]),
                      sp1[0].eq(sched.ptr1_addr), sched.ptr1_data.eq(sp1[1]),
                      smask[0].eq(sched.mask_addr), sched.mask_data.eq(smask[1])]
@@ -164,11 +174,11 @@ class SSpmmAccelerator(wiring.Component):
             irp, nrp, owp = index_buf.read(g), node_buf.read(g), out_buf.write(g)
             m.d.comb += [grp.job.eq(sched.job), grp.job_valid.eq(sched.job_valid & running),
                          grp.grant.eq(~Cat(*earlier_free).any() if earlier_free else 1),
-                         grp.n_rows.eq(self.n_rows),
+                         grp.n_rows.eq(n_rows),
                          irp[0].eq(grp.idx_addr), grp.idx_data.eq(irp[1]),
                          nrp[0].eq(grp.row_addr), grp.row_data.eq(nrp[1]),
-                         owp[0].eq(grp.wr_addr), owp[1].eq(grp.wr_data),
-                         owp[2].eq(grp.wr_en & running.replicate(F))]
+                         owp[0].eq(grp.wr_addr), owp[1].eq(grp.wr_data.replicate(C)),
+                         owp[2].eq((grp.wr_en & running) << grp.wr_chunk)]
             earlier_free.append(grp.free)
             taken.append(grp.take)
             err_index.append(grp.err_index)
@@ -183,30 +193,34 @@ class SSpmmAccelerator(wiring.Component):
         out_beat = Signal(range(beats + 1))
         held = Signal()           # the row's words are latched and being sent
         fetch_wait = Signal()     # row read issued last cycle
-        row_words = Signal(32 * beats * P)
+        # the compressed row; ``sent`` counts its words sent by the row's earlier beats
+        row_words = Signal(32 * W * C)
         row_keep = Signal(beats * P)
-        out_beats_per_row = (self.n_features + (P - 1)) // P
+        sent = Signal(range(W * C + 1))
+        out_beats_per_row = (n_features + (P - 1)) // P
         m.d.comb += [orp_addr.eq(out_row), omask_addr.eq(out_row), op0_addr.eq(out_row),
                      op1_addr.eq(out_row + 1)]
-        feature_valid = Cat(*[f < self.n_features for f in range(F)])
+        feature_valid = Cat(*[f < n_features for f in range(F)])
         with m.If(streaming & ~held & ~fetch_wait):
             m.d.sync += fetch_wait.eq(1)
         with m.If(fetch_wait):
             nonempty = op1_data != op0_data
             keep = omask_data & feature_valid & nonempty.replicate(F)
-            m.d.sync += [fetch_wait.eq(0), held.eq(1), out_beat.eq(0),
+            m.d.sync += [fetch_wait.eq(0), held.eq(1), out_beat.eq(0), sent.eq(0),
                          row_words.eq(orp_data), row_keep.eq(keep)]
-        # pick the beat first (one wide multiplexer), then each lane is a fixed slice of it
-        beat_words = wire(m, row_words.word_select(out_beat, 32 * P), name="beat_words")
+        # expand: a kept lane takes the next compressed word; masked lanes are +0
         beat_keep = wire(m, row_keep.word_select(out_beat, P), name="beat_keep")
+        rank = sent
         for k in range(P):
-            m.d.comb += self.out.payload.word_select(k, 32).eq(
-                beat_words.word_select(k, 32) & beat_keep[k].replicate(32))
+            word = select_word(m, row_words, rank, name=f"out_word_{k}")
+            m.d.comb += self.out.payload.word_select(k, 32).eq(Mux(beat_keep[k], word, 0))
+            rank = wire(m, rank + beat_keep[k], name=f"rank_{k + 1}")
         m.d.comb += self.out.valid.eq(held)
         with m.If(held & self.out.ready):
+            m.d.sync += sent.eq(rank)
             with m.If(out_beat + 1 >= out_beats_per_row):
                 m.d.sync += [held.eq(0), out_row.eq(out_row + 1)]
-                with m.If(out_row + 1 >= self.n_rows):
+                with m.If(out_row + 1 >= n_rows):
                     m.d.sync += [streaming.eq(0), self.done.eq(1)]
             with m.Else():
                 m.d.sync += out_beat.eq(out_beat + 1)

@@ -10,28 +10,34 @@ from moagcn.hw.sspmm.mask_decoder import MaskDecoder
 
 @pytest.mark.parametrize("width,lanes", [(16, 4), (13, 8), (64, 8)])
 def test_mask_decoder_selects_consecutive_set_bits(width, lanes):
+    """Fed its own ``rest`` job after job, the decoder gives out the set bits in ascending
+    order, ``lanes`` at a time, each exactly once."""
     dut = MaskDecoder(width, lanes)
     rng = np.random.default_rng(width)
-    masks = [0, (1 << width) - 1] + [int(x) for x in rng.integers(0, 1 << min(width, 62), 60)]
+    masks = [0, (1 << width) - 1, 1 << (width - 1)]
+    masks += [int(x) for x in rng.integers(0, 1 << min(width, 62), 60)]
+    masks += [int(x) << (width - 62) for x in rng.integers(0, 1 << 62, 10)] if width > 62 else []
     checked = []
 
     async def bench(ctx):
         for mask in masks:
             positions = [f for f in range(width) if mask >> f & 1]
+            rest = mask
             for base in range(0, min(len(positions) + lanes, width + 1), lanes):
-                ctx.set(dut.mask, mask)
-                ctx.set(dut.base, base)
+                ctx.set(dut.mask, rest)
                 for k in range(lanes):
                     want = base + k < len(positions)
                     assert ((ctx.get(dut.valid) >> k) & 1) == want
                     if want:
                         assert ctx.get(dut.sel(k)) == positions[base + k]
-                checked.append(mask)
+                rest = ctx.get(dut.rest)
+                assert rest == sum(1 << f for f in positions[base + lanes:])
+            checked.append(mask)
 
     sim = Simulator(dut)
     sim.add_testbench(bench)
     sim.run()
-    assert len(checked) >= len(masks)
+    assert len(checked) == len(masks)
 
 
 def test_ram_reads_old_data_and_honours_word_enables():
@@ -168,7 +174,7 @@ async def _group_bench(io, jobs, idx_mem, rows, n_rows, limit):
             log["err"].append(cycle)
         wr_en = await io.get("wr_en")
         if wr_en:
-            log["write"].append((cycle, await io.get("wr_addr"), wr_en,
+            log["write"].append((cycle, await io.get("wr_addr"), await io.get("wr_chunk"),
                                  await io.get("wr_data")))
         busy = await io.get("busy")
         idx_addr, row_addr = await io.get("idx_addr"), await io.get("row_addr")
@@ -181,8 +187,8 @@ async def _group_bench(io, jobs, idx_mem, rows, n_rows, limit):
 
 def test_aggregation_group_sums_rows_in_index_order_bit_exact():
     """AggregationGroup alone: every job's lanes are float32 sequential sums from +0 over the
-    neighbours in index-buffer order, written to their features' words at the documented cycle;
-    up to L jobs interleave; a column index >= n_rows pulses err_index one cycle after issue."""
+    neighbours in index-buffer order, written as the job's compressed chunk at the documented
+    cycle; up to L jobs interleave; a column index >= n_rows pulses err_index one cycle after issue."""
     from moagcn.hw.designs import Design
     from moagcn.hw.sspmm import SSpmmConfig, preset
     from moagcn.hw.sspmm.group import FRONT_END_LATENCY, AggregationGroup
@@ -200,6 +206,7 @@ def test_aggregation_group_sums_rows_in_index_order_bit_exact():
     H[4, 3] = np.float32(3e38)
     neighbours = {0: [3, 1, 4, 1, 5, 2, 0], 1: [2], 2: [5, 5, 0, 3],
                   4: [1, 0, 2, 3, 4, 5, 1, 2, 4]}
+    # per row, its jobs' lane features; the job's place in the list is its chunk index
     selections = {0: [(0, 7), (15,)], 1: [(2, 3)], 2: [(1, 9), (14,)], 4: [(4, 5), (3,), (6, 10)]}
     idx_mem, ptr = [], {}
     for v, nbrs in neighbours.items():
@@ -210,13 +217,14 @@ def test_aggregation_group_sums_rows_in_index_order_bit_exact():
     layout = job_layout(cfg)
     jobs, meta = [], []
     for v, sels in selections.items():
-        for sel in sels:
+        for chunk, sel in enumerate(sels):
             fields = {"row": v, "ptr": ptr[v], "deg": len(neighbours[v]),
-                      "sel": list(sel) + [0] * (W - len(sel)), "lane_valid": (1 << len(sel)) - 1}
+                      "sel": list(sel) + [0] * (W - len(sel)), "lane_valid": (1 << len(sel)) - 1,
+                      "chunk": chunk}
             jobs.append(layout.const(fields).as_value().value)
-            meta.append((v, sel))
+            meta.append((v, chunk, sel))
     jobs.append(layout.const({"row": 5, "ptr": bad_ptr, "deg": 1, "sel": [0] * W,
-                              "lane_valid": 1}).as_value().value)
+                              "lane_valid": 1, "chunk": 0}).as_value().value)
     bits = H.view(np.uint32)
     rows = [sum(int(bits[u, f]) << (32 * f) for f in range(F)) for u in range(n)]
 
@@ -229,26 +237,27 @@ def test_aggregation_group_sums_rows_in_index_order_bit_exact():
     take_cycle = dict(log["take"])
     # the bad job: err_index for exactly one cycle, when its index arrives
     assert log["err"] == [take_cycle[len(jobs) - 1] + 1]
-    writes = {cycle: (addr, en, data) for cycle, addr, en, data in log["write"]}
+    writes = {cycle: (addr, chunk, data) for cycle, addr, chunk, data in log["write"]}
     assert len(writes) == len(log["write"]) == len(jobs)
     # several jobs were in flight at once (interleaved contexts)
     starts = sorted(take_cycle[j] for j in range(len(meta)))
     assert any(b - a < L for a, b in zip(starts, starts[1:]))
     sums = {}
-    for j, (v, sel) in enumerate(meta):
+    for j, (v, chunk, sel) in enumerate(meta):
         nbrs = neighbours[v]
         # turns every L cycles; the last one's sums are written FRONT_END_LATENCY + L later
         cycle = take_cycle[j] + (len(nbrs) - 1) * L + FRONT_END_LATENCY + L
         assert cycle in writes, (j, cycle, sorted(writes))
-        addr, en, data = writes[cycle]
-        assert addr == v
-        assert en == sum(1 << f for f in sel)
-        for f in sel:
+        addr, wr_chunk, data = writes[cycle]
+        assert (addr, wr_chunk) == (v, chunk)
+        # lane k's sum is word k of the chunk; idle lanes write +0
+        assert data >> (32 * len(sel)) == 0
+        for k, f in enumerate(sel):
             acc = np.float32(0.0)
             with np.errstate(over="ignore"):
                 for u in nbrs:
                     acc = np.float32(acc + H[u, f])
-            got = (data >> (32 * f)) & 0xFFFF_FFFF
+            got = (data >> (32 * k)) & 0xFFFF_FFFF
             assert got == int(np.float32(acc).view(np.uint32)), (v, f, hex(got), acc)
             sums[v, f] = got
     # the edge cases really happened: -0 summed from +0, an overflow to +inf, and sums that
