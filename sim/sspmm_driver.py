@@ -75,7 +75,7 @@ def pack_job(indptr, indices, H, mask, config: SSpmmConfig) -> PackedJob:
         "indices_in": pack_beats(sort_rows(indptr, indices).astype(np.uint32), lw),
         "mask_in": packed_mask.view("<u4").reshape(n, mask_words),
         "feat_in": feat.reshape(n * beats_per_row, lw),
-    }, n * -(-F // config.lanes))
+    }, int((-(-output_counts(indptr, mask, F) // config.lanes)).sum()))
 
 
 async def run_job(io, job: PackedJob, lanes: int, idle_every: int = 0,
@@ -90,16 +90,38 @@ async def run_job(io, job: PackedJob, lanes: int, idle_every: int = 0,
                             idle_every, stall_every, reset_after)
 
 
-def beats_to_z(words: np.ndarray, n_rows: int, n_features: int, lanes: int) -> np.ndarray:
-    """Z (float32, n_rows x n_features) from the output beats as (beats, lanes) uint32 words."""
-    per_row = -(-n_features // lanes)
-    rows = np.asarray(words, dtype=np.uint32).reshape(n_rows, per_row * lanes)
-    return as_float(np.ascontiguousarray(rows[:, :n_features]))
+def output_counts(indptr, mask, n_features: int) -> np.ndarray:
+    """Per row, the words the accelerator streams out: its unmasked features below
+    ``n_features``, none for a row without neighbours."""
+    indptr = np.asarray(indptr)
+    keep = np.asarray(mask, dtype=bool)[:, :n_features]
+    return np.where(np.diff(indptr) > 0, keep.sum(axis=1), 0)
 
 
-def unpack_output(beats: list[int], n_rows: int, n_features: int, lanes: int) -> np.ndarray:
+def beats_to_z(words: np.ndarray, indptr, mask, n_features: int, lanes: int) -> np.ndarray:
+    """Z (float32, n_rows x n_features) from the compressed output beats as (beats, lanes)
+    uint32 words: each row's computed elements in feature order, padded to whole beats."""
+    indptr = np.asarray(indptr)
+    n = indptr.size - 1
+    keep = np.asarray(mask, dtype=bool)[:n, :n_features] & (np.diff(indptr) > 0)[:, None]
+    counts = keep.sum(axis=1)
+    per_row = -(-counts // lanes) * lanes
+    flat = np.asarray(words, dtype=np.uint32).reshape(-1)
+    if flat.size != int(per_row.sum()):
+        from moagcn.errors import SimulationError
+        raise SimulationError(f"the accelerator streamed {flat.size // lanes} beats, "
+                              f"{int(per_row.sum()) // lanes} were expected")
+    start = np.concatenate([[0], np.cumsum(per_row)[:-1]])
+    rank = np.cumsum(keep, axis=1) - 1
+    bits = np.zeros((n, n_features), dtype=np.uint32)
+    rows, cols = np.nonzero(keep)
+    bits[rows, cols] = flat[start[rows] + rank[rows, cols]]
+    return as_float(bits)
+
+
+def unpack_output(beats: list[int], indptr, mask, n_features: int, lanes: int) -> np.ndarray:
     """Z from the output beats as Python integers (word 0 in the low bits)."""
-    return beats_to_z(int_words(beats, lanes), n_rows, n_features, lanes)
+    return beats_to_z(int_words(beats, lanes), indptr, mask, n_features, lanes)
 
 
 def _check_flags(counters: dict) -> None:
@@ -222,7 +244,7 @@ class SSpmmDriver:
         bound = estimate(indptr, mask, H.shape[1], self.config)
         max_cycles = 4 * bound.cycles_total + 8 * (len(job.streams["feat_in"]) + n) + 10_000
         if self.backend == "verilator" and waves is None and reset_after is None:
-            return self._run_lean(job, idle_every, stall_every, max_cycles)
+            return self._run_lean(job, indptr, mask, idle_every, stall_every, max_cycles)
         t0 = time.perf_counter()
         res = run(get_design("sspmm"), self.config, run_job, self.backend, waves=waves,
                   job=job, lanes=self.config.lanes, idle_every=idle_every,
@@ -230,12 +252,12 @@ class SSpmmDriver:
         wall = time.perf_counter() - t0
         out = res.value
         _check_flags(out)
-        Z = unpack_output(out.pop("beats"), n, H.shape[1], self.config.lanes)
+        Z = unpack_output(out.pop("beats"), indptr, mask, H.shape[1], self.config.lanes)
         out["sim_cycles"] = res.cycles
         out["sim_testbench_s"] = res.wall_s
         return SSpmmResult(Z, out, self.backend, wall)
 
-    def _run_lean(self, job: PackedJob, idle_every: int, stall_every: int,
+    def _run_lean(self, job: PackedJob, indptr, mask, idle_every: int, stall_every: int,
                   max_cycles: int) -> SSpmmResult:
         from moagcn.hw.designs import get_design
 
@@ -252,7 +274,7 @@ class SSpmmDriver:
         wall = time.perf_counter() - t0
         out = dict(res.values)
         _check_flags(out)
-        Z = beats_to_z(res.beats, job.n_rows, job.n_features, words)
+        Z = beats_to_z(res.beats, indptr, mask, job.n_features, words)
         out["sim_cycles"] = res.cycles
         out["sim_testbench_s"] = res.wall_s
         return SSpmmResult(Z, out, "verilator", wall)

@@ -2,17 +2,22 @@
 
 Work is split into *jobs*: one per (row v, chunk of W = lanes / groups unmasked features), for rows
 with at least one neighbour and one unmasked feature. A job takes one *turn* per neighbour; a
-turn adds one neighbour's W selected features into W accumulators. Each of the G groups issues
+turn adds one neighbour's W selected features into W accumulators. Each of the G groups takes
 one turn per cycle, interleaving ``adder_latency`` jobs so that an accumulator's previous sum
-leaves the adder exactly when its next operand arrives. Hence
+leaves the adder exactly when its next operand arrives. The fetcher reads each neighbour row
+once per *pass* (up to G jobs of a row, one per group, multicast down the distribution tree)
+and reads ``fetch_rows`` rows per cycle. Hence
 
     turns          = sum_v deg(v) * ceil(|S_v| / W)
-    cycles_compute ~ max(turns / G, jobs issued at one per cycle) + pipeline fill and drain
+    rows fetched   = sum_v deg(v) * ceil(ceil(|S_v| / W) / G)
+    cycles_compute ~ max(turns / G, rows fetched / fetch_rows, jobs bound at one per cycle)
+                     + pipeline fill and drain
     utilisation    = work_adds / (lanes * cycles_compute)
 
 Load cycles: the four load streams fill in parallel (row pointers, column indices and feature
-words ``load_width`` per beat, one mask row per beat), so the longest stream sets them; output
-cycles stream Z back at one word per lane per cycle.
+words ``load_width`` per beat, one mask row per beat), so the longest stream sets them. Output
+cycles: two per row to fetch it, then ``ceil(k_v / lanes)`` beats of its k_v computed elements
+(none for a row without neighbours); masked elements never move.
 The RTL comparison and the remaining error are documented in docs/sspmm.md.
 """
 
@@ -23,7 +28,9 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from moagcn.hw.sspmm.config import SSpmmConfig
+from moagcn.hw.sspmm.fetch import ISSUE_TO_ROOT
 from moagcn.hw.sspmm.group import FRONT_END_LATENCY
+from moagcn.hw.sspmm.tree import tree_depth
 from moagcn.sparse import degrees
 
 from .golden.sspmm import normalise_mask
@@ -40,6 +47,7 @@ class SSpmmCycles:
     turns: int
     jobs: int
     lanes: int
+    rows_fetched: int = 0
 
     @property
     def cycles_total(self) -> int:
@@ -74,11 +82,17 @@ def estimate(indptr, mask, n_features: int, config: SSpmmConfig) -> SSpmmCycles:
     deg, jobs = job_counts(indptr, mask, config)
     turns = int(np.dot(deg, jobs))
     n_jobs = int(jobs.sum())
-    issue = max(-(-turns // config.groups), n_jobs)
-    compute = issue + (FRONT_END_LATENCY + config.adder_latency if n_jobs else 0) + 1
+    reads = int(np.dot(deg, -(-jobs // config.groups)))
+    issue = max(-(-turns // config.groups), -(-reads // config.fetch_rows), n_jobs)
+    # fill and drain: a row read's way to a local buffer, the wait for its context's turn
+    # (half a ring on average), the buffer read, the adders, the write
+    fill = (ISSUE_TO_ROOT + tree_depth(config.groups, config.tree_radix) + 1
+            + config.adder_latency // 2 + FRONT_END_LATENCY + config.adder_latency + 1)
+    compute = issue + (fill if n_jobs else 0) + 1
     # the load streams fill in parallel, one beat per stream per cycle: the longest one counts
     lw = config.load_width
     load = max(-(-(n + 1) // lw), -(-int(indptr[-1]) // lw), n, n * -(-n_features // lw))
-    output = n * -(-n_features // config.lanes)
+    counts = np.where(deg > 0, mask.sum(axis=1), 0)
+    output = 2 * n + int((-(-counts // config.lanes)).sum())
     work = int(np.dot(deg, mask.sum(axis=1)))
-    return SSpmmCycles(load, compute, output, work, turns, n_jobs, config.lanes)
+    return SSpmmCycles(load, compute, output, work, turns, n_jobs, config.lanes, reads)

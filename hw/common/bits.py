@@ -37,6 +37,28 @@ def select_word(m: Module, value: Value, index: Value, width: int = 32,
     return sig
 
 
+def lowest_set(m: Module, value: Value, name: str = "lowest") -> Value:
+    """Index of the lowest set bit of ``value`` (0 when it is zero; test ``value.any()``).
+
+    The window halves ``log2(width)`` times, keeping its lower half when that has a set bit
+    (the upper one otherwise); each choice is one bit of the index. Every step works on whole
+    slices, which Verilator evaluates as a few integer operations rather than bit by bit.
+    """
+    value = Value.cast(value)
+    width = len(value)
+    size = 1
+    while size < width:
+        size *= 2
+    window = Cat(value, Const(0, size - width)) if size > width else value
+    bits = []
+    while len(window) > 1:
+        half = len(window) // 2
+        upper = wire(m, window[:half] == 0, name=f"{name}_upper_{half}")
+        bits.append(upper)
+        window = wire(m, Mux(upper, window[half:], window[:half]), name=f"{name}_window_{half}")
+    return Cat(*reversed(bits)) if bits else Const(0, 1)
+
+
 def leading_zeros(m: Module, value: Value) -> Value:
     """Number of leading zeros of ``value`` (its width when it is zero), as a log-depth tree.
 

@@ -38,6 +38,15 @@ class SSpmmConfig:
         contexts per group, so that every adder takes an operand pair every cycle).
     load_width : int
         32-bit words per beat on the load streams (the buffer fill bandwidth).
+    fetch_rows : int
+        R, neighbour feature rows the fetcher reads from the node buffer per cycle (its read
+        ports), and rows every link of the distribution tree carries per cycle.
+    tree_radix : int
+        Fan-out of each switch of the distribution tree (2 or 4); its leaves are the groups.
+    local_depth : int
+        Entries (one neighbour's W selected features each) of every job context's local
+        buffer; a power of two >= 2, so the fetch of the next neighbours overlaps the
+        reduction of the current one.
     clock_mhz : float
         Clock used to turn cycles into time in reports.
     simulate : bool
@@ -51,6 +60,9 @@ class SSpmmConfig:
     max_edges: int = 65536
     adder_latency: int = 7
     load_width: int = 4
+    fetch_rows: int = 1
+    tree_radix: int = 2
+    local_depth: int = 4
     clock_mhz: float = 200.0
     simulate: bool = True
 
@@ -65,15 +77,26 @@ class SSpmmConfig:
             raise ValueError(f"max_feature_width={self.max_feature_width} must be >= 1")
         if self.max_nodes < 2 or self.max_edges < 1:
             raise ValueError("max_nodes must be >= 2 and max_edges >= 1")
-        if not 1 <= self.adder_latency <= 32:
-            raise ValueError(f"adder_latency={self.adder_latency} must be in 1..32")
+        if not 2 <= self.adder_latency <= 32:
+            raise ValueError(f"adder_latency={self.adder_latency} must be in 2..32")
         if self.load_width < 1:
             raise ValueError(f"load_width={self.load_width} must be >= 1")
+        if not 1 <= self.fetch_rows <= 4:
+            raise ValueError(f"fetch_rows={self.fetch_rows} must be in 1..4")
+        if self.tree_radix not in (2, 4):
+            raise ValueError(f"tree_radix={self.tree_radix} must be 2 or 4")
+        if self.local_depth < 2 or self.local_depth & (self.local_depth - 1):
+            raise ValueError(f"local_depth={self.local_depth} must be a power of two >= 2")
 
     @property
     def group_lanes(self) -> int:
         """W, lanes per group: the width of one job's feature chunk."""
         return self.lanes // self.groups
+
+    @property
+    def contexts(self) -> int:
+        """Job contexts of the whole engine: ``adder_latency`` per group."""
+        return self.groups * self.adder_latency
 
 
 PRESETS = {

@@ -21,7 +21,7 @@ def job_layout(config: SSpmmConfig) -> data.StructLayout:
 
     ``chunk`` is the job's index among its row's jobs: lane k works on the row's
     ``chunk * W + k``-th unmasked feature, which is where its sum goes in the compressed output
-    row.
+    row. ``row_last`` marks the row's last job.
     """
     w = widths(config)
     lanes = config.group_lanes
@@ -32,6 +32,33 @@ def job_layout(config: SSpmmConfig) -> data.StructLayout:
         "sel": data.ArrayLayout(w["feature"], lanes),
         "lane_valid": lanes,
         "chunk": range(chunks(config)),
+        "row_last": 1,
+    })
+
+
+def entry_layout(config: SSpmmConfig) -> data.StructLayout:
+    """One local-buffer entry: a neighbour's W selected features and its job's bookkeeping."""
+    w = widths(config)
+    lanes = config.group_lanes
+    return data.StructLayout({
+        "words": 32 * lanes,
+        "first": 1,
+        "last": 1,
+        "row": w["row"],
+        "chunk": range(chunks(config)),
+        "lane_valid": lanes,
+    })
+
+
+def packet_layout(config: SSpmmConfig, dest_bits: int) -> data.StructLayout:
+    """A neighbour row on its way down the distribution tree, with the contexts it goes to."""
+    # the words come first, so every word sits on a 32-bit boundary
+    return data.StructLayout({
+        "words": 32 * config.max_feature_width,
+        "valid": 1,
+        "first": 1,
+        "last": 1,
+        "dest": dest_bits,
     })
 
 

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Const, Module, Mux, Signal
+from amaranth.hdl import Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from ..common.bits import wire
+from ..common.bits import lowest_set, wire
 
 
 class MaskDecoder(wiring.Component):
@@ -46,25 +46,11 @@ class MaskDecoder(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        width = self._width
-        size = 1
-        while size < width:
-            size *= 2
         x = self.mask
         for k in range(self._lanes):
-            # index of the lowest set bit: halve the window log2(width) times, keeping the lower
-            # half when it has a set bit (the upper one otherwise); the choices are the index bits
-            window = Cat(x, Const(0, size - width)) if size > width else x
-            bits = []
-            while len(window) > 1:
-                half = len(window) // 2
-                upper = wire(m, window[:half] == 0, name=f"lane{k}_upper_{half}")
-                bits.append(upper)
-                window = wire(m, Mux(upper, window[half:], window[:half]),
-                              name=f"lane{k}_window_{half}")
-            index = Cat(*reversed(bits)) if bits else Const(0, 1)
-            m.d.comb += [self.valid[k].eq(x.any()), self.sel(k).eq(index)]
+            m.d.comb += [self.valid[k].eq(x.any()),
+                         self.sel(k).eq(lowest_set(m, x, name=f"lane{k}"))]
             # clear it for the next lane
-            x = wire(m, x & (x - 1)[:width], name=f"rest_{k}")
+            x = wire(m, x & (x - 1)[:self._width], name=f"rest_{k}")
         m.d.comb += self.rest.eq(x)
         return m

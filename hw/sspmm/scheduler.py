@@ -109,15 +109,17 @@ class JobScheduler(wiring.Component):
         rest = Signal(F)          # the head row's features not given out yet (after chunk 0)
         m.d.comb += decoder.mask.eq(Mux(chunk == 0, head.mask, rest))
         refill = ~self.job_valid | self.job_taken
+        row_last = chunk + 1 == head.jobs
         with m.If(refill):
             m.d.sync += self.job_valid.eq(queue.r_rdy)
             with m.If(queue.r_rdy):
                 m.d.sync += [self.job.row.eq(head.row), self.job.ptr.eq(head.ptr),
                              self.job.deg.eq(head.deg), self.job.lane_valid.eq(decoder.valid),
-                             self.job.chunk.eq(chunk), rest.eq(decoder.rest)]
+                             self.job.chunk.eq(chunk), self.job.row_last.eq(row_last),
+                             rest.eq(decoder.rest)]
                 for k in range(W):
                     m.d.sync += self.job.sel[k].eq(decoder.sel(k))
-                with m.If(chunk + 1 == head.jobs):
+                with m.If(row_last):
                     m.d.comb += queue.r_en.eq(1)
                     m.d.sync += chunk.eq(0)
                 with m.Else():

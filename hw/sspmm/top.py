@@ -6,16 +6,17 @@ from amaranth.hdl import Cat, Module, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from ..common.bits import select_word, wire
+from ..common.bits import popcount, select_word, wire
 from ..common.ram import Ram
 from .config import SSpmmConfig
+from .fetch import NeighbourFetcher
 from .group import AggregationGroup
 from .layouts import chunks, widths
 from .scheduler import JobScheduler
 
 COUNTER_BITS = 32
 COUNTERS = ("cycles_total", "cycles_load", "cycles_compute", "cycles_output",
-            "stall_no_job", "stall_output")
+            "stall_no_job", "stall_output", "stall_no_context", "bubbles", "rows_fetched")
 
 
 class SSpmmAccelerator(wiring.Component):
@@ -23,8 +24,8 @@ class SSpmmAccelerator(wiring.Component):
 
     Use: after reset, fill the buffers through the load streams (row pointers, column indices,
     mask rows, feature rows; any order, each from its start), set ``n_rows`` and
-    ``n_features``, pulse ``start``, wait for ``done``, then take ``n_rows * ceil(n_features /
-    lanes)`` beats of Z from ``out``. Status and counters stay readable until the next reset.
+    ``n_features``, pulse ``start``, then take beats of Z from ``out`` until ``done``. Status
+    and counters stay readable until the next reset.
 
     Members
     -------
@@ -37,8 +38,10 @@ class SSpmmAccelerator(wiring.Component):
     feat_in : In(stream.Signature(32 * load_width))
         Feature rows, ``ceil(n_features / load_width)`` beats per row (word 0 lowest).
     out : Out(stream.Signature(32 * lanes))
-        Z rows, ``ceil(n_features / lanes)`` beats per row; masked elements and rows without
-        neighbours are +0.
+        Z compressed: per row in order, its computed elements (the unmasked features below
+        ``n_features``, in feature order; none for a row without neighbours) in ``ceil(k /
+        lanes)`` beats, the last one zero-padded. Masked elements are +0 and never move; the
+        host, which has the mask, puts the words back in place.
     n_rows, n_features, start : In
         Job size (sampled at ``start``; ``n_features`` also sets the feature-row beats while
         loading), and the start pulse.
@@ -46,10 +49,18 @@ class SSpmmAccelerator(wiring.Component):
         Computing or streaming out; finished (also after an error).
     err_index, err_indptr : Out(1)
         A column index was >= n_rows; a row pointer decreased or went past the loaded indices.
-    cycles_total, cycles_load, cycles_compute, cycles_output, stall_no_job, stall_output : Out(32)
-        Cycle counters: from start to done; cycles with a load transfer; aggregation;
-        output streaming; cycles a group could have started a job but none was ready; output
-        cycles waiting on ``out.ready``.
+    cycles_total, cycles_load, cycles_compute, cycles_output : Out(32)
+        Cycles from start to done; cycles with a load transfer; aggregation; output streaming.
+    stall_no_job, stall_no_context, stall_output : Out(32)
+        Aggregation cycles in which a context was free but the scheduler offered no job; in
+        which a job was offered but no context was free; output cycles waiting on
+        ``out.ready``.
+    bubbles : Out(32)
+        Turns (summed over the groups) in which a context in the middle of a job had no
+        neighbour row in its local buffer yet.
+    rows_fetched : Out(32)
+        Neighbour feature rows read from the node buffer (each multicast to all the contexts
+        of its pass).
     """
 
     def __init__(self, config: SSpmmConfig = SSpmmConfig()):
@@ -92,10 +103,12 @@ class SSpmmAccelerator(wiring.Component):
         # row pointers and column indices arrive load_width words per beat: one write port each
         m.submodules.indptr_buf = indptr_buf = Ram(32, cfg.max_nodes + 1, read_ports=4,
                                                    write_ports=LW)
-        m.submodules.index_buf = index_buf = Ram(32, cfg.max_edges, read_ports=G,
+        # the fetcher reads R = fetch_rows column indices and neighbour rows per cycle
+        R = cfg.fetch_rows
+        m.submodules.index_buf = index_buf = Ram(32, cfg.max_edges, read_ports=R,
                                                  write_ports=LW)
         m.submodules.mask_buf = mask_buf = Ram(F, cfg.max_nodes, read_ports=2)
-        m.submodules.node_buf = node_buf = Ram(32 * F, cfg.max_nodes, read_ports=G,
+        m.submodules.node_buf = node_buf = Ram(32 * F, cfg.max_nodes, read_ports=R,
                                                granularity=32)
         # the output buffer holds each row *compressed*: chunk c = the sums of the row's unmasked
         # features c*W .. c*W + W - 1 (in feature order), written whole by the job of chunk c
@@ -163,70 +176,84 @@ class SSpmmAccelerator(wiring.Component):
                      sp0[0].eq(sched.ptr0_addr), sched.ptr0_data.eq(sp0[1]),
                      sp1[0].eq(sched.ptr1_addr), sched.ptr1_data.eq(sp1[1]),
                      smask[0].eq(sched.mask_addr), sched.mask_data.eq(smask[1])]
+        m.submodules.fetcher = fetcher = NeighbourFetcher(cfg)
+        # the engine's state is dropped in the cycle after start (from a register, so that the
+        # simulators need not re-evaluate it whenever the inputs change); it works from the next
+        clear = Signal()
+        m.d.sync += clear.eq(self.start & loading)
+        work = running & ~clear
+        m.d.comb += [fetcher.job.eq(sched.job), fetcher.job_valid.eq(sched.job_valid),
+                     sched.job_taken.eq(fetcher.job_taken), fetcher.run.eq(work),
+                     fetcher.clear.eq(clear), fetcher.n_rows.eq(n_rows)]
+        for j in range(R):
+            (ia, idata), (ra, rdata) = index_buf.read(j), node_buf.read(j)
+            m.d.comb += [ia.eq(fetcher.port("idx_addr", j)),
+                         fetcher.port("idx_data", j).eq(idata),
+                         ra.eq(fetcher.port("row_addr", j)),
+                         fetcher.port("row_data", j).eq(rdata)]
         groups = []
-        taken = []
-        earlier_free = []
-        err_index = []
+        L = cfg.adder_latency
         for g in range(cfg.groups):
             grp = AggregationGroup(cfg)
             m.submodules[f"group_{g}"] = grp
             groups.append(grp)
-            irp, nrp, owp = index_buf.read(g), node_buf.read(g), out_buf.write(g)
-            m.d.comb += [grp.job.eq(sched.job), grp.job_valid.eq(sched.job_valid & running),
-                         grp.grant.eq(~Cat(*earlier_free).any() if earlier_free else 1),
-                         grp.n_rows.eq(n_rows),
-                         irp[0].eq(grp.idx_addr), grp.idx_data.eq(irp[1]),
-                         nrp[0].eq(grp.row_addr), grp.row_data.eq(nrp[1]),
+            owp = out_buf.write(g)
+            m.d.comb += [grp.bind_valid.eq(fetcher.bind_valid & (fetcher.bind_group == g)),
+                         grp.bind_slot.eq(fetcher.bind_slot), grp.bind_job.eq(fetcher.bind_job),
+                         grp.reserve.eq(fetcher.reserve[g * L:(g + 1) * L]),
+                         fetcher.space[g * L:(g + 1) * L].eq(grp.space),
+                         fetcher.released[g * L:(g + 1) * L].eq(grp.released),
+                         grp.run.eq(work), grp.clear.eq(clear),
                          owp[0].eq(grp.wr_addr), owp[1].eq(grp.wr_data.replicate(C)),
                          owp[2].eq((grp.wr_en & running) << grp.wr_chunk)]
-            earlier_free.append(grp.free)
-            taken.append(grp.take)
-            err_index.append(grp.err_index)
-        m.d.comb += sched.job_taken.eq(Cat(*taken).any())
+            for j in range(R):
+                m.d.comb += grp.leaf(j).eq(fetcher.leaf(g, j))
         groups_busy = Cat(*[g.busy for g in groups]).any()
 
-        # -- output stream -----------------------------------------------------------------------
-        beats = -(-F // P)
+        # -- output stream: each row's computed elements only, compressed ----------------------
         (orp_addr, orp_data), (omask_addr, omask_data) = out_buf.read(0), mask_buf.read(1)
         (op0_addr, op0_data), (op1_addr, op1_data) = indptr_buf.read(2), indptr_buf.read(3)
         out_row = Signal(w["row"] + 1)
+        beats = -(-(W * C) // P)
         out_beat = Signal(range(beats + 1))
-        held = Signal()           # the row's words are latched and being sent
+        row_beats = Signal(range(beats + 1))
+        row_count = Signal(range(W * C + 1))       # words of the row (its unmasked features)
+        held = Signal()           # the row is latched and its beats are being sent
         fetch_wait = Signal()     # row read issued last cycle
-        # the compressed row; ``sent`` counts its words sent by the row's earlier beats
-        row_words = Signal(32 * W * C)
-        row_keep = Signal(beats * P)
-        sent = Signal(range(W * C + 1))
-        out_beats_per_row = (n_features + (P - 1)) // P
+        row_words = Signal(32 * P * beats)
         m.d.comb += [orp_addr.eq(out_row), omask_addr.eq(out_row), op0_addr.eq(out_row),
                      op1_addr.eq(out_row + 1)]
         feature_valid = Cat(*[f < n_features for f in range(F)])
         with m.If(streaming & ~held & ~fetch_wait):
             m.d.sync += fetch_wait.eq(1)
+        last_row = out_row + 1 >= n_rows
         with m.If(fetch_wait):
-            nonempty = op1_data != op0_data
-            keep = omask_data & feature_valid & nonempty.replicate(F)
-            m.d.sync += [fetch_wait.eq(0), held.eq(1), out_beat.eq(0), sent.eq(0),
-                         row_words.eq(orp_data), row_keep.eq(keep)]
-        # expand: a kept lane takes the next compressed word; masked lanes are +0
-        beat_keep = wire(m, row_keep.word_select(out_beat, P), name="beat_keep")
-        rank = sent
+            # a row without neighbours, or fully masked, sends nothing
+            count = Mux(op1_data != op0_data, popcount(m, omask_data & feature_valid), 0)
+            m.d.sync += [fetch_wait.eq(0), out_beat.eq(0), row_count.eq(count),
+                         row_beats.eq((count + (P - 1)) >> (P.bit_length() - 1)),
+                         row_words.eq(orp_data)]
+            with m.If(count != 0):
+                m.d.sync += held.eq(1)
+            with m.Else():
+                m.d.sync += out_row.eq(out_row + 1)
+                with m.If(last_row):
+                    m.d.sync += [streaming.eq(0), self.done.eq(1)]
+        beat = select_word(m, row_words, out_beat, 32 * P, name="out_beat_words")
         for k in range(P):
-            word = select_word(m, row_words, rank, name=f"out_word_{k}")
-            m.d.comb += self.out.payload.word_select(k, 32).eq(Mux(beat_keep[k], word, 0))
-            rank = wire(m, rank + beat_keep[k], name=f"rank_{k + 1}")
+            m.d.comb += self.out.payload.word_select(k, 32).eq(
+                Mux(out_beat * P + k < row_count, beat.word_select(k, 32), 0))
         m.d.comb += self.out.valid.eq(held)
         with m.If(held & self.out.ready):
-            m.d.sync += sent.eq(rank)
-            with m.If(out_beat + 1 >= out_beats_per_row):
+            with m.If(out_beat + 1 >= row_beats):
                 m.d.sync += [held.eq(0), out_row.eq(out_row + 1)]
-                with m.If(out_row + 1 >= n_rows):
+                with m.If(last_row):
                     m.d.sync += [streaming.eq(0), self.done.eq(1)]
             with m.Else():
                 m.d.sync += out_beat.eq(out_beat + 1)
 
         # -- sequencing, errors, counters --------------------------------------------------------
-        error = Cat(*err_index).any() | sched.err_indptr
+        error = fetcher.err_index | sched.err_indptr
         with m.If(self.start & loading):
             m.d.sync += running.eq(1)
             with m.If(self.n_rows == 0):
@@ -235,23 +262,24 @@ class SSpmmAccelerator(wiring.Component):
             with m.If(error):
                 # a bad job stops here: flags set, nothing streamed, never a hang
                 m.d.sync += [running.eq(0), self.done.eq(1)]
-            with m.Elif(sched.done & ~groups_busy & ~self.start):
+            with m.Elif(sched.done & ~fetcher.busy & ~groups_busy & ~self.start):
                 m.d.sync += [running.eq(0), streaming.eq(1), out_row.eq(0)]
-        with m.If(running & Cat(*err_index).any()):
+        with m.If(running & fetcher.err_index):
             m.d.sync += self.err_index.eq(1)
         m.d.comb += self.err_indptr.eq(sched.err_indptr)
 
         counters = {name: getattr(self, name) for name in COUNTERS}
-        some_free = Cat(*earlier_free).any()
         increments = {
             "cycles_total": running | streaming,
             "cycles_load": load_transfer,
             "cycles_compute": running,
             "cycles_output": streaming,
-            "stall_no_job": running & some_free & ~sched.job_valid & ~sched.done,
+            "stall_no_job": fetcher.no_job & ~sched.done,
             "stall_output": streaming & held & ~self.out.ready,
+            "stall_no_context": fetcher.no_context,
+            "bubbles": popcount(m, Cat(*[g.bubble for g in groups])),
+            "rows_fetched": fetcher.issued,
         }
         for name, inc in increments.items():
-            with m.If(inc):
-                m.d.sync += counters[name].eq(counters[name] + 1)
+            m.d.sync += counters[name].eq(counters[name] + inc)
         return m
