@@ -38,15 +38,19 @@ def main(argv=None) -> int:
     parser.add_argument("--degree", type=float, default=8.5)
     parser.add_argument("--features", type=int, default=64)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--fetch-rows", type=int, default=None,
+                        help="override the preset's fetch_rows (node-buffer rows per cycle)")
     args = parser.parse_args(argv)
 
-    cfg = preset(args.preset)
+    overrides = {} if args.fetch_rows is None else {"fetch_rows": args.fetch_rows}
+    cfg = preset(args.preset, **overrides)
     indptr, indices = power_law_graph(args.nodes, args.degree, args.seed)
     rng = np.random.default_rng(args.seed + 1)
     H = rng.standard_normal((args.nodes, args.features)).astype(np.float32)
     masks = {"half": rng.random(H.shape) < 0.5, "ones": np.ones(H.shape, bool)}
     out = {"backend": args.backend, "preset": args.preset, "lanes": cfg.lanes,
-           "groups": cfg.groups, "nodes": args.nodes, "edges": int(indices.size),
+           "groups": cfg.groups, "fetch_rows": cfg.fetch_rows, "nodes": args.nodes,
+           "edges": int(indices.size),
            "avg_degree": indices.size / args.nodes, "features": args.features}
     driver = SSpmmDriver(cfg, args.backend)
     for name, M in masks.items():
@@ -65,8 +69,14 @@ def main(argv=None) -> int:
             "work_adds": work,
             "utilization": work / (cfg.lanes * c["cycles_compute"]),
             "stall_no_job": c.get("stall_no_job"),
+            "stall_no_context": c.get("stall_no_context"),
+            "bubbles": c.get("bubbles"),
+            "turns": model.turns,
+            "rows_fetched": c.get("rows_fetched", model.rows_fetched),
+            "model_rows_fetched": model.rows_fetched,
             "model_cycles_compute": model.cycles_compute,
             "model_error": c["cycles_compute"] / model.cycles_compute - 1,
+            "model_cycles_output": model.cycles_output,
             "wall_s": round(wall, 2),
             "sim_cycles_per_s": (c["sim_cycles"] / c["sim_testbench_s"]
                                  if c.get("sim_testbench_s") else None),
