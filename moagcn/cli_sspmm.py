@@ -106,7 +106,11 @@ def cmd_sspmm_run(args) -> int:
         "lanes": config.lanes,
         "utilization": work / (config.lanes * compute) if compute else 0.0,
         "stall_no_job": int(totals.get("stall_no_job", 0)),
+        "stall_no_context": int(totals.get("stall_no_context", 0)),
         "stall_output": int(totals.get("stall_output", 0)),
+        "bubbles": int(totals.get("bubbles", 0)),
+        # node-buffer row reads (each multicast to the pass's jobs); the model predicts them
+        "rows_fetched": int(totals.get("rows_fetched", 0)),
         # wall time of the whole command (builds included) and the simulator's own speed while
         # the job ran (loads, compute, output), as a host-driven run sees it
         "sim_wall_s": round(wall, 4),

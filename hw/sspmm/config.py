@@ -79,8 +79,8 @@ class SSpmmConfig:
             raise ValueError("max_nodes must be >= 2 and max_edges >= 1")
         if not 2 <= self.adder_latency <= 32:
             raise ValueError(f"adder_latency={self.adder_latency} must be in 2..32")
-        if self.load_width < 1:
-            raise ValueError(f"load_width={self.load_width} must be >= 1")
+        if self.load_width < 1 or self.load_width & (self.load_width - 1):
+            raise ValueError(f"load_width={self.load_width} must be a power of two")
         if not 1 <= self.fetch_rows <= 4:
             raise ValueError(f"fetch_rows={self.fetch_rows} must be in 1..4")
         if self.tree_radix not in (2, 4):

@@ -101,15 +101,29 @@ class SSpmmAccelerator(wiring.Component):
         # -- buffers ---------------------------------------------------------------------------
         G = cfg.groups
         # row pointers and column indices arrive load_width words per beat: one write port each
-        m.submodules.indptr_buf = indptr_buf = Ram(32, cfg.max_nodes + 1, read_ports=4,
-                                                   write_ports=LW)
+        # row pointers and column indices are stored in rows of one load beat (LW words): one
+        # write port, so each buffer is a plain block RAM; a read takes the row, then the word
+        lw_bits = LW.bit_length() - 1
+        indptr_rows = -(-(cfg.max_nodes + 1) // LW)
+        m.submodules.indptr_buf = indptr_buf = Ram(32 * LW, indptr_rows, read_ports=4)
         # the fetcher reads R = fetch_rows column indices and neighbour rows per cycle
         R = cfg.fetch_rows
-        m.submodules.index_buf = index_buf = Ram(32, cfg.max_edges, read_ports=R,
-                                                 write_ports=LW)
+        index_rows = -(-cfg.max_edges // LW)
+        m.submodules.index_buf = index_buf = Ram(32 * LW, index_rows, read_ports=R)
+
+        def word_read(buf, port, address, name):
+            """Read word ``address`` of a buffer stored in LW-word rows (1-cycle latency)."""
+            row_addr, row_data = buf.read(port)
+            m.d.comb += row_addr.eq(address >> lw_bits)
+            if LW == 1:
+                return row_data
+            word = Signal(lw_bits, name=f"{name}_word")
+            m.d.sync += word.eq(address)
+            return select_word(m, row_data, word, name=f"{name}_data")
+
         m.submodules.mask_buf = mask_buf = Ram(F, cfg.max_nodes, read_ports=2)
         m.submodules.node_buf = node_buf = Ram(32 * F, cfg.max_nodes, read_ports=R,
-                                               granularity=32)
+                                               granularity=32 * LW)
         # the output buffer holds each row *compressed*: chunk c = the sums of the row's unmasked
         # features c*W .. c*W + W - 1 (in feature order), written whole by the job of chunk c
         W, C = cfg.group_lanes, chunks(cfg)
@@ -135,11 +149,10 @@ class SSpmmAccelerator(wiring.Component):
         # past indptr[-1] and is never read)
         for port, buf, count in ((self.indptr_in, indptr_buf, n_ptrs),
                                  (self.indices_in, index_buf, n_edges)):
-            m.d.comb += port.ready.eq(loading)
-            for k in range(LW):
-                addr, data, en = buf.write(k)
-                m.d.comb += [addr.eq(count + k), data.eq(port.payload.word_select(k, 32)),
-                             en.eq(port.valid & loading & (count + k < buf.depth))]
+            addr, data, en = buf.write(0)
+            m.d.comb += [port.ready.eq(loading), addr.eq(count >> lw_bits),
+                         data.eq(port.payload),
+                         en.eq(port.valid & loading & (count < LW * buf.depth))]
             with m.If(port.valid & loading):
                 m.d.sync += count.eq(count + LW)
         addr, data, en = mask_wr
@@ -150,10 +163,10 @@ class SSpmmAccelerator(wiring.Component):
         feat_addr, feat_data, feat_en = feat_wr
         m.d.comb += [self.feat_in.ready.eq(loading), feat_addr.eq(feat_row)]
         feat_take = self.feat_in.valid & loading
-        for f in range(F):
-            word = self.feat_in.payload.word_select(f % LW, 32)
-            m.d.comb += [feat_data.word_select(f, 32).eq(word),
-                         feat_en[f].eq(feat_take & (feat_beat == f // LW))]
+        # the beat goes to its place in the row: the data repeats it, one enable per beat
+        m.d.comb += feat_data.eq(self.feat_in.payload.replicate(F // LW))
+        for b in range(F // LW):
+            m.d.comb += feat_en[b].eq(feat_take & (feat_beat == b))
         with m.If(feat_take):
             with m.If(feat_beat + 1 >= beats_per_row):
                 m.d.sync += [feat_beat.eq(0), feat_row.eq(feat_row + 1)]
@@ -170,11 +183,11 @@ class SSpmmAccelerator(wiring.Component):
 
         # -- scheduler and aggregation groups ----------------------------------------------------
         m.submodules.scheduler = sched = JobScheduler(cfg)
-        sp0, sp1, smask = indptr_buf.read(0), indptr_buf.read(1), mask_buf.read(0)
+        smask = mask_buf.read(0)
         m.d.comb += [sched.start.eq(self.start & loading), sched.n_rows.eq(n_rows),
                      sched.n_features.eq(n_features), sched.n_edges.eq(n_edges),
-                     sp0[0].eq(sched.ptr0_addr), sched.ptr0_data.eq(sp0[1]),
-                     sp1[0].eq(sched.ptr1_addr), sched.ptr1_data.eq(sp1[1]),
+                     sched.ptr0_data.eq(word_read(indptr_buf, 0, sched.ptr0_addr, "sched_ptr0")),
+                     sched.ptr1_data.eq(word_read(indptr_buf, 1, sched.ptr1_addr, "sched_ptr1")),
                      smask[0].eq(sched.mask_addr), sched.mask_data.eq(smask[1])]
         m.submodules.fetcher = fetcher = NeighbourFetcher(cfg)
         # the engine's state is dropped in the cycle after start (from a register, so that the
@@ -186,9 +199,9 @@ class SSpmmAccelerator(wiring.Component):
                      sched.job_taken.eq(fetcher.job_taken), fetcher.run.eq(work),
                      fetcher.clear.eq(clear), fetcher.n_rows.eq(n_rows)]
         for j in range(R):
-            (ia, idata), (ra, rdata) = index_buf.read(j), node_buf.read(j)
-            m.d.comb += [ia.eq(fetcher.port("idx_addr", j)),
-                         fetcher.port("idx_data", j).eq(idata),
+            ra, rdata = node_buf.read(j)
+            m.d.comb += [fetcher.port("idx_data", j).eq(
+                             word_read(index_buf, j, fetcher.port("idx_addr", j), f"index_{j}")),
                          ra.eq(fetcher.port("row_addr", j)),
                          fetcher.port("row_data", j).eq(rdata)]
         groups = []
@@ -212,7 +225,7 @@ class SSpmmAccelerator(wiring.Component):
 
         # -- output stream: each row's computed elements only, compressed ----------------------
         (orp_addr, orp_data), (omask_addr, omask_data) = out_buf.read(0), mask_buf.read(1)
-        (op0_addr, op0_data), (op1_addr, op1_data) = indptr_buf.read(2), indptr_buf.read(3)
+
         out_row = Signal(w["row"] + 1)
         beats = -(-(W * C) // P)
         out_beat = Signal(range(beats + 1))
@@ -221,8 +234,9 @@ class SSpmmAccelerator(wiring.Component):
         held = Signal()           # the row is latched and its beats are being sent
         fetch_wait = Signal()     # row read issued last cycle
         row_words = Signal(32 * P * beats)
-        m.d.comb += [orp_addr.eq(out_row), omask_addr.eq(out_row), op0_addr.eq(out_row),
-                     op1_addr.eq(out_row + 1)]
+        m.d.comb += [orp_addr.eq(out_row), omask_addr.eq(out_row)]
+        op0_data = word_read(indptr_buf, 2, out_row, "out_ptr0")
+        op1_data = word_read(indptr_buf, 3, out_row + 1, "out_ptr1")
         feature_valid = Cat(*[f < n_features for f in range(F)])
         with m.If(streaming & ~held & ~fetch_wait):
             m.d.sync += fetch_wait.eq(1)
