@@ -16,8 +16,8 @@ and reads ``fetch_rows`` rows per cycle. Hence
 
 Load cycles: the four load streams fill in parallel (row pointers, column indices and feature
 words ``load_width`` per beat, one mask row per beat), so the longest stream sets them. Output
-cycles: two per row to fetch it, then ``ceil(k_v / lanes)`` beats of its k_v computed elements
-(none for a row without neighbours); masked elements never move.
+cycles: two to read ``indptr[0]``, then two per row to fetch it and ``ceil(k_v / lanes)`` beats
+of its k_v computed elements (none for a row without neighbours); masked elements never move.
 The RTL comparison and the remaining error are documented in docs/sspmm.md.
 """
 
@@ -93,6 +93,7 @@ def estimate(indptr, mask, n_features: int, config: SSpmmConfig) -> SSpmmCycles:
     lw = config.load_width
     load = max(-(-(n + 1) // lw), -(-int(indptr[-1]) // lw), n, n * -(-n_features // lw))
     counts = np.where(deg > 0, mask.sum(axis=1), 0)
-    output = 2 * n + int((-(-counts // config.lanes)).sum())
+    # indptr[0] first, then two cycles per row and its beats
+    output = 2 + 2 * n + int((-(-counts // config.lanes)).sum())
     work = int(np.dot(deg, mask.sum(axis=1)))
     return SSpmmCycles(load, compute, output, work, turns, n_jobs, config.lanes, reads)

@@ -18,7 +18,8 @@ ROW_QUEUE_DEPTH = 4
 class JobScheduler(wiring.Component):
     """Walk the rows, turn each into jobs, offer one job per cycle.
 
-    Row fetch (one row per cycle): read ``indptr[v]``, ``indptr[v + 1]`` and the mask row ``v``;
+    Row fetch (one row per cycle, after reading ``indptr[0]``): read ``indptr[v + 1]`` (the
+    previous row's gives ``indptr[v]``) and the mask row ``v``;
     next cycle compute the degree and the unmasked-feature count ``|S_v|``, check the row
     pointers, and queue rows that have work (``deg > 0`` and ``|S_v| > 0``): rows without
     neighbours or fully masked cost one fetch cycle and no compute. The emitter splits a queued
@@ -32,7 +33,7 @@ class JobScheduler(wiring.Component):
         Pulse: begin at row 0.
     n_rows, n_features, n_edges : In
         Size of the job and the number of column indices loaded.
-    ptr0_addr, ptr0_data, ptr1_addr, ptr1_data, mask_addr, mask_data : memory read ports
+    ptr_addr, ptr_data, mask_addr, mask_data : memory read ports (1-cycle latency)
     job, job_valid : Out
         The offered job.
     job_taken : In(1)
@@ -51,8 +52,7 @@ class JobScheduler(wiring.Component):
             "n_rows": In(w["row"] + 1),
             "n_features": In(range(config.max_feature_width + 1)),
             "n_edges": In(w["edge"]),
-            "ptr0_addr": Out(w["row"] + 1), "ptr0_data": In(32),
-            "ptr1_addr": Out(w["row"] + 1), "ptr1_data": In(32),
+            "ptr_addr": Out(w["row"] + 1), "ptr_data": In(32),
             "mask_addr": Out(w["row"]), "mask_data": In(config.max_feature_width),
             "job": Out(job_layout(config)),
             "job_valid": Out(1),
@@ -70,23 +70,32 @@ class JobScheduler(wiring.Component):
         m.submodules.queue = queue = SyncFIFO(width=rec_layout.size, depth=ROW_QUEUE_DEPTH)
         m.submodules.decoder = decoder = MaskDecoder(F, W)
 
-        # -- row fetch -----------------------------------------------------------------------
+        # -- row fetch: rows in order, so each needs one new pointer, indptr[v + 1]; indptr[v]
+        # is the previous row's (indptr[0] is read first) ---------------------------------------
         row = Signal(range(cfg.max_nodes + 1))
+        priming = Signal()            # indptr[0] is being read
         fetching = Signal()
         fetched = Signal()            # a read issued last cycle: its data is on the ports now
         fetched_row = Signal.like(row)
+        last_ptr = Signal(32)         # indptr[fetched_row]
         with m.If(self.start):
-            m.d.sync += [row.eq(0), fetching.eq(1)]
+            m.d.sync += [row.eq(0), priming.eq(1), fetching.eq(0)]
+        with m.If(priming):
+            m.d.sync += [priming.eq(0), fetching.eq(1)]
         # issue a read only when the queue can take its result even if nothing leaves it
         issue = fetching & (row < self.n_rows) & (queue.level + fetched < ROW_QUEUE_DEPTH)
-        m.d.comb += [self.ptr0_addr.eq(row), self.ptr1_addr.eq(row + 1), self.mask_addr.eq(row)]
+        m.d.comb += [self.ptr_addr.eq(Mux(fetching, row + 1, 0)), self.mask_addr.eq(row)]
         m.d.sync += [fetched.eq(issue), fetched_row.eq(row)]
         with m.If(issue):
             m.d.sync += row.eq(row + 1)
         with m.Elif(fetching & (row >= self.n_rows)):
             m.d.sync += fetching.eq(0)
+        primed = Signal()
+        m.d.sync += primed.eq(priming)
+        with m.If(primed | fetched):
+            m.d.sync += last_ptr.eq(self.ptr_data)
 
-        p0, p1 = self.ptr0_data, self.ptr1_data
+        p0, p1 = last_ptr, self.ptr_data
         feature_valid = Cat(*[f < self.n_features for f in range(F)])
         mask = self.mask_data & feature_valid
         unmasked = popcount(m, mask)
@@ -125,5 +134,6 @@ class JobScheduler(wiring.Component):
                 with m.Else():
                     m.d.sync += chunk.eq(chunk + 1)
 
-        m.d.comb += self.done.eq(~fetching & ~fetched & ~queue.r_rdy & ~self.job_valid)
+        m.d.comb += self.done.eq(~priming & ~primed & ~fetching & ~fetched & ~queue.r_rdy
+                                 & ~self.job_valid)
         return m

@@ -105,7 +105,9 @@ class SSpmmAccelerator(wiring.Component):
         # write port, so each buffer is a plain block RAM; a read takes the row, then the word
         lw_bits = LW.bit_length() - 1
         indptr_rows = -(-(cfg.max_nodes + 1) // LW)
-        m.submodules.indptr_buf = indptr_buf = Ram(32 * LW, indptr_rows, read_ports=4)
+        # one read port: the scheduler walks the rows while computing, the output stream while
+        # streaming, each reading one new pointer per row
+        m.submodules.indptr_buf = indptr_buf = Ram(32 * LW, indptr_rows, read_ports=1)
         # the fetcher reads R = fetch_rows column indices and neighbour rows per cycle
         R = cfg.fetch_rows
         index_rows = -(-cfg.max_edges // LW)
@@ -183,11 +185,12 @@ class SSpmmAccelerator(wiring.Component):
 
         # -- scheduler and aggregation groups ----------------------------------------------------
         m.submodules.scheduler = sched = JobScheduler(cfg)
+        out_ptr_addr = Signal(w["row"] + 1)
+        ptr_data = word_read(indptr_buf, 0, Mux(streaming, out_ptr_addr, sched.ptr_addr), "ptr")
         smask = mask_buf.read(0)
         m.d.comb += [sched.start.eq(self.start & loading), sched.n_rows.eq(n_rows),
                      sched.n_features.eq(n_features), sched.n_edges.eq(n_edges),
-                     sched.ptr0_data.eq(word_read(indptr_buf, 0, sched.ptr0_addr, "sched_ptr0")),
-                     sched.ptr1_data.eq(word_read(indptr_buf, 1, sched.ptr1_addr, "sched_ptr1")),
+                     sched.ptr_data.eq(ptr_data),
                      smask[0].eq(sched.mask_addr), sched.mask_data.eq(smask[1])]
         m.submodules.fetcher = fetcher = NeighbourFetcher(cfg)
         # the engine's state is dropped in the cycle after start (from a register, so that the
@@ -234,17 +237,25 @@ class SSpmmAccelerator(wiring.Component):
         held = Signal()           # the row is latched and its beats are being sent
         fetch_wait = Signal()     # row read issued last cycle
         row_words = Signal(32 * P * beats)
-        m.d.comb += [orp_addr.eq(out_row), omask_addr.eq(out_row)]
-        op0_data = word_read(indptr_buf, 2, out_row, "out_ptr0")
-        op1_data = word_read(indptr_buf, 3, out_row + 1, "out_ptr1")
+        # indptr[out_row + 1] per row; indptr[out_row] is the previous row's (indptr[0] first)
+        out_priming = Signal()
+        prime_wait = Signal()
+        last_ptr = Signal(32)
+        m.d.comb += [orp_addr.eq(out_row), omask_addr.eq(out_row),
+                     out_ptr_addr.eq(Mux(out_priming, 0, out_row + 1))]
+        with m.If(out_priming):
+            m.d.sync += [out_priming.eq(0), prime_wait.eq(1)]
+        with m.If(prime_wait):
+            m.d.sync += [prime_wait.eq(0), last_ptr.eq(ptr_data)]
+        op0_data, op1_data = last_ptr, ptr_data
         feature_valid = Cat(*[f < n_features for f in range(F)])
-        with m.If(streaming & ~held & ~fetch_wait):
+        with m.If(streaming & ~held & ~fetch_wait & ~out_priming & ~prime_wait):
             m.d.sync += fetch_wait.eq(1)
         last_row = out_row + 1 >= n_rows
         with m.If(fetch_wait):
             # a row without neighbours, or fully masked, sends nothing
             count = Mux(op1_data != op0_data, popcount(m, omask_data & feature_valid), 0)
-            m.d.sync += [fetch_wait.eq(0), out_beat.eq(0), row_count.eq(count),
+            m.d.sync += [fetch_wait.eq(0), out_beat.eq(0), row_count.eq(count), last_ptr.eq(op1_data),
                          row_beats.eq((count + (P - 1)) >> (P.bit_length() - 1)),
                          row_words.eq(orp_data)]
             with m.If(count != 0):
@@ -277,7 +288,7 @@ class SSpmmAccelerator(wiring.Component):
                 # a bad job stops here: flags set, nothing streamed, never a hang
                 m.d.sync += [running.eq(0), self.done.eq(1)]
             with m.Elif(sched.done & ~fetcher.busy & ~groups_busy & ~self.start):
-                m.d.sync += [running.eq(0), streaming.eq(1), out_row.eq(0)]
+                m.d.sync += [running.eq(0), streaming.eq(1), out_row.eq(0), out_priming.eq(1)]
         with m.If(running & fetcher.err_index):
             m.d.sync += self.err_index.eq(1)
         m.d.comb += self.err_indptr.eq(sched.err_indptr)

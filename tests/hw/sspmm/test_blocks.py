@@ -96,7 +96,7 @@ def _scheduler_bench(indptr, masks, n_features, take_every=1):
         ctx.set(dut.start, 0)
         for cycle in range(20 * n + 50):
             # 1-cycle read latency: data for the addresses presented before this edge
-            a0, a1, am = (ctx.get(dut.ptr0_addr), ctx.get(dut.ptr1_addr), ctx.get(dut.mask_addr))
+            a1, am = ctx.get(dut.ptr_addr), ctx.get(dut.mask_addr)
             take = ctx.get(dut.job_valid) and cycle % take_every == 0
             ctx.set(dut.job_taken, int(take))
             if take:
@@ -106,8 +106,7 @@ def _scheduler_bench(indptr, masks, n_features, take_every=1):
                              tuple(ctx.get(dut.job.sel[k]) for k in range(lanes)
                                    if valid >> k & 1)))
             await ctx.tick()
-            ctx.set(dut.ptr0_data, int(indptr[min(a0, n)]))
-            ctx.set(dut.ptr1_data, int(indptr[min(a1, n)]))
+            ctx.set(dut.ptr_data, int(indptr[min(a1, n)]))
             ctx.set(dut.mask_data, int(masks[min(am, n - 1)]))
             if ctx.get(dut.done) and cycle > 3:
                 break
