@@ -173,12 +173,12 @@ class NeighbourFetcher(wiring.Component):
                          e.eq(Mux(rr + off >= N, rr + off - N, rr + off))]
             picks.append((go, e))
             remaining = remaining & ~(1 << off)[:N]
-        if R:
-            last_e = picks[0][1]
-            for go, e in picks[1:]:
-                last_e = Mux(go, e, last_e)
-            with m.If(picks[0][0]):
-                m.d.sync += rr.eq(Mux(last_e == N - 1, 0, last_e + 1))
+        # the next search starts after the last pass served
+        last_e = picks[0][1]
+        for go, e in picks[1:]:
+            last_e = Mux(go, e, last_e)
+        with m.If(picks[0][0]):
+            m.d.sync += rr.eq(Mux(last_e == N - 1, 0, last_e + 1))
         m.d.comb += self.issued.eq(popcount(m, Cat(*[go for go, _ in picks])))
 
         ptrs, lefts, masks = Array(p_ptr), Array(p_left), Array(p_mask)

@@ -6,7 +6,7 @@ from amaranth.hdl import Cat, Module, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from ..common.bits import popcount, select_word, wire
+from ..common.bits import popcount, select_word
 from ..common.ram import Ram
 from .config import SSpmmConfig
 from .fetch import NeighbourFetcher
