@@ -27,9 +27,10 @@ class AggregationGroup(wiring.Component):
     (``sel``); when a neighbour's row arrives from the distribution tree for that context, the
     output-mask MUXes pick those W words and they are written as one entry (the feature-wise
     selection of the hybrid index module). A row has at most one destination per group, so a
-    group has one bank of W MUXes per root link, not one per context. ``reserve`` / ``space`` count the
-    entries in flight, so the fetcher never sends more than fit. Entries of the next job follow
-    those of the current one: fetching the next row overlaps reducing the current one.
+    group has one bank of W MUXes per root link, not one per context. ``reserve`` / ``space``
+    count the entries in flight, so the fetcher never sends more than fit. Entries of the next
+    job follow those of the current one: fetching the next row overlaps reducing the current
+    one.
 
     *Ring.* The contexts take turns, one per cycle (context ``cycle mod L``), so a context's
     next turn comes exactly when the adders return its previous sums and every adder can take

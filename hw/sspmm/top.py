@@ -255,7 +255,8 @@ class SSpmmAccelerator(wiring.Component):
         with m.If(fetch_wait):
             # a row without neighbours, or fully masked, sends nothing
             count = Mux(op1_data != op0_data, popcount(m, omask_data & feature_valid), 0)
-            m.d.sync += [fetch_wait.eq(0), out_beat.eq(0), row_count.eq(count), last_ptr.eq(op1_data),
+            m.d.sync += [fetch_wait.eq(0), out_beat.eq(0), row_count.eq(count),
+                         last_ptr.eq(op1_data),
                          row_beats.eq((count + (P - 1)) >> (P.bit_length() - 1)),
                          row_words.eq(orp_data)]
             with m.If(count != 0):
