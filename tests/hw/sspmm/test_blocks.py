@@ -328,3 +328,121 @@ def test_distribution_tree_multicasts_to_every_destination_and_nowhere_else(grou
     horizon = 80
     assert sorted(e for e in expected if e[0] <= horizon) == sorted(seen)
     assert any(bin(d).count("1") > 1 for _, _, d, _ in sent)      # real multicasts happened
+
+
+@pytest.mark.parametrize("bad_column", [False, True])
+def test_neighbour_fetcher_binds_passes_and_multicasts_each_row_once(bad_column):
+    """NeighbourFetcher alone, with the groups emulated: every job is bound to one context,
+    a pass holds at most one job per group, each neighbour row of a pass is read once and
+    reaches exactly the pass's contexts in column order with first / last marks, and a
+    column index out of range pulses err_index."""
+    from moagcn.hw.sspmm import preset
+    from moagcn.hw.sspmm.fetch import NeighbourFetcher
+    from moagcn.hw.sspmm.layouts import job_layout
+
+    cfg = preset("tiny")                     # G = 2 groups of L = 3 contexts, W = 2
+    G, L, D = cfg.groups, cfg.adder_latency, cfg.local_depth
+    dut = NeighbourFetcher(cfg)
+    rng = np.random.default_rng(7)
+    n = 12
+    deg = rng.integers(1, 6, n)
+    indptr = np.concatenate([[0], np.cumsum(deg)])
+    indices = rng.integers(0, n, int(indptr[-1]))
+    if bad_column:
+        indices[5] = n + 2
+    # rows with 1..4 jobs (chunks); the job's identity rides in its lane features
+    jobs = []
+    for v in range(n):
+        k = int(rng.integers(1, 5))
+        for c in range(k):
+            jobs.append({"row": v, "ptr": int(indptr[v]), "deg": int(deg[v]), "chunk": c,
+                         "sel": [c, v % 16], "lane_valid": 3, "row_last": int(c == k - 1)})
+    layout = job_layout(cfg)
+    log = {"bind": [], "deliver": [], "err": 0, "rows_read": 0}
+
+    async def bench(ctx):
+        ctx.set(dut.n_rows, n)
+        ctx.set(dut.run, 1)
+        pending = list(range(len(jobs)))
+        bound_job = {}                            # context -> job
+        fill = {c: 0 for c in range(G * L)}       # entries held by each context
+        idx_q, row_q = None, None
+        for cycle in range(3000):
+            ctx.set(dut.job_valid, int(bool(pending)))
+            if pending:
+                ctx.set(dut.job, layout.const(jobs[pending[0]]))
+            # contexts drain their entries now and then
+            for c in range(G * L):
+                if fill[c] and rng.random() < 0.4:
+                    fill[c] -= 1
+            ctx.set(dut.space, sum(1 << c for c in range(G * L) if fill[c] < D))
+            # memories: one cycle of latency
+            if idx_q is not None:
+                ctx.set(dut.port("idx_data", 0), int(indices[idx_q]) if idx_q < len(indices)
+                        else n + 5)
+            if row_q is not None:
+                ctx.set(dut.port("row_data", 0), 1000 + row_q)
+            released = 0
+            for g in range(G):
+                leaf = dut.leaf(g, 0)
+                if ctx.get(leaf.valid):
+                    dest = ctx.get(leaf.dest)
+                    assert bin(dest).count("1") == 1      # at most one job per group
+                    for s in range(L):
+                        if dest >> s & 1:
+                            c = g * L + s
+                            log["deliver"].append((bound_job[c], ctx.get(leaf.words) - 1000,
+                                                   ctx.get(leaf.first), ctx.get(leaf.last)))
+                            if ctx.get(leaf.last):
+                                released |= 1 << c
+            ctx.set(dut.released, released)
+            if ctx.get(dut.bind_valid):
+                c = ctx.get(dut.bind_group) * L + ctx.get(dut.bind_slot)
+                assert c not in bound_job or bound_job[c] is None
+                bound_job[c] = pending[0]
+                log["bind"].append((cycle, pending[0], c))
+            assert ctx.get(dut.job_taken) == ctx.get(dut.bind_valid)
+            if ctx.get(dut.job_taken):
+                pending.pop(0)
+            reserve = ctx.get(dut.reserve)
+            for c in range(G * L):
+                fill[c] += reserve >> c & 1
+            log["err"] += ctx.get(dut.err_index)
+            log["rows_read"] += ctx.get(dut.issued)
+            idx_q = ctx.get(dut.port("idx_addr", 0))
+            row_q = ctx.get(dut.port("row_addr", 0))
+            await ctx.tick()
+            for c in range(G * L):
+                if released >> c & 1:
+                    bound_job[c] = None
+            if not pending and not ctx.get(dut.busy):
+                break
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    sim.run()
+
+    assert sorted(j for _, j, _ in log["bind"]) == list(range(len(jobs)))
+    per_row = {}
+    for job in jobs:
+        per_row[job["row"]] = per_row.get(job["row"], 0) + 1
+    if bad_column:
+        # one pulse each time a pass reads the bad index (the top level stops the job there)
+        v = int(np.searchsorted(indptr, 5, side="right")) - 1
+        assert log["err"] == -(-per_row[v] // G) >= 1
+        return
+    assert log["err"] == 0
+    # one read per neighbour per pass, a pass being up to G jobs of a row
+    assert log["rows_read"] == sum(int(deg[v]) * -(-k // G) for v, k in per_row.items())
+    by_job = {}
+    for j, u, first, last in log["deliver"]:
+        by_job.setdefault(j, []).append((u, first, last))
+    for j, job in enumerate(jobs):
+        got = by_job[j]
+        nbrs = list(indices[job["ptr"]:job["ptr"] + job["deg"]])
+        assert [u for u, _, _ in got] == nbrs, j
+        assert [f for _, f, _ in got] == [1] + [0] * (len(nbrs) - 1)
+        assert [x for _, _, x in got] == [0] * (len(nbrs) - 1) + [1]
+    # every turn's row arrived, with fewer reads than turns: rows were multicast
+    assert len(log["deliver"]) == sum(j["deg"] for j in jobs) > log["rows_read"]
