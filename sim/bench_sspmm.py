@@ -72,7 +72,7 @@ def main(argv=None) -> int:
             "stall_no_context": c.get("stall_no_context"),
             "bubbles": c.get("bubbles"),
             "turns": model.turns,
-            "rows_fetched": c.get("rows_fetched", model.rows_fetched),
+            "rows_fetched": c.get("rows_fetched"),
             "model_rows_fetched": model.rows_fetched,
             "model_cycles_compute": model.cycles_compute,
             "model_error": c["cycles_compute"] / model.cycles_compute - 1,

@@ -22,6 +22,7 @@ from moagcn.sparse import sort_rows, validate_csr
 
 from .golden import sspmm as golden
 from .golden.fp32 import as_bits, as_float
+from .sspmm_model import estimate, output_counts, streamed_elements
 from .sspmm_tiling import plan_tiles
 from .stream_tb import beat_ints, int_words, stream_job
 
@@ -90,20 +91,11 @@ async def run_job(io, job: PackedJob, lanes: int, idle_every: int = 0,
                             idle_every, stall_every, reset_after)
 
 
-def output_counts(indptr, mask, n_features: int) -> np.ndarray:
-    """Per row, the words the accelerator streams out: its unmasked features below
-    ``n_features``, none for a row without neighbours."""
-    indptr = np.asarray(indptr)
-    keep = np.asarray(mask, dtype=bool)[:, :n_features]
-    return np.where(np.diff(indptr) > 0, keep.sum(axis=1), 0)
-
-
 def beats_to_z(words: np.ndarray, indptr, mask, n_features: int, lanes: int) -> np.ndarray:
     """Z (float32, n_rows x n_features) from the compressed output beats as (beats, lanes)
     uint32 words: each row's computed elements in feature order, padded to whole beats."""
-    indptr = np.asarray(indptr)
-    n = indptr.size - 1
-    keep = np.asarray(mask, dtype=bool)[:n, :n_features] & (np.diff(indptr) > 0)[:, None]
+    keep = streamed_elements(indptr, mask, n_features)
+    n = keep.shape[0]
     counts = keep.sum(axis=1)
     per_row = -(-counts // lanes) * lanes
     flat = np.asarray(words, dtype=np.uint32).reshape(-1)
@@ -230,7 +222,6 @@ class SSpmmDriver:
         """Run one validated job that fits the buffers."""
         n = indptr.size - 1
         if self.backend == "model":
-            from .sspmm_model import estimate
             t0 = time.perf_counter()
             Z = golden.sspmm(indptr, indices, H, mask)
             cycles = estimate(indptr, mask, H.shape[1], self.config)
@@ -240,7 +231,6 @@ class SSpmmDriver:
         from .backends import run
         job = pack_job(indptr, indices, H, mask, self.config)
         # a generous bound: a design that stops making progress fails instead of hanging
-        from .sspmm_model import estimate
         bound = estimate(indptr, mask, H.shape[1], self.config)
         max_cycles = 4 * bound.cycles_total + 8 * (len(job.streams["feat_in"]) + n) + 10_000
         if self.backend == "verilator" and waves is None and reset_after is None:

@@ -74,6 +74,20 @@ def job_counts(indptr, mask, config: SSpmmConfig) -> tuple[np.ndarray, np.ndarra
     return deg, jobs
 
 
+def streamed_elements(indptr, mask, n_features: int) -> np.ndarray:
+    """Which elements of Z the output stream carries (bool, n_rows x n_features): the unmasked
+    features below ``n_features`` of rows with at least one neighbour, in row-major order."""
+    indptr = np.asarray(indptr)
+    n = indptr.size - 1
+    keep = np.asarray(mask, dtype=bool)[:n, :n_features]
+    return keep & (np.diff(indptr) > 0)[:, None]
+
+
+def output_counts(indptr, mask, n_features: int) -> np.ndarray:
+    """Per row, the words the output stream carries (see :func:`streamed_elements`)."""
+    return streamed_elements(indptr, mask, n_features).sum(axis=1)
+
+
 def estimate(indptr, mask, n_features: int, config: SSpmmConfig) -> SSpmmCycles:
     """Predicted cycles for a job on ``config`` (mask ``None``: all ones)."""
     indptr = np.asarray(indptr, dtype=np.int64)
@@ -92,7 +106,7 @@ def estimate(indptr, mask, n_features: int, config: SSpmmConfig) -> SSpmmCycles:
     # the load streams fill in parallel, one beat per stream per cycle: the longest one counts
     lw = config.load_width
     load = max(-(-(n + 1) // lw), -(-int(indptr[-1]) // lw), n, n * -(-n_features // lw))
-    counts = np.where(deg > 0, mask.sum(axis=1), 0)
+    counts = output_counts(indptr, mask, n_features)
     # indptr[0] first, then two cycles per row and its beats
     output = 2 + 2 * n + int((-(-counts // config.lanes)).sum())
     work = int(np.dot(deg, mask.sum(axis=1)))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from amaranth.hdl import Module, Signal
+from amaranth.hdl import Cat, Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -99,8 +99,5 @@ class DistributionTree(wiring.Component):
                 m.d.comb += [leaf.valid.eq(valid), leaf.first.eq(pkt.first),
                              leaf.last.eq(pkt.last), leaf.words.eq(pkt.words),
                              leaf.dest.eq(pkt.dest[lo * L:(lo + 1) * L])]
-        busy = valids[0]
-        for v in valids[1:]:
-            busy = busy | v
-        m.d.comb += self.busy.eq(busy)
+        m.d.comb += self.busy.eq(Cat(*valids).any())
         return m

@@ -14,8 +14,8 @@ from moagcn.hw.sspmm import preset
 from moagcn.hw.sspmm.top import COUNTERS
 from moagcn.sim.backends import run
 from moagcn.sim.golden.sspmm import sspmm
-from moagcn.sim.sspmm_driver import SSpmmDriver, output_counts, pack_beats, pack_job, run_job
-from moagcn.sim.sspmm_model import estimate
+from moagcn.sim.sspmm_driver import SSpmmDriver, pack_beats, pack_job, run_job
+from moagcn.sim.sspmm_model import estimate, output_counts
 
 from ...conftest import needs_icarus
 from .graphs import power_law_job
