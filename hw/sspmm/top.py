@@ -127,10 +127,15 @@ class SSpmmAccelerator(wiring.Component):
         m.submodules.node_buf = node_buf = Ram(32 * F, cfg.max_nodes, read_ports=R,
                                                granularity=32 * LW)
         # the output buffer holds each row *compressed*: chunk c = the sums of the row's unmasked
-        # features c*W .. c*W + W - 1 (in feature order), written whole by the job of chunk c
+        # features c*W .. c*W + W - 1 (in feature order), written whole by the job of chunk c.
+        # An entry is one output beat (P = G*W words, i.e. G chunks): row r takes entries
+        # r*beats .. r*beats + beats - 1, so the output stream reads beat by beat and no row is
+        # ever held in registers
         W, C = cfg.group_lanes, chunks(cfg)
-        m.submodules.out_buf = out_buf = Ram(32 * W * C, cfg.max_nodes, write_ports=G,
+        beats = -(-C // G)
+        m.submodules.out_buf = out_buf = Ram(32 * P, cfg.max_nodes * beats, write_ports=G,
                                              granularity=32 * W)
+        g_bits = G.bit_length() - 1
 
         # -- control -----------------------------------------------------------------------------
         running = Signal()      # aggregation
@@ -220,8 +225,9 @@ class SSpmmAccelerator(wiring.Component):
                          fetcher.space[g * L:(g + 1) * L].eq(grp.space),
                          fetcher.released[g * L:(g + 1) * L].eq(grp.released),
                          grp.run.eq(work), grp.clear.eq(clear),
-                         owp[0].eq(grp.wr_addr), owp[1].eq(grp.wr_data.replicate(C)),
-                         owp[2].eq((grp.wr_en & running) << grp.wr_chunk)]
+                         owp[0].eq(grp.wr_addr * beats + (grp.wr_chunk >> g_bits)),
+                         owp[1].eq(grp.wr_data.replicate(G)),
+                         owp[2].eq((grp.wr_en & running) << grp.wr_chunk[:g_bits])]
             for j in range(R):
                 m.d.comb += grp.leaf(j).eq(fetcher.leaf(g, j))
         groups_busy = Cat(*[g.busy for g in groups]).any()
@@ -230,18 +236,21 @@ class SSpmmAccelerator(wiring.Component):
         (orp_addr, orp_data), (omask_addr, omask_data) = out_buf.read(0), mask_buf.read(1)
 
         out_row = Signal(w["row"] + 1)
-        beats = -(-(W * C) // P)
         out_beat = Signal(range(beats + 1))
         row_beats = Signal(range(beats + 1))
         row_count = Signal(range(W * C + 1))       # words of the row (its unmasked features)
-        held = Signal()           # the row is latched and its beats are being sent
-        fetch_wait = Signal()     # row read issued last cycle
-        row_words = Signal(32 * P * beats)
+        held = Signal()           # the row's beats are being sent
+        fetch_wait = Signal()     # the row's mask and pointer are being read
         # indptr[out_row + 1] per row; indptr[out_row] is the previous row's (indptr[0] first)
         out_priming = Signal()
         prime_wait = Signal()
         last_ptr = Signal(32)
-        m.d.comb += [orp_addr.eq(out_row), omask_addr.eq(out_row),
+        sent = held & self.out.ready
+        beat_last = out_beat + 1 >= row_beats
+        # the beat on the output now was addressed in the previous cycle: beat 0 while the row
+        # is decided, then the next one with each transfer
+        next_beat = Mux(fetch_wait, 0, Mux(sent & ~beat_last, out_beat + 1, out_beat))
+        m.d.comb += [orp_addr.eq(out_row * beats + next_beat), omask_addr.eq(out_row),
                      out_ptr_addr.eq(Mux(out_priming, 0, out_row + 1))]
         with m.If(out_priming):
             m.d.sync += [out_priming.eq(0), prime_wait.eq(1)]
@@ -257,21 +266,19 @@ class SSpmmAccelerator(wiring.Component):
             count = Mux(op1_data != op0_data, popcount(m, omask_data & feature_valid), 0)
             m.d.sync += [fetch_wait.eq(0), out_beat.eq(0), row_count.eq(count),
                          last_ptr.eq(op1_data),
-                         row_beats.eq((count + (P - 1)) >> (P.bit_length() - 1)),
-                         row_words.eq(orp_data)]
+                         row_beats.eq((count + (P - 1)) >> (P.bit_length() - 1))]
             with m.If(count != 0):
                 m.d.sync += held.eq(1)
             with m.Else():
                 m.d.sync += out_row.eq(out_row + 1)
                 with m.If(last_row):
                     m.d.sync += [streaming.eq(0), self.done.eq(1)]
-        beat = select_word(m, row_words, out_beat, 32 * P, name="out_beat_words")
         for k in range(P):
             m.d.comb += self.out.payload.word_select(k, 32).eq(
-                Mux(out_beat * P + k < row_count, beat.word_select(k, 32), 0))
+                Mux(out_beat * P + k < row_count, orp_data.word_select(k, 32), 0))
         m.d.comb += self.out.valid.eq(held)
-        with m.If(held & self.out.ready):
-            with m.If(out_beat + 1 >= row_beats):
+        with m.If(sent):
+            with m.If(beat_last):
                 m.d.sync += [held.eq(0), out_row.eq(out_row + 1)]
                 with m.If(last_row):
                     m.d.sync += [streaming.eq(0), self.done.eq(1)]
