@@ -107,7 +107,7 @@ def estimate(indptr, mask, n_features: int, config: SSpmmConfig) -> SSpmmCycles:
     lw = config.load_width
     load = max(-(-(n + 1) // lw), -(-int(indptr[-1]) // lw), n, n * -(-n_features // lw))
     counts = output_counts(indptr, mask, n_features)
-    # indptr[0] first, then two cycles per row and its beats
-    output = 2 + 2 * n + int((-(-counts // config.lanes)).sum())
+    # per row: read its element count, decide; then its beats
+    output = 2 * n + int((-(-counts // config.lanes)).sum())
     work = int(np.dot(deg, mask.sum(axis=1)))
     return SSpmmCycles(load, compute, output, work, turns, n_jobs, config.lanes, reads)

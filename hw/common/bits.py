@@ -125,12 +125,29 @@ def limit_mask(limit: Value, width: int) -> Value:
     return Cat(*[limit == (width - 1 - i) for i in range(width)])
 
 
-def popcount(m: Module, value: Value) -> Value:
-    """Number of set bits, as a balanced adder tree."""
+def popcount(m: Module, value: Value, name: str = "popcount") -> Value:
+    """Number of set bits: a 4-bit lookup per nibble, then a balanced adder tree.
+
+    Each nibble's count is a 16-entry table (three 4-input functions: one LUT4 each on an
+    FPGA, a table lookup in Verilator). Summing single bits pairwise instead costs more LUTs,
+    and Verilator turns each pair into a population-count call.
+    """
     value = wire(m, value)
-    terms = [value[i] for i in range(len(value))]
-    if not terms:
+    width = len(value)
+    if width == 0:
         return Const(0, 1)
+    terms = []
+    for lo in range(0, width, 4):
+        nibble = value[lo:min(lo + 4, width)]
+        if len(nibble) == 1:
+            terms.append(nibble)
+            continue
+        count = Signal(range(len(nibble) + 1), name=f"{name}_{lo // 4}")
+        with m.Switch(nibble):
+            for v in range(1 << len(nibble)):
+                with m.Case(v):
+                    m.d.comb += count.eq(bin(v).count("1"))
+        terms.append(count)
     while len(terms) > 1:
         nxt = [terms[i] + terms[i + 1] for i in range(0, len(terms) - 1, 2)]
         if len(terms) % 2:

@@ -38,6 +38,9 @@ class JobScheduler(wiring.Component):
         The offered job.
     job_taken : In(1)
         A group takes the offered job this cycle.
+    count_en, count_row, count : Out
+        Each fetched row's number of computed output elements (``|S_v|``, 0 for a row without
+        neighbours), for the output stream.
     done : Out(1)
         Every row has been fetched and every job taken.
     err_indptr : Out(1)
@@ -57,6 +60,8 @@ class JobScheduler(wiring.Component):
             "job": Out(job_layout(config)),
             "job_valid": Out(1),
             "job_taken": In(1),
+            "count_en": Out(1), "count_row": Out(w["row"]),
+            "count": Out(range(config.max_feature_width + 1)),
             "done": Out(1),
             "err_indptr": Out(1),
         })
@@ -111,6 +116,8 @@ class JobScheduler(wiring.Component):
                      record.mask.eq(mask), record.jobs.eq(jobs),
                      queue.w_data.eq(record),
                      queue.w_en.eq(fetched & ~bad & (p1 != p0) & (unmasked != 0))]
+        m.d.comb += [self.count_en.eq(fetched & ~bad), self.count_row.eq(fetched_row),
+                     self.count.eq(Mux(p1 != p0, unmasked, 0))]
 
         # -- job emitter -----------------------------------------------------------------------
         head = data.View(rec_layout, queue.r_data)

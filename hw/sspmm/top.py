@@ -123,7 +123,10 @@ class SSpmmAccelerator(wiring.Component):
             m.d.sync += word.eq(address)
             return select_word(m, row_data, word, name=f"{name}_data")
 
-        m.submodules.mask_buf = mask_buf = Ram(F, cfg.max_nodes, read_ports=2)
+        m.submodules.mask_buf = mask_buf = Ram(F, cfg.max_nodes, read_ports=1)
+        # each row's number of computed elements, written by the scheduler as it fetches the
+        # row, read by the output stream (which thus needs neither the mask nor the pointers)
+        m.submodules.count_buf = count_buf = Ram(len(Signal(range(F + 1))), cfg.max_nodes)
         m.submodules.node_buf = node_buf = Ram(32 * F, cfg.max_nodes, read_ports=R,
                                                granularity=32 * LW)
         # the output buffer holds each row *compressed*: chunk c = the sums of the row's unmasked
@@ -190,8 +193,10 @@ class SSpmmAccelerator(wiring.Component):
 
         # -- scheduler and aggregation groups ----------------------------------------------------
         m.submodules.scheduler = sched = JobScheduler(cfg)
-        out_ptr_addr = Signal(w["row"] + 1)
-        ptr_data = word_read(indptr_buf, 0, Mux(streaming, out_ptr_addr, sched.ptr_addr), "ptr")
+        ptr_data = word_read(indptr_buf, 0, sched.ptr_addr, "ptr")
+        cw_addr, cw_data, cw_en = count_buf.write(0)
+        m.d.comb += [cw_addr.eq(sched.count_row), cw_data.eq(sched.count),
+                     cw_en.eq(sched.count_en & running)]
         smask = mask_buf.read(0)
         m.d.comb += [sched.start.eq(self.start & loading), sched.n_rows.eq(n_rows),
                      sched.n_features.eq(n_features), sched.n_edges.eq(n_edges),
@@ -233,39 +238,27 @@ class SSpmmAccelerator(wiring.Component):
         groups_busy = Cat(*[g.busy for g in groups]).any()
 
         # -- output stream: each row's computed elements only, compressed ----------------------
-        (orp_addr, orp_data), (omask_addr, omask_data) = out_buf.read(0), mask_buf.read(1)
+        (orp_addr, orp_data), (ocnt_addr, ocnt_data) = out_buf.read(0), count_buf.read(0)
 
         out_row = Signal(w["row"] + 1)
         out_beat = Signal(range(beats + 1))
         row_beats = Signal(range(beats + 1))
         row_count = Signal(range(W * C + 1))       # words of the row (its unmasked features)
         held = Signal()           # the row's beats are being sent
-        fetch_wait = Signal()     # the row's mask and pointer are being read
-        # indptr[out_row + 1] per row; indptr[out_row] is the previous row's (indptr[0] first)
-        out_priming = Signal()
-        prime_wait = Signal()
-        last_ptr = Signal(32)
+        fetch_wait = Signal()     # the row's element count is being read
         sent = held & self.out.ready
         beat_last = out_beat + 1 >= row_beats
         # the beat on the output now was addressed in the previous cycle: beat 0 while the row
         # is decided, then the next one with each transfer
         next_beat = Mux(fetch_wait, 0, Mux(sent & ~beat_last, out_beat + 1, out_beat))
-        m.d.comb += [orp_addr.eq(out_row * beats + next_beat), omask_addr.eq(out_row),
-                     out_ptr_addr.eq(Mux(out_priming, 0, out_row + 1))]
-        with m.If(out_priming):
-            m.d.sync += [out_priming.eq(0), prime_wait.eq(1)]
-        with m.If(prime_wait):
-            m.d.sync += [prime_wait.eq(0), last_ptr.eq(ptr_data)]
-        op0_data, op1_data = last_ptr, ptr_data
-        feature_valid = Cat(*[f < n_features for f in range(F)])
-        with m.If(streaming & ~held & ~fetch_wait & ~out_priming & ~prime_wait):
+        m.d.comb += [orp_addr.eq(out_row * beats + next_beat), ocnt_addr.eq(out_row)]
+        with m.If(streaming & ~held & ~fetch_wait):
             m.d.sync += fetch_wait.eq(1)
         last_row = out_row + 1 >= n_rows
         with m.If(fetch_wait):
             # a row without neighbours, or fully masked, sends nothing
-            count = Mux(op1_data != op0_data, popcount(m, omask_data & feature_valid), 0)
+            count = ocnt_data
             m.d.sync += [fetch_wait.eq(0), out_beat.eq(0), row_count.eq(count),
-                         last_ptr.eq(op1_data),
                          row_beats.eq((count + (P - 1)) >> (P.bit_length() - 1))]
             with m.If(count != 0):
                 m.d.sync += held.eq(1)
@@ -296,7 +289,7 @@ class SSpmmAccelerator(wiring.Component):
                 # a bad job stops here: flags set, nothing streamed, never a hang
                 m.d.sync += [running.eq(0), self.done.eq(1)]
             with m.Elif(sched.done & ~fetcher.busy & ~groups_busy & ~self.start):
-                m.d.sync += [running.eq(0), streaming.eq(1), out_row.eq(0), out_priming.eq(1)]
+                m.d.sync += [running.eq(0), streaming.eq(1), out_row.eq(0)]
         with m.If(running & fetcher.err_index):
             m.d.sync += self.err_index.eq(1)
         m.d.comb += self.err_indptr.eq(sched.err_indptr)
