@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from amaranth.hdl import Cat, Const, Mux
 
-from ..common.bits import leading_zeros, limit_mask, trailing_zeros
+from ..common.bits import leading_zeros, limit_mask, prefix_or
 from .fp32 import Fields, keep, round_nearest_even, select_result
 from .unit import PipelinedBinaryUnit, UnitConfig
 
@@ -33,10 +33,10 @@ def adder_stages():
         # order the operands by magnitude so the aligned difference is never negative
         swap = fb.magnitude > fa.magnitude
         x, y = Fields(m, Mux(swap, v["b"], v["a"])), Fields(m, Mux(swap, v["a"], v["b"]))
-        # trailing zeros of the smaller significand, counted before the swap settles: the
-        # alignment then knows whether it drops a one without OR-ing the shifted-out bits
-        # (+3 for the guard bits, added on each side before the swap multiplexer)
-        tz_y = Mux(swap, trailing_zeros(m, fa.mant) + 3, trailing_zeros(m, fb.mant) + 3)
+        # where the smaller significand has ones: bit i of its prefix OR says whether it has a
+        # one at or below i. Formed on both operands before the swap settles, it lets the
+        # alignment find the sticky bit with one selection instead of OR-ing shifted-out bits
+        below_y = Mux(swap, prefix_or(m, fa.mant), prefix_or(m, fb.mant))
         nan = fa.is_nan | fb.is_nan | (fa.is_inf & fb.is_inf & (fa.sign != fb.sign))
         return {
             "sign": x.sign,
@@ -45,7 +45,7 @@ def adder_stages():
             "diff": (x.eff_exp - y.eff_exp)[:8],
             "mx": x.mant,
             "my": y.mant,
-            "tz_y": tz_y,
+            "below_y": below_y,
             "nan": nan,
             "inf": (fa.is_inf | fb.is_inf) & ~nan,
             "inf_sign": Mux(fa.is_inf, fa.sign, fb.sign),
@@ -57,11 +57,15 @@ def adder_stages():
         # diff >= 27 spelled as logic (27 = 0b11011): a comparison would become a carry chain
         # in front of the shifter
         beyond = diff[5:].any() | (diff[4] & diff[3] & (diff[2] | (diff[1] & diff[0])))
+        # the sticky bit: a one among the diff lowest bits of Cat(000, my), i.e. a one at or
+        # below bit diff - 4 of my: one bit of the prefix OR, selected in parallel with the
+        # shifter (all of my once diff >= 27)
+        below = v["below_y"]
+        lost = Cat(Const(0, 4), below, below[-1].replicate(4)).bit_select(diff[:5], 1)
         shifted = Mux(beyond, 0, Cat(Const(0, 3), v["my"]) >> diff[:5])
-        lost = (v["my"] != 0) & (diff > v["tz_y"])
         return {**keep(v, "sign", "sub", "exp", "nan", "inf", "inf_sign"),
                 "x_al": Cat(Const(0, 3), v["mx"]),
-                "y_al": Cat(shifted[0] | lost, shifted[1:])}
+                "y_al": Cat(shifted[0] | Mux(diff[5:].any(), below[-1], lost), shifted[1:])}
 
     def add(m, v):
         total = Mux(v["sub"], v["x_al"] - v["y_al"], v["x_al"] + v["y_al"])[:28]

@@ -85,6 +85,21 @@ def leading_zeros(m: Module, value: Value) -> Value:
     return Mux(all_zero, width, count)
 
 
+def prefix_or(m: Module, value: Value) -> Value:
+    """Bit i: any one among ``value[0..i]`` (a thermometer code from the lowest one up).
+
+    ``x ^ (x - 1)`` sets the bits up to and including the lowest one; shifted down by one and
+    inverted, it sets the lowest one and everything above. One decrement (a carry chain in
+    hardware, one operation in a simulator) and two logic operations; computed one bit wider so
+    that zero gives zero.
+    """
+    value = wire(m, value)
+    width = len(value)
+    ext = Cat(value, Const(0, 1))
+    below = (ext ^ (ext - 1)[:width + 1])[1:width + 1]
+    return wire(m, ~below)
+
+
 def trailing_zeros(m: Module, value: Value) -> Value:
     """Number of trailing zeros of ``value`` (its width when it is zero), log-depth."""
     value = wire(m, value)
@@ -109,7 +124,9 @@ def shift_right_sticky(m: Module, value: Value, amount: Value) -> tuple[Value, V
         big = amount >= width if (1 << len(amount)) > width else Const(0, 1)
         amt = amount
     shifted = Mux(big, 0, value >> amt)
-    lost_mask = Cat(*[amt > i for i in range(width)])  # bit i is shifted out when i < amount
+    # bit i is shifted out when i < amount: ones shifted left by amount, inverted (a decoder in
+    # hardware, one shift in a simulator)
+    lost_mask = ~(Const((1 << width) - 1, width) << amt)[:width]
     lost = Mux(big, value.any(), (value & lost_mask).any())
     return shifted[:width], lost
 
@@ -122,7 +139,8 @@ def limit_mask(limit: Value, width: int) -> Value:
     comparison sits after the counter.
     """
     limit = Value.cast(limit)
-    return Cat(*[limit == (width - 1 - i) for i in range(width)])
+    # a one shifted right by limit: a decoder in hardware, one shift in a simulator
+    return (Const(1 << (width - 1), width) >> limit)[:width]
 
 
 def popcount(m: Module, value: Value, name: str = "popcount") -> Value:

@@ -175,8 +175,7 @@ class SSpmmAccelerator(wiring.Component):
         feat_take = self.feat_in.valid & loading
         # the beat goes to its place in the row: the data repeats it, one enable per beat
         m.d.comb += feat_data.eq(self.feat_in.payload.replicate(F // LW))
-        for b in range(F // LW):
-            m.d.comb += feat_en[b].eq(feat_take & (feat_beat == b))
+        m.d.comb += feat_en.eq(feat_take << feat_beat)
         with m.If(feat_take):
             with m.If(feat_beat + 1 >= beats_per_row):
                 m.d.sync += [feat_beat.eq(0), feat_row.eq(feat_row + 1)]
@@ -288,7 +287,7 @@ class SSpmmAccelerator(wiring.Component):
             with m.If(error):
                 # a bad job stops here: flags set, nothing streamed, never a hang
                 m.d.sync += [running.eq(0), self.done.eq(1)]
-            with m.Elif(sched.done & ~fetcher.busy & ~groups_busy & ~self.start):
+            with m.Elif(sched.done & ~fetcher.busy & ~groups_busy):
                 m.d.sync += [running.eq(0), streaming.eq(1), out_row.eq(0)]
         with m.If(running & fetcher.err_index):
             m.d.sync += self.err_index.eq(1)
