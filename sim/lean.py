@@ -40,8 +40,21 @@ from moagcn.errors import SimulationError, UserError
 
 from .build import GeneratedVerilog, cache_dir, locked, tool_version, verilator_env
 
+#: the model is compiled for this machine's CPU (-march=native): the cache key names the CPU
 LEAN_ARGS = ["-O3", "--x-assign", "fast", "--x-initial", "fast", "-Wno-fatal",
-             "-CFLAGS", "-O2"]
+             "-CFLAGS", "-O3 -march=native"]
+
+
+def _cpu_id() -> str:
+    """The host CPU's model and feature flags (binaries built for it may not run elsewhere)."""
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        import platform
+        return platform.processor() or platform.machine()
+    keep = [line for line in text.splitlines()
+            if line.startswith(("model name", "flags"))][:2]
+    return "\n".join(keep)
 
 
 @dataclass(frozen=True)
@@ -218,7 +231,8 @@ def build_lean(verilog: GeneratedVerilog, proto: StreamProtocol) -> Path:
     source = generate_harness(verilog, proto)
     wrapper = generate_wrapper(verilog)
     text = verilog.path.read_text()
-    key = config_hash(text, source, wrapper, json.dumps(LEAN_ARGS), tool_version("verilator"))
+    key = config_hash(text, source, wrapper, json.dumps(LEAN_ARGS), tool_version("verilator"),
+                      _cpu_id())
     build_dir = cache_dir() / "lean" / f"{verilog.toplevel}-{key}"
     exe = build_dir / "harness"
     with locked(build_dir):

@@ -30,13 +30,15 @@ module moagcn_ram #(
   input [NW*WIDTH-1:0] w_data,
   input [NW*(WIDTH/GRAN)-1:0] w_en,
   input [NR*AW-1:0] r_addr,
+  input [NR-1:0] r_en,
   output reg [NR*WIDTH-1:0] r_data
 );
   reg [WIDTH-1:0] mem [0:DEPTH-1];
   integer p, b;
   always @(posedge clk) begin
     for (p = 0; p < NR; p = p + 1)
-      r_data[p*WIDTH +: WIDTH] <= mem[r_addr[p*AW +: AW]];
+      if (r_en[p])
+        r_data[p*WIDTH +: WIDTH] <= mem[r_addr[p*AW +: AW]];
     // (the per-port test lets a simulator skip idle ports' word loops)
     for (p = 0; p < NW; p = p + 1)
       if (|w_en[p*(WIDTH/GRAN) +: (WIDTH/GRAN)])
@@ -57,8 +59,9 @@ class Ram(wiring.Component):
 
     Members
     -------
-    r{i}_addr : In, r{i}_data : Out
-        Read port i (data one cycle after the address).
+    r{i}_addr : In, r{i}_data : Out, r{i}_en : In(1, init=1)
+        Read port i (data one cycle after the address). Without ``en`` the data holds its
+        last value (a block RAM's read clock enable; a simulator then skips the copy).
     w{i}_addr, w{i}_data : In; w{i}_en : In(width // granularity)
         Write port i, one enable bit per ``granularity`` bits.
     """
@@ -75,6 +78,7 @@ class Ram(wiring.Component):
         for i in range(read_ports):
             members[f"r{i}_addr"] = In(self.addr_bits)
             members[f"r{i}_data"] = Out(width)
+            members[f"r{i}_en"] = In(1, init=1)
         for i in range(write_ports):
             members[f"w{i}_addr"] = In(self.addr_bits)
             members[f"w{i}_data"] = In(width)
@@ -101,12 +105,15 @@ class Ram(wiring.Component):
                 i_clk=ClockSignal(),
                 i_w_addr=Cat(*[w[0] for w in writes]), i_w_data=Cat(*[w[1] for w in writes]),
                 i_w_en=Cat(*[w[2] for w in writes]),
-                i_r_addr=Cat(*[r[0] for r in reads]), o_r_data=Cat(*[r[1] for r in reads]))
+                i_r_addr=Cat(*[r[0] for r in reads]),
+                i_r_en=Cat(*[getattr(self, f"r{i}_en") for i in range(self.n_read)]),
+                o_r_data=Cat(*[r[1] for r in reads]))
             return m
         m.submodules.mem = mem = Memory(shape=self.width, depth=self.depth, init=[])
-        for addr, data in reads:
+        for i, (addr, data) in enumerate(reads):
             port = mem.read_port()
-            m.d.comb += [port.addr.eq(addr), data.eq(port.data)]
+            m.d.comb += [port.addr.eq(addr), port.en.eq(getattr(self, f"r{i}_en")),
+                         data.eq(port.data)]
         for addr, data, en in writes:
             port = mem.write_port(granularity=self.granularity)
             m.d.comb += [port.addr.eq(addr), port.data.eq(data), port.en.eq(en)]

@@ -53,6 +53,8 @@ class NeighbourFetcher(wiring.Component):
     released : In(contexts)
         The context's last entry of its job was written this cycle.
     idx_addr_j, idx_data_j, row_addr_j, row_data_j : memory read ports (1-cycle latency)
+    row_en_j : Out(1)
+        A row is read on port j (the data port holds its value otherwise).
     leaf_g_j : Out
         The tree's packets for group g (see :class:`DistributionTree`).
     err_index, busy : Out(1)
@@ -80,6 +82,7 @@ class NeighbourFetcher(wiring.Component):
             members[f"idx_addr_{j}"] = Out(w["edge"])
             members[f"idx_data_{j}"] = In(32)
             members[f"row_addr_{j}"] = Out(w["row"])
+            members[f"row_en_{j}"] = Out(1)
             members[f"row_data_{j}"] = In(32 * F)
         for g in range(G):
             for j in range(R):
@@ -228,7 +231,7 @@ class NeighbourFetcher(wiring.Component):
             col = self.port("idx_data", j)
             bad = v1 & (col >= self.n_rows)
             err = err | bad
-            m.d.comb += self.port("row_addr", j).eq(col)
+            m.d.comb += [self.port("row_addr", j).eq(col), self.port("row_en", j).eq(v1)]
             v2 = Signal(name=f"s2_valid_{j}")
             mask2 = Signal(N, name=f"s2_dest_{j}")
             first2 = Signal(name=f"s2_first_{j}")

@@ -215,6 +215,7 @@ class SSpmmAccelerator(wiring.Component):
             m.d.comb += [fetcher.port("idx_data", j).eq(
                              word_read(index_buf, j, fetcher.port("idx_addr", j), f"index_{j}")),
                          ra.eq(fetcher.port("row_addr", j)),
+                         getattr(node_buf, f"r{j}_en").eq(fetcher.port("row_en", j)),
                          fetcher.port("row_data", j).eq(rdata)]
         groups = []
         L = cfg.adder_latency
