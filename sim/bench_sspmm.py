@@ -2,7 +2,9 @@
 
 ``python -m moagcn.sim.bench_sspmm [--backend verilator] [--preset default] [--nodes 2000]``
 runs a power-law graph (average degree >= 8) with F = 64 features under a random 50 % mask and
-under an all-ones mask, on the RTL and on the cycle model, and prints one JSON object.
+under an all-ones mask, on the RTL and on the cycle model, and prints one JSON object. On
+``verilator`` it also runs a small job on the tiny preset through the per-cycle cocotb testbench
+and through the lean harness, for their co-simulation speeds side by side.
 """
 
 from __future__ import annotations
@@ -40,6 +42,10 @@ def main(argv=None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--fetch-rows", type=int, default=None,
                         help="override the preset's fetch_rows (node-buffer rows per cycle)")
+    parser.add_argument("--cocotb-nodes", type=int, default=250,
+                        help="size of the job (tiny preset, F = 16, 50 %% mask) run through the "
+                             "per-cycle cocotb testbench and the lean harness for comparison "
+                             "(0: skip)")
     args = parser.parse_args(argv)
 
     overrides = {} if args.fetch_rows is None else {"fetch_rows": args.fetch_rows}
@@ -82,6 +88,21 @@ def main(argv=None) -> int:
                                  if c.get("sim_testbench_s") else None),
         }
     out["mask_speedup"] = out["ones"]["cycles_compute"] / out["half"]["cycles_compute"]
+    if args.backend == "verilator" and args.cocotb_nodes:
+        # the same RTL driven cycle by cycle from Python (cocotb) against the lean harness
+        tiny = preset("tiny")
+        n = min(args.cocotb_nodes, tiny.max_nodes)
+        ip, ix = power_law_graph(n, args.degree, args.seed)
+        Ht = rng.standard_normal((n, 16)).astype(np.float32)
+        Mt = rng.random(Ht.shape) < 0.5
+        tiny_driver = SSpmmDriver(tiny, "verilator")
+        speeds = {}
+        for name, per_cycle in (("cocotb", True), ("lean", False)):
+            c = tiny_driver.run(ip, ix, Ht, Mt, per_cycle=per_cycle).counters
+            speeds[name] = c["sim_cycles"] / c["sim_testbench_s"]
+        out["tiny_job"] = {"nodes": n, "edges": int(ix.size), "features": 16,
+                           "cocotb_sim_cycles_per_s": speeds["cocotb"],
+                           "lean_sim_cycles_per_s": speeds["lean"]}
     print(json.dumps(out, indent=2))
     return 0
 

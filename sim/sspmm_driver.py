@@ -176,8 +176,12 @@ class SSpmmDriver:
         self.backend = backend
 
     def run(self, indptr, indices, H, mask=None, *, idle_every: int = 0, stall_every: int = 0,
-            waves=None, reset_after: int | None = None) -> SSpmmResult:
+            waves=None, reset_after: int | None = None, per_cycle: bool = False
+            ) -> SSpmmResult:
         """Compute ``Z = (A H) ⊙ M`` and return it with the counters.
+
+        ``per_cycle`` runs a ``verilator`` job through the per-cycle cocotb testbench instead of
+        the lean harness (as waveforms and mid-job resets do), e.g. to compare their speeds.
 
         A job larger than the buffers runs as the tiles of :func:`plan_tiles` (rows and feature
         columns, never part of a row), one accelerator job each; Z is stitched together and the
@@ -194,7 +198,8 @@ class SSpmmDriver:
         mask = golden.normalise_mask(mask, H.shape)
         if mask.shape != H.shape:
             raise UserError(f"mask has shape {mask.shape}; expected {H.shape} like the features")
-        options = dict(idle_every=idle_every, stall_every=stall_every, reset_after=reset_after)
+        options = dict(idle_every=idle_every, stall_every=stall_every, reset_after=reset_after,
+                       per_cycle=per_cycle)
         tiles = plan_tiles(_Csr(indptr, indices, n, n), H.shape[1], self.config)
         if len(tiles) == 1:   # the job fits: run it as it is
             return self._run_job(indptr, indices, H, mask, waves=waves, **options)
@@ -218,7 +223,7 @@ class SSpmmDriver:
         return SSpmmResult(Z, counters, self.backend, wall, tiles=len(tiles))
 
     def _run_job(self, indptr, indices, H, mask, *, idle_every: int, stall_every: int,
-                 waves, reset_after: int | None) -> SSpmmResult:
+                 waves, reset_after: int | None, per_cycle: bool = False) -> SSpmmResult:
         """Run one validated job that fits the buffers."""
         n = indptr.size - 1
         if self.backend == "model":
@@ -233,7 +238,7 @@ class SSpmmDriver:
         # a generous bound: a design that stops making progress fails instead of hanging
         bound = estimate(indptr, mask, H.shape[1], self.config)
         max_cycles = 4 * bound.cycles_total + 8 * (len(job.streams["feat_in"]) + n) + 10_000
-        if self.backend == "verilator" and waves is None and reset_after is None:
+        if self.backend == "verilator" and waves is None and reset_after is None and not per_cycle:
             return self._run_lean(job, indptr, mask, idle_every, stall_every, max_cycles)
         t0 = time.perf_counter()
         res = run(get_design("sspmm"), self.config, run_job, self.backend, waves=waves,
