@@ -8,7 +8,7 @@ from amaranth.lib.wiring import In, Out
 
 from ..common.bits import lowest_set, popcount
 from .config import SSpmmConfig
-from .layouts import job_layout, packet_layout, widths
+from .layouts import job_layout, packet_layout, row_words_shape, widths
 from .tree import DistributionTree
 
 #: cycles from a row read's issue to its packet entering the tree: column index read, feature
@@ -55,8 +55,8 @@ class NeighbourFetcher(wiring.Component):
     idx_addr_j, idx_data_j, row_addr_j, row_data_j : memory read ports (1-cycle latency)
     row_en_j : Out(1)
         A row is read on port j (the data port holds its value otherwise).
-    leaf_g_j : Out
-        The tree's packets for group g (see :class:`DistributionTree`).
+    leaf_g_j, leaf_words_g_j : Out
+        The tree's packets for group g and their rows (see :class:`DistributionTree`).
     err_index, busy : Out(1)
     issued : Out(range(R + 1))
         Rows read from the node buffer this cycle.
@@ -87,6 +87,7 @@ class NeighbourFetcher(wiring.Component):
         for g in range(G):
             for j in range(R):
                 members[f"leaf_{g}_{j}"] = Out(packet_layout(config, L))
+                members[f"leaf_words_{g}_{j}"] = Out(row_words_shape(config))
         super().__init__(members)
 
     def port(self, name: str, j: int):
@@ -94,6 +95,9 @@ class NeighbourFetcher(wiring.Component):
 
     def leaf(self, g: int, j: int):
         return getattr(self, f"leaf_{g}_{j}")
+
+    def leaf_words(self, g: int, j: int):
+        return getattr(self, f"leaf_words_{g}_{j}")
 
     def elaborate(self, platform):
         m = Module()
@@ -103,7 +107,8 @@ class NeighbourFetcher(wiring.Component):
         m.submodules.tree = tree = DistributionTree(cfg)
         for g in range(G):
             for j in range(R):
-                m.d.comb += self.leaf(g, j).eq(tree.leaf(g, j))
+                m.d.comb += [self.leaf(g, j).eq(tree.leaf(g, j)),
+                             self.leaf_words(g, j).eq(tree.leaf_words(g, j))]
         m.d.comb += tree.clear.eq(self.clear)
 
         # -- pass table: one slot per context, used by the pass that context leads ------------
@@ -241,7 +246,7 @@ class NeighbourFetcher(wiring.Component):
             # -- stage 2: the row arrives and enters the tree ---------------------------------
             root = tree.root(j)
             m.d.comb += [root.valid.eq(v2), root.first.eq(first2), root.last.eq(last2),
-                         root.dest.eq(mask2), root.words.eq(self.port("row_data", j))]
+                         root.dest.eq(mask2), tree.root_words(j).eq(self.port("row_data", j))]
             valids += [v1, v2]
         m.d.comb += [self.err_index.eq(err),
                      self.busy.eq(forming | p_valid.any() | Cat(*valids).any() | tree.busy)]

@@ -10,7 +10,8 @@ from ..arith import Fp32AddConfig, Fp32Adder
 from ..common.bits import lowest_set, select_word
 from ..common.ram import Ram
 from .config import SSpmmConfig
-from .layouts import chunks, entry_layout, job_layout, packet_layout, widths
+from .layouts import (chunks, entry_layout, job_layout, packet_layout, row_words_shape,
+                      widths)
 
 #: cycles from a turn's issue to its operands entering the adders: the local-buffer read
 FRONT_END_LATENCY = 1
@@ -50,7 +51,7 @@ class AggregationGroup(wiring.Component):
         The fetcher issued an entry for these contexts.
     space : Out(L)
         The context can take one more reserved entry.
-    leaf_j : In(packet_layout(config, L)), j < fetch_rows
+    leaf_j : In(packet_layout(config, L)), leaf_words_j : In(32 * F), j < fetch_rows
         Neighbour rows arriving from the distribution tree (at most one destination each).
     released : Out(L)
         The context's job's last entry was written this cycle (it may be bound again).
@@ -80,10 +81,14 @@ class AggregationGroup(wiring.Component):
         }
         for j in range(R):
             members[f"leaf_{j}"] = In(packet_layout(config, L))
+            members[f"leaf_words_{j}"] = In(row_words_shape(config))
         super().__init__(members)
 
     def leaf(self, j: int):
         return getattr(self, f"leaf_{j}")
+
+    def leaf_words(self, j: int):
+        return getattr(self, f"leaf_words_{j}")
 
     def elaborate(self, platform):
         m = Module()
@@ -123,7 +128,7 @@ class AggregationGroup(wiring.Component):
             entry = Signal(el, name=f"entry_{j}")
             for k in range(W):
                 m.d.comb += entry.words.word_select(k, 32).eq(
-                    select_word(m, pkt.words, lane_sel[k], name=f"leaf_{j}_word_{k}"))
+                    select_word(m, self.leaf_words(j), lane_sel[k], name=f"leaf_{j}_word_{k}"))
             bound = jobs[slot]
             m.d.comb += [entry.first.eq(pkt.first), entry.last.eq(pkt.last),
                          entry.row.eq(bound.row), entry.chunk.eq(bound.chunk),

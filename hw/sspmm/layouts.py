@@ -51,15 +51,23 @@ def entry_layout(config: SSpmmConfig) -> data.StructLayout:
 
 
 def packet_layout(config: SSpmmConfig, dest_bits: int) -> data.StructLayout:
-    """A neighbour row on its way down the distribution tree, with the contexts it goes to."""
-    # the words come first, so every word sits on a 32-bit boundary
+    """A neighbour row's marks on its way down the distribution tree, with the contexts it goes
+    to (the row's words travel beside it, see :func:`row_words_shape`)."""
     return data.StructLayout({
-        "words": 32 * config.max_feature_width,
         "valid": 1,
         "first": 1,
         "last": 1,
         "dest": dest_bits,
     })
+
+
+def row_words_shape(config: SSpmmConfig) -> int:
+    """Bits of a feature row (``max_feature_width`` binary32 words).
+
+    The words move beside their packet rather than inside it: a simulator copies a struct
+    built from parts on every cycle, while a plain signal passed along is one variable.
+    """
+    return 32 * config.max_feature_width
 
 
 def chunks(config: SSpmmConfig) -> int:

@@ -234,7 +234,8 @@ class SSpmmAccelerator(wiring.Component):
                          owp[1].eq(grp.wr_data.replicate(G)),
                          owp[2].eq((grp.wr_en & running) << grp.wr_chunk[:g_bits])]
             for j in range(R):
-                m.d.comb += grp.leaf(j).eq(fetcher.leaf(g, j))
+                m.d.comb += [grp.leaf(j).eq(fetcher.leaf(g, j)),
+                             grp.leaf_words(j).eq(fetcher.leaf_words(g, j))]
         groups_busy = Cat(*[g.busy for g in groups]).any()
 
         # -- output stream: each row's computed elements only, compressed ----------------------

@@ -7,7 +7,7 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from .config import SSpmmConfig
-from .layouts import packet_layout
+from .layouts import packet_layout, row_words_shape
 
 
 def tree_depth(leaves: int, radix: int) -> int:
@@ -34,10 +34,10 @@ class DistributionTree(wiring.Component):
 
     Members
     -------
-    root_j : In(packet_layout(config, contexts)), j < R
-        Packets entering the tree.
-    leaf_g_j : Out(packet_layout(config, L)), g < groups, j < R
-        Packets leaving at group g; ``dest`` is that group's slice of the mask.
+    root_j : In(packet_layout(config, contexts)), root_words_j : In(32 * F), j < R
+        Packets entering the tree, and their rows.
+    leaf_g_j : Out(packet_layout(config, L)), leaf_words_g_j : Out(32 * F), g < groups, j < R
+        Packets leaving at group g (``dest`` is that group's slice of the mask), and their rows.
     clear : In(1)
         Drop every packet in flight.
     busy : Out(1)
@@ -50,16 +50,24 @@ class DistributionTree(wiring.Component):
         members = {"clear": In(1), "busy": Out(1)}
         for j in range(R):
             members[f"root_{j}"] = In(packet_layout(config, n))
+            members[f"root_words_{j}"] = In(row_words_shape(config))
         for g in range(config.groups):
             for j in range(R):
                 members[f"leaf_{g}_{j}"] = Out(packet_layout(config, L))
+                members[f"leaf_words_{g}_{j}"] = Out(row_words_shape(config))
         super().__init__(members)
 
     def root(self, j: int):
         return getattr(self, f"root_{j}")
 
+    def root_words(self, j: int):
+        return getattr(self, f"root_words_{j}")
+
     def leaf(self, g: int, j: int):
         return getattr(self, f"leaf_{g}_{j}")
+
+    def leaf_words(self, g: int, j: int):
+        return getattr(self, f"leaf_words_{g}_{j}")
 
     @property
     def depth(self) -> int:
@@ -71,8 +79,9 @@ class DistributionTree(wiring.Component):
         G, L, R, radix = cfg.groups, cfg.adder_latency, cfg.fetch_rows, cfg.tree_radix
         depth = self.depth
         layout = packet_layout(cfg, cfg.contexts)
-        # level 0: the root; a node covers the leaves [lo, hi); a lane is (valid, packet)
-        level = [((0, G), [(self.root(j).valid, self.root(j)) for j in range(R)])]
+        # level 0: the root; a node covers the leaves [lo, hi); a lane is (valid, packet, row)
+        level = [((0, G), [(self.root(j).valid, self.root(j), self.root_words(j))
+                           for j in range(R)])]
         valids = []
         for d in range(depth):
             span = radix ** (depth - d - 1)          # leaves under each node of the next level
@@ -81,23 +90,25 @@ class DistributionTree(wiring.Component):
                 for clo in range(lo, hi, span):
                     chi = min(clo + span, hi)
                     out_lanes = []
-                    for j, (valid, pkt) in enumerate(lanes):
+                    for j, (valid, pkt, words) in enumerate(lanes):
                         out = Signal(layout, name=f"node_{d + 1}_{clo}_{j}", reset_less=True)
+                        out_words = Signal(len(words), name=f"node_{d + 1}_{clo}_{j}_words",
+                                           reset_less=True)
                         out_valid = Signal(name=f"node_{d + 1}_{clo}_{j}_valid")
                         below = valid & pkt.dest[clo * L:chi * L].any()
                         # the payload only moves into a subtree with a destination
                         with m.If(below):
-                            m.d.sync += out.eq(pkt)
+                            m.d.sync += [out.eq(pkt), out_words.eq(words)]
                         m.d.sync += out_valid.eq(below & ~self.clear)
                         valids.append(out_valid)
-                        out_lanes.append((out_valid, out))
+                        out_lanes.append((out_valid, out, out_words))
                     nxt.append(((clo, chi), out_lanes))
             level = nxt
         for (lo, _), lanes in level:
-            for j, (valid, pkt) in enumerate(lanes):
+            for j, (valid, pkt, words) in enumerate(lanes):
                 leaf = self.leaf(lo, j)
                 m.d.comb += [leaf.valid.eq(valid), leaf.first.eq(pkt.first),
-                             leaf.last.eq(pkt.last), leaf.words.eq(pkt.words),
+                             leaf.last.eq(pkt.last), self.leaf_words(lo, j).eq(words),
                              leaf.dest.eq(pkt.dest[lo * L:(lo + 1) * L])]
         m.d.comb += self.busy.eq(Cat(*valids).any())
         return m

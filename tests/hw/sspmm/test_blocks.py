@@ -166,6 +166,7 @@ async def _group_bench(io, cfg, jobs, rows, seed, limit):
         io.set("bind_valid", 0)
         io.set("reserve", 0)
         io.set("leaf_0", 0)
+        io.set("leaf_words_0", 0)
         # bind: one context per cycle whose fetch side is free (its rows come later: the
         # fetcher needs a few cycles from a bind to the first row)
         bound_now = None
@@ -191,7 +192,8 @@ async def _group_bench(io, cfg, jobs, rows, seed, limit):
             nbrs = jobs[j][3]
             io.set("leaf_0", pl.const({"valid": 1, "first": int(k == 0),
                                        "last": int(k == len(nbrs) - 1), "dest": 1 << i,
-                                       "words": rows[nbrs[k]]}).as_value().value)
+                                       }).as_value().value)
+            io.set("leaf_words_0", rows[nbrs[k]])
             io.set("reserve", 1 << i)
             current[i][1] += 1
         if await io.get("wr_en"):
@@ -304,8 +306,9 @@ def test_distribution_tree_multicasts_to_every_destination_and_nowhere_else(grou
                         dest |= 1 << int(c)
                 words = int(rng.integers(0, 1 << 62))
                 pkt = {"valid": int(dest != 0), "first": cycle % 2, "last": cycle % 3 == 0,
-                       "dest": dest, "words": words}
+                       "dest": dest}
                 ctx.set(dut.root(j), layout.const(pkt))
+                ctx.set(dut.root_words(j), words)
                 if dest:
                     sent.append((cycle, j, dest, words))
             await ctx.tick()
@@ -313,7 +316,8 @@ def test_distribution_tree_multicasts_to_every_destination_and_nowhere_else(grou
                 for j in range(rows):
                     leaf = dut.leaf(g, j)
                     if ctx.get(leaf.valid):
-                        seen.append((cycle + 1, g, j, ctx.get(leaf.dest), ctx.get(leaf.words)))
+                        seen.append((cycle + 1, g, j, ctx.get(leaf.dest),
+                                     ctx.get(dut.leaf_words(g, j))))
 
     sim = Simulator(dut)
     sim.add_clock(1e-8)
@@ -391,7 +395,8 @@ def test_neighbour_fetcher_binds_passes_and_multicasts_each_row_once(bad_column)
                     for s in range(L):
                         if dest >> s & 1:
                             c = g * L + s
-                            log["deliver"].append((bound_job[c], ctx.get(leaf.words) - 1000,
+                            log["deliver"].append((bound_job[c],
+                                                   ctx.get(dut.leaf_words(g, 0)) - 1000,
                                                    ctx.get(leaf.first), ctx.get(leaf.last)))
                             if ctx.get(leaf.last):
                                 released |= 1 << c
