@@ -39,19 +39,27 @@ def test_pysim_small_job_with_idle_and_backpressure():
     assert res.counters["stall_output"] > 0
 
 
+#: both Verilator paths run every top-level job: the per-cycle cocotb testbench and the lean
+#: host-driven harness (the same RTL, built twice)
+HARNESSES = pytest.mark.parametrize("per_cycle", [True, False], ids=["cocotb", "lean"])
+
+
+@HARNESSES
 @pytest.mark.parametrize("density,F,seed", [(0.5, 16, 1), (1.0, 7, 2), (0.0, 9, 3),
                                             (0.3, 13, 4)])
-def test_verilator_power_law(density, F, seed):
+def test_verilator_power_law(density, F, seed, per_cycle):
     job = power_law_job(150, F, seed=seed, density=density, hub=400)
-    res = SSpmmDriver(TINY, "verilator").run(*job)
+    res = SSpmmDriver(TINY, "verilator").run(*job, per_cycle=per_cycle)
     check(res, *job)
     if density == 0.0:
         assert res.counters["cycles_compute"] < 150 + 20   # no jobs: one fetch cycle per row
 
 
-def test_verilator_idle_backpressure_and_counters():
+@HARNESSES
+def test_verilator_idle_backpressure_and_counters(per_cycle):
     indptr, indices, H, M = job = power_law_job(80, 11, seed=5, hub=150)
-    res = SSpmmDriver(TINY, "verilator").run(*job, idle_every=4, stall_every=3)
+    res = SSpmmDriver(TINY, "verilator").run(*job, idle_every=4, stall_every=3,
+                                             per_cycle=per_cycle)
     check(res, *job)
     c = res.counters
     assert c["stall_output"] > 0
