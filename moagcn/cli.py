@@ -219,6 +219,11 @@ def main(argv: list[str] | None = None) -> int:
     except SimulationError as exc:
         print(f"moagcn: simulation failed: {exc}", file=sys.stderr)
         return 3
+    except OSError as exc:
+        # a file the command had checked went away or filled the disk: one line, no traceback
+        where = f" ({exc.filename})" if exc.filename else ""
+        print(f"moagcn: error: {exc.strerror or exc}{where}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print("moagcn: interrupted", file=sys.stderr)
         return 130

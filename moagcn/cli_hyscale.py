@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .cli_sspmm import load_array, load_graph
+from .cli_sspmm import load_array, load_graph, output_path
 from .errors import UserError
 
 
@@ -33,6 +33,8 @@ def cmd_hyscale_run(args) -> int:
         config = preset(args.preset, **overrides)
     except ValueError as exc:
         raise UserError(f"--spes/--macs: {exc}") from None
+    for path, what in ((args.out, "--out"), (args.report, "--report"), (args.vcd, "--vcd")):
+        output_path(path, what)
     indptr, indices, n_cols = load_graph(args.graph)
     data = None
     with np.load(args.graph, allow_pickle=False) as archive:
@@ -54,7 +56,6 @@ def cmd_hyscale_run(args) -> int:
     wall = time.perf_counter() - t0
     np.save(args.out, res.Y)
     report = {"preset": args.preset, **res.report, "command_wall_s": round(wall, 4)}
-    Path(args.report).parent.mkdir(parents=True, exist_ok=True)
     Path(args.report).write_text(json.dumps(report, indent=2) + "\n")
     print(f"hyscale on {args.backend} ({args.preset}, n={config.spes}, m={config.macs}): "
           f"{report['destinations']} rows, {report['edges']} edges, "

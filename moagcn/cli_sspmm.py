@@ -26,6 +26,10 @@ def load_graph(path: str):
         raise UserError(f"--graph {path}: missing array(s) {', '.join(missing)}; an .npz graph "
                         "holds indptr and indices (and optionally shape)")
     indptr, indices = data["indptr"], data["indices"]
+    for name, arr in (("indptr", indptr), ("indices", indices)):
+        if arr.ndim != 1:
+            raise UserError(f"--graph {path}: {name} has shape {arr.shape}; expected a 1-D "
+                            "array")
     n_cols = None
     if "shape" in data:
         shape = tuple(int(x) for x in np.asarray(data["shape"]).ravel())
@@ -37,13 +41,38 @@ def load_graph(path: str):
 
 
 def load_array(path: str, what: str) -> np.ndarray:
+    """A .npy array; a missing or unreadable file is a :class:`UserError` naming ``what``."""
     p = Path(path)
     if not p.exists():
         raise UserError(f"{what} {path}: no such file")
     try:
         return np.load(p, allow_pickle=False)
-    except Exception as exc:
-        raise UserError(f"{what} {path}: not a .npy array ({exc})") from None
+    except Exception:
+        raise UserError(f"{what} {path}: not a .npy array file (write it with numpy.save)") \
+            from None
+
+
+def output_path(path: str | None, what: str) -> Path | None:
+    """Make ``path``'s folder and check that the file can be written, before any work is done,
+    so a long run never ends with its result unsaved."""
+    if path is None:
+        return None
+    p = Path(path)
+    try:
+        p.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UserError(f"{what} {path}: cannot create its folder ({exc.strerror})") from None
+    if p.is_dir():
+        raise UserError(f"{what} {path} is a folder; give a file name")
+    existed = p.exists()
+    try:
+        with open(p, "ab"):
+            pass
+    except OSError as exc:
+        raise UserError(f"{what} {path}: cannot be written ({exc.strerror})") from None
+    if not existed:
+        p.unlink()
+    return p
 
 
 def cmd_sspmm_run(args) -> int:
@@ -54,6 +83,8 @@ def cmd_sspmm_run(args) -> int:
     from .config import config_dict
     overrides = {"lanes": args.lanes} if args.lanes else {}
     config = preset(args.preset, **overrides)
+    for path, what in ((args.out, "--out"), (args.report, "--report"), (args.vcd, "--vcd")):
+        output_path(path, what)
     indptr, indices, n_cols = load_graph(args.graph)
     H = load_array(args.features, "--features")
     if H.dtype != np.float32 or H.ndim != 2:
@@ -72,6 +103,10 @@ def cmd_sspmm_run(args) -> int:
             raise UserError(f"--mask has shape {M.shape}; expected {H.shape} like --features")
         if M.dtype not in (np.bool_, np.uint8):
             raise UserError(f"--mask {args.mask}: dtype {M.dtype}; expected bool or uint8")
+        if M.dtype == np.uint8 and M.size and M.max() > 1:
+            r, c = (int(x) for x in np.argwhere(M > 1)[0])
+            raise UserError(f"--mask {args.mask}: M[{r}, {c}] = {M[r, c]}; a uint8 mask holds "
+                            "0 (skip) or 1 (compute)")
         M = M.astype(bool)
     else:
         M = np.ones(H.shape, dtype=bool)
@@ -117,7 +152,6 @@ def cmd_sspmm_run(args) -> int:
         "sim_cycles": sim_cycles,
         "sim_cycles_per_s": (sim_cycles / sim_time) if (sim_time and sim_cycles) else None,
     }
-    Path(args.report).parent.mkdir(parents=True, exist_ok=True)
     Path(args.report).write_text(json.dumps(report, indent=2) + "\n")
     print(f"sspmm on {args.backend} ({args.preset}, P={config.lanes}): {n} rows, "
           f"{indices.size} edges, F={H.shape[1]}, {res.tiles} tile(s): compute {compute} cycles, "

@@ -34,6 +34,10 @@ def validate_csr(indptr, indices, n_cols: int | None = None, what: str = "graph"
     n_cols = n_rows if n_cols is None else n_cols
     if indptr[0] != 0:
         raise UserError(f"{what}: indptr[0] = {indptr[0]}; a CSR row pointer array starts at 0")
+    if indptr.min() < 0:
+        v = int(np.argmax(indptr < 0))
+        raise UserError(f"{what}: indptr[{v}] = {indptr[v]} is negative; row pointers are "
+                        "offsets into indices (0..len(indices))")
     steps = np.diff(indptr)
     if steps.size and steps.min() < 0:
         v = int(np.argmax(steps < 0))

@@ -48,6 +48,11 @@ def test_sspmm_run_writes_z_and_report(job_files, backend):
     ("shape", "--features has 20 rows"),
     ("dtype", "expected a 2-D float32"),
     ("mask", "expected (30, 6)"),
+    ("negative", "indptr[3] = -2 is negative"),
+    ("indptr_2d", "indptr has shape (1, 31); expected a 1-D array"),
+    ("mask_values", "a uint8 mask holds 0 (skip) or 1 (compute)"),
+    ("junk", "not a .npy array file"),
+    ("out_folder", "--out"),
 ])
 def test_sspmm_bad_input_is_one_clear_line(job_files, case, needle):
     d, (indptr, indices, H, M) = job_files
@@ -73,8 +78,29 @@ def test_sspmm_bad_input_is_one_clear_line(job_files, case, needle):
     if case == "mask":
         np.save(d / "m2.npy", M[:, :3])
         mask = d / "m2.npy"
+    if case == "negative":
+        bad = indptr.copy()
+        bad[3] = -2
+        np.savez(d / "b.npz", indptr=bad, indices=indices)
+        graph = d / "b.npz"
+    if case == "indptr_2d":
+        np.savez(d / "b.npz", indptr=indptr[None, :], indices=indices)
+        graph = d / "b.npz"
+    if case == "mask_values":
+        bad = M.astype(np.uint8)
+        bad[4, 2] = 2
+        np.save(d / "m2.npy", bad)
+        mask = d / "m2.npy"
+    if case == "junk":
+        (d / "h2.npy").write_text("not an array")
+        feats = d / "h2.npy"
+    z = d / "z.npy"
+    if case == "out_folder":
+        # checked before the run: a long job must not end with nowhere to write Z
+        (d / "file").write_text("")
+        z = d / "file" / "z.npy"
     out = moagcn("sspmm", "run", "--graph", graph, "--features", feats, "--mask", mask,
-                 "--out", d / "z.npy", "--report", d / "r.json", "--backend", "model")
+                 "--out", z, "--report", d / "r.json", "--backend", "model")
     assert out.returncode == 2, out.stdout
     assert needle in out.stderr and "Traceback" not in out.stderr
     assert len(out.stderr.strip().splitlines()) == 1
