@@ -1,17 +1,37 @@
 """S-SpMM benchmark: utilisation, output-mask skipping, cycle-model error, co-simulation speed.
 
-``python -m moagcn.sim.bench_sspmm [--backend verilator] [--preset default] [--nodes 2000]``
-runs a power-law graph (average degree >= 8) with F = 64 features under a random 50 % mask and
-under an all-ones mask, on the RTL and on the cycle model, and prints one JSON object. On
-``verilator`` it also runs a small job on the tiny preset through the per-cycle cocotb testbench
-and through the lean harness, for their co-simulation speeds side by side.
+``python -m moagcn.sim.bench_sspmm [--backend verilator] [--preset default] [--nodes 2000]
+[--repeat 5] [--out DIR]`` runs a power-law graph (average degree >= 8) with F = 64 features
+under a random 50 % mask and under an all-ones mask, on the RTL and on the cycle model, and
+prints one JSON object:
+
+- per mask: bit-exactness against the golden model, compute / load / output cycles, work,
+  utilisation, stalls, rows fetched, and the cycle model's figures and error;
+- ``mask_speedup``: all-ones compute cycles over 50 %-mask compute cycles;
+- ``speed`` (``verilator``): the 50 % job re-run ``--repeat`` times on the host-driven lean
+  harness, simulated cycles per second (loads, compute and output) as min / median / max; the
+  speed of a shared machine varies from minute to minute, so one run is not a figure;
+- ``cocotb`` (``verilator``): the same 50 % job through the per-cycle cocotb testbench (Python
+  drives every cycle over VPI), its speed beside the lean harness's, and its bit-exactness;
+- ``tiny_job`` (``verilator``): a small job on the ``tiny`` preset through the per-cycle cocotb
+  testbench and through the lean harness, their speeds side by side;
+- ``sweep``: the cycle model against the RTL on several more jobs (average degrees 4 and 16,
+  mask densities 0.25 and 0.9, a feature width that is not a multiple of the lanes, the tiny
+  preset), each with its error.
+
+``--out DIR`` also writes ``sspmm-bench.json``, ``sspmm-sweep.csv`` and ``sspmm-sweep.png``
+(RTL against model compute cycles).
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
 import json
+import statistics
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -19,6 +39,11 @@ from moagcn.hw.sspmm import preset
 from moagcn.sim.golden.sspmm import sspmm, work_adds
 from moagcn.sim.sspmm_driver import SSpmmDriver
 from moagcn.sim.sspmm_model import estimate
+
+SWEEP_FIELDS = ("job", "preset", "nodes", "edges", "features", "density", "bit_exact",
+                "cycles_compute", "model_cycles_compute", "model_error", "utilization",
+                "model_utilization", "rows_fetched", "model_rows_fetched", "cycles_output",
+                "model_cycles_output")
 
 
 def power_law_graph(n: int, avg_degree: float, seed: int):
@@ -32,9 +57,118 @@ def power_law_graph(n: int, avg_degree: float, seed: int):
     return indptr, indices
 
 
+def _speed(counters: dict):
+    t = counters.get("sim_testbench_s")
+    return counters["sim_cycles"] / t if t else None
+
+
+def run_mask(driver, cfg, indptr, indices, H, M) -> dict:
+    """One job on the RTL and the cycle model: the figures of the report."""
+    t0 = time.perf_counter()
+    res = driver.run(indptr, indices, H, M)
+    wall = time.perf_counter() - t0
+    exact = np.array_equal(res.Z.view(np.uint32), sspmm(indptr, indices, H, M).view(np.uint32))
+    model = estimate(indptr, M, H.shape[1], cfg)
+    c = res.counters
+    work = work_adds(indptr, M)
+    return {
+        "bit_exact": bool(exact),
+        "cycles_compute": c["cycles_compute"],
+        "cycles_load": c["cycles_load"],
+        "cycles_output": c["cycles_output"],
+        "work_adds": work,
+        "utilization": work / (cfg.lanes * c["cycles_compute"]),
+        "stall_no_job": c.get("stall_no_job"),
+        "stall_no_context": c.get("stall_no_context"),
+        "bubbles": c.get("bubbles"),
+        "turns": model.turns,
+        "rows_fetched": c.get("rows_fetched"),
+        "model_rows_fetched": model.rows_fetched,
+        "model_cycles_compute": model.cycles_compute,
+        "model_error": c["cycles_compute"] / model.cycles_compute - 1,
+        "model_cycles_output": model.cycles_output,
+        "wall_s": round(wall, 2),
+        "sim_cycles_per_s": _speed(c) if "sim_cycles" in c else None,
+    }
+
+
+def sweep_jobs(nodes: int, features: int, seed: int):
+    """(name, preset, n, avg degree, F, mask density) of the model-vs-RTL sweep."""
+    return [
+        ("degree 4", None, nodes, 4.0, features, 0.5),
+        ("degree 16", None, nodes, 16.0, features, 0.5),
+        ("mask 0.25", None, nodes, 8.5, features, 0.25),
+        ("mask 0.9", None, nodes, 8.5, features, 0.9),
+        ("F = 40", None, nodes, 8.5, 40, 0.5),
+        ("tiny, 250 nodes", "tiny", 250, 8.5, 16, 0.5),
+        ("tiny, F = 13", "tiny", 250, 6.0, 13, 1.0),
+    ]
+
+
+def run_sweep(backend: str, preset_name: str, nodes: int, features: int, seed: int,
+              overrides: dict) -> list[dict]:
+    rows = []
+    jobs = sweep_jobs(nodes, features, seed)
+    for k, (name, pname, n, degree, F, density) in enumerate(jobs):
+        print(f"sweep {k + 1}/{len(jobs)}: {name}", file=sys.stderr, flush=True)
+        cfg = preset(pname or preset_name, **({} if pname else overrides))
+        # one accelerator job each: the cycle model describes one job, not a tiled one
+        n, F = min(n, cfg.max_nodes), min(F, cfg.max_feature_width)
+        indptr, indices = power_law_graph(n, degree, seed + 10 + k)
+        rng = np.random.default_rng(seed + 20 + k)
+        H = rng.standard_normal((n, F)).astype(np.float32)
+        M = rng.random(H.shape) < density
+        r = run_mask(SSpmmDriver(cfg, backend), cfg, indptr, indices, H, M)
+        model = estimate(indptr, M, F, cfg)
+        rows.append({"job": name, "preset": pname or preset_name, "nodes": n,
+                     "edges": int(indices.size), "features": F, "density": density,
+                     "bit_exact": r["bit_exact"], "cycles_compute": r["cycles_compute"],
+                     "model_cycles_compute": r["model_cycles_compute"],
+                     "model_error": r["model_error"], "utilization": r["utilization"],
+                     "model_utilization": model.utilization,
+                     "rows_fetched": r["rows_fetched"],
+                     "model_rows_fetched": r["model_rows_fetched"],
+                     "cycles_output": r["cycles_output"],
+                     "model_cycles_output": r["model_cycles_output"]})
+    return rows
+
+
+def write_outputs(out_dir: Path, result: dict) -> None:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "sspmm-bench.json").write_text(json.dumps(result, indent=2) + "\n")
+    rows = result.get("sweep", [])
+    with open(out_dir / "sspmm-sweep.csv", "w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=SWEEP_FIELDS)
+        w.writeheader()
+        w.writerows(rows)
+    if not rows:
+        return
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(5.5, 5))
+    model = [r["model_cycles_compute"] for r in rows]
+    rtl = [r["cycles_compute"] for r in rows]
+    ax.loglog(model, rtl, "o")
+    for r in rows:
+        ax.annotate(f"{r['job']} ({r['model_error']:+.1%})",
+                    (r["model_cycles_compute"], r["cycles_compute"]), fontsize=7,
+                    xytext=(4, -10), textcoords="offset points")
+    lo, hi = min(model + rtl) * 0.8, max(model + rtl) * 1.25
+    ax.plot([lo, hi], [lo, hi], "k--", lw=0.8, label="RTL = model")
+    ax.set_xlabel("cycle model: compute cycles")
+    ax.set_ylabel(f"RTL ({result['backend']}): compute cycles")
+    ax.set_title("S-SpMM cycle model against the RTL")
+    ax.legend(loc="upper left")
+    fig.tight_layout()
+    fig.savefig(out_dir / "sspmm-sweep.png", dpi=120)
+    plt.close(fig)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--backend", default="verilator")
+    parser.add_argument("--backend", default="verilator",
+                        choices=["verilator", "icarus", "pysim", "model"])
     parser.add_argument("--preset", default="default")
     parser.add_argument("--nodes", type=int, default=2000)
     parser.add_argument("--degree", type=float, default=8.5)
@@ -42,68 +176,82 @@ def main(argv=None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--fetch-rows", type=int, default=None,
                         help="override the preset's fetch_rows (node-buffer rows per cycle)")
+    parser.add_argument("--repeat", type=int, default=5,
+                        help="runs of the 50 %% job for the co-simulation speed (verilator)")
+    parser.add_argument("--no-cocotb-job", action="store_true",
+                        help="skip the 50 %% job through the per-cycle cocotb testbench (its "
+                             "first run builds the VPI model: about a minute for the default "
+                             "preset)")
     parser.add_argument("--cocotb-nodes", type=int, default=250,
                         help="size of the job (tiny preset, F = 16, 50 %% mask) run through the "
                              "per-cycle cocotb testbench and the lean harness for comparison "
                              "(0: skip)")
+    parser.add_argument("--no-sweep", action="store_true",
+                        help="skip the cycle-model sweep over further jobs")
+    parser.add_argument("--out", metavar="DIR",
+                        help="also write sspmm-bench.json, sspmm-sweep.csv, sspmm-sweep.png")
     args = parser.parse_args(argv)
 
     overrides = {} if args.fetch_rows is None else {"fetch_rows": args.fetch_rows}
     cfg = preset(args.preset, **overrides)
-    indptr, indices = power_law_graph(args.nodes, args.degree, args.seed)
+    n = min(args.nodes, cfg.max_nodes)
+    indptr, indices = power_law_graph(n, args.degree, args.seed)
     rng = np.random.default_rng(args.seed + 1)
-    H = rng.standard_normal((args.nodes, args.features)).astype(np.float32)
+    H = rng.standard_normal((n, args.features)).astype(np.float32)
     masks = {"half": rng.random(H.shape) < 0.5, "ones": np.ones(H.shape, bool)}
     out = {"backend": args.backend, "preset": args.preset, "lanes": cfg.lanes,
-           "groups": cfg.groups, "fetch_rows": cfg.fetch_rows, "nodes": args.nodes,
+           "groups": cfg.groups, "fetch_rows": cfg.fetch_rows, "nodes": n,
            "edges": int(indices.size),
-           "avg_degree": indices.size / args.nodes, "features": args.features}
+           "avg_degree": indices.size / n, "features": args.features}
     driver = SSpmmDriver(cfg, args.backend)
     for name, M in masks.items():
-        t0 = time.perf_counter()
-        res = driver.run(indptr, indices, H, M)
-        wall = time.perf_counter() - t0
-        exact = np.array_equal(res.Z.view(np.uint32), sspmm(indptr, indices, H, M).view(np.uint32))
-        model = estimate(indptr, M, args.features, cfg)
-        c = res.counters
-        work = work_adds(indptr, M)
-        out[name] = {
-            "bit_exact": bool(exact),
-            "cycles_compute": c["cycles_compute"],
-            "cycles_load": c["cycles_load"],
-            "cycles_output": c["cycles_output"],
-            "work_adds": work,
-            "utilization": work / (cfg.lanes * c["cycles_compute"]),
-            "stall_no_job": c.get("stall_no_job"),
-            "stall_no_context": c.get("stall_no_context"),
-            "bubbles": c.get("bubbles"),
-            "turns": model.turns,
-            "rows_fetched": c.get("rows_fetched"),
-            "model_rows_fetched": model.rows_fetched,
-            "model_cycles_compute": model.cycles_compute,
-            "model_error": c["cycles_compute"] / model.cycles_compute - 1,
-            "model_cycles_output": model.cycles_output,
-            "wall_s": round(wall, 2),
-            "sim_cycles_per_s": (c["sim_cycles"] / c["sim_testbench_s"]
-                                 if c.get("sim_testbench_s") else None),
-        }
+        print(f"{name} mask", file=sys.stderr, flush=True)
+        out[name] = run_mask(driver, cfg, indptr, indices, H, M)
     out["mask_speedup"] = out["ones"]["cycles_compute"] / out["half"]["cycles_compute"]
+    if args.backend == "verilator" and args.repeat > 0:
+        print(f"co-simulation speed: {args.repeat} runs", file=sys.stderr, flush=True)
+        runs = [driver.run(indptr, indices, H, masks["half"]).counters
+                for _ in range(args.repeat)]
+        speeds = sorted(_speed(c) for c in runs)
+        out["speed"] = {"job": "half", "runs": len(speeds),
+                        "sim_cycles": runs[-1]["sim_cycles"],
+                        "sim_cycles_per_s_min": speeds[0],
+                        "sim_cycles_per_s_median": statistics.median(speeds),
+                        "sim_cycles_per_s_max": speeds[-1]}
+    if args.backend == "verilator" and not args.no_cocotb_job:
+        print("50 % job through the per-cycle cocotb testbench", file=sys.stderr, flush=True)
+        t0 = time.perf_counter()
+        res = driver.run(indptr, indices, H, masks["half"], per_cycle=True)
+        wall = time.perf_counter() - t0
+        golden = sspmm(indptr, indices, H, masks["half"]).view(np.uint32)
+        out["cocotb"] = {"job": "half", "bit_exact": bool(np.array_equal(res.Z.view(np.uint32),
+                                                                         golden)),
+                         "cycles_compute": res.counters["cycles_compute"],
+                         "sim_cycles_per_s": _speed(res.counters),
+                         "wall_s": round(wall, 2)}
     if args.backend == "verilator" and args.cocotb_nodes:
         # the same RTL driven cycle by cycle from Python (cocotb) against the lean harness
+        print("tiny job: cocotb and lean", file=sys.stderr, flush=True)
         tiny = preset("tiny")
-        n = min(args.cocotb_nodes, tiny.max_nodes)
-        ip, ix = power_law_graph(n, args.degree, args.seed)
-        Ht = rng.standard_normal((n, 16)).astype(np.float32)
+        nt = min(args.cocotb_nodes, tiny.max_nodes)
+        ip, ix = power_law_graph(nt, args.degree, args.seed)
+        Ht = rng.standard_normal((nt, 16)).astype(np.float32)
         Mt = rng.random(Ht.shape) < 0.5
         tiny_driver = SSpmmDriver(tiny, "verilator")
         speeds = {}
         for name, per_cycle in (("cocotb", True), ("lean", False)):
-            c = tiny_driver.run(ip, ix, Ht, Mt, per_cycle=per_cycle).counters
-            speeds[name] = c["sim_cycles"] / c["sim_testbench_s"]
-        out["tiny_job"] = {"nodes": n, "edges": int(ix.size), "features": 16,
+            speeds[name] = _speed(tiny_driver.run(ip, ix, Ht, Mt, per_cycle=per_cycle).counters)
+        out["tiny_job"] = {"nodes": nt, "edges": int(ix.size), "features": 16,
                            "cocotb_sim_cycles_per_s": speeds["cocotb"],
                            "lean_sim_cycles_per_s": speeds["lean"]}
+    if not args.no_sweep:
+        out["sweep"] = run_sweep(args.backend, args.preset, n, args.features, args.seed,
+                                 overrides)
+        errors = [abs(r["model_error"]) for r in out["sweep"]]
+        out["sweep_max_abs_model_error"] = max(errors)
     print(json.dumps(out, indent=2))
+    if args.out:
+        write_outputs(Path(args.out), out)
     return 0
 
 

@@ -1,0 +1,43 @@
+"""The S-SpMM benchmark script end to end on the tiny preset (small jobs, real RTL)."""
+
+import json
+
+import pytest
+
+from moagcn.sim import bench_sspmm
+
+pytestmark = pytest.mark.xdist_group("verilator-sspmm")
+
+
+def test_benchmark_reports_exact_runs_speeds_and_the_model_sweep(tmp_path, capsys):
+    assert bench_sspmm.main(["--preset", "tiny", "--nodes", "100", "--features", "16",
+                             "--repeat", "2", "--cocotb-nodes", "40",
+                             "--out", str(tmp_path)]) == 0
+    out = json.loads(capsys.readouterr().out)
+    for mask in ("half", "ones"):
+        r = out[mask]
+        assert r["bit_exact"]
+        assert r["rows_fetched"] == r["model_rows_fetched"]
+        assert r["cycles_output"] == r["model_cycles_output"]
+        assert 0 < r["utilization"] <= 1
+    assert out["mask_speedup"] > 1
+    speed = out["speed"]
+    assert speed["runs"] == 2
+    assert 0 < speed["sim_cycles_per_s_min"] <= speed["sim_cycles_per_s_median"] \
+        <= speed["sim_cycles_per_s_max"]
+    cocotb = out["cocotb"]
+    assert cocotb["bit_exact"] and cocotb["cycles_compute"] == out["half"]["cycles_compute"]
+    tiny = out["tiny_job"]
+    assert tiny["cocotb_sim_cycles_per_s"] > 0 and tiny["lean_sim_cycles_per_s"] > 0
+    sweep = out["sweep"]
+    assert len(sweep) == len(bench_sspmm.sweep_jobs(100, 16, 0))
+    for row in sweep:
+        assert row["bit_exact"], row["job"]
+        assert row["rows_fetched"] == row["model_rows_fetched"], row["job"]
+        assert row["cycles_output"] == row["model_cycles_output"], row["job"]
+        assert row["cycles_compute"] == pytest.approx(row["model_cycles_compute"], rel=0.25)
+    saved = json.loads((tmp_path / "sspmm-bench.json").read_text())
+    assert saved["sweep"] == sweep
+    csv_lines = (tmp_path / "sspmm-sweep.csv").read_text().splitlines()
+    assert len(csv_lines) == 1 + len(sweep)
+    assert (tmp_path / "sspmm-sweep.png").stat().st_size > 0
