@@ -137,3 +137,26 @@ def test_lean_harness_matches_cocotb_run():
     assert np.array_equal(lean.Z.view(np.uint32), cocotb.Z.view(np.uint32))
     for key in COUNTERS:
         assert lean.counters[key] == cocotb.counters[key], key
+
+
+DEFAULT = preset("default")
+
+
+@pytest.mark.parametrize("F,density", [(64, 0.5), (37, 1.0)])
+def test_default_preset_on_the_lean_harness(F, density):
+    """P = 16 in 2 groups, 7-cycle adders (7 contexts per group), 4-word loads: the preset
+    `make run` and the benchmark use, bit for bit, with the exact counters of the model."""
+    indptr, indices, H, M = job = power_law_job(300, F, seed=11, density=density, hub=700)
+    res = SSpmmDriver(DEFAULT, "verilator").run(*job, idle_every=5, stall_every=4)
+    check(res, *job)
+    model = estimate(indptr, M, F, DEFAULT)
+    assert res.counters["rows_fetched"] == model.rows_fetched
+    assert res.counters["stall_output"] > 0
+
+
+@pytest.mark.slow
+def test_default_preset_through_cocotb():
+    """The default preset's VPI model (about a minute to build) on a job with a reset."""
+    job = power_law_job(200, 64, seed=12, hub=500)
+    res = SSpmmDriver(DEFAULT, "verilator").run(*job, stall_every=3, reset_after=40)
+    check(res, *job)
