@@ -92,7 +92,7 @@ def run_mask(driver, cfg, indptr, indices, H, M) -> dict:
     }
 
 
-def sweep_jobs(nodes: int, features: int, seed: int):
+def sweep_jobs(nodes: int, features: int):
     """(name, preset, n, avg degree, F, mask density) of the model-vs-RTL sweep."""
     return [
         ("degree 4", None, nodes, 4.0, features, 0.5),
@@ -108,7 +108,7 @@ def sweep_jobs(nodes: int, features: int, seed: int):
 def run_sweep(backend: str, preset_name: str, nodes: int, features: int, seed: int,
               overrides: dict) -> list[dict]:
     rows = []
-    jobs = sweep_jobs(nodes, features, seed)
+    jobs = sweep_jobs(nodes, features)
     for k, (name, pname, n, degree, F, density) in enumerate(jobs):
         print(f"sweep {k + 1}/{len(jobs)}: {name}", file=sys.stderr, flush=True)
         cfg = preset(pname or preset_name, **({} if pname else overrides))

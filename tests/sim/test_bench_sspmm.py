@@ -30,7 +30,7 @@ def test_benchmark_reports_exact_runs_speeds_and_the_model_sweep(tmp_path, capsy
     tiny = out["tiny_job"]
     assert tiny["cocotb_sim_cycles_per_s"] > 0 and tiny["lean_sim_cycles_per_s"] > 0
     sweep = out["sweep"]
-    assert len(sweep) == len(bench_sspmm.sweep_jobs(100, 16, 0))
+    assert len(sweep) == len(bench_sspmm.sweep_jobs(100, 16))
     for row in sweep:
         assert row["bit_exact"], row["job"]
         assert row["rows_fetched"] == row["model_rows_fetched"], row["job"]
