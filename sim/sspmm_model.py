@@ -10,8 +10,15 @@ and reads ``fetch_rows`` rows per cycle. Hence
 
     turns          = sum_v deg(v) * ceil(|S_v| / W)
     rows fetched   = sum_v deg(v) * ceil(ceil(|S_v| / W) / G)
-    cycles_compute ~ max(turns / G, rows fetched / fetch_rows, jobs bound at one per cycle)
+    cycles_compute ~ max(turns / G, rows fetched / fetch_rows, jobs bound at one per cycle,
+                         max_v start(v) + deg(v) * L * ceil(passes_v / L))
                      + pipeline fill and drain
+
+The last term is the latency of a long row: a job takes one turn per ring period of L =
+``adder_latency`` cycles, so a hub row of degree d needs d * L cycles however idle the other
+contexts are; start(v) is when the rows before v have been issued at the three rates above.
+A local buffer too shallow for its ring (see :func:`turn_gap`) stretches the ring period, and
+both the turn rate and the row latency with it.
     utilisation    = work_adds / (lanes * cycles_compute)
 
 Load cycles: the four load streams fill in parallel (row pointers, column indices and feature
@@ -88,6 +95,21 @@ def output_counts(indptr, mask, n_features: int) -> np.ndarray:
     return streamed_elements(indptr, mask, n_features).sum(axis=1)
 
 
+def turn_gap(config: SSpmmConfig) -> float:
+    """Average cycles between two turns of one job context.
+
+    A context takes a turn every ring period (L = ``adder_latency`` cycles) if an entry is in
+    its local buffer. An entry's credit comes back ``round_trip`` cycles after the fetcher
+    issued the entry that frees it: the issue, the index and row reads (``ISSUE_TO_ROOT``), the
+    tree, the local-buffer write, the turn, the credit. With ``local_depth`` D entries in flight
+    a context therefore takes D turns per ``max(D * L, ceil(round_trip / L) * L)`` cycles: a
+    buffer too shallow for a short ring (D * L < round trip) slows every turn.
+    """
+    L, D = config.adder_latency, config.local_depth
+    round_trip = ISSUE_TO_ROOT + tree_depth(config.groups, config.tree_radix) + 2
+    return max(D * L, -(-round_trip // L) * L) / D
+
+
 def estimate(indptr, mask, n_features: int, config: SSpmmConfig) -> SSpmmCycles:
     """Predicted cycles for a job on ``config`` (mask ``None``: all ones)."""
     indptr = np.asarray(indptr, dtype=np.int64)
@@ -96,8 +118,22 @@ def estimate(indptr, mask, n_features: int, config: SSpmmConfig) -> SSpmmCycles:
     deg, jobs = job_counts(indptr, mask, config)
     turns = int(np.dot(deg, jobs))
     n_jobs = int(jobs.sum())
-    reads = int(np.dot(deg, -(-jobs // config.groups)))
-    issue = max(-(-turns // config.groups), -(-reads // config.fetch_rows), n_jobs)
+    passes = -(-jobs // config.groups)
+    reads = int(np.dot(deg, passes))
+    G, R, L = config.groups, config.fetch_rows, config.adder_latency
+    gap = turn_gap(config)
+    issue = max(int(np.ceil(turns * gap / (L * G))), -(-reads // R), n_jobs)
+    if n_jobs:
+        # a job takes one turn per ``gap`` cycles (a ring period when its local buffer is deep
+        # enough), so a long row bounds the job: its passes run side by side, at most L per
+        # group (the contexts), and it starts once the rows before it have been issued at the
+        # engine's rates
+        row_time = deg * gap * -(-passes // L)
+        before = lambda x: np.cumsum(x) - x          # noqa: E731 (work of the earlier rows)
+        start = np.maximum(np.maximum(before(deg * jobs) * gap / (L * G),
+                                      before(deg * passes) / R), before(jobs))
+        has = jobs > 0
+        issue = max(issue, int(np.ceil((start + row_time)[has].max())))
     # fill and drain: a row read's way to a local buffer, the wait for its context's turn
     # (half a ring on average), the buffer read, the adders, the write
     fill = (ISSUE_TO_ROOT + tree_depth(config.groups, config.tree_radix) + 1

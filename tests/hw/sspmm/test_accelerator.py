@@ -160,3 +160,44 @@ def test_default_preset_through_cocotb():
     job = power_law_job(200, 64, seed=12, hub=500)
     res = SSpmmDriver(DEFAULT, "verilator").run(*job, stall_every=3, reset_after=40)
     check(res, *job)
+
+
+#: parameterisations beyond the presets: groups 1 / 4 (tree depth 1 / 2), radix 4, fetch_rows
+#: 1-3, local buffers of 2 and 8 entries (2 is shallower than the credit round trip of a
+#: 2-cycle ring), 1- to 8-word load beats, 2 to 32 lanes
+CONFIGS = {
+    "p8-g4-r2": dict(lanes=8, groups=4, max_feature_width=16, adder_latency=4, load_width=4,
+                     fetch_rows=2),
+    "p2-g1-d2": dict(lanes=2, groups=1, max_feature_width=8, adder_latency=2, load_width=1,
+                     local_depth=2),
+    "p8-g2-r3-d8": dict(lanes=8, groups=2, max_feature_width=24, adder_latency=3,
+                        load_width=2, fetch_rows=3, local_depth=8),
+    "p32-g4-radix4": pytest.param(dict(lanes=32, groups=4, max_feature_width=64,
+                                       adder_latency=5, load_width=8, fetch_rows=2,
+                                       tree_radix=4), marks=pytest.mark.slow),
+}
+
+
+@pytest.mark.xdist_group("verilator-sspmm-configs")
+@pytest.mark.parametrize("params", CONFIGS.values(), ids=CONFIGS.keys())
+def test_other_parameterisations_bit_exact_and_modelled(params):
+    """The top level on the lean harness for configurations outside the presets: bit for bit,
+    rows fetched and output cycles as the model says, compute cycles within 5 % of it (a hub
+    row of ~1,300 entries bounds some of these jobs by its latency: one turn per ring)."""
+    from moagcn.hw.sspmm.config import SSpmmConfig
+    cfg = SSpmmConfig(max_nodes=128, max_edges=4096, **params)
+    F = cfg.max_feature_width
+    for k, (width, density) in enumerate([(F, 0.5), (F - 3, 1.0), (5, 0.3)]):
+        indptr, indices, H, M = job = power_law_job(100, width, seed=k + 1, density=density,
+                                                    hub=300)
+        opts = dict(idle_every=3, stall_every=4) if k == 0 else {}
+        res = SSpmmDriver(cfg, "verilator").run(*job, **opts)
+        check(res, *job)
+        assert res.tiles == 1
+        model = estimate(indptr, M, width, cfg)
+        c = res.counters
+        assert c["rows_fetched"] == model.rows_fetched
+        if not opts:
+            assert c["cycles_output"] == model.cycles_output
+        assert c["cycles_compute"] == pytest.approx(model.cycles_compute, rel=0.05), \
+            (width, density)
