@@ -117,7 +117,7 @@ def cmd_sspmm_run(args) -> int:
     driver = SSpmmDriver(config, args.backend)
     t0 = time.perf_counter()
     # a job larger than the buffers runs as several tiles; the counters are their sums
-    res = driver.run(indptr, indices, H, M, waves=args.vcd)
+    res = driver.run(indptr, indices, H, M, waves=args.vcd, progress=True)
     wall = time.perf_counter() - t0
     np.save(args.out, res.Z)
     totals = res.counters

@@ -176,8 +176,8 @@ class SSpmmDriver:
         self.backend = backend
 
     def run(self, indptr, indices, H, mask=None, *, idle_every: int = 0, stall_every: int = 0,
-            waves=None, reset_after: int | None = None, per_cycle: bool = False
-            ) -> SSpmmResult:
+            waves=None, reset_after: int | None = None, per_cycle: bool = False,
+            progress: bool = False) -> SSpmmResult:
         """Compute ``Z = (A H) ⊙ M`` and return it with the counters.
 
         ``per_cycle`` runs a ``verilator`` job through the per-cycle cocotb testbench instead of
@@ -187,6 +187,7 @@ class SSpmmDriver:
         columns, never part of a row), one accelerator job each; Z is stitched together and the
         counters are summed over the tiles. With several tiles, ``waves`` names one waveform per
         tile (``FILE.tileK.vcd``) and the other options apply to every tile.
+        ``progress`` shows a progress bar over the tiles (on stderr) when there are several.
         """
         H = np.asarray(H)
         if H.ndim != 2 or H.dtype != np.float32:
@@ -206,7 +207,11 @@ class SSpmmDriver:
         Z = np.zeros(H.shape, dtype=np.float32)
         counters: dict = {}
         wall = 0.0
-        for k, tile in enumerate(tiles):
+        steps = enumerate(tiles)
+        if progress:
+            from tqdm import tqdm
+            steps = tqdm(steps, total=len(tiles), desc=f"sspmm on {self.backend}", unit="tile")
+        for k, tile in steps:
             res = self._run_job(*tile.job(H, mask), waves=_tile_waves(waves, k), **options)
             Z[tile.rows_start:tile.rows_stop, tile.feat_start:tile.feat_stop] = \
                 res.Z[:tile.rows_stop - tile.rows_start]
