@@ -13,18 +13,19 @@ and reads ``fetch_rows`` rows per cycle. Hence
     cycles_compute ~ max(turns / G, rows fetched / fetch_rows, jobs bound at one per cycle,
                          max_v start(v) + deg(v) * L * ceil(passes_v / L))
                      + pipeline fill and drain
-
-The last term is the latency of a long row: a job takes one turn per ring period of L =
-``adder_latency`` cycles, so a hub row of degree d needs d * L cycles however idle the other
-contexts are; start(v) is when the rows before v have been issued at the three rates above.
-A local buffer too shallow for its ring (see :func:`turn_gap`) stretches the ring period, and
-both the turn rate and the row latency with it.
     utilisation    = work_adds / (lanes * cycles_compute)
+
+The fourth term is the latency of a long row: a job takes one turn per ring period of L =
+``adder_latency`` cycles, so a hub row of degree d needs d * L cycles however idle the other
+contexts are; start(v) is when the rows before v have been issued at the three rates before
+it. A local buffer too shallow for its ring (see :func:`turn_gap`) stretches the ring period,
+and both the turn rate and the row latency with it.
 
 Load cycles: the four load streams fill in parallel (row pointers, column indices and feature
 words ``load_width`` per beat, one mask row per beat), so the longest stream sets them. Output
-cycles: two to read ``indptr[0]``, then two per row to fetch it and ``ceil(k_v / lanes)`` beats
-of its k_v computed elements (none for a row without neighbours); masked elements never move.
+cycles: two per row to read its element count k_v from the count buffer, then ``ceil(k_v /
+lanes)`` beats of its computed elements (none for a row without neighbours); masked elements
+never move.
 The RTL comparison and the remaining error are documented in docs/sspmm.md.
 """
 
@@ -128,8 +129,10 @@ def estimate(indptr, mask, n_features: int, config: SSpmmConfig) -> SSpmmCycles:
         # enough), so a long row bounds the job: its passes run side by side, at most L per
         # group (the contexts), and it starts once the rows before it have been issued at the
         # engine's rates
+        def before(x):      # per row, the sum over the rows before it
+            return np.cumsum(x) - x
+
         row_time = deg * gap * -(-passes // L)
-        before = lambda x: np.cumsum(x) - x          # noqa: E731 (work of the earlier rows)
         start = np.maximum(np.maximum(before(deg * jobs) * gap / (L * G),
                                       before(deg * passes) / R), before(jobs))
         has = jobs > 0
