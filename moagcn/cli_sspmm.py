@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from .errors import UserError
+from .sparse import validate_csr
 
 
 def load_graph(path: str):
@@ -25,11 +26,9 @@ def load_graph(path: str):
     if missing:
         raise UserError(f"--graph {path}: missing array(s) {', '.join(missing)}; an .npz graph "
                         "holds indptr and indices (and optionally shape)")
-    indptr, indices = data["indptr"], data["indices"]
-    for name, arr in (("indptr", indptr), ("indices", indices)):
-        if arr.ndim != 1:
-            raise UserError(f"--graph {path}: {name} has shape {arr.shape}; expected a 1-D "
-                            "array")
+    # the arrays and row pointers now; the column range once the caller knows the columns
+    indptr, indices = validate_csr(data["indptr"], data["indices"], what=f"--graph {path}",
+                                   columns=False)
     n_cols = None
     if "shape" in data:
         shape = tuple(int(x) for x in np.asarray(data["shape"]).ravel())
@@ -52,11 +51,11 @@ def load_array(path: str, what: str) -> np.ndarray:
             from None
 
 
-def output_path(path: str | None, what: str) -> Path | None:
+def output_path(path: str | None, what: str) -> None:
     """Make ``path``'s folder and check that the file can be written, before any work is done,
     so a long run never ends with its result unsaved."""
     if path is None:
-        return None
+        return
     p = Path(path)
     try:
         p.parent.mkdir(parents=True, exist_ok=True)
@@ -72,13 +71,11 @@ def output_path(path: str | None, what: str) -> Path | None:
         raise UserError(f"{what} {path}: cannot be written ({exc.strerror})") from None
     if not existed:
         p.unlink()
-    return p
 
 
 def cmd_sspmm_run(args) -> int:
     from moagcn.hw.sspmm import preset
     from moagcn.sim.sspmm_driver import SSpmmDriver
-    from moagcn.sparse import validate_csr
 
     from .config import config_dict
     overrides = {"lanes": args.lanes} if args.lanes else {}

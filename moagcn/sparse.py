@@ -13,10 +13,12 @@ import numpy as np
 from .errors import UserError
 
 
-def validate_csr(indptr, indices, n_cols: int | None = None, what: str = "graph"):
+def validate_csr(indptr, indices, n_cols: int | None = None, what: str = "graph",
+                 columns: bool = True):
     """Check a CSR structure and return ``(indptr, indices)`` as int64 arrays.
 
-    ``n_cols`` defaults to the row count (a square adjacency).
+    ``n_cols`` defaults to the row count (a square adjacency). ``columns=False`` checks the
+    arrays and row pointers only, for a caller that learns the column count later.
     """
     indptr = np.asarray(indptr)
     indices = np.asarray(indices)
@@ -46,7 +48,7 @@ def validate_csr(indptr, indices, n_cols: int | None = None, what: str = "graph"
     if indptr[-1] != indices.size:
         raise UserError(f"{what}: indptr[-1] = {indptr[-1]} but indices has {indices.size} "
                         "entries; they must match")
-    if indices.size:
+    if columns and indices.size:
         bad = np.nonzero((indices < 0) | (indices >= n_cols))[0]
         if bad.size:
             k = int(bad[0])

@@ -85,6 +85,7 @@ def run_mask(driver, cfg, indptr, indices, H, M) -> dict:
         "rows_fetched": c.get("rows_fetched"),
         "model_rows_fetched": model.rows_fetched,
         "model_cycles_compute": model.cycles_compute,
+        "model_utilization": model.utilization,
         "model_error": c["cycles_compute"] / model.cycles_compute - 1,
         "model_cycles_output": model.cycles_output,
         "wall_s": round(wall, 2),
@@ -119,17 +120,9 @@ def run_sweep(backend: str, preset_name: str, nodes: int, features: int, seed: i
         H = rng.standard_normal((n, F)).astype(np.float32)
         M = rng.random(H.shape) < density
         r = run_mask(SSpmmDriver(cfg, backend), cfg, indptr, indices, H, M)
-        model = estimate(indptr, M, F, cfg)
-        rows.append({"job": name, "preset": pname or preset_name, "nodes": n,
-                     "edges": int(indices.size), "features": F, "density": density,
-                     "bit_exact": r["bit_exact"], "cycles_compute": r["cycles_compute"],
-                     "model_cycles_compute": r["model_cycles_compute"],
-                     "model_error": r["model_error"], "utilization": r["utilization"],
-                     "model_utilization": model.utilization,
-                     "rows_fetched": r["rows_fetched"],
-                     "model_rows_fetched": r["model_rows_fetched"],
-                     "cycles_output": r["cycles_output"],
-                     "model_cycles_output": r["model_cycles_output"]})
+        job = {"job": name, "preset": pname or preset_name, "nodes": n,
+               "edges": int(indices.size), "features": F, "density": density}
+        rows.append({key: job[key] if key in job else r[key] for key in SWEEP_FIELDS})
     return rows
 
 

@@ -49,7 +49,7 @@ def test_sspmm_run_writes_z_and_report(job_files, backend):
     ("dtype", "expected a 2-D float32"),
     ("mask", "expected (30, 6)"),
     ("negative", "indptr[3] = -2 is negative"),
-    ("indptr_2d", "indptr has shape (1, 31); expected a 1-D array"),
+    ("indptr_2d", "indptr must be a 1-D array of N + 1 row pointers, got shape (1, 31)"),
     ("mask_values", "a uint8 mask holds 0 (skip) or 1 (compute)"),
     ("junk", "not a .npy array file"),
     ("out_folder", "--out"),
