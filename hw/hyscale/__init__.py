@@ -1,13 +1,16 @@
-"""HyScale-GNN FPGA kernels: scatter-gather aggregation, systolic update, fused layer."""
+"""HyScale-GNN FPGA kernels: scatter-gather aggregation, systolic update, fused layer.
+
+The configuration (:mod:`.config`) and the host-visible protocol (:mod:`.protocol`) are plain
+Python; the gateware (:class:`HyScaleLayer`, :class:`HyScaleSystem`) is imported on first use.
+"""
 
 from .config import PRESETS, HyScaleConfig, preset
 
-__all__ = ["PRESETS", "HyScaleConfig", "HyScaleLayer", "preset"]
+__all__ = ["PRESETS", "HyScaleConfig", "HyScaleLayer", "HyScaleSystem", "preset"]
 
 
 def __getattr__(name):
-    # the gateware is imported on first use, so that the configuration stays light
-    if name == "HyScaleLayer":
-        from .layer import HyScaleLayer
-        return HyScaleLayer
+    if name in ("HyScaleLayer", "HyScaleSystem"):
+        from . import layer
+        return getattr(layer, name)
     raise AttributeError(name)

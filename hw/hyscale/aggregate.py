@@ -27,9 +27,7 @@ from ..arith import Fp32Adder, Fp32AddConfig, Fp32MulConfig, Fp32Multiplier
 from ..common.bits import wire
 from ..common.ram import Ram
 from .config import HyScaleConfig
-
-COUNTER_BITS = 32
-AGG_COUNTERS = ("feature_reads", "words_read", "spe_busy", "stall_feature", "stall_gather")
+from .protocol import AGG_COUNTERS, COUNTER_BITS
 
 
 def log2(x: int) -> int:

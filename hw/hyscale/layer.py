@@ -15,15 +15,11 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from ..common.ram import Ram
-from .aggregate import AGG_COUNTERS, COUNTER_BITS, AggregateKernel, Widths
+from .aggregate import AggregateKernel, Widths
 from .config import HyScaleConfig
-from .update import UPD_COUNTERS, UpdateKernel
-
-COUNTERS = ("cycles_total", "cycles_load", "cycles_aggregate", "cycles_update",
-            *AGG_COUNTERS, *UPD_COUNTERS)
-FLAGS = ("err_source", "err_dest", "err_edges")
-LAYER_STREAMS = ("src_in", "edge_in", "dst_in", "weight_in")
-STREAMS = ("feat_in", *LAYER_STREAMS)        # the system's load streams
+from .protocol import (AGG_COUNTERS, COUNTER_BITS, COUNTERS, FLAGS, LAYER_STREAMS,  # noqa: F401
+                       STREAMS, UPD_COUNTERS)
+from .update import UpdateKernel
 
 
 class HyScaleLayer(wiring.Component):

@@ -26,10 +26,9 @@ from amaranth.lib.wiring import In, Out
 
 from ..arith import Fp32Adder, Fp32AddConfig, Fp32MulConfig, Fp32Multiplier
 from ..common.ram import Ram
-from .aggregate import COUNTER_BITS, Widths, bits_for, delay
+from .aggregate import Widths, bits_for, delay
 from .config import HyScaleConfig
-
-UPD_COUNTERS = ("words_written", "stall_output")
+from .protocol import COUNTER_BITS, UPD_COUNTERS
 
 
 def weight_depth(cfg: HyScaleConfig) -> int:

@@ -1,9 +1,17 @@
-"""The S-SpMM sparse accelerator of MixGCN: ``Z = (A H) ⊙ M``."""
+"""The S-SpMM sparse accelerator of MixGCN: ``Z = (A H) ⊙ M``.
+
+The configuration (:mod:`.config`) and the host-visible protocol (:mod:`.protocol`) are plain
+Python; the gateware (:class:`SSpmmAccelerator`) is imported on first use.
+"""
 
 from .config import PRESETS, SSpmmConfig, preset
+from .protocol import COUNTERS
 
-__all__ = ["PRESETS", "SSpmmConfig", "preset"]
+__all__ = ["COUNTERS", "PRESETS", "SSpmmAccelerator", "SSpmmConfig", "preset"]
 
-from .top import COUNTERS, SSpmmAccelerator  # noqa: E402
 
-__all__ += ["COUNTERS", "SSpmmAccelerator"]
+def __getattr__(name):
+    if name == "SSpmmAccelerator":
+        from .top import SSpmmAccelerator
+        return SSpmmAccelerator
+    raise AttributeError(name)

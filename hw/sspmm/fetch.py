@@ -9,11 +9,8 @@ from amaranth.lib.wiring import In, Out
 from ..common.bits import lowest_set, popcount
 from .config import SSpmmConfig
 from .layouts import job_layout, packet_layout, row_words_shape, widths
+from .protocol import ISSUE_TO_ROOT  # noqa: F401 (the cycle model shares it)
 from .tree import DistributionTree
-
-#: cycles from a row read's issue to its packet entering the tree: column index read, feature
-#: row read
-ISSUE_TO_ROOT = 2
 
 
 class NeighbourFetcher(wiring.Component):

@@ -12,9 +12,7 @@ from ..common.ram import Ram
 from .config import SSpmmConfig
 from .layouts import (chunks, entry_layout, job_layout, packet_layout, row_words_shape,
                       widths)
-
-#: cycles from a turn's issue to its operands entering the adders: the local-buffer read
-FRONT_END_LATENCY = 1
+from .protocol import FRONT_END_LATENCY  # noqa: F401 (the cycle model shares it)
 
 
 class AggregationGroup(wiring.Component):

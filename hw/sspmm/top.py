@@ -12,11 +12,8 @@ from .config import SSpmmConfig
 from .fetch import NeighbourFetcher
 from .group import AggregationGroup
 from .layouts import chunks, widths
+from .protocol import COUNTER_BITS, COUNTERS
 from .scheduler import JobScheduler
-
-COUNTER_BITS = 32
-COUNTERS = ("cycles_total", "cycles_load", "cycles_compute", "cycles_output",
-            "stall_no_job", "stall_output", "stall_no_context", "bubbles", "rows_fetched")
 
 
 class SSpmmAccelerator(wiring.Component):

@@ -8,15 +8,7 @@ from amaranth.lib.wiring import In, Out
 
 from .config import SSpmmConfig
 from .layouts import packet_layout, row_words_shape
-
-
-def tree_depth(leaves: int, radix: int) -> int:
-    """Switch levels between the root and the leaves (at least one register stage)."""
-    depth, span = 1, radix
-    while span < leaves:
-        depth += 1
-        span *= radix
-    return depth
+from .protocol import tree_depth
 
 
 class DistributionTree(wiring.Component):

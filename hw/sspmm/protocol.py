@@ -1,0 +1,33 @@
+"""The S-SpMM accelerator's interface as the host sees it, and the timing constants its cycle
+model shares with the gateware. Plain Python: importing it loads no gateware.
+"""
+
+from __future__ import annotations
+
+#: load streams of the top level, in the order a job fills them
+STREAMS = ("indptr_in", "indices_in", "mask_in", "feat_in")
+#: the output stream (compressed rows of Z, ``lanes`` words per beat)
+OUTPUT = "out"
+#: job scalars set before ``start``
+SCALARS = ("n_rows", "n_features")
+COUNTER_BITS = 32
+#: status counters of the top level (``cycles_total`` = compute + output in the hardware)
+COUNTERS = ("cycles_total", "cycles_load", "cycles_compute", "cycles_output",
+            "stall_no_job", "stall_output", "stall_no_context", "bubbles", "rows_fetched")
+#: error flags: a job that raises one stops cleanly
+FLAGS = ("err_index", "err_indptr")
+
+#: cycles from a row read's issue to its packet entering the tree: column index read, feature
+#: row read
+ISSUE_TO_ROOT = 2
+#: cycles from a turn's issue to its operands entering the adders: the local-buffer read
+FRONT_END_LATENCY = 1
+
+
+def tree_depth(leaves: int, radix: int) -> int:
+    """Switch levels between the root and the leaves (at least one register stage)."""
+    depth, span = 1, radix
+    while span < leaves:
+        depth += 1
+        span *= radix
+    return depth
