@@ -35,12 +35,14 @@ import numpy as np
 import torch
 
 from moagcn.errors import UserError
-from moagcn.hw.sspmm.config import SSpmmConfig
 
 from .autograd import PhaseTimer, aggregate
-from .devices import DeviceCounters, make_device
+from moagcn.core.counters import Counters
+
+from .devices import AcceleratorChoice
 from .graph import CSRGraph, contiguous_ranges
 from .models import GNN
+from .moa import MixtureOfAccelerators
 
 PARALLELISMS = ("mop", "partition")
 PARTITION_METHODS = ("contiguous", "rcm", "kway")
@@ -151,12 +153,11 @@ class Runtime(ABC):
         N x F float32 input features (already row-normalised if wanted).
     workers : int
         m, the number of sparse devices and of dense workers.
-    backend : str
-        Sparse backend name (``cpu``, ``model``, ``rtl``, ...).
+    accelerators : AcceleratorChoice or a list of them
+        What aggregates on every worker (``--device``, ``--design``, ``--preset``, ``--param``,
+        ``--simulator``); one per worker for a mixed fleet.
     comm : Communicator, optional
         Default: :class:`LocalComm` (all workers in this process).
-    config : SSpmmConfig, optional
-        Accelerator configuration of the sparse devices.
     dense : torch.device
         Where the dense workers compute (CPU or CUDA).
     """
@@ -164,8 +165,8 @@ class Runtime(ABC):
     name = "?"
 
     def __init__(self, model: GNN, graph: CSRGraph, features: np.ndarray, workers: int = 1,
-                 backend: str = "model", comm: Communicator | None = None,
-                 config: SSpmmConfig | None = None, dense: torch.device | None = None,
+                 accelerators: AcceleratorChoice | list | None = None,
+                 comm: Communicator | None = None, dense: torch.device | None = None,
                  timer: PhaseTimer | None = None):
         if workers < 1:
             raise UserError(f"workers = {workers}; use at least 1")
@@ -189,7 +190,11 @@ class Runtime(ABC):
         self.local = self.comm.local
         self.dense = dense if dense is not None else torch.device("cpu")
         self.op = model.aggregation(graph)
-        self.devices = {i: make_device(backend, config) for i in self.local}
+        choices = accelerators
+        if isinstance(accelerators, list) and len(accelerators) == workers:
+            choices = [accelerators[i] for i in self.local]
+        self.moa = MixtureOfAccelerators(self.local, choices, self.dense)
+        self.devices = self.moa.sparse
         self.dense_macs = {i: 0 for i in self.local}
         self.widths = model.dims[:-1]  # aggregation width of every layer
         self._first_layer_eval: dict[int, torch.Tensor] = {}
@@ -219,9 +224,9 @@ class Runtime(ABC):
 
     # counters
 
-    def device_counters(self) -> dict[int, DeviceCounters]:
+    def device_counters(self) -> dict[int, Counters]:
         """The sparse devices' counters (local workers)."""
-        return {i: d.counters for i, d in self.devices.items()}
+        return self.moa.counters()
 
     def worker_ops(self) -> dict[int, dict]:
         """Per local worker, both passes: ``sparse_adds`` (S-SpMM additions performed under the
@@ -232,8 +237,7 @@ class Runtime(ABC):
                     "dense_macs": self.dense_macs[i]} for i in self.local}
 
     def reset_counters(self) -> None:
-        for d in self.devices.values():
-            d.reset()
+        self.moa.reset()
         self.dense_macs = {i: 0 for i in self.local}
         self.comm.counters = CommCounters()
 

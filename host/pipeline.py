@@ -30,8 +30,8 @@ import numpy as np
 import torch
 
 from moagcn.errors import UserError
-from moagcn.hw.sspmm.config import SSpmmConfig
-from moagcn.sim.sspmm_model import estimate
+from moagcn.core.spec import get_spec
+from moagcn.sim.driver import Driver
 
 from .graph import CSRGraph, contiguous_ranges
 
@@ -118,18 +118,27 @@ def simulate(sparse_cycles, dense_cycles, dep) -> Timeline:
     return Timeline(ss, se, ds, de)
 
 
-def sparse_batch_cycles(adj: CSRGraph, s: int, width: int, config: SSpmmConfig,
-                        mask_density: float = 0.5, seed: int = 0) -> list[int]:
+def sparse_batch_cycles(adj: CSRGraph, s: int, width: int, config,
+                        mask_density: float = 0.5, seed: int = 0,
+                        design: str = "sspmm") -> list[int]:
     """Accelerator cycles (load + compute + output) of every batch's rows at ``width`` features.
 
-    The output mask is random with ``mask_density`` ones (dropout keeps about half).
+    Each batch is the aggregation job of its rows (all their neighbours' feature rows), run
+    through the design's cycle model by the driver, so jobs larger than the buffers are tiled
+    exactly as a device would tile them. The output mask is random with ``mask_density`` ones
+    (dropout keeps about half).
     """
     rng = np.random.default_rng(seed)
+    spec = get_spec(design)
+    driver = Driver(spec, config, device="model")
+    H = np.zeros((adj.n_cols, width), dtype=np.float32)
     out = []
     for a, b in contiguous_ranges(adj.n_nodes, s):
         indptr = adj.indptr[a:b + 1] - adj.indptr[a]
+        indices = adj.indices[adj.indptr[a]:adj.indptr[b]]
         mask = rng.random((b - a, width)) < mask_density
-        out.append(estimate(indptr, mask, width, config).cycles_total)
+        job = spec.aggregation_job(indptr, indices, H, mask, config)
+        out.append(driver.estimate(job).cycles_total)
     return out
 
 
@@ -190,7 +199,7 @@ class PipelineReport:
         return asdict(self)
 
 
-def analyze(graph: CSRGraph, batches: int, widths: list[int], config: SSpmmConfig,
+def analyze(graph: CSRGraph, batches: int, widths: list[int], config,
             reorder: str = "none", self_loops: bool = True, mask_density: float = 0.5,
             dense_macs_per_cycle: float | None = None, seed: int = 0,
             dense_device: torch.device | None = None) -> PipelineReport:

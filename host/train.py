@@ -22,11 +22,11 @@ import torch
 import torch.nn.functional as F
 
 from moagcn.errors import UserError
-from moagcn.hw.sspmm.config import PRESETS, preset
 
 from .autograd import PhaseTimer
 from .datasets import Dataset
-from .devices import backend_available, dense_device
+from .devices import (DEFAULT_DESIGN, DEFAULT_DEVICE, DEFAULT_SIMULATOR, AcceleratorChoice,
+                      dense_device)
 from .graph import row_normalize
 from .models import MODELS, GNN, DropoutMasks, reference_forward
 from .mop import PARALLELISMS, PARTITION_METHODS, Communicator, imbalance, make_runtime
@@ -46,11 +46,17 @@ class TrainConfig:
     weight_decay: float = 5e-4
     epochs: int = 200
     seed: int = 0
-    backend: str = "model"
+    #: what aggregates: cpu | model | rtl (``torch`` only in :func:`train_reference`)
+    device: str = DEFAULT_DEVICE
+    #: the accelerator spec, its preset (None: the design's default) and ``--param`` overrides
+    design: str = DEFAULT_DESIGN
+    preset: str | None = None
+    params: dict = field(default_factory=dict)
+    #: what runs the RTL when ``device`` is ``rtl``
+    simulator: str = DEFAULT_SIMULATOR
     workers: int = 1
     parallelism: str = "mop"
     partition: str = "contiguous"
-    preset: str = "default"
     normalize_features: bool = True
     reorder: str = "none"
 
@@ -69,18 +75,20 @@ class TrainConfig:
              f"--parallelism {self.parallelism!r}: choose one of {', '.join(PARALLELISMS)}"),
             (self.partition in PARTITION_METHODS,
              f"--partition {self.partition!r}: choose one of {', '.join(PARTITION_METHODS)}"),
-            (self.preset in PRESETS,
-             f"--preset {self.preset!r}: choose one of {', '.join(PRESETS)}"),
             (self.reorder in REORDERS,
              f"--reorder {self.reorder!r}: choose one of {', '.join(REORDERS)}"),
         ]
         for ok, msg in checks:
             if not ok:
                 raise UserError(msg)
-        if self.backend != "torch" and not backend_available(self.backend):
-            from .devices import make_device
-            make_device(self.backend)  # raises the backend's own explanation
+        if self.device != "torch":
+            self.accelerators().config()  # a bad design, preset or parameter is named here
         return self
+
+    def accelerators(self) -> AcceleratorChoice:
+        """The sparse devices' choice (device, design, configuration, simulator)."""
+        return AcceleratorChoice(self.device, self.design, self.preset, dict(self.params),
+                                 self.simulator)
 
 
 @dataclass
@@ -142,7 +150,8 @@ class TrainResult:
         return {
             "dataset": self.dataset,
             "model": self.config.model,
-            "backend": self.config.backend,
+            "device": self.config.device,
+            "design": self.config.design,
             "parallelism": self.config.parallelism,
             "workers": self.config.workers,
             "processes": self.processes,
@@ -209,7 +218,7 @@ def prepare(dataset: Dataset, cfg: TrainConfig):
 def train(dataset: Dataset, cfg: TrainConfig, comm: Communicator | None = None,
           on_epoch: Callable[[EpochRecord], None] | None = None,
           dense: torch.device | None = None) -> TrainResult:
-    """Train ``cfg.model`` on ``dataset`` with aggregation on ``cfg.backend`` devices.
+    """Train ``cfg.model`` on ``dataset`` with aggregation on ``cfg.device`` devices.
 
     ``comm`` selects where the workers run (default: all in this process). ``on_epoch`` is
     called after every epoch (progress bars). Every process of a distributed run returns the
@@ -221,8 +230,9 @@ def train(dataset: Dataset, cfg: TrainConfig, comm: Communicator | None = None,
     torch.manual_seed(cfg.seed)
     model = GNN(cfg.model, dataset.n_features, cfg.hidden, dataset.n_classes, cfg.layers).to(dense)
     timer = PhaseTimer()
-    runtime = make_runtime(cfg.parallelism, model, dataset.graph, X, cfg.workers, cfg.backend,
-                           comm=comm, config=preset(cfg.preset), dense=dense, timer=timer,
+    choice = cfg.accelerators()
+    runtime = make_runtime(cfg.parallelism, model, dataset.graph, X, cfg.workers, choice,
+                           comm=comm, dense=dense, timer=timer,
                            partition=cfg.partition)
     comm = runtime.comm
     labels = torch.from_numpy(dataset.labels).to(dense)
@@ -237,7 +247,8 @@ def train(dataset: Dataset, cfg: TrainConfig, comm: Communicator | None = None,
     opt = torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     drop = DropoutMasks(cfg.dropout, cfg.seed, order)
     result = TrainResult(cfg, dataset.name, processes=len(comm.gather(0)),
-                         dense_device=str(dense), clock_mhz=preset(cfg.preset).clock_mhz)
+                         dense_device=str(dense),
+                         clock_mhz=choice.spec.clock_mhz(choice.config()))
     result.comm_bytes_analytic = runtime.comm_bytes_analytic(backward=True)
     result.feature_bytes = runtime.feature_bytes()
     result.halo_sizes = runtime.halo_sizes() if hasattr(runtime, "halo_sizes") else None
@@ -297,9 +308,9 @@ def train_reference(dataset: Dataset, cfg: TrainConfig,
                     on_epoch: Callable[[EpochRecord], None] | None = None) -> TrainResult:
     """The same model, initial weights and dropout masks, with plain torch aggregation.
 
-    Runs on CPU in one process; the result's ``backend`` is ``torch``.
+    Runs on CPU in one process; the result's ``device`` is ``torch``.
     """
-    cfg = dataclasses.replace(cfg, backend="torch", workers=1, parallelism="mop").validate()
+    cfg = dataclasses.replace(cfg, device="torch", workers=1, parallelism="mop").validate()
     dataset, X, order = prepare(dataset, cfg)
     torch.manual_seed(cfg.seed)
     model = GNN(cfg.model, dataset.n_features, cfg.hidden, dataset.n_classes, cfg.layers)

@@ -15,9 +15,8 @@ from pathlib import Path
 import numpy as np
 
 from . import __version__
+from .cli_common import add_simulator_arg, load_float32, simulator
 from .errors import SimulationError, UserError
-
-SIM_BACKENDS = ("verilator", "icarus", "pysim")
 
 
 def _design_and_config(name: str, params: list[str] | None):
@@ -59,20 +58,6 @@ def cmd_hw_generate(args) -> int:
 
 # -- arith ---------------------------------------------------------------------------------------
 
-def _load_operand(path: str, what: str) -> np.ndarray:
-    p = Path(path)
-    if not p.exists():
-        raise UserError(f"{what} {path}: no such file")
-    try:
-        arr = np.load(p, allow_pickle=False)
-    except Exception as exc:  # numpy raises several types for a bad file
-        raise UserError(f"{what} {path}: not a .npy array ({exc})") from None
-    if arr.dtype != np.float32:
-        raise UserError(f"{what} {path}: dtype is {arr.dtype}, expected float32 "
-                        "(convert with arr.astype(np.float32))")
-    return arr
-
-
 def cmd_arith(args) -> int:
     from moagcn.sim import arith
     from moagcn.sim.golden import fp32 as golden
@@ -82,7 +67,7 @@ def cmd_arith(args) -> int:
         raise UserError(f"--c is only used by --op muladd, not --op {args.op}")
     if args.op == "muladd" and not args.c:
         raise UserError("--op muladd needs a third operand: --c C.npy")
-    arrays = [_load_operand(getattr(args, n), f"--{n}") for n in names]
+    arrays = [load_float32(getattr(args, n), f"--{n}") for n in names]
     shape = arrays[0].shape
     for n, arr in zip(names, arrays):
         if arr.shape != shape:
@@ -90,14 +75,15 @@ def cmd_arith(args) -> int:
                             "operands must have the same shape")
     bits = [golden.as_bits(a.ravel()) for a in arrays]
     t0 = time.perf_counter()
-    out = arith.simulate(args.op, *bits, backend=args.backend, latency=args.latency,
+    sim = simulator(args)
+    out = arith.simulate(args.op, *bits, backend=sim, latency=args.latency,
                          progress=not args.quiet, waves=args.vcd)
     wall = time.perf_counter() - t0
     result = golden.as_float(out).reshape(shape)
     np.save(args.out, result)
     expected = arith.expected(args.op, *bits)
     mismatches = int(np.count_nonzero(out != expected))
-    print(f"{args.op}: {out.size} results on {args.backend} in {wall:.2f} s -> {args.out}; "
+    print(f"{args.op}: {out.size} results on {sim} in {wall:.2f} s -> {args.out}; "
           f"{mismatches} differ from numpy float32")
     return 1 if (args.check and mismatches) else 0
 
@@ -115,24 +101,37 @@ def cmd_synth(args) -> int:
     return 0
 
 
+# -- bench ---------------------------------------------------------------------------------------
+
+#: the benchmark module of each design that has one
+BENCHES = {"sspmm": "moagcn.sim.bench_sspmm", "hyscale": "moagcn.sim.bench_hyscale"}
+
+
+def cmd_bench(args) -> int:
+    import importlib
+    module = importlib.import_module(BENCHES[args.bench_design])
+    return module.main(args.bench_args) or 0
+
+
 # -- demo (the main job until training lands) ----------------------------------------------------
 
 def cmd_demo(args) -> int:
     from moagcn.sim import arith
     from moagcn.sim.golden import fp32 as golden
 
+    sim = simulator(args)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     print("moagcn demo: binary32 units generated from Amaranth, simulated on "
-          f"{args.backend} through cocotb, checked bit for bit against numpy float32")
-    report = {"backend": args.backend, "operations": {}}
+          f"{sim} through cocotb, checked bit for bit against numpy float32")
+    report = {"simulator": sim, "operations": {}}
     sa, sb = golden.special_pairs()
     ra, rb = golden.random_pairs(args.pairs, seed=args.seed)
     a, b = np.concatenate([sa, ra]), np.concatenate([sb, rb])
     ok = True
     for op in ("add", "mul"):
         t0 = time.perf_counter()
-        got = arith.simulate(op, a, b, backend=args.backend, progress=False)
+        got = arith.simulate(op, a, b, backend=sim, progress=False)
         wall = time.perf_counter() - t0
         mismatches = int(np.count_nonzero(got != arith.expected(op, a, b)))
         ok &= mismatches == 0
@@ -176,7 +175,7 @@ def build_parser() -> argparse.ArgumentParser:
     ar.add_argument("--b", required=True, metavar="B.npy")
     ar.add_argument("--c", metavar="C.npy", help="addend of --op muladd")
     ar.add_argument("--out", required=True, metavar="OUT.npy")
-    ar.add_argument("--backend", default="verilator", choices=SIM_BACKENDS)
+    add_simulator_arg(ar)
     ar.add_argument("--latency", type=int, help="pipeline latency (default: the unit's)")
     ar.add_argument("--check", action="store_true",
                     help="exit non-zero if any result differs from numpy float32")
@@ -198,8 +197,16 @@ def build_parser() -> argparse.ArgumentParser:
     cli_hyscale.register(sub)
     cli_host.register(sub)
 
+    be = sub.add_parser("bench", help="benchmark an accelerator: RTL against its models",
+                        description="Run the benchmark of DESIGN (sspmm or hyscale); the "
+                                    "arguments after DESIGN are the benchmark's own (see "
+                                    "moagcn bench DESIGN --help).")
+    be.add_argument("bench_design", metavar="DESIGN", choices=sorted(BENCHES))
+    be.add_argument("bench_args", nargs=argparse.REMAINDER, metavar="...")
+    be.set_defaults(func=cmd_bench)
+
     de = sub.add_parser("demo", help="end-to-end check of the binary32 units on a simulator")
-    de.add_argument("--backend", default="verilator", choices=SIM_BACKENDS)
+    add_simulator_arg(de)
     de.add_argument("--pairs", type=int, default=20_000, help="random operand pairs per unit")
     de.add_argument("--seed", type=int, default=0)
     de.add_argument("--out", default="reports/demo", metavar="DIR")

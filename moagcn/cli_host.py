@@ -6,11 +6,11 @@ raise :class:`~moagcn.errors.UserError` for bad input, which the CLI prints as o
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 from pathlib import Path
 
+from .cli_common import accelerator_choice, add_accelerator_args, report_path, write_json
 from .errors import UserError
 
 DEFAULT_TRAIN_REPORT = "reports/train/report.json"
@@ -18,26 +18,6 @@ DEFAULT_PIPELINE_REPORT = "reports/pipeline/report.json"
 
 
 # -- helpers -------------------------------------------------------------------------------------
-
-def _report_path(path: str) -> Path:
-    p = Path(path)
-    if p.suffix.lower() != ".json":
-        raise UserError(f"--report {path}: the report is a JSON file; give a path ending in .json")
-    if p.is_dir():
-        raise UserError(f"--report {path} is a directory; give a file path ending in .json")
-    try:
-        p.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise UserError(f"--report {path}: cannot create its directory ({exc})") from None
-    return p
-
-
-def _write_json(path: Path, data: dict) -> None:
-    try:
-        path.write_text(json.dumps(data, indent=2) + "\n")
-    except OSError as exc:
-        raise UserError(f"cannot write the report {path}: {exc}") from None
-
 
 def _si(x: float) -> str:
     for unit, scale in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
@@ -62,7 +42,7 @@ def _train_plots(report: dict, path: Path) -> list[Path]:
     epochs = range(1, len(report["train_loss"]) + 1)
 
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 4))
-    ax1.plot(epochs, report["train_loss"], label=f"{report['backend']} backend")
+    ax1.plot(epochs, report["train_loss"], label=f"{report['device']} device")
     ref = report.get("reference")
     if ref:
         ax1.plot(epochs, ref["train_loss"], "--", label="plain torch reference")
@@ -77,7 +57,7 @@ def _train_plots(report: dict, path: Path) -> list[Path]:
     ax2.set_ylabel("accuracy")
     ax2.legend()
     fig.suptitle(f"{report['model'].upper()} on {report['dataset']}: "
-                 f"{report['parallelism']} x {report['workers']}, {report['backend']} backend")
+                 f"{report['parallelism']} x {report['workers']}, {report['device']} device")
     fig.tight_layout()
     fig.savefig(curves, dpi=110)
     plt.close(fig)
@@ -124,15 +104,18 @@ def cmd_train(args) -> int:
     from moagcn.host.train import TrainConfig, train, train_reference
 
 
-    report_path = _report_path(args.report)
+    choice = accelerator_choice(args)
+    rpath = report_path(args.report)
     _set_threads(args.threads)
     if args.distributed and args.workers < 2 and not _under_torchrun():
         raise UserError("--distributed runs one process per worker: give --workers 2 or more")
     cfg = TrainConfig(model=args.model, layers=args.layers, hidden=args.hidden,
                       dropout=args.dropout, lr=args.lr, weight_decay=args.weight_decay,
-                      epochs=args.epochs, seed=args.seed, backend=args.backend,
+                      epochs=args.epochs, seed=args.seed, device=choice.device,
+                      design=choice.design, preset=choice.preset, params=dict(choice.params),
+                      simulator=choice.simulator,
                       workers=args.workers, parallelism=args.parallelism,
-                      partition=args.partition, preset=args.preset, reorder=args.reorder,
+                      partition=args.partition, reorder=args.reorder,
                       normalize_features=not args.raw_features).validate()
     dataset = load_dataset(args.dataset, seed=args.seed)
     rank0 = True
@@ -142,7 +125,8 @@ def cmd_train(args) -> int:
     if rank0:
         print(f"{dataset.summary()}\n{cfg.model.upper()} {cfg.layers} layers, hidden "
               f"{cfg.hidden}, {cfg.parallelism} x {cfg.workers}"
-              f"{' (torch.distributed)' if args.distributed else ''}, backend {cfg.backend}, "
+              f"{' (torch.distributed)' if args.distributed else ''}, device {cfg.device}"
+              f"{'' if cfg.device == 'cpu' else ' ' + cfg.design}, "
               f"{cfg.epochs} epochs")
     bar = tqdm(total=cfg.epochs, desc="train", unit="epoch", disable=args.quiet or not rank0,
                file=sys.stderr)
@@ -179,11 +163,11 @@ def cmd_train(args) -> int:
     report["dataset_path"] = args.dataset
     if args.reference:
         ref = train_reference(dataset, cfg)
-        report["reference"] = {"backend": "torch", "test_acc": ref.test_acc,
+        report["reference"] = {"device": "torch", "test_acc": ref.test_acc,
                                "val_acc": ref.val_acc, "train_loss": ref.train_loss,
                                "test_acc_curve": [r.test_acc for r in ref.history]}
-    _write_json(report_path, report)
-    plots = _train_plots(report, report_path)
+    write_json(rpath, report)
+    plots = _train_plots(report, rpath)
     sc = report["sim_cycles"]
     print(f"done in {wall:.1f} s: test accuracy {report['test_acc']:.4f}, validation "
           f"{report['val_acc']:.4f}, final loss {report['train_loss'][-1]:.4f}")
@@ -193,7 +177,7 @@ def cmd_train(args) -> int:
     print(f"epoch time {report['epoch_time_s'] * 1e3:.1f} ms; accelerator cycles per epoch "
           f"{sc['per_epoch']:,} (busiest device {sc['per_epoch_max_device']:,}); "
           f"all-to-all bytes per epoch {report['comm_bytes']:,}")
-    print(f"report: {report_path}")
+    print(f"report: {rpath}")
     print("plots: " + ", ".join(str(p) for p in plots))
     return 0
 
@@ -230,12 +214,10 @@ def _pipeline_plot(rep, path: Path, title: str) -> Path:
 
 def cmd_pipeline(args) -> int:
     """Simulate the fine-grain pipeline with and without reordering; write the report."""
-    from moagcn.hw.sspmm.config import preset
     from moagcn.host.datasets import load_dataset
     from moagcn.host.pipeline import analyze
 
-
-    report_path = _report_path(args.report)
+    rpath = report_path(args.report)
     _set_threads(args.threads)
     if args.batches < 1:
         raise UserError(f"--batches {args.batches}: use at least 1 batch")
@@ -246,7 +228,8 @@ def cmd_pipeline(args) -> int:
     if not 0 < args.mask_density <= 1:
         raise UserError(f"--mask-density {args.mask_density}: must be in (0, 1]")
     dataset = load_dataset(args.dataset, seed=args.seed)
-    config = preset(args.preset)
+    choice = accelerator_choice(args)
+    config = choice.config()
     widths = [dataset.n_features] + [args.hidden] * (args.layers - 1) + [dataset.n_classes]
     results = {}
     for order in ([args.reorder] + [o for o in ("none", "rcm") if o != args.reorder]):
@@ -257,7 +240,8 @@ def cmd_pipeline(args) -> int:
     main = results[args.reorder]
     report = {k: v for k, v in main.as_dict().items()
               if k not in ("sparse_cycles", "dense_cycles", "dependencies")}
-    report.update(dataset=dataset.name, dataset_path=args.dataset, preset=args.preset,
+    report.update(dataset=dataset.name, dataset_path=args.dataset, design=choice.design,
+                  preset=choice.preset or choice.spec.default_preset, params=dict(choice.params),
                   clock_mhz=config.clock_mhz,
                   per_batch_cycles={"sparse": main.sparse_cycles, "dense": main.dense_cycles},
                   compare={o: {k: getattr(r, k) for k in
@@ -265,8 +249,8 @@ def cmd_pipeline(args) -> int:
                                 "makespan_cycles", "bottleneck", "sparse_stall_cycles",
                                 "dense_stall_cycles", "first_batch_dependency")}
                            for o, r in results.items()})
-    _write_json(report_path, report)
-    plot = _pipeline_plot({f"order {o}": r for o, r in results.items()}, report_path,
+    write_json(rpath, report)
+    plot = _pipeline_plot({f"order {o}": r for o, r in results.items()}, rpath,
                           f"{dataset.name}: fine-grain pipeline, widths {widths}")
     print(dataset.summary())
     for o, r in results.items():
@@ -274,7 +258,7 @@ def cmd_pipeline(args) -> int:
               f"({'met' if r.prop35_holds else 'not met'} with s = {r.batches}), idle fraction "
               f"{r.idle_fraction:.4f} ({r.bottleneck}-bound), makespan {r.makespan_cycles:,} "
               "cycles")
-    print(f"report: {report_path}")
+    print(f"report: {rpath}")
     print(f"plot: {plot}")
     return 0
 
@@ -285,7 +269,6 @@ def register(subparsers) -> None:
     """Add the ``train`` and ``pipeline`` sub-commands to a ``moagcn`` sub-parser set."""
     from moagcn.host.models import MODELS
     from moagcn.host.mop import PARALLELISMS, PARTITION_METHODS
-    from moagcn.hw.sspmm.config import PRESETS
 
     tr = subparsers.add_parser(
         "train", help="train GCN/GraphSAGE/GIN with aggregation on sparse devices",
@@ -297,8 +280,7 @@ def register(subparsers) -> None:
     tr.add_argument("--dataset", default="sbm", metavar="sbm|rmat|PATH.npz",
                     help="built-in synthetic graph or an .npz file (default: sbm)")
     tr.add_argument("--model", default="gcn", choices=MODELS)
-    tr.add_argument("--backend", default="rtl", metavar="rtl|model|cpu",
-                    help="sparse device backend (default: rtl, the simulated accelerator)")
+    add_accelerator_args(tr, design=None)
     tr.add_argument("--workers", type=int, default=1, metavar="M",
                     help="sparse devices = dense workers (default 1)")
     tr.add_argument("--parallelism", default="mop", choices=PARALLELISMS)
@@ -313,8 +295,6 @@ def register(subparsers) -> None:
     tr.add_argument("--weight-decay", type=float, default=5e-4)
     tr.add_argument("--dropout", type=float, default=0.5)
     tr.add_argument("--seed", type=int, default=0)
-    tr.add_argument("--preset", default="default", choices=list(PRESETS),
-                    help="S-SpMM configuration of the sparse devices")
     tr.add_argument("--reorder", default="none", choices=["none", "rcm"],
                     help="relabel the nodes before training")
     tr.add_argument("--raw-features", action="store_true",
@@ -340,7 +320,11 @@ def register(subparsers) -> None:
     pp.add_argument("--reorder", default="rcm", choices=["rcm", "none"])
     pp.add_argument("--hidden", type=int, default=16)
     pp.add_argument("--layers", type=int, default=2)
-    pp.add_argument("--preset", default="default", choices=list(PRESETS))
+    pp.add_argument("--preset", default=None, metavar="NAME",
+                    help="S-SpMM configuration of the cycle model (default: 'default')")
+    pp.add_argument("--param", action="append", metavar="KEY=VALUE",
+                    help="set one configuration field on top of --preset (repeatable)")
+    pp.set_defaults(design_name="sspmm", device="model", simulator=None, backend=None)
     pp.add_argument("--mask-density", type=float, default=0.5,
                     help="fraction of aggregation outputs computed (dropout keep rate)")
     pp.add_argument("--dense-macs-per-cycle", type=float, default=None,

@@ -1,6 +1,6 @@
 """HyScale-GNN benchmark: feature reads, performance-model error, S-PE and MAC utilisation.
 
-``python -m moagcn.sim.bench_hyscale [--backend verilator] [--jobs 3] [--out DIR]`` samples
+``moagcn bench hyscale [--simulator verilator] [--jobs 3] [--out DIR]`` samples
 mini-batches with fan-outs (25, 10) from a power-law graph, runs both layers of each on the fused
 layer of every configuration n in {2, 4, 8} x m in {16, 64} (the ``default`` preset otherwise:
 4 memory words per cycle, 7-cycle adders and multipliers), checks every output against the golden
@@ -18,14 +18,17 @@ from pathlib import Path
 
 import numpy as np
 
+from moagcn.core.spec import get_spec
 from moagcn.hw.hyscale import preset
 from moagcn.sim.golden import hyscale as golden
 from moagcn.sim.golden.fp32 import as_bits
-from moagcn.sim.hyscale_driver import HyScaleDriver
+from moagcn.sim.driver import Driver
 from moagcn.sim.minibatch import power_law_graph, sample_layers
 
+SPEC = get_spec("hyscale")
+
 FIELDS = ("spes", "macs", "job", "layer", "destinations", "edges", "distinct_sources",
-          "feature_reads", "f_in", "f_out", "cycles_aggregate", "cycles_update", "cycles_total",
+          "feature_reads", "f_in", "f_out", "cycles_aggregate", "cycles_update", "cycles_compute",
           "model_cycles_aggregate", "model_cycles_update", "model_cycles", "model_error",
           "aggregate_error", "update_error", "spe_utilization", "mac_utilization",
           "stall_gather", "stall_feature", "sim_cycles_per_s", "bit_exact")
@@ -50,7 +53,9 @@ def sample_jobs(n_jobs: int, seed: int, config, graph_nodes: int, targets: int,
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--backend", default="verilator")
+    parser.add_argument("--device", default="rtl", choices=["rtl", "model"])
+    parser.add_argument("--simulator", default="verilator",
+                        choices=["verilator", "icarus", "pysim"])
     parser.add_argument("--preset", default="default")
     parser.add_argument("--jobs", type=int, default=3, help="mini-batches per configuration")
     parser.add_argument("--spes", default="2,4,8")
@@ -81,26 +86,28 @@ def main(argv=None) -> int:
     for n in (int(x) for x in args.spes.split(",")):
         for m in (int(x) for x in args.macs.split(",")):
             cfg = preset(args.preset, spes=n, macs=m)
-            driver = HyScaleDriver(cfg, args.backend)
+            driver = Driver(SPEC, cfg, args.device, args.simulator)
             for k, (job, X, W, b, want) in enumerate(data):
-                res = driver.run(job.indptr, job.indices, X, W, b, relu=True)
-                r = res.report
+                spec_job = SPEC.check(SPEC.job(job.indptr, job.indices, X, W, b, relu=True), cfg)
+                res = driver.run(spec_job, checked=True)
+                r = SPEC.report(res, spec_job, cfg)
                 row = {key: r.get(key) for key in FIELDS}
                 row.update(spes=n, macs=m, job=k // 2, layer=k % 2,
                            aggregate_error=r["cycles_aggregate"] / r["model_cycles_aggregate"] - 1,
                            update_error=r["cycles_update"] / r["model_cycles_update"] - 1,
-                           bit_exact=bool(np.array_equal(as_bits(res.Y), as_bits(want))))
+                           bit_exact=bool(np.array_equal(as_bits(res.output), as_bits(want))))
                 rows.append(row)
                 print(f"n={n} m={m} job {k // 2} layer {k % 2}: {row['destinations']} dst, "
                       f"{row['edges']} edges, {row['distinct_sources']} sources "
                       f"(reads {row['feature_reads']}); cycles agg {row['cycles_aggregate']} "
-                      f"upd {row['cycles_update']} total {row['cycles_total']} vs model "
+                      f"upd {row['cycles_update']} total {row['cycles_compute']} vs model "
                       f"{row['model_cycles']:.0f} ({row['model_error']:+.3f}); util S-PE "
                       f"{row['spe_utilization']:.3f} MAC {row['mac_utilization']:.3f}; "
                       f"{(row['sim_cycles_per_s'] or 0):,.0f} cycles/s; "
                       f"bit-exact {row['bit_exact']}", flush=True)
     summary = {
-        "backend": args.backend,
+        "device": args.device,
+        "simulator": args.simulator,
         "runs": len(rows),
         "all_bit_exact": all(r["bit_exact"] for r in rows),
         "feature_reads_equal_distinct_sources": all(
@@ -138,13 +145,13 @@ def _plot(rows, path: Path) -> None:
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 4))
     for n, m in sorted({(r["spes"], r["macs"]) for r in rows}):
         sel = [r for r in rows if (r["spes"], r["macs"]) == (n, m)]
-        ax1.scatter([r["model_cycles"] for r in sel], [r["cycles_total"] for r in sel],
+        ax1.scatter([r["model_cycles"] for r in sel], [r["cycles_compute"] for r in sel],
                     label=f"n={n}, m={m}", s=18)
-    lim = max(max(r["model_cycles"], r["cycles_total"]) for r in rows) * 1.05
+    lim = max(max(r["model_cycles"], r["cycles_compute"]) for r in rows) * 1.05
     ax1.plot([0, lim], [0, lim], "k--", lw=0.8)
     ax1.plot([0, lim], [0, 1.25 * lim], "k:", lw=0.6)
     ax1.set_xlabel("model cycles (Eq. 11 + 12)")
-    ax1.set_ylabel("RTL cycles")
+    ax1.set_ylabel("RTL compute cycles (aggregate + update)")
     ax1.legend(fontsize=7)
     configs = sorted({(r["spes"], r["macs"]) for r in rows})
     x = np.arange(len(configs))

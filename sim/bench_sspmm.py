@@ -1,6 +1,6 @@
 """S-SpMM benchmark: utilisation, output-mask skipping, cycle-model error, co-simulation speed.
 
-``python -m moagcn.sim.bench_sspmm [--backend verilator] [--preset default] [--nodes 2000]
+``moagcn bench sspmm [--device rtl] [--simulator verilator] [--preset default] [--nodes 2000]
 [--repeat 5] [--out DIR]`` runs a power-law graph (average degree >= 8) with F = 64 features
 under a random 50 % mask and under an all-ones mask, on the RTL and on the cycle model, and
 prints one JSON object:
@@ -36,8 +36,9 @@ from pathlib import Path
 import numpy as np
 
 from moagcn.hw.sspmm import preset
-from moagcn.sim.golden.sspmm import sspmm, work_adds
-from moagcn.sim.sspmm_driver import SSpmmDriver
+from moagcn.sim.golden.sspmm import sspmm
+from moagcn.core.spec import get_spec
+from moagcn.sim.driver import Driver
 from moagcn.sim.sspmm_model import estimate
 
 SWEEP_FIELDS = ("job", "preset", "nodes", "edges", "features", "density", "bit_exact",
@@ -46,7 +47,7 @@ SWEEP_FIELDS = ("job", "preset", "nodes", "edges", "features", "density", "bit_e
                 "model_cycles_output")
 
 
-def power_law_graph(n: int, avg_degree: float, seed: int):
+def pareto_graph(n: int, avg_degree: float, seed: int):
     """CSR of a graph whose degrees follow a Pareto law scaled to ``avg_degree``."""
     rng = np.random.default_rng(seed)
     raw = rng.pareto(1.5, n) + 1.0
@@ -57,39 +58,41 @@ def power_law_graph(n: int, avg_degree: float, seed: int):
     return indptr, indices
 
 
-def _speed(counters: dict):
-    t = counters.get("sim_testbench_s")
-    return counters["sim_cycles"] / t if t else None
+SPEC = get_spec("sspmm")
 
 
-def run_mask(driver, cfg, indptr, indices, H, M) -> dict:
-    """One job on the RTL and the cycle model: the figures of the report."""
+def make_driver(cfg, device: str, simulator: str) -> Driver:
+    return Driver(SPEC, cfg, device, simulator)
+
+
+def run_mask(driver: Driver, cfg, indptr, indices, H, M) -> dict:
+    """One job on the driver's device and on the cycle model: the figures of the report."""
     t0 = time.perf_counter()
-    res = driver.run(indptr, indices, H, M)
+    res = driver.run(SPEC.job(indptr, indices, H, M))
     wall = time.perf_counter() - t0
-    exact = np.array_equal(res.Z.view(np.uint32), sspmm(indptr, indices, H, M).view(np.uint32))
+    exact = np.array_equal(res.output.view(np.uint32),
+                           sspmm(indptr, indices, H, M).view(np.uint32))
     model = estimate(indptr, M, H.shape[1], cfg)
     c = res.counters
-    work = work_adds(indptr, M)
     return {
         "bit_exact": bool(exact),
-        "cycles_compute": c["cycles_compute"],
-        "cycles_load": c["cycles_load"],
-        "cycles_output": c["cycles_output"],
-        "work_adds": work,
-        "utilization": work / (cfg.lanes * c["cycles_compute"]),
-        "stall_no_job": c.get("stall_no_job"),
-        "stall_no_context": c.get("stall_no_context"),
-        "bubbles": c.get("bubbles"),
-        "turns": model.turns,
-        "rows_fetched": c.get("rows_fetched"),
-        "model_rows_fetched": model.rows_fetched,
+        "cycles_compute": c.cycles_compute,
+        "cycles_load": c.cycles_load,
+        "cycles_output": c.cycles_output,
+        "work_adds": c.work_adds,
+        "utilization": c.utilization,
+        "stall_no_job": c.extra.get("stall_no_job"),
+        "stall_no_context": c.extra.get("stall_no_context"),
+        "bubbles": c.extra.get("bubbles"),
+        "turns": model.extra["turns"],
+        "rows_fetched": c.extra.get("rows_fetched"),
+        "model_rows_fetched": model.extra["rows_fetched"],
         "model_cycles_compute": model.cycles_compute,
         "model_utilization": model.utilization,
-        "model_error": c["cycles_compute"] / model.cycles_compute - 1,
+        "model_error": c.cycles_compute / model.cycles_compute - 1,
         "model_cycles_output": model.cycles_output,
         "wall_s": round(wall, 2),
-        "sim_cycles_per_s": _speed(c) if "sim_cycles" in c else None,
+        "sim_cycles_per_s": c.sim_cycles_per_s or None,
     }
 
 
@@ -106,7 +109,7 @@ def sweep_jobs(nodes: int, features: int):
     ]
 
 
-def run_sweep(backend: str, preset_name: str, nodes: int, features: int, seed: int,
+def run_sweep(device: str, simulator: str, preset_name: str, nodes: int, features: int, seed: int,
               overrides: dict) -> list[dict]:
     rows = []
     jobs = sweep_jobs(nodes, features)
@@ -115,11 +118,11 @@ def run_sweep(backend: str, preset_name: str, nodes: int, features: int, seed: i
         cfg = preset(pname or preset_name, **({} if pname else overrides))
         # one accelerator job each: the cycle model describes one job, not a tiled one
         n, F = min(n, cfg.max_nodes), min(F, cfg.max_feature_width)
-        indptr, indices = power_law_graph(n, degree, seed + 10 + k)
+        indptr, indices = pareto_graph(n, degree, seed + 10 + k)
         rng = np.random.default_rng(seed + 20 + k)
         H = rng.standard_normal((n, F)).astype(np.float32)
         M = rng.random(H.shape) < density
-        r = run_mask(SSpmmDriver(cfg, backend), cfg, indptr, indices, H, M)
+        r = run_mask(make_driver(cfg, device, simulator), cfg, indptr, indices, H, M)
         job = {"job": name, "preset": pname or preset_name, "nodes": n,
                "edges": int(indices.size), "features": F, "density": density}
         rows.append({key: job[key] if key in job else r[key] for key in SWEEP_FIELDS})
@@ -150,7 +153,7 @@ def write_outputs(out_dir: Path, result: dict) -> None:
     lo, hi = min(model + rtl) * 0.8, max(model + rtl) * 1.25
     ax.plot([lo, hi], [lo, hi], "k--", lw=0.8, label="RTL = model")
     ax.set_xlabel("cycle model: compute cycles")
-    ax.set_ylabel(f"RTL ({result['backend']}): compute cycles")
+    ax.set_ylabel(f"{result['device']} ({result['simulator']}): compute cycles")
     ax.set_title("S-SpMM cycle model against the RTL")
     ax.legend(loc="upper left")
     fig.tight_layout()
@@ -160,8 +163,11 @@ def write_outputs(out_dir: Path, result: dict) -> None:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--backend", default="verilator",
-                        choices=["verilator", "icarus", "pysim", "model"])
+    parser.add_argument("--device", default="rtl", choices=["rtl", "model"],
+                        help="what runs the jobs (default rtl; model: the golden and cycle "
+                             "models only)")
+    parser.add_argument("--simulator", default="verilator",
+                        choices=["verilator", "icarus", "pysim"])
     parser.add_argument("--preset", default="default")
     parser.add_argument("--nodes", type=int, default=2000)
     parser.add_argument("--degree", type=float, default=8.5)
@@ -188,57 +194,59 @@ def main(argv=None) -> int:
     overrides = {} if args.fetch_rows is None else {"fetch_rows": args.fetch_rows}
     cfg = preset(args.preset, **overrides)
     n = min(args.nodes, cfg.max_nodes)
-    indptr, indices = power_law_graph(n, args.degree, args.seed)
+    indptr, indices = pareto_graph(n, args.degree, args.seed)
     rng = np.random.default_rng(args.seed + 1)
     H = rng.standard_normal((n, args.features)).astype(np.float32)
     masks = {"half": rng.random(H.shape) < 0.5, "ones": np.ones(H.shape, bool)}
-    out = {"backend": args.backend, "preset": args.preset, "lanes": cfg.lanes,
+    lean = args.device == "rtl" and args.simulator == "verilator"
+    out = {"device": args.device, "simulator": args.simulator, "preset": args.preset, "lanes": cfg.lanes,
            "groups": cfg.groups, "fetch_rows": cfg.fetch_rows, "nodes": n,
            "edges": int(indices.size),
            "avg_degree": indices.size / n, "features": args.features}
-    driver = SSpmmDriver(cfg, args.backend)
+    driver = make_driver(cfg, args.device, args.simulator)
     for name, M in masks.items():
         print(f"{name} mask", file=sys.stderr, flush=True)
         out[name] = run_mask(driver, cfg, indptr, indices, H, M)
     out["mask_speedup"] = out["ones"]["cycles_compute"] / out["half"]["cycles_compute"]
-    if args.backend == "verilator" and args.repeat > 0:
+    if lean and args.repeat > 0:
         print(f"co-simulation speed: {args.repeat} runs", file=sys.stderr, flush=True)
-        runs = [driver.run(indptr, indices, H, masks["half"]).counters
+        runs = [driver.run(SPEC.job(indptr, indices, H, masks["half"])).counters
                 for _ in range(args.repeat)]
-        speeds = sorted(_speed(c) for c in runs)
+        speeds = sorted(c.sim_cycles_per_s for c in runs)
         out["speed"] = {"job": "half", "runs": len(speeds),
-                        "sim_cycles": runs[-1]["sim_cycles"],
+                        "sim_cycles": runs[-1].sim_cycles,
                         "sim_cycles_per_s_min": speeds[0],
                         "sim_cycles_per_s_median": statistics.median(speeds),
                         "sim_cycles_per_s_max": speeds[-1]}
-    if args.backend == "verilator" and not args.no_cocotb_job:
+    if lean and not args.no_cocotb_job:
         print("50 % job through the per-cycle cocotb testbench", file=sys.stderr, flush=True)
         t0 = time.perf_counter()
-        res = driver.run(indptr, indices, H, masks["half"], per_cycle=True)
+        res = driver.run(SPEC.job(indptr, indices, H, masks["half"]), per_cycle=True)
         wall = time.perf_counter() - t0
         golden = sspmm(indptr, indices, H, masks["half"]).view(np.uint32)
-        out["cocotb"] = {"job": "half", "bit_exact": bool(np.array_equal(res.Z.view(np.uint32),
-                                                                         golden)),
-                         "cycles_compute": res.counters["cycles_compute"],
-                         "sim_cycles_per_s": _speed(res.counters),
+        out["cocotb"] = {"job": "half",
+                         "bit_exact": bool(np.array_equal(res.output.view(np.uint32), golden)),
+                         "cycles_compute": res.counters.cycles_compute,
+                         "sim_cycles_per_s": res.counters.sim_cycles_per_s,
                          "wall_s": round(wall, 2)}
-    if args.backend == "verilator" and args.cocotb_nodes:
+    if lean and args.cocotb_nodes:
         # the same RTL driven cycle by cycle from Python (cocotb) against the lean harness
         print("tiny job: cocotb and lean", file=sys.stderr, flush=True)
         tiny = preset("tiny")
         nt = min(args.cocotb_nodes, tiny.max_nodes)
-        ip, ix = power_law_graph(nt, args.degree, args.seed)
+        ip, ix = pareto_graph(nt, args.degree, args.seed)
         Ht = rng.standard_normal((nt, 16)).astype(np.float32)
         Mt = rng.random(Ht.shape) < 0.5
-        tiny_driver = SSpmmDriver(tiny, "verilator")
+        tiny_driver = make_driver(tiny, "rtl", "verilator")
         speeds = {}
         for name, per_cycle in (("cocotb", True), ("lean", False)):
-            speeds[name] = _speed(tiny_driver.run(ip, ix, Ht, Mt, per_cycle=per_cycle).counters)
+            res = tiny_driver.run(SPEC.job(ip, ix, Ht, Mt), per_cycle=per_cycle)
+            speeds[name] = res.counters.sim_cycles_per_s
         out["tiny_job"] = {"nodes": nt, "edges": int(ix.size), "features": 16,
                            "cocotb_sim_cycles_per_s": speeds["cocotb"],
                            "lean_sim_cycles_per_s": speeds["lean"]}
     if not args.no_sweep:
-        out["sweep"] = run_sweep(args.backend, args.preset, n, args.features, args.seed,
+        out["sweep"] = run_sweep(args.device, args.simulator, args.preset, n, args.features, args.seed,
                                  overrides)
         errors = [abs(r["model_error"]) for r in out["sweep"]]
         out["sweep_max_abs_model_error"] = max(errors)

@@ -36,6 +36,7 @@ from pathlib import Path
 import numpy as np
 
 from moagcn.config import config_hash
+from moagcn.core.spec import StreamProtocol
 from moagcn.errors import SimulationError, UserError
 
 from .build import GeneratedVerilog, cache_dir, locked, tool_version, verilator_env
@@ -55,19 +56,6 @@ def _cpu_id() -> str:
     keep = [line for line in text.splitlines()
             if line.startswith(("model name", "flags"))][:2]
     return "\n".join(keep)
-
-
-@dataclass(frozen=True)
-class StreamProtocol:
-    """Port names of a load / start / stream-out / done design."""
-
-    loads: tuple[str, ...]          # input streams, e.g. ("indptr_in", ...)
-    output: str                     # output stream
-    scalars: tuple[str, ...]        # inputs held during the job (n_rows, ...)
-    counters: tuple[str, ...]       # outputs read at the end
-    flags: tuple[str, ...]          # 1-bit outputs read at the end (errors)
-    start: str = "start"
-    done: str = "done"
 
 
 def _vname(port: str) -> str:

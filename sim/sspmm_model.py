@@ -31,46 +31,14 @@ The RTL comparison and the remaining error are documented in docs/sspmm.md.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-
 import numpy as np
 
+from moagcn.core.counters import Counters
+from moagcn.core.graph import degrees
 from moagcn.hw.sspmm.config import SSpmmConfig
-from moagcn.hw.sspmm.fetch import ISSUE_TO_ROOT
-from moagcn.hw.sspmm.group import FRONT_END_LATENCY
-from moagcn.hw.sspmm.tree import tree_depth
-from moagcn.sparse import degrees
+from moagcn.hw.sspmm.protocol import FRONT_END_LATENCY, ISSUE_TO_ROOT, tree_depth
 
 from .golden.sspmm import normalise_mask
-
-
-@dataclass
-class SSpmmCycles:
-    """Predicted (or, from the RTL, measured) cycle counts of one S-SpMM job."""
-
-    cycles_load: int
-    cycles_compute: int
-    cycles_output: int
-    work_adds: int
-    turns: int
-    jobs: int
-    lanes: int
-    rows_fetched: int = 0
-
-    @property
-    def cycles_total(self) -> int:
-        return self.cycles_load + self.cycles_compute + self.cycles_output
-
-    @property
-    def utilization(self) -> float:
-        """work_adds / (lanes * cycles_compute)."""
-        return self.work_adds / (self.lanes * self.cycles_compute) if self.cycles_compute else 0.0
-
-    def as_dict(self) -> dict:
-        d = asdict(self)
-        d["cycles_total"] = self.cycles_total
-        d["utilization"] = self.utilization
-        return d
 
 
 def job_counts(indptr, mask, config: SSpmmConfig) -> tuple[np.ndarray, np.ndarray]:
@@ -111,8 +79,12 @@ def turn_gap(config: SSpmmConfig) -> float:
     return max(D * L, -(-round_trip // L) * L) / D
 
 
-def estimate(indptr, mask, n_features: int, config: SSpmmConfig) -> SSpmmCycles:
-    """Predicted cycles for a job on ``config`` (mask ``None``: all ones)."""
+def estimate(indptr, mask, n_features: int, config: SSpmmConfig) -> Counters:
+    """Predicted cycles of a job that fits ``config`` (mask ``None``: all ones).
+
+    Load, compute and output cycles and the work; ``extra`` holds the model's ``turns``,
+    ``jobs`` and ``rows_fetched`` (the last equals the RTL's counter exactly).
+    """
     indptr = np.asarray(indptr, dtype=np.int64)
     n = indptr.size - 1
     mask = normalise_mask(mask, (n, n_features))
@@ -149,4 +121,6 @@ def estimate(indptr, mask, n_features: int, config: SSpmmConfig) -> SSpmmCycles:
     # per row: read its element count, decide; then its beats
     output = 2 * n + int((-(-counts // config.lanes)).sum())
     work = int(np.dot(deg, mask.sum(axis=1)))
-    return SSpmmCycles(load, compute, output, work, turns, n_jobs, config.lanes, reads)
+    return Counters(work_adds=work, cycles_load=load, cycles_compute=compute,
+                    cycles_output=output, lanes=config.lanes, clock_mhz=config.clock_mhz,
+                    extra={"turns": turns, "jobs": n_jobs, "rows_fetched": reads})

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .lean import StreamProtocol
+from moagcn.core.spec import StreamProtocol
 
 
 def beat_ints(words: np.ndarray) -> list[int]:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from moagcn.sparse import degrees, sort_rows
+from moagcn.core.graph import degrees, sort_rows
 
 from .fp32 import as_bits, as_float, canonical
 

@@ -1,0 +1,207 @@
+"""What every ``moagcn`` command shares: file helpers and the accelerator options.
+
+Files are checked here, once, at the boundary: a missing or unreadable input and an output path
+that cannot be written are one-line errors naming the option, before any work starts. The
+accelerator options are the same on every command that runs one:
+
+- ``--device cpu|model|rtl``: what computes (``rtl``, the simulated accelerator, by default);
+- ``--simulator verilator|icarus|pysim``: what runs the RTL;
+- ``--design NAME`` (where a command can use several), ``--preset NAME`` and repeatable
+  ``--param KEY=VALUE`` on top of it, for every field of the design's configuration.
+
+Older spellings (``--backend``, ``--lanes``, ``--spes``, ``--macs``) still work and print one
+deprecation line naming the new option.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from .core.graph import validate_csr
+from .errors import UserError
+
+from .core.names import DEFAULT_DESIGN, DEFAULT_DEVICE, DEFAULT_SIMULATOR, SIMULATORS
+
+
+# -- files ---------------------------------------------------------------------------------------
+
+def load_array(path: str, what: str) -> np.ndarray:
+    """A .npy array; a missing or unreadable file is a :class:`UserError` naming ``what``."""
+    p = Path(path)
+    if not p.exists():
+        raise UserError(f"{what} {path}: no such file")
+    try:
+        return np.load(p, allow_pickle=False)
+    except Exception:  # numpy raises several types for a bad file
+        raise UserError(f"{what} {path}: not a .npy array file (write it with numpy.save)") \
+            from None
+
+
+def load_float32(path: str, what: str, ndim: int | None = None) -> np.ndarray:
+    """A float32 .npy array (of ``ndim`` dimensions when given)."""
+    arr = load_array(path, what)
+    if arr.dtype != np.float32 or (ndim is not None and arr.ndim != ndim):
+        dims = f"{ndim}-D " if ndim is not None else ""
+        raise UserError(f"{what} {path}: expected a {dims}float32 array, got {arr.dtype} with "
+                        f"shape {arr.shape} (convert with arr.astype(np.float32))")
+    return arr
+
+
+def load_graph(path: str):
+    """``(indptr, indices, n_cols, data)`` from an .npz with ``indptr``, ``indices`` and the
+    optional ``shape`` and ``data`` (float32 edge weights; None when absent).
+
+    The arrays and row pointers are checked here; the column range once the caller knows the
+    columns (the spec's check names ``--graph PATH`` in its messages).
+    """
+    p = Path(path)
+    if not p.exists():
+        raise UserError(f"--graph {path}: no such file")
+    try:
+        archive = np.load(p, allow_pickle=False)
+    except Exception as exc:
+        raise UserError(f"--graph {path}: not an .npz archive ({exc})") from None
+    with archive:
+        missing = [k for k in ("indptr", "indices") if k not in archive]
+        if missing:
+            raise UserError(f"--graph {path}: missing array(s) {', '.join(missing)}; an .npz "
+                            "graph holds indptr and indices (and optionally shape and data)")
+        indptr, indices = validate_csr(archive["indptr"], archive["indices"],
+                                       what=f"--graph {path}", columns=False)
+        n_cols = None
+        if "shape" in archive:
+            shape = tuple(int(x) for x in np.asarray(archive["shape"]).ravel())
+            if len(shape) != 2 or shape[0] != len(indptr) - 1:
+                raise UserError(f"--graph {path}: shape {shape} does not match "
+                                f"{len(indptr) - 1} rows in indptr")
+            n_cols = shape[1]
+        data = None
+        if "data" in archive:
+            data = archive["data"]
+            if data.dtype != np.float32:
+                raise UserError(f"--graph {path}: data (edge weights) must be float32, got "
+                                f"{data.dtype}")
+    return indptr, indices, n_cols, data
+
+
+def output_path(path: str | None, what: str) -> Path | None:
+    """Make ``path``'s folder and check that the file can be written, before any work is done,
+    so a long run never ends with its result unsaved."""
+    if path is None:
+        return None
+    p = Path(path)
+    try:
+        p.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UserError(f"{what} {path}: cannot create its folder ({exc.strerror})") from None
+    if p.is_dir():
+        raise UserError(f"{what} {path} is a folder; give a file name")
+    existed = p.exists()
+    try:
+        with open(p, "ab"):
+            pass
+    except OSError as exc:
+        raise UserError(f"{what} {path}: cannot be written ({exc.strerror})") from None
+    if not existed:
+        p.unlink()
+    return p
+
+
+def report_path(path: str) -> Path:
+    """A ``--report`` path: a .json file whose folder can be made."""
+    if Path(path).suffix.lower() != ".json":
+        raise UserError(f"--report {path}: the report is a JSON file; give a path ending in .json")
+    return output_path(path, "--report")
+
+
+def output_paths(args, *options: str) -> None:
+    """:func:`output_path` for each named option of ``args`` (``"out"`` -> ``--out``)."""
+    for name in options:
+        output_path(getattr(args, name, None), f"--{name.replace('_', '-')}")
+
+
+def write_json(path, report: dict) -> None:
+    """A JSON report, indented, with a final newline."""
+    try:
+        Path(path).write_text(json.dumps(report, indent=2) + "\n")
+    except OSError as exc:
+        raise UserError(f"cannot write the report {path}: {exc.strerror or exc}") from None
+
+
+def add_simulator_arg(parser: argparse.ArgumentParser) -> None:
+    """``--simulator`` alone, for commands that always run RTL (``--backend``: deprecated)."""
+    parser.add_argument("--simulator", default=None, choices=SIMULATORS,
+                        help="what runs the RTL (default verilator)")
+    parser.add_argument("--backend", default=None, choices=SIMULATORS, help=argparse.SUPPRESS)
+
+
+def simulator(args) -> str:
+    """The simulator ``--simulator`` (or the deprecated ``--backend``) names."""
+    if args.backend is not None:
+        _deprecated(f"--backend {args.backend}", f"--simulator {args.backend}")
+        return args.simulator or args.backend
+    return args.simulator or DEFAULT_SIMULATOR
+
+
+# -- accelerator options -------------------------------------------------------------------------
+
+def add_accelerator_args(parser: argparse.ArgumentParser, *, design: str | None = None,
+                         devices=("cpu", "model", "rtl"), legacy: dict | None = None) -> None:
+    """``--device``, ``--simulator``, ``--preset``, ``--param`` (and ``--design`` when the
+    command takes any design: ``design=None``).
+
+    ``legacy`` maps an old option (``--lanes``) to the configuration field it set.
+    """
+    parser.add_argument("--device", choices=devices, default=None,
+                        help=f"what computes: {', '.join(devices)} (default {DEFAULT_DEVICE})")
+    parser.add_argument("--simulator", choices=SIMULATORS, default=None,
+                        help="what runs the RTL with --device rtl (default verilator)")
+    if design is None:
+        parser.add_argument("--design", default=DEFAULT_DESIGN, metavar="NAME",
+                            help="the accelerator (sspmm, hyscale; default sspmm)")
+    parser.set_defaults(design_name=design)
+    parser.add_argument("--preset", default=None, metavar="NAME",
+                        help="the design's named configuration (default: its 'default')")
+    parser.add_argument("--param", action="append", metavar="KEY=VALUE",
+                        help="set one configuration field on top of --preset (repeatable)")
+    parser.add_argument("--backend", default=None, help=argparse.SUPPRESS)
+    for option, field in (legacy or {}).items():
+        parser.add_argument(option, type=int, default=None, dest=f"legacy_{field}",
+                            help=argparse.SUPPRESS)
+
+
+def _deprecated(old: str, new: str) -> None:
+    print(f"moagcn: {old} is deprecated; use {new}", file=sys.stderr)
+
+
+def accelerator_choice(args):
+    """The :class:`~moagcn.host.devices.AcceleratorChoice` the options of ``args`` name."""
+    from .config import parse_params
+    from .host.devices import AcceleratorChoice
+
+    device, simulator = args.device, args.simulator
+    if args.backend is not None:
+        old = args.backend
+        if old in SIMULATORS:
+            _deprecated(f"--backend {old}", f"--device rtl --simulator {old}")
+            device, simulator = device or "rtl", simulator or old
+        elif old in ("cpu", "model", "rtl"):
+            _deprecated(f"--backend {old}", f"--device {old}")
+            device = device or old
+        else:
+            raise UserError(f"--backend {old!r}: use --device cpu|model|rtl and --simulator "
+                            f"{'|'.join(SIMULATORS)}")
+    params = parse_params(args.param)
+    for key, value in vars(args).items():
+        if key.startswith("legacy_") and value is not None:
+            field = key[len("legacy_"):]
+            _deprecated(f"--{field}", f"--param {field}={value}")
+            params.setdefault(field, str(value))
+    design = args.design_name or getattr(args, "design", DEFAULT_DESIGN)
+    return AcceleratorChoice(device or DEFAULT_DEVICE, design, args.preset, params,
+                             simulator or DEFAULT_SIMULATOR)

@@ -1,0 +1,133 @@
+"""The interface the host runtime computes aggregations through: :class:`SparseDevice`.
+
+A sparse device computes ``Z = (A H) ⊙ M`` (A a binary :class:`~moagcn.core.graph.CSRGraph`,
+H float32 features, M an output mask) and keeps :class:`~moagcn.core.counters.Counters`. The
+host cannot tell devices apart except by speed and by whether cycles are counted:
+
+- ``cpu``: :class:`CpuDevice`, torch sparse CSR matmul, then the mask. No cycles.
+- ``model`` / ``rtl``: :class:`moagcn.sim.device.AcceleratorDevice`, any registered accelerator
+  spec on its bit-exact golden and cycle models, or on its RTL in a simulator.
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from abc import ABC, abstractmethod
+
+import numpy as np
+import torch
+
+from moagcn.errors import UserError
+
+from .counters import Counters
+from .graph import CSRGraph
+from .names import DEVICE_KINDS  # noqa: F401 (re-exported)
+
+
+
+def work_adds(indptr, mask) -> int:
+    """The aggregation work ``W = Σ_v deg(v) · |S_v|`` (S_v: unmasked features of row v)."""
+    deg = np.diff(np.asarray(indptr, dtype=np.int64))
+    return int(np.dot(deg, np.asarray(mask, dtype=bool).sum(axis=1)))
+
+
+def _as_numpy(x) -> np.ndarray:
+    if isinstance(x, torch.Tensor):
+        return x.detach().cpu().numpy()
+    return np.asarray(x)
+
+
+class SparseDevice(ABC):
+    """Something that computes S-SpMM for the host runtime.
+
+    Subclasses implement :meth:`_compute`; :meth:`sspmm` validates the operands once, converts
+    between torch and numpy, and accumulates :attr:`counters` (the aggregation's work is counted
+    here, the same way for every device).
+    """
+
+    #: ``cpu``, ``model`` or ``rtl``
+    kind: str = "?"
+    #: whether :attr:`counters` holds accelerator cycles
+    counts_cycles: bool = False
+    #: the device's peak operations per cycle (0: not an accelerator)
+    lanes: int = 0
+    clock_mhz: float = 0.0
+
+    def __init__(self):
+        self.counters = self._fresh()
+
+    @property
+    def name(self) -> str:
+        """Short label for reports (``model:sspmm``, ``cpu``)."""
+        return self.kind
+
+    def _fresh(self) -> Counters:
+        return Counters(lanes=self.lanes, clock_mhz=self.clock_mhz)
+
+    def sspmm(self, csr: CSRGraph, H, M=None):
+        """``Z = (A H) ⊙ M``: ``csr`` is A (N x K), ``H`` K x F float32, ``M`` N x F bool or None.
+
+        ``H`` may be a torch tensor (Z comes back as a float32 tensor on H's device) or a numpy
+        array (Z is a numpy array). Masked elements of Z are +0.
+        """
+        as_torch = isinstance(H, torch.Tensor)
+        Hn = _as_numpy(H)
+        if Hn.ndim != 2 or Hn.shape[0] != csr.n_cols:
+            raise UserError(f"S-SpMM: features have shape {Hn.shape}; the adjacency is "
+                            f"{csr.n_rows} x {csr.n_cols}, so H needs {csr.n_cols} rows")
+        Hn = np.ascontiguousarray(Hn, dtype=np.float32)
+        shape = (csr.n_rows, Hn.shape[1])
+        if M is None:
+            Mn = np.ones(shape, dtype=bool)
+        else:
+            Mn = _as_numpy(M).astype(bool, copy=False)
+            if Mn.shape != shape:
+                raise UserError(f"S-SpMM: mask has shape {Mn.shape}; expected {shape} "
+                                "(one bit per output element)")
+        t0 = time.perf_counter()
+        Z, counts = self._compute(csr, Hn, Mn)
+        counts.wall_s = time.perf_counter() - t0
+        counts.calls = 1
+        counts.elements = Mn.size
+        counts.unmasked = int(Mn.sum())
+        counts.work_adds = work_adds(csr.indptr, Mn)
+        counts.spmm_adds = csr.nnz * Mn.shape[1]
+        counts.lanes, counts.clock_mhz = self.lanes, self.clock_mhz
+        self.counters.add(counts)
+        if as_torch:
+            return torch.from_numpy(np.ascontiguousarray(Z, dtype=np.float32)).to(H.device)
+        return Z
+
+    @abstractmethod
+    def _compute(self, csr: CSRGraph, H: np.ndarray, M: np.ndarray
+                 ) -> tuple[np.ndarray, Counters]:
+        """Return Z (float32) and the counters of this call (cycles, tiles, bytes)."""
+
+    def reset(self) -> None:
+        """Zero the counters."""
+        self.counters = self._fresh()
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name!r}>"
+
+
+class CpuDevice(SparseDevice):
+    """S-SpMM on torch: ``torch.sparse_csr`` matmul, then the mask (no cycle count)."""
+
+    kind = "cpu"
+
+    def _compute(self, csr, H, M):
+        key = "torch_csr"
+        if key not in csr._cache:
+            with warnings.catch_warnings():  # "sparse CSR support is in beta"
+                warnings.simplefilter("ignore", UserWarning)
+                csr._cache[key] = torch.sparse_csr_tensor(
+                    torch.from_numpy(csr.indptr.copy()), torch.from_numpy(csr.indices.copy()),
+                    torch.ones(csr.nnz, dtype=torch.float32), size=csr.shape,
+                    check_invariants=False)  # CSRGraph already validated the structure
+        if H.shape[1] == 0 or csr.n_rows == 0:
+            Z = np.zeros((csr.n_rows, H.shape[1]), dtype=np.float32)
+        else:
+            Z = (csr._cache[key] @ torch.from_numpy(H)).numpy()
+        return np.where(M, Z, np.float32(0.0)), Counters()

@@ -1,0 +1,227 @@
+"""What a design tells the rest of moagcn: :class:`AcceleratorSpec`, and the registry of specs.
+
+An accelerator is one spec beside its gateware. The spec holds everything that is particular to
+the design: its configuration dataclass and presets (importable without the gateware), the
+stream protocol of its top level, how a job is checked, split into tiles, packed into stream
+beats and unpacked again, its bit-exact golden model, its cycle model and its error flags.
+Everything else is generic and written once against this interface: the driver
+(:class:`moagcn.sim.driver.Driver`: any spec on its model or on pysim / Verilator / Icarus), the
+sparse device the host runtime holds (:class:`moagcn.sim.device.AcceleratorDevice`), tiling
+(:mod:`moagcn.core.tiling`), the counters (:class:`~moagcn.core.counters.Counters`), the
+benchmarks and the CLI. docs/architecture.md walks through adding a design.
+
+Specs register by name with a ``"module:attribute"`` string, so the registry costs nothing to
+import and a spec module is loaded only when its design is asked for.
+"""
+
+from __future__ import annotations
+
+import importlib
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
+
+import numpy as np
+
+from moagcn.config import apply_params, lookup_preset
+from moagcn.errors import UserError
+
+from .counters import Counters
+from .tiling import Tile
+
+
+@dataclass(frozen=True)
+class StreamProtocol:
+    """Port names of a load / start / stream-out / done top level.
+
+    The host fills every ``loads`` stream (valid/ready, all in parallel), holds the ``scalars``,
+    pulses ``start``, takes beats from ``output`` until ``done``, then reads ``counters`` and
+    ``flags`` (1-bit error outputs; a job that raises one stops cleanly).
+    """
+
+    loads: tuple[str, ...]
+    output: str
+    scalars: tuple[str, ...]
+    counters: tuple[str, ...]
+    flags: tuple[str, ...]
+    start: str = "start"
+    done: str = "done"
+
+
+@dataclass
+class Packed:
+    """One job as the hardware takes it: per load stream a (beats, 32-bit words) uint32 array,
+    the scalar inputs, and whatever the spec needs to unpack the output (``context``)."""
+
+    streams: dict[str, np.ndarray]
+    scalars: dict[str, int]
+    context: Any = None
+
+    @property
+    def load_words(self) -> int:
+        """32-bit words on the load streams (padding included)."""
+        return int(sum(s.size for s in self.streams.values()))
+
+
+@dataclass
+class Part:
+    """One accelerator job of a larger one, and where its output goes."""
+
+    job: Any
+    tile: Tile | None = None
+
+
+class AcceleratorSpec(ABC):
+    """The design-specific half of an accelerator; subclass once per design.
+
+    Class attributes
+    ----------------
+    name : str
+        Registry name (``sspmm``), used by ``--design`` and ``moagcn bench``.
+    design : str
+        Name of the top level in :mod:`moagcn.hw.designs` that the RTL runs
+        (``sspmm``, ``hyscale-system``).
+    config_type : type
+        Frozen configuration dataclass (its module must not import the gateware).
+    presets : mapping
+        Named configurations; ``default_preset`` is the one commands start from.
+    protocol : StreamProtocol
+        The top level's streams, scalars, counters and flags.
+    """
+
+    name: str = "?"
+    design: str = "?"
+    description: str = ""
+    config_type: type = object
+    presets: Mapping[str, Any] = {}
+    default_preset: str = "default"
+    protocol: StreamProtocol
+
+    # -- configuration: one path for every command ---------------------------------------------
+
+    def config(self, preset: str | None = None, params: Mapping[str, str] | None = None) -> Any:
+        """``presets[preset]`` (default: :attr:`default_preset`) with ``KEY=VALUE`` overrides
+        converted to the field types; unknown presets, keys and bad values are a UserError."""
+        base = lookup_preset(self.presets, preset or self.default_preset, self.name)
+        return apply_params(base, params or {})
+
+    @abstractmethod
+    def lanes(self, config) -> int:
+        """Operations the datapath starts per cycle (the utilisation denominator)."""
+
+    def clock_mhz(self, config) -> float:
+        return float(getattr(config, "clock_mhz", 0.0))
+
+    def simulable(self, config) -> bool:
+        """Whether the configuration can run as RTL (paper-scale presets are model-only)."""
+        return bool(getattr(config, "simulate", True))
+
+    # -- jobs -----------------------------------------------------------------------------------
+
+    @abstractmethod
+    def check(self, job, config):
+        """Validate a job at the boundary (shapes, dtypes, CSR) and return it normalised.
+
+        Buffer limits are not checked here: jobs larger than the buffers are split by
+        :meth:`split`.
+        """
+
+    @abstractmethod
+    def split(self, job, config) -> list[Part]:
+        """The job as accelerator jobs that fit the buffers (one part when it fits)."""
+
+    @abstractmethod
+    def empty_output(self, job) -> np.ndarray:
+        """The output array the parts are placed into."""
+
+    def place(self, out: np.ndarray, part: Part, part_out: np.ndarray) -> None:
+        """Put one part's output in place (the whole output when the job was not split)."""
+        if part.tile is None:
+            out[...] = part_out
+        else:
+            part.tile.place(out, part_out)
+
+    @abstractmethod
+    def work(self, job, config) -> Counters:
+        """The job's work, element and byte counts (no cycles): the same on every device."""
+
+    # -- models ---------------------------------------------------------------------------------
+
+    @abstractmethod
+    def golden(self, job, config) -> np.ndarray:
+        """Bit-exact output of the job (a whole job: tiling never changes the result)."""
+
+    @abstractmethod
+    def cycles(self, job, config) -> Counters:
+        """Cycle model of one part that fits the buffers: load, compute and output cycles, and
+        design counters in ``extra``."""
+
+    # -- the hardware ---------------------------------------------------------------------------
+
+    @abstractmethod
+    def pack(self, job, config) -> Packed:
+        """Load streams and scalars of one part that fits the buffers."""
+
+    @abstractmethod
+    def unpack(self, words: np.ndarray, packed: Packed, job, config) -> np.ndarray:
+        """The output from the output beats, a (beats, words) uint32 array."""
+
+    def output_words(self, config) -> int:
+        """32-bit words per output beat."""
+        return self.lanes(config)
+
+    @abstractmethod
+    def hardware_counters(self, raw: Mapping[str, int], job, config) -> Counters:
+        """Counters from the registers the RTL exposes at the end of a job."""
+
+    def max_cycles(self, job, packed: Packed, config) -> int:
+        """A generous bound on a part's simulated cycles: a design that stops making progress
+        fails instead of hanging."""
+        model = self.cycles(job, config)
+        beats = sum(len(s) for s in packed.streams.values())
+        return 4 * model.cycles_total + 8 * beats + 20_000
+
+    # -- aggregation: how the host's sparse devices use the design ------------------------------
+
+    def aggregation_job(self, indptr, indices, H, M, config):
+        """The job computing the aggregation ``Z = (A H) ⊙ M`` (A binary, validated) on this
+        design; a design that cannot aggregate raises UserError."""
+        raise UserError(f"design {self.name!r} cannot compute an aggregation; choose another "
+                        "--design")
+
+    def aggregation_output(self, out: np.ndarray, job, M: np.ndarray) -> np.ndarray:
+        """Z from the output of :meth:`aggregation_job`'s job."""
+        return out
+
+
+# -- registry --------------------------------------------------------------------------------
+
+_SPECS: dict[str, AcceleratorSpec | str] = {}
+
+
+def register_spec(name: str, spec: AcceleratorSpec | str | Callable[[], AcceleratorSpec]) -> None:
+    """Register a spec (or ``"module:attribute"`` naming one, loaded on first use)."""
+    _SPECS[name] = spec
+
+
+def spec_names() -> list[str]:
+    """Names of the registered accelerator specs."""
+    return list(_SPECS)
+
+
+def get_spec(name: str) -> AcceleratorSpec:
+    """The spec registered as ``name``; an unknown name lists the known ones."""
+    try:
+        entry = _SPECS[name]
+    except KeyError:
+        raise UserError(f"unknown accelerator design {name!r}; available: "
+                        f"{', '.join(_SPECS)}") from None
+    if isinstance(entry, str):
+        module, _, attr = entry.partition(":")
+        entry = getattr(importlib.import_module(module), attr)
+        _SPECS[name] = entry
+    return entry
+
+
+register_spec("sspmm", "moagcn.sim.specs.sspmm:SPEC")
+register_spec("hyscale", "moagcn.sim.specs.hyscale:SPEC")

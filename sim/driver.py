@@ -1,0 +1,177 @@
+"""The one driver: any accelerator spec on its model or on its RTL in any simulator.
+
+``Driver(spec, config, device, simulator).run(job)`` checks the job once, splits it once into
+parts that fit the buffers (:meth:`~moagcn.core.spec.AcceleratorSpec.split`), and then
+
+- ``device="model"``: the spec's bit-exact golden model gives the output (on the whole job:
+  tiling never changes a result) and its cycle model the cycles of every part;
+- ``device="rtl"``: every part is packed into stream beats, run on the simulated top level,
+  checked for error flags and unpacked; the hardware's own counters give the cycles.
+
+Simulators: ``verilator`` runs the lean harness (:mod:`moagcn.sim.lean`: no cocotb, Python
+asleep while the design runs) unless a waveform, a mid-job reset or ``per_cycle`` asks for the
+per-cycle cocotb testbench; ``icarus`` (cocotb) and ``pysim`` (Amaranth) run that testbench
+(:func:`moagcn.sim.stream_tb.stream_job`) too. The result's :class:`~moagcn.core.counters.Counters`
+is the same type on every path.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from moagcn.core.counters import Counters
+from moagcn.core.names import SIMULATORS
+from moagcn.core.spec import AcceleratorSpec, Packed
+from moagcn.errors import SimulationError, UserError
+
+#: what a driver computes on
+DRIVER_DEVICES = ("model", "rtl")
+
+
+@dataclass
+class Result:
+    """The output of one job, its counters, and (RTL) the hardware registers as read."""
+
+    output: np.ndarray
+    counters: Counters
+    device: str
+    simulator: str | None = None
+    #: the top level's counters and flags, summed over the parts (empty on the model)
+    raw: dict = field(default_factory=dict)
+
+    @property
+    def tiles(self) -> int:
+        """Accelerator jobs the job ran as (1 when it fits the buffers)."""
+        return self.counters.tiles
+
+
+def _part_waves(waves, k: int, parts: int):
+    """The waveform file of part ``k``: ``FILE.tileK.SUFFIX`` when there are several."""
+    if waves is None or parts == 1:
+        return waves
+    path = Path(waves)
+    return path.with_name(f"{path.stem}.tile{k}{path.suffix}")
+
+
+class Driver:
+    """Run jobs of one spec and configuration on one device (and simulator)."""
+
+    def __init__(self, spec: AcceleratorSpec, config: Any, device: str = "rtl",
+                 simulator: str = "verilator"):
+        if device not in DRIVER_DEVICES:
+            raise UserError(f"device {device!r} cannot run an accelerator job; choose one of "
+                            f"{', '.join(DRIVER_DEVICES)}")
+        if device == "rtl":
+            if simulator not in SIMULATORS:
+                raise UserError(f"unknown simulator {simulator!r}; choose one of "
+                                f"{', '.join(SIMULATORS)}")
+            if not spec.simulable(config):
+                raise UserError(f"this {spec.name} configuration is for the cycle model only "
+                                "(too large to simulate); use --device model or another preset")
+        self.spec = spec
+        self.config = config
+        self.device = device
+        self.simulator = simulator if device == "rtl" else None
+
+    def run(self, job, *, checked: bool = False, idle_every: int = 0, stall_every: int = 0,
+            waves=None, reset_after: int | None = None, per_cycle: bool = False,
+            progress: bool = False) -> Result:
+        """Run ``job`` (a job of the spec) and return its output and counters.
+
+        ``idle_every`` / ``stall_every``: idle load cycles and output backpressure (RTL);
+        ``reset_after``: reset the design that many cycles after start and run the job again;
+        ``waves``: a VCD file (one per part, ``FILE.tileK.vcd``, when the job is split);
+        ``per_cycle``: run Verilator through cocotb instead of the lean harness;
+        ``progress``: a progress bar over the parts when there are several.
+        """
+        spec, cfg = self.spec, self.config
+        t0 = time.perf_counter()
+        if not checked:
+            job = spec.check(job, cfg)
+        parts = spec.split(job, cfg)
+        counters = spec.work(job, cfg)
+        counters.calls, counters.tiles = 1, len(parts)
+        counters.lanes, counters.clock_mhz = spec.lanes(cfg), spec.clock_mhz(cfg)
+        raw: dict = {}
+        if self.device == "model":
+            out = spec.golden(job, cfg)
+            for part in parts:
+                counters.add(spec.cycles(part.job, cfg))
+        else:
+            out = spec.empty_output(job)
+            steps = enumerate(parts)
+            if progress and len(parts) > 1:
+                from tqdm import tqdm
+                steps = tqdm(steps, total=len(parts), unit="tile",
+                             desc=f"{spec.name} on {self.simulator}")
+            for k, part in steps:
+                part_out, part_counters, part_raw = self._simulate(
+                    part.job, idle_every=idle_every, stall_every=stall_every,
+                    waves=_part_waves(waves, k, len(parts)), reset_after=reset_after,
+                    per_cycle=per_cycle)
+                spec.place(out, part, part_out)
+                counters.add(part_counters)
+                for key, value in part_raw.items():
+                    raw[key] = raw.get(key, 0) + value
+        counters.wall_s = time.perf_counter() - t0
+        return Result(out, counters, self.device, self.simulator, raw)
+
+    def estimate(self, job, *, checked: bool = False) -> Counters:
+        """The cycle model's counters of ``job`` (split into parts like :meth:`run`), without
+        computing the output."""
+        spec, cfg = self.spec, self.config
+        if not checked:
+            job = spec.check(job, cfg)
+        parts = spec.split(job, cfg)
+        counters = spec.work(job, cfg)
+        counters.calls, counters.tiles = 1, len(parts)
+        counters.lanes, counters.clock_mhz = spec.lanes(cfg), spec.clock_mhz(cfg)
+        for part in parts:
+            counters.add(spec.cycles(part.job, cfg))
+        return counters
+
+    def _simulate(self, job, *, idle_every, stall_every, waves, reset_after, per_cycle):
+        """One part on the RTL: (output, counters, raw registers)."""
+        from moagcn.hw.designs import get_design
+
+        from .build import generate_verilog
+        spec, cfg = self.spec, self.config
+        proto = spec.protocol
+        packed: Packed = spec.pack(job, cfg)
+        design = get_design(spec.design)
+        max_cycles = spec.max_cycles(job, packed, cfg)
+        words = spec.output_words(cfg)
+        lean = (self.simulator == "verilator" and waves is None and reset_after is None
+                and not per_cycle)
+        if lean:
+            from .lean import build_lean, run_lean
+            exe = build_lean(generate_verilog(design, cfg), proto)
+            res = run_lean(exe, proto, packed.streams, packed.scalars, words,
+                           idle_every=idle_every, stall_every=stall_every,
+                           max_cycles=max_cycles)
+            raw, beats, sim_cycles, sim_s = dict(res.values), res.beats, res.cycles, res.wall_s
+        else:
+            from .backends import run
+            from .stream_tb import int_words, stream_job
+            res = run(design, cfg, stream_job, self.simulator, waves=waves,
+                      max_cycles=max_cycles, proto=proto, streams=packed.streams,
+                      scalars=packed.scalars, idle_every=idle_every, stall_every=stall_every,
+                      reset_after=reset_after)
+            raw = dict(res.value)
+            beats = int_words(raw.pop("beats"), words)
+            sim_cycles, sim_s = res.cycles, res.wall_s
+        flags = {f: raw.get(f, 0) for f in proto.flags}
+        if any(flags.values()):
+            # the host validated the job, so a flag means the hardware and the host disagree
+            raise SimulationError(f"the {spec.name} accelerator stopped with an error flag on a "
+                                  f"validated job: {flags}")
+        out = spec.unpack(beats, packed, job, cfg)
+        counters = spec.hardware_counters(raw, job, cfg)
+        counters.sim_cycles = int(sim_cycles)
+        counters.sim_wall_s = float(sim_s)
+        return out, counters, raw

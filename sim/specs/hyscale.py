@@ -1,0 +1,367 @@
+"""The HyScale-GNN fused layer as a spec: ``Y = act((A X) W + b)`` (HyScale-GNN Sec. IV-C).
+
+A job's CSR row ``v`` lists ``v``'s in-neighbours (sources: rows of ``X``); ``data`` holds the
+edge weights (``None``: GCN normalisation of the given edges,
+:func:`~moagcn.sim.golden.hyscale.gcn_weights`, computed once on the whole job). A job larger
+than the buffers is split by destination rows (:func:`moagcn.core.tiling.plan_tiles`, sources
+renumbered in ascending order, so every destination keeps its summation order and the split
+job is bit for bit the whole one). An aggregation job (``aggregate_only``: ``W`` = I, no bias,
+no activation, unit edge weights) also splits by feature columns, which is how the host's
+sparse devices run aggregations on this design.
+
+Counters: ``cycles_compute`` = aggregate + update cycles (the layer runs them in turn),
+``cycles_output`` = 0 (rows of Y leave during the update), ``work_adds`` = ``edges · f_in``
+(the S-PE additions), ``lanes`` = S-PEs; the report adds the per-kernel utilisations.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from moagcn.core.counters import Counters
+from moagcn.core.graph import validate_csr
+from moagcn.core.spec import AcceleratorSpec, Packed, Part, StreamProtocol
+from moagcn.core.tiling import TileLimits, plan_tiles
+from moagcn.errors import SimulationError, UserError
+from moagcn.hw.hyscale import protocol
+from moagcn.hw.hyscale.config import PRESETS, HyScaleConfig
+
+from .. import hyscale_model
+from ..golden import hyscale as golden
+from ..golden.fp32 import as_bits, as_float
+
+
+@dataclass
+class HyScaleJob:
+    """One fused layer: ``Y = act((A X) W + b)`` over the CSR ``indptr`` / ``indices``."""
+
+    indptr: np.ndarray
+    indices: np.ndarray
+    X: np.ndarray
+    W: np.ndarray
+    b: np.ndarray | None = None
+    relu: bool = False
+    data: np.ndarray | None = None
+    #: an aggregation ``Y = A X``: W is the identity and feature columns may be split
+    aggregate_only: bool = False
+
+    @property
+    def n_dst(self) -> int:
+        return int(self.indptr.size - 1)
+
+    @property
+    def edges(self) -> int:
+        return int(self.indices.size)
+
+    @property
+    def f_in(self) -> int:
+        return int(self.W.shape[0])
+
+    @property
+    def f_out(self) -> int:
+        return int(self.W.shape[1])
+
+    def distinct_sources(self) -> int:
+        return int(np.unique(self.indices).size)
+
+
+@dataclass
+class PackContext:
+    """What unpacking the output of a packed job needs."""
+
+    row_of: np.ndarray          # hardware row of each destination (see balance_banks)
+
+
+def check_job(indptr, indices, X, W, b, data, config: HyScaleConfig, what: str = "graph"):
+    """Validate a job's shapes and dtypes; returns normalised ``(indptr, indices, data, X, W,
+    b)``. ``what`` names the graph in error messages (``--graph G.npz`` from the CLI).
+
+    Buffer limits are the split's business, except the feature widths, which a layer cannot
+    split: they must fit ``max_feature_width``.
+    """
+    X = np.asarray(X)
+    W = np.asarray(W)
+    for name, arr in (("features", X), ("weight", W)):
+        if arr.ndim != 2 or arr.dtype != np.float32:
+            raise UserError(f"{name} must be a 2-D float32 array, got {arr.dtype} {arr.shape}")
+    indptr, indices = validate_csr(indptr, indices, n_cols=X.shape[0], what=what)
+    f_in, f_out = W.shape
+    if X.shape[1] != f_in:
+        raise UserError(f"features have {X.shape[1]} columns but the weight has {f_in} rows; "
+                        "they must match")
+    if f_in < 1 or f_out < 1:
+        raise UserError(f"feature widths must be >= 1 (got f_in={f_in}, f_out={f_out})")
+    if b is not None:
+        b = np.asarray(b)
+        if b.dtype != np.float32 or b.shape != (f_out,):
+            raise UserError(f"bias must be float32 of shape ({f_out},), got {b.dtype} {b.shape}")
+    if data is None:
+        data = golden.gcn_weights(indptr, indices, X.shape[0])
+    else:
+        data = np.asarray(data)
+        if data.dtype != np.float32 or data.shape != indices.shape:
+            raise UserError(f"edge weights (data) must be float32 with one entry per edge "
+                            f"({indices.size}), got {data.dtype} {data.shape}")
+    for name, value in (("input features", f_in), ("output features", f_out)):
+        if value > config.max_feature_width:
+            raise UserError(f"the job has {value} {name} but this configuration holds "
+                            f"{config.max_feature_width}; use a larger preset or "
+                            "--param max_feature_width=...")
+    return indptr, indices, data, X, W, b
+
+
+def balance_banks(in_degree: np.ndarray, banks: int) -> np.ndarray:
+    """Hardware row of each destination so that the G-PE banks get even edge counts.
+
+    Row ``r`` lives in bank ``r mod banks``. Destinations go, largest in-degree first, to the
+    bank with the fewest edges that still has a free row (longest-processing-time greedy); rows
+    stay ``0 .. n - 1``, so the result is a permutation. A destination's accumulation order does
+    not depend on its row, so the outputs are unchanged.
+    """
+    n = in_degree.size
+    free_rows = [list(range(b, n, banks)) for b in range(banks)]
+    load = np.zeros(banks, dtype=np.int64)
+    row_of = np.empty(n, dtype=np.int64)
+    for v in np.argsort(-in_degree, kind="stable"):
+        open_banks = [b for b in range(banks) if free_rows[b]]
+        b = min(open_banks, key=lambda k: (load[k], k))
+        row_of[v] = free_rows[b].pop(0)
+        load[b] += in_degree[v]
+    return row_of
+
+
+def pack_job(indptr, indices, data, X, W, b, relu: bool, config: HyScaleConfig) -> Packed:
+    """The load streams of a validated job that fits the buffers (see
+    :class:`~moagcn.hw.hyscale.layer.HyScaleLayer`). Destinations are renumbered by
+    :func:`balance_banks`; :func:`unpack_y` undoes it."""
+    n_dst = indptr.size - 1
+    limits = (("destinations (graph rows)", n_dst, config.max_destinations, "max_destinations"),
+              ("feature rows", X.shape[0], config.max_sources, "max_sources"),
+              ("edges", indices.size, config.max_edges, "max_edges"))
+    for what, value, limit, param in limits:
+        if value > limit:
+            raise UserError(f"the job has {value} {what} but this configuration holds {limit}; "
+                            f"use a larger preset or --param {param}=...")
+    sched = golden.edge_schedule(indptr, indices, data)
+    row_of = balance_banks(np.diff(np.asarray(indptr, dtype=np.int64)), config.spes)
+    nonempty = np.zeros(n_dst, dtype=bool)
+    nonempty[row_of] = sched.nonempty
+    f_in, f_out = W.shape
+    words = config.mem_words_per_cycle
+    fmax = config.max_feature_width
+    feat = np.zeros((X.shape[0], fmax), dtype=np.uint32)
+    feat[:, :f_in] = as_bits(X)
+    src = (sched.sources.astype(np.uint64) | (sched.counts.astype(np.uint64) << 16))
+    edge = np.zeros((sched.src.size, 2), dtype=np.uint32)
+    edge[:, 0] = as_bits(sched.weight)
+    edge[:, 1] = row_of[sched.dst].astype(np.uint32) | (sched.first.astype(np.uint32) << 31)
+    M = config.macs
+    groups = -(-f_out // M)
+    wb = np.zeros((f_in + 1, groups * M), dtype=np.uint32)
+    wb[:f_in, :f_out] = as_bits(W)
+    if b is not None:
+        wb[f_in, :f_out] = as_bits(b)
+    weight = np.concatenate([wb[:, g * M:(g + 1) * M] for g in range(groups)])
+    return Packed(
+        {"feat_in": feat.reshape(-1, words),
+         "src_in": src.astype(np.uint32).reshape(-1, 1),
+         "edge_in": edge,
+         "dst_in": nonempty.astype(np.uint32).reshape(-1, 1),
+         "weight_in": np.ascontiguousarray(weight)},
+        {"n_dst": n_dst, "f_in": f_in, "f_out": f_out, "relu": int(relu)},
+        PackContext(row_of))
+
+
+def unpack_y(beats: np.ndarray, packed: Packed, n_dst: int, f_out: int,
+             config: HyScaleConfig) -> np.ndarray:
+    """``Y`` from the output beats, (beats, mem_words_per_cycle) uint32: row-major,
+    ``ceil(f_out / mem_words_per_cycle)`` beats per row."""
+    words = config.mem_words_per_cycle
+    per_row = -(-f_out // words)
+    beats = np.asarray(beats, dtype=np.uint32).reshape(-1, words)
+    if beats.shape[0] != n_dst * per_row:
+        raise SimulationError(f"the layer sent {beats.shape[0]} output beats, expected "
+                              f"{n_dst * per_row} ({n_dst} rows x {per_row})")
+    rows = beats.reshape(n_dst, per_row * words)[:, :f_out]
+    return as_float(np.ascontiguousarray(rows[packed.context.row_of]))
+
+
+def model_cycles(edges: int, n_dst: int, f_in: int, f_out: int, config: HyScaleConfig) -> dict:
+    """Eq. 11 and 12 of HyScale-GNN in cycles of ``config``; a single job runs them in turn
+    (a destination row is final only after the last source, so its update cannot start
+    earlier)."""
+    agg = hyscale_model.aggregate_cycles(edges, f_in, config)
+    upd = hyscale_model.update_cycles(n_dst, f_in, f_out, config)
+    return {"model_cycles_aggregate": agg, "model_cycles_update": upd,
+            "model_cycles": agg + upd}
+
+
+class HyScaleSpec(AcceleratorSpec):
+    name = "hyscale"
+    design = "hyscale-system"
+    description = "HyScale-GNN fused layer: scatter-gather aggregation + systolic update"
+    config_type = HyScaleConfig
+    presets = PRESETS
+    protocol = StreamProtocol(loads=protocol.STREAMS, output=protocol.OUTPUT,
+                              scalars=protocol.SCALARS, counters=protocol.COUNTERS,
+                              flags=protocol.FLAGS)
+
+    def lanes(self, config: HyScaleConfig) -> int:
+        return config.spes
+
+    def output_words(self, config: HyScaleConfig) -> int:
+        return config.mem_words_per_cycle
+
+    def job(self, indptr, indices, X, W, b=None, *, relu: bool = False, data=None) -> HyScaleJob:
+        return HyScaleJob(indptr, indices, X, W, b, relu, data)
+
+    # -- jobs -----------------------------------------------------------------------------------
+
+    def check(self, job: HyScaleJob, config, what: str = "graph") -> HyScaleJob:
+        if job.aggregate_only:
+            X = np.asarray(job.X)
+            if X.ndim != 2 or X.dtype != np.float32:
+                raise UserError(f"features must be a 2-D float32 array, got {X.dtype} {X.shape}")
+            indptr, indices = validate_csr(job.indptr, job.indices, n_cols=X.shape[0], what=what)
+            data = np.ones(indices.size, dtype=np.float32)
+            return HyScaleJob(indptr, indices, X, np.zeros((X.shape[1], X.shape[1]), np.float32),
+                              None, False, data, True)
+        indptr, indices, data, X, W, b = check_job(job.indptr, job.indices, job.X, job.W, job.b,
+                                                   job.data, config, what)
+        return HyScaleJob(indptr, indices, X, W, b, bool(job.relu), data)
+
+    def limits(self, job: HyScaleJob, config: HyScaleConfig) -> TileLimits:
+        width = config.max_feature_width if job.aggregate_only else max(job.f_in, 1)
+        return TileLimits(config.max_destinations, config.max_sources, config.max_edges, width,
+                          square=False, rows_param="max_destinations",
+                          cols_param="max_sources")
+
+    def split(self, job: HyScaleJob, config) -> list[Part]:
+        tiles = plan_tiles(job.indptr, job.indices, job.n_dst, job.X.shape[0], job.f_in,
+                           self.limits(job, config))
+        if len(tiles) == 1 and tiles[0].cols.size == job.X.shape[0] \
+                and tiles[0].width == job.f_in:
+            return [Part(job)]
+        parts = []
+        for t in tiles:
+            lo = int(job.indptr[t.rows_start])
+            data = job.data[lo:lo + t.indices.size]
+            if job.aggregate_only:
+                X = t.features(job.X)
+                sub = HyScaleJob(t.indptr, t.indices, X, np.zeros((t.width, t.width), np.float32),
+                                 None, False, data, True)
+            else:
+                sub = HyScaleJob(t.indptr, t.indices, np.ascontiguousarray(job.X[t.cols]), job.W,
+                                 job.b, job.relu, data)
+            parts.append(Part(sub, t))
+        return parts
+
+    def empty_output(self, job: HyScaleJob) -> np.ndarray:
+        return np.zeros((job.n_dst, job.f_out), dtype=np.float32)
+
+    def place(self, out, part: Part, part_out) -> None:
+        if part.tile is None:
+            out[...] = part_out
+        elif part.job.aggregate_only:
+            part.tile.place(out, part_out)
+        else:
+            out[part.tile.rows_start:part.tile.rows_stop] = part_out
+
+    def _weight(self, job: HyScaleJob) -> np.ndarray:
+        return np.eye(job.f_in, dtype=np.float32) if job.aggregate_only else job.W
+
+    def work(self, job: HyScaleJob, config) -> Counters:
+        return Counters(work_adds=job.edges * job.f_in, elements=job.n_dst * job.f_out,
+                        unmasked=job.n_dst * job.f_out)
+
+    def traffic(self, job: HyScaleJob, config: HyScaleConfig) -> tuple[int, int]:
+        """Bytes read (distinct source rows from memory, the edge list, the weights) and
+        written (Y) by one part."""
+        M = config.macs
+        weight_words = (job.f_in + 1) * -(-job.f_out // M) * M
+        edge_words = 2 * job.edges + job.distinct_sources() + job.n_dst
+        feature_words = job.distinct_sources() * job.f_in
+        return 4 * (feature_words + edge_words + weight_words), 4 * job.n_dst * job.f_out
+
+    # -- models ---------------------------------------------------------------------------------
+
+    def golden(self, job: HyScaleJob, config) -> np.ndarray:
+        return golden.layer(job.indptr, job.indices, job.data, job.X, self._weight(job), job.b,
+                            job.relu)
+
+    def cycles(self, job: HyScaleJob, config: HyScaleConfig) -> Counters:
+        m = model_cycles(job.edges, job.n_dst, job.f_in, job.f_out, config)
+        agg = int(np.ceil(m["model_cycles_aggregate"]))
+        upd = int(np.ceil(m["model_cycles_update"]))
+        c = Counters(cycles_compute=agg + upd,
+                     extra={"cycles_aggregate": agg, "cycles_update": upd,
+                            "feature_reads": job.distinct_sources(),
+                            "words_read": job.distinct_sources() * job.f_in,
+                            "words_written": job.n_dst * job.f_out})
+        c.bytes_read, c.bytes_written = self.traffic(job, config)
+        return c
+
+    # -- the hardware ---------------------------------------------------------------------------
+
+    def pack(self, job: HyScaleJob, config) -> Packed:
+        return pack_job(job.indptr, job.indices, job.data, job.X, self._weight(job), job.b,
+                        job.relu, config)
+
+    def unpack(self, words, packed: Packed, job: HyScaleJob, config) -> np.ndarray:
+        return unpack_y(words, packed, job.n_dst, job.f_out, config)
+
+    def hardware_counters(self, raw, job: HyScaleJob, config) -> Counters:
+        mapped = ("cycles_total", "cycles_load")
+        c = Counters(cycles_load=int(raw["cycles_load"]),
+                     cycles_compute=int(raw["cycles_aggregate"]) + int(raw["cycles_update"]),
+                     extra={k: int(raw[k]) for k in self.protocol.counters if k not in mapped})
+        c.bytes_read, c.bytes_written = self.traffic(job, config)
+        return c
+
+    def max_cycles(self, job: HyScaleJob, packed: Packed, config) -> int:
+        model = model_cycles(job.edges, job.n_dst, job.f_in, job.f_out, config)["model_cycles"]
+        loads = sum(len(v) for v in packed.streams.values())
+        return int(8 * model) + 4 * loads + 20_000
+
+    # -- aggregation ----------------------------------------------------------------------------
+
+    def aggregation_job(self, indptr, indices, H, M, config) -> HyScaleJob:
+        H = np.asarray(H, dtype=np.float32)
+        return HyScaleJob(indptr, indices, H, np.zeros((H.shape[1], H.shape[1]), np.float32),
+                          aggregate_only=True)
+
+    def aggregation_output(self, out, job, M) -> np.ndarray:
+        return np.where(M, out, np.float32(0.0))
+
+    # -- report ---------------------------------------------------------------------------------
+
+    def report(self, result, job: HyScaleJob, config: HyScaleConfig) -> dict:
+        """The figures of one layer run: counters, the Eq. 11-12 model beside them, the
+        per-kernel utilisations."""
+        c = result.counters
+        model = model_cycles(job.edges, job.n_dst, job.f_in, job.f_out, config)
+        agg = c.extra.get("cycles_aggregate", 0)
+        upd = c.extra.get("cycles_update", 0)
+        compute = c.cycles_compute
+        return {
+            **c.as_dict(),
+            "edges": job.edges,
+            "distinct_sources": job.distinct_sources(),
+            "destinations": job.n_dst,
+            "f_in": job.f_in,
+            "f_out": job.f_out,
+            **model,
+            "model_error": compute / model["model_cycles"] - 1 if model["model_cycles"] else 0.0,
+            "spe_utilization": job.edges * job.f_in / (config.spes * agg) if agg else 0.0,
+            "mac_utilization": (job.n_dst * job.f_in * job.f_out / (config.macs * upd)
+                                if upd else 0.0),
+            "sim_cycles_per_s": c.sim_cycles_per_s if result.device == "rtl" else None,
+            "device": result.device,
+            "simulator": result.simulator,
+            "config": asdict(config),
+        }
+
+
+SPEC = HyScaleSpec()

@@ -1,0 +1,197 @@
+"""The S-SpMM accelerator as a spec: ``Z = (A H) ⊙ M`` (MixGCN Eq. 4).
+
+A job is A (``indptr``, ``indices``: N x K, binary), H (K x F float32) and M (N x F bool). Each
+row of A is sorted before it is loaded: ascending column order is the accumulation order the
+golden model (:mod:`moagcn.sim.golden.sspmm`) documents, and it makes tiling exact. A job
+larger than the buffers is cut by :func:`moagcn.core.tiling.plan_tiles` into square jobs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from moagcn.core.counters import Counters
+from moagcn.core.device import work_adds
+from moagcn.core.graph import sort_rows, validate_csr
+from moagcn.core.spec import AcceleratorSpec, Packed, Part, StreamProtocol
+from moagcn.core.tiling import TileLimits, plan_tiles
+from moagcn.errors import SimulationError, UserError
+from moagcn.hw.sspmm import protocol
+from moagcn.hw.sspmm.config import PRESETS, SSpmmConfig
+
+from ..golden import sspmm as golden
+from ..golden.fp32 import as_bits, as_float
+from ..sspmm_model import estimate, output_counts, streamed_elements
+
+
+@dataclass
+class SSpmmJob:
+    """``Z = (A H) ⊙ M``: A is ``indptr`` / ``indices`` (N x K), H is K x F, M is N x F."""
+
+    indptr: np.ndarray
+    indices: np.ndarray
+    H: np.ndarray
+    M: np.ndarray | None = None
+
+    @property
+    def n_rows(self) -> int:
+        return int(np.asarray(self.indptr).size - 1)
+
+    @property
+    def n_features(self) -> int:
+        return int(self.H.shape[1])
+
+
+def pack_beats(words: np.ndarray, per_beat: int) -> np.ndarray:
+    """``words`` as (beats, per_beat), the last beat zero-padded."""
+    out = np.zeros(-(-words.size // per_beat) * per_beat, dtype=np.uint32)
+    out[:words.size] = words
+    return out.reshape(-1, per_beat)
+
+
+def load_words(n: int, nnz: int, n_features: int, config: SSpmmConfig) -> int:
+    """32-bit words the load streams carry for a square job of ``n`` rows (padding included)."""
+    lw = config.load_width
+    mask_words = -(-config.max_feature_width // 32)
+    return (-(-(n + 1) // lw) * lw + -(-nnz // lw) * lw + n * mask_words
+            + n * -(-n_features // lw) * lw)
+
+
+def beats_to_z(words: np.ndarray, indptr, mask, n_features: int, lanes: int) -> np.ndarray:
+    """Z (float32, n_rows x n_features) from the compressed output beats as (beats, lanes)
+    uint32 words: each row's computed elements in feature order, padded to whole beats."""
+    keep = streamed_elements(indptr, mask, n_features)
+    n = keep.shape[0]
+    counts = keep.sum(axis=1)
+    per_row = -(-counts // lanes) * lanes
+    flat = np.asarray(words, dtype=np.uint32).reshape(-1)
+    if flat.size != int(per_row.sum()):
+        raise SimulationError(f"the accelerator streamed {flat.size // lanes} beats, "
+                              f"{int(per_row.sum()) // lanes} were expected")
+    start = np.concatenate([[0], np.cumsum(per_row)[:-1]])
+    rank = np.cumsum(keep, axis=1) - 1
+    bits = np.zeros((n, n_features), dtype=np.uint32)
+    rows, cols = np.nonzero(keep)
+    bits[rows, cols] = flat[start[rows] + rank[rows, cols]]
+    return as_float(bits)
+
+
+class SSpmmSpec(AcceleratorSpec):
+    name = "sspmm"
+    design = "sspmm"
+    description = "MixGCN S-SpMM sparse accelerator: Z = (A H) * M with CSR and bitmap buffers"
+    config_type = SSpmmConfig
+    presets = PRESETS
+    protocol = StreamProtocol(loads=protocol.STREAMS, output=protocol.OUTPUT,
+                              scalars=protocol.SCALARS, counters=protocol.COUNTERS,
+                              flags=protocol.FLAGS)
+
+    def lanes(self, config: SSpmmConfig) -> int:
+        return config.lanes
+
+    def job(self, indptr, indices, H, M=None) -> SSpmmJob:
+        return SSpmmJob(indptr, indices, H, M)
+
+    # -- jobs -----------------------------------------------------------------------------------
+
+    def check(self, job: SSpmmJob, config, what: str = "graph") -> SSpmmJob:
+        H = np.asarray(job.H)
+        if H.ndim != 2 or H.dtype != np.float32:
+            raise UserError(f"features must be a 2-D float32 array, got {H.dtype} {H.shape}")
+        indptr, indices = validate_csr(job.indptr, job.indices, n_cols=H.shape[0], what=what)
+        shape = (indptr.size - 1, H.shape[1])
+        mask = golden.normalise_mask(job.M, shape)
+        if mask.shape != shape:
+            raise UserError(f"mask has shape {mask.shape}; expected {shape} (one bit per output "
+                            "element: graph rows x feature columns)")
+        return SSpmmJob(indptr, indices, np.ascontiguousarray(H), mask)
+
+    def limits(self, config: SSpmmConfig) -> TileLimits:
+        return TileLimits(config.max_nodes, config.max_nodes, config.max_edges,
+                          config.max_feature_width, square=True)
+
+    def split(self, job: SSpmmJob, config) -> list[Part]:
+        n, k = job.n_rows, job.H.shape[0]
+        tiles = plan_tiles(job.indptr, job.indices, n, k, job.n_features, self.limits(config))
+        if len(tiles) == 1 and n == k:
+            return [Part(job)]          # the job fits as it is
+        return [Part(SSpmmJob(t.indptr, t.indices, t.features(job.H), t.mask(job.M)), t)
+                for t in tiles]
+
+    def empty_output(self, job: SSpmmJob) -> np.ndarray:
+        return np.zeros((job.n_rows, job.n_features), dtype=np.float32)
+
+    def work(self, job: SSpmmJob, config) -> Counters:
+        return Counters(work_adds=work_adds(job.indptr, job.M),
+                        spmm_adds=int(job.indices.size) * job.n_features,
+                        elements=int(job.M.size), unmasked=int(job.M.sum()))
+
+    def traffic(self, job: SSpmmJob, config: SSpmmConfig) -> tuple[int, int]:
+        """Bytes in (load streams) and out (output beats) of one square part."""
+        out_words = int((-(-output_counts(job.indptr, job.M, job.n_features)
+                            // config.lanes)).sum()) * config.lanes
+        return (4 * load_words(job.n_rows, int(job.indices.size), job.n_features, config),
+                4 * out_words)
+
+    # -- models ---------------------------------------------------------------------------------
+
+    def golden(self, job: SSpmmJob, config) -> np.ndarray:
+        return golden.sspmm(job.indptr, job.indices, job.H, job.M)
+
+    def cycles(self, job: SSpmmJob, config: SSpmmConfig) -> Counters:
+        c = estimate(job.indptr, job.M, job.n_features, config)
+        c.bytes_read, c.bytes_written = self.traffic(job, config)
+        c.work_adds = 0           # the driver counts the work once, for the whole job
+        return c
+
+    # -- the hardware ---------------------------------------------------------------------------
+
+    def pack(self, job: SSpmmJob, config: SSpmmConfig) -> Packed:
+        indptr, H, n, F = job.indptr, job.H, job.n_rows, job.n_features
+        limits = (("rows", n, config.max_nodes, "max_nodes"),
+                  ("edges", int(job.indices.size), config.max_edges, "max_edges"),
+                  ("features", F, config.max_feature_width, "max_feature_width"))
+        for what, value, limit, param in limits:
+            if value > limit:
+                raise UserError(f"the job has {value} {what} but this configuration holds "
+                                f"{limit}; use a larger preset or --param {param}=...")
+        lw = config.load_width
+        beats_per_row = -(-F // lw)
+        feat = np.zeros((n, beats_per_row * lw), dtype=np.uint32)
+        feat[:, :F] = as_bits(H).reshape(n, F)
+        mask_words = -(-config.max_feature_width // 32)
+        bits = np.zeros((n, mask_words * 32), dtype=np.uint8)
+        bits[:, :F] = np.asarray(job.M, dtype=bool)
+        packed_mask = np.packbits(bits.reshape(n, mask_words, 32), axis=2, bitorder="little")
+        return Packed({
+            "indptr_in": pack_beats(np.asarray(indptr, dtype=np.uint32), lw),
+            "indices_in": pack_beats(sort_rows(indptr, job.indices).astype(np.uint32), lw),
+            "mask_in": packed_mask.view("<u4").reshape(n, mask_words),
+            "feat_in": feat.reshape(n * beats_per_row, lw),
+        }, {"n_rows": n, "n_features": F})
+
+    def unpack(self, words, packed: Packed, job: SSpmmJob, config) -> np.ndarray:
+        return beats_to_z(words, job.indptr, job.M, job.n_features, config.lanes)
+
+    def hardware_counters(self, raw, job: SSpmmJob, config: SSpmmConfig) -> Counters:
+        mapped = ("cycles_total", "cycles_load", "cycles_compute", "cycles_output")
+        c = Counters(cycles_load=int(raw["cycles_load"]),
+                     cycles_compute=int(raw["cycles_compute"]),
+                     cycles_output=int(raw["cycles_output"]),
+                     extra={k: int(raw[k]) for k in self.protocol.counters if k not in mapped})
+        c.bytes_read, c.bytes_written = self.traffic(job, config)
+        return c
+
+    def max_cycles(self, job: SSpmmJob, packed: Packed, config) -> int:
+        bound = estimate(job.indptr, job.M, job.n_features, config)
+        return 4 * bound.cycles_total + 8 * (len(packed.streams["feat_in"]) + job.n_rows) + 10_000
+
+    # -- aggregation ----------------------------------------------------------------------------
+
+    def aggregation_job(self, indptr, indices, H, M, config) -> SSpmmJob:
+        return SSpmmJob(indptr, indices, H, M)
+
+
+SPEC = SSpmmSpec()
