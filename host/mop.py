@@ -153,7 +153,7 @@ class Runtime(ABC):
         N x F float32 input features (already row-normalised if wanted).
     workers : int
         m, the number of sparse devices and of dense workers.
-    accelerators : AcceleratorChoice or a list of them
+    accelerators : AcceleratorChoice, a list of them, or a device kind (``model``)
         What aggregates on every worker (``--device``, ``--design``, ``--preset``, ``--param``,
         ``--simulator``); one per worker for a mixed fleet.
     comm : Communicator, optional
@@ -191,7 +191,9 @@ class Runtime(ABC):
         self.dense = dense if dense is not None else torch.device("cpu")
         self.op = model.aggregation(graph)
         choices = accelerators
-        if isinstance(accelerators, list) and len(accelerators) == workers:
+        if isinstance(accelerators, str):        # a device kind with the default design
+            choices = AcceleratorChoice(accelerators)
+        elif isinstance(accelerators, list) and len(accelerators) == workers:
             choices = [accelerators[i] for i in self.local]
         self.moa = MixtureOfAccelerators(self.local, choices, self.dense)
         self.devices = self.moa.sparse

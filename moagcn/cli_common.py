@@ -46,9 +46,9 @@ def load_float32(path: str, what: str, ndim: int | None = None) -> np.ndarray:
     """A float32 .npy array (of ``ndim`` dimensions when given)."""
     arr = load_array(path, what)
     if arr.dtype != np.float32 or (ndim is not None and arr.ndim != ndim):
-        dims = f"{ndim}-D " if ndim is not None else ""
-        raise UserError(f"{what} {path}: expected a {dims}float32 array, got {arr.dtype} with "
-                        f"shape {arr.shape} (convert with arr.astype(np.float32))")
+        want = f"a {ndim}-D float32 array" if ndim is not None else "float32"
+        raise UserError(f"{what} {path}: expected {want}, got {arr.dtype} with shape "
+                        f"{arr.shape} (convert with arr.astype(np.float32))")
     return arr
 
 

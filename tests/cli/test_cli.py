@@ -38,7 +38,7 @@ def test_arith_round_trip_matches_numpy(tmp_path):
     np.save(tmp_path / "a.npy", golden.as_float(a).reshape(25, 20))
     np.save(tmp_path / "b.npy", golden.as_float(b).reshape(25, 20))
     out = moagcn("arith", "--op", "mul", "--a", tmp_path / "a.npy", "--b", tmp_path / "b.npy",
-                 "--out", tmp_path / "c.npy", "--backend", "pysim", "--check", "--quiet",
+                 "--out", tmp_path / "c.npy", "--simulator", "pysim", "--check", "--quiet",
                  "--latency", "3")
     assert out.returncode == 0, out.stderr
     c = np.load(tmp_path / "c.npy")
@@ -60,7 +60,7 @@ def test_arith_bad_input_is_one_clear_line(tmp_path, case, needle):
     np.save(tmp_path / "b.npy", a if case != "shape" else np.ones(5, dtype=np.float32))
     np.save(tmp_path / "d.npy", a.astype(np.float64))
     args = ["arith", "--op", "add", "--a", tmp_path / "a.npy", "--b", tmp_path / "b.npy",
-            "--out", tmp_path / "o.npy", "--backend", "pysim"]
+            "--out", tmp_path / "o.npy", "--simulator", "pysim"]
     if case == "missing":
         args[4] = tmp_path / "nope.npy"
     if case == "dtype":
@@ -85,3 +85,8 @@ def test_arith_bad_input_is_one_clear_line(tmp_path, case, needle):
 def test_hw_bad_input_is_one_clear_line(tmp_path, args, needle):
     out = moagcn(*args, cwd=tmp_path)
     assert out.returncode == 2 and needle in out.stderr and "Traceback" not in out.stderr
+
+
+def device_args(where: str) -> list[str]:
+    """The options that run a job on ``where``: ``model`` or a simulator of the RTL."""
+    return ["--device", "model"] if where == "model" else ["--device", "rtl", "--simulator", where]

@@ -8,7 +8,7 @@ import pytest
 from moagcn.sim.golden import hyscale as golden
 
 from ..hyscale.jobs import sampled_job
-from .test_cli import moagcn
+from .test_cli import device_args, moagcn
 
 REPORT_KEYS = ("cycles_total", "cycles_aggregate", "cycles_update", "edges", "distinct_sources",
                "feature_reads", "words_read", "words_written", "model_cycles", "model_error",
@@ -36,7 +36,7 @@ def _run(d, *extra, graph="g.npz", features="x.npy", weight="w.npy"):
 @pytest.mark.parametrize("backend", ["model", "verilator"])
 def test_hyscale_run_writes_y_and_report(job_files, backend):
     d, (indptr, indices, X, W, b) = job_files
-    out = _run(d, "--bias", d / "b.npy", "--relu", "--backend", backend)
+    out = _run(d, "--bias", d / "b.npy", "--relu", *device_args(backend))
     assert out.returncode == 0, out.stderr
     data = golden.gcn_weights(indptr, indices, X.shape[0])
     want = golden.layer(indptr, indices, data, X, W, b, relu=True)
@@ -46,7 +46,7 @@ def test_hyscale_run_writes_y_and_report(job_files, backend):
         assert key in report, key
     assert report["feature_reads"] == report["distinct_sources"] == np.unique(indices).size
     assert report["edges"] == indices.size
-    assert report["backend"] == backend
+    assert report["device"] == ("model" if backend == "model" else "rtl")
     if backend == "verilator":
         assert report["cycles_total"] > 0 and report["sim_cycles_per_s"] > 0
         assert 0 < report["spe_utilization"] <= 1 and 0 < report["mac_utilization"] <= 1
@@ -56,7 +56,7 @@ def test_hyscale_run_uses_edge_weights_from_the_graph(job_files):
     d, (indptr, indices, X, W, b) = job_files
     data = np.linspace(-1, 1, indices.size).astype(np.float32)
     np.savez(d / "gw.npz", indptr=indptr, indices=indices, data=data)
-    out = _run(d, "--backend", "model", graph="gw.npz")
+    out = _run(d, "--device", "model", graph="gw.npz")
     assert out.returncode == 0, out.stderr
     want = golden.layer(indptr, indices, data, X, W)
     assert np.array_equal(np.load(d / "y.npy").view(np.uint32), want.view(np.uint32))
@@ -87,13 +87,13 @@ def test_hyscale_run_bad_input_is_one_line(job_files, case, needle):
         np.save(d / "w2.npy", W[:-1])
         kwargs["weight"] = "w2.npy"
     elif case == "spes":
-        extra = ["--spes", "3"]
+        extra = ["--param", "spes=3"]
     elif case == "indptr":
         bad = indptr.copy()
         bad[1], bad[2] = bad[2], bad[1]
         np.savez(d / "bad.npz", indptr=bad, indices=indices)
         kwargs["graph"] = "bad.npz"
-    out = _run(d, "--backend", "model", *extra, **kwargs)
+    out = _run(d, "--device", "model", *extra, **kwargs)
     assert out.returncode == 2
     assert needle in out.stderr
     assert "Traceback" not in out.stderr and len(out.stderr.strip().splitlines()) == 1

@@ -8,10 +8,10 @@ import pytest
 from moagcn.sim.golden.sspmm import sspmm
 
 from ..hw.sspmm.graphs import power_law_job
-from .test_cli import moagcn
+from .test_cli import device_args, moagcn
 
 REPORT_KEYS = ("cycles_total", "cycles_load", "cycles_compute", "work_adds", "lanes",
-               "utilization", "sim_wall_s", "sim_cycles_per_s", "backend", "config")
+               "utilization", "command_wall_s", "sim_cycles_per_s", "device", "config")
 
 
 @pytest.fixture
@@ -28,7 +28,7 @@ def test_sspmm_run_writes_z_and_report(job_files, backend):
     d, (indptr, indices, H, M) = job_files
     out = moagcn("sspmm", "run", "--graph", d / "g.npz", "--features", d / "h.npy",
                  "--mask", d / "m.npy", "--out", d / "z.npy", "--report", d / "r.json",
-                 "--backend", backend, "--preset", "tiny")
+                 *device_args(backend), "--preset", "tiny")
     assert out.returncode == 0, out.stderr
     Z = np.load(d / "z.npy")
     assert np.array_equal(Z.view(np.uint32), sspmm(indptr, indices, H, M).view(np.uint32))
@@ -100,7 +100,7 @@ def test_sspmm_bad_input_is_one_clear_line(job_files, case, needle):
         (d / "file").write_text("")
         z = d / "file" / "z.npy"
     out = moagcn("sspmm", "run", "--graph", graph, "--features", feats, "--mask", mask,
-                 "--out", z, "--report", d / "r.json", "--backend", "model")
+                 "--out", z, "--report", d / "r.json", "--device", "model")
     assert out.returncode == 2, out.stdout
     assert needle in out.stderr and "Traceback" not in out.stderr
     assert len(out.stderr.strip().splitlines()) == 1
@@ -109,9 +109,8 @@ def test_sspmm_bad_input_is_one_clear_line(job_files, case, needle):
 @pytest.mark.xdist_group("verilator-sspmm")
 @pytest.mark.parametrize("backend", ["model", "verilator"])
 def test_sspmm_run_tiles_a_job_larger_than_the_preset(tmp_path, backend):
-    from moagcn.host.graph import CSRGraph
-    from moagcn.hw.sspmm import preset
-    from moagcn.sim.sspmm_tiling import plan_tiles
+    from moagcn.core.tiling import plan_tiles
+    from moagcn.sim.specs.sspmm import SPEC
 
     # 280 rows and 40 features on the tiny preset (256 rows, 16 features per job)
     indptr, indices, H, M = power_law_job(280, 40, seed=7, hub=120)
@@ -120,12 +119,12 @@ def test_sspmm_run_tiles_a_job_larger_than_the_preset(tmp_path, backend):
     np.save(tmp_path / "m.npy", M)
     out = moagcn("sspmm", "run", "--graph", tmp_path / "g.npz", "--features", tmp_path / "h.npy",
                  "--mask", tmp_path / "m.npy", "--out", tmp_path / "z.npy",
-                 "--report", tmp_path / "r.json", "--backend", backend, "--preset", "tiny")
+                 "--report", tmp_path / "r.json", *device_args(backend), "--preset", "tiny")
     assert out.returncode == 0, out.stderr
     Z = np.load(tmp_path / "z.npy")
     assert np.array_equal(Z.view(np.uint32), sspmm(indptr, indices, H, M).view(np.uint32))
     report = json.loads((tmp_path / "r.json").read_text())
-    tiles = plan_tiles(CSRGraph(indptr, indices), 40, preset("tiny"))
+    tiles = plan_tiles(indptr, indices, 280, 280, 40, SPEC.limits(SPEC.config("tiny")))
     assert report["tiles"] == len(tiles) >= 6          # 2+ row blocks x 3 feature chunks
     assert f"{len(tiles)} tile(s)" in out.stdout
     assert report["nodes"] == 280 and report["features"] == 40
@@ -135,3 +134,23 @@ def test_sspmm_run_tiles_a_job_larger_than_the_preset(tmp_path, backend):
     assert 0 < report["utilization"] <= 1
     if backend == "verilator":
         assert report["sim_cycles"] > report["cycles_compute"] > 0
+
+
+def test_old_option_spellings_still_work_with_one_deprecation_line(job_files):
+    d, (indptr, indices, H, M) = job_files
+    out = moagcn("sspmm", "run", "--graph", d / "g.npz", "--features", d / "h.npy",
+                 "--out", d / "z.npy", "--report", d / "r.json", "--backend", "model",
+                 "--preset", "tiny", "--lanes", "8")
+    assert out.returncode == 0, out.stderr
+    assert out.stderr.splitlines() == [
+        "moagcn: --backend model is deprecated; use --device model",
+        "moagcn: --lanes is deprecated; use --param lanes=8"]
+    report = json.loads((d / "r.json").read_text())
+    assert report["device"] == "model" and report["config"]["lanes"] == 8
+
+
+def test_bench_reaches_every_design_with_a_benchmark():
+    out = moagcn("bench", "sspmm", "--help")
+    assert out.returncode == 0 and "--simulator" in out.stdout
+    out = moagcn("bench", "hyscale", "--help")
+    assert out.returncode == 0 and "--spes" in out.stdout

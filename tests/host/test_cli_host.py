@@ -21,15 +21,15 @@ def test_train_writes_report_and_plots(tmp_path, capsys):
     d = sbm(n_nodes=200, n_features=32, n_val=50, n_test=50, seed=1)
     data = save_npz(d, tmp_path / "small.npz")
     report = tmp_path / "r" / "R.json"
-    args = parse("train", "--dataset", data, "--epochs", 3, "--workers", 2, "--backend", "model",
+    args = parse("train", "--dataset", data, "--epochs", 3, "--workers", 2, "--device", "model",
                  "--reference", "--report", report)
     assert args.func(args) == 0
     out = capsys.readouterr().out
     rep = json.loads(report.read_text())
     for key in ("test_acc", "val_acc", "train_loss", "epoch_time_s", "phase_time_s",
-                "comm_bytes", "worker_ops", "sim_cycles", "backend", "parallelism", "workers"):
+                "comm_bytes", "worker_ops", "sim_cycles", "device", "parallelism", "workers"):
         assert key in rep, key
-    assert rep["backend"] == "model" and rep["workers"] == 2 and len(rep["train_loss"]) == 3
+    assert rep["device"] == "model" and rep["workers"] == 2 and len(rep["train_loss"]) == 3
     assert set(rep["phase_time_s"]) >= {"aggregate", "update", "communicate"}
     assert rep["sim_cycles"]["per_epoch"] > 0 and rep["comm_bytes"] > 0
     assert rep["reference"]["train_loss"] == pytest.approx(rep["train_loss"], rel=1e-4)
@@ -58,9 +58,11 @@ def test_pipeline_reports_both_orders(tmp_path, capsys):
 @pytest.mark.parametrize("argv, message", [
     (["train", "--dataset", "missing.npz"], "missing.npz: no such file"),
     (["train", "--report", "out.txt"], "ending in .json"),
-    (["train", "--epochs", "0", "--backend", "model"], "--epochs 0"),
-    (["train", "--backend", "fpga"], "unknown sparse backend 'fpga'"),
-    (["train", "--distributed", "--workers", "1", "--backend", "model"], "--workers 2 or more"),
+    (["train", "--epochs", "0", "--device", "model"], "--epochs 0"),
+    (["train", "--device", "model", "--preset", "huge"], "unknown preset 'huge'"),
+    (["train", "--device", "model", "--param", "lanes=3"], "lanes=3 is not supported"),
+    (["train", "--device", "model", "--design", "nope"], "unknown accelerator design 'nope'"),
+    (["train", "--distributed", "--workers", "1", "--device", "model"], "--workers 2 or more"),
     (["train", "--threads", "-1"], "--threads -1"),
     (["pipeline", "--batches", "0"], "--batches 0"),
     (["pipeline", "--batches", "4", "--mask-density", "0"], "--mask-density 0"),

@@ -1,18 +1,25 @@
-"""Sparse devices: results against the golden model and float64, counters, tiling, registry."""
+"""Sparse devices: results against independent references, counters, tiling, device choices."""
 
 import numpy as np
 import pytest
 import torch
 
+from moagcn.core.spec import get_spec
+from moagcn.core.tiling import plan_tiles
 from moagcn.errors import UserError
-from moagcn.hw.sspmm.config import preset
 from moagcn.host.datasets import rmat, sbm
-from moagcn.host.devices import (CpuDevice, ModelDevice, TiledDevice, backend_available,
-                                 backend_names, dense_device, make_device, plan_tiles,
-                                 register_backend)
+from moagcn.host.devices import AcceleratorChoice, CpuDevice, dense_device, make_device
 from moagcn.host.graph import CSRGraph
-from moagcn.sim.golden.sspmm import float64_bound, sspmm, work_adds
+from moagcn.host.moa import MixtureOfAccelerators
+from moagcn.sim.golden.sspmm import float64_bound, sspmm
 from moagcn.sim.sspmm_model import estimate
+
+SSPMM = get_spec("sspmm")
+
+
+def ref_work(g, M):
+    """W = sum over stored entries of the row's unmasked features (a loop, no shared code)."""
+    return sum(int(M[v].sum()) for v in range(g.n_rows) for _ in g.neighbours(v))
 
 
 @pytest.fixture(scope="module")
@@ -30,12 +37,13 @@ def test_model_is_golden_and_counts_cycles(job):
     dev = make_device("model")
     Z = dev.sspmm(g, H, M)
     np.testing.assert_array_equal(Z, sspmm(g.indptr, g.indices, H, M))
-    est = estimate(g.indptr, M, 40, preset("default"))
+    est = estimate(g.indptr, M, 40, SSPMM.config())
     c = dev.counters
     assert c.calls == 1 and c.tiles == 1
     assert (c.cycles_load, c.cycles_compute, c.cycles_output) == \
         (est.cycles_load, est.cycles_compute, est.cycles_output)
-    assert c.work_adds == work_adds(g.indptr, M) == est.work_adds
+    assert c.work_adds == ref_work(g, M)
+    assert c.utilization == pytest.approx(c.work_adds / (16 * c.cycles_compute))
     assert 0.5 < c.utilization <= 1.0
     dev.sspmm(g, H, M)
     assert dev.counters.calls == 2 and dev.counters.cycles_total == 2 * est.cycles_total
@@ -50,17 +58,17 @@ def test_cpu_within_fp32_bound_and_masked_zero(job):
     bound = float64_bound(g.indptr, g.indices, H, M)
     assert (np.abs(Z.numpy() - exact) <= 2 * bound + 1e-30).all()
     assert (Z.numpy()[~M] == 0).all()
-    assert dev.counters.cycles_total == 0 and dev.counters.work_adds == work_adds(g.indptr, M)
+    assert dev.counters.cycles_total == 0 and dev.counters.work_adds == ref_work(g, M)
 
 
 def test_tiling_covers_the_job_and_is_bit_exact():
     d = rmat(scale=9, seed=2)
     g = d.graph.with_self_loops()
-    cfg = preset("tiny")  # 256 nodes, 4096 edges, 16 features per job
+    cfg = SSPMM.config("tiny")  # 256 nodes, 4096 edges, 16 features per job
     rng = np.random.default_rng(1)
     H = rng.standard_normal((g.n_nodes, 37)).astype(np.float32)
     M = rng.random((g.n_nodes, 37)) < 0.6
-    tiles = plan_tiles(g, 37, cfg)
+    tiles = plan_tiles(g.indptr, g.indices, g.n_rows, g.n_cols, 37, SSPMM.limits(cfg))
     assert len({(t.rows_start, t.rows_stop) for t in tiles}) > 2  # rows were split
     assert {(t.feat_start, t.feat_stop) for t in tiles} == {(0, 16), (16, 32), (32, 37)}
     for t in tiles:
@@ -70,26 +78,24 @@ def test_tiling_covers_the_job_and_is_bit_exact():
         if t.feat_start == 0:
             covered[t.rows_start:t.rows_stop] += 1
     assert (covered == 1).all()
-
-    class TiledGolden(TiledDevice):
-        name = "tiled-golden"
-
-        def run_job(self, indptr, indices, H, M):
-            from moagcn.host.devices import DeviceCounters
-            return sspmm(indptr, indices, H, M), DeviceCounters()
-
-    Z_tiled = TiledGolden(cfg).sspmm(g, H, M)
-    np.testing.assert_array_equal(Z_tiled, sspmm(g.indptr, g.indices, H, M))
-    dev = ModelDevice(cfg)
-    np.testing.assert_array_equal(dev.sspmm(g, H, M), Z_tiled)
-    assert dev.counters.tiles == len(tiles)
+    # the golden model run part by part, as the RTL runs them, equals the whole job
+    job = SSPMM.check(SSPMM.job(g.indptr, g.indices, H, M), cfg)
+    Z = SSPMM.empty_output(job)
+    parts = SSPMM.split(job, cfg)
+    for part in parts:
+        SSPMM.place(Z, part, SSPMM.golden(part.job, cfg))
+    np.testing.assert_array_equal(Z, sspmm(g.indptr, g.indices, H, M))
+    dev = make_device("model", config=cfg)
+    np.testing.assert_array_equal(dev.sspmm(g, H, M), Z)
+    assert dev.counters.tiles == len(tiles) == len(parts)
 
 
 def test_tiling_rejects_a_row_too_long():
     n = 300
     g = CSRGraph.from_edges(np.zeros(n - 1, int), np.arange(1, n), n)
+    cfg = SSPMM.config("tiny")
     with pytest.raises(UserError, match="row 0 has 299 neighbours.*max_nodes=256"):
-        plan_tiles(g, 4, preset("tiny"))
+        plan_tiles(g.indptr, g.indices, n, n, 4, SSPMM.limits(cfg))
 
 
 def test_rectangular_block(job):
@@ -110,18 +116,17 @@ def test_shape_errors(job):
         dev.sspmm(g, H, M[:, :3])
 
 
-def test_registry():
-    assert {"cpu", "model"} <= set(backend_names())
-    with pytest.raises(UserError, match="unknown sparse backend .nope.; available: cpu, model"):
-        make_device("nope")
-    register_backend("test-lazy", "moagcn.host.devices:CpuDevice", replace=True)
-    assert isinstance(make_device("test-lazy"), CpuDevice)
-    register_backend("test-broken", "moagcn.no_such_module:X", replace=True)
-    assert not backend_available("test-broken")
-    with pytest.raises(UserError, match="cannot be loaded"):
-        make_device("test-broken")
-    with pytest.raises(ValueError, match="already registered"):
-        register_backend("cpu", CpuDevice)
+def test_device_choices_name_the_bad_value():
+    with pytest.raises(UserError, match="--device 'fpga'"):
+        AcceleratorChoice("fpga")
+    with pytest.raises(UserError, match="--simulator 'vcs'"):
+        AcceleratorChoice("rtl", simulator="vcs")
+    with pytest.raises(UserError, match="unknown accelerator design 'nope'"):
+        AcceleratorChoice("model", "nope").config()
+    with pytest.raises(UserError, match="has no parameter 'lane'"):
+        AcceleratorChoice("model", params={"lane": "8"}).config()
+    cfg = AcceleratorChoice("model", preset="tiny", params={"lanes": "8"}).config()
+    assert cfg.lanes == 8 and cfg.max_nodes == 256
 
 
 def test_dense_device():
@@ -131,12 +136,33 @@ def test_dense_device():
         dense_device("tpu")
 
 
-def test_rtl_plugs_in_by_name():
-    from moagcn.host.devices import RTL_FACTORY
-    assert "rtl" in backend_names()
-    if backend_available("rtl"):
-        dev = make_device("rtl")
-        assert isinstance(dev, TiledDevice) and dev.counts_cycles
-    else:  # not built yet: a clear error naming where the backend is expected
-        with pytest.raises(UserError, match=RTL_FACTORY.split(":")[0]):
-            make_device("rtl")
+def test_hyscale_aggregates_as_a_sparse_device(job):
+    """The HyScale fused layer as an aggregation device (W = I, unit edge weights): within the
+    fp32 bound of float64, masked outputs zero, split into parts by its smaller buffers."""
+    g, H, M = job
+    cfg = get_spec("hyscale").config("tiny")     # 64 destinations, 16 features per job
+    dev = AcceleratorChoice("model", "hyscale", "tiny").make()
+    Z = dev.sspmm(g, H, M)
+    exact = g.to_scipy(np.float64) @ H.astype(np.float64) * M
+    bound = float64_bound(g.indptr, g.indices, H, M)
+    assert (np.abs(Z - exact) <= 2 * bound + 1e-30).all()
+    assert (Z[~M] == 0).all()
+    c = dev.counters
+    assert c.tiles >= -(-300 // cfg.max_destinations) * -(-40 // cfg.max_feature_width)
+    assert c.lanes == cfg.spes and c.cycles_compute > 0
+    assert c.work_adds == ref_work(g, M)
+
+
+def test_mixture_of_unequal_accelerators(job):
+    g, H, M = job
+    moa = MixtureOfAccelerators([0, 1, 2], [AcceleratorChoice("model", params={"lanes": "32"}),
+                                            AcceleratorChoice("model", params={"lanes": "8"}),
+                                            AcceleratorChoice("cpu")])
+    for i in moa.workers:
+        moa[i].sspmm(g, H, M)
+    c = moa.counters()
+    assert c[0].lanes == 32 and c[1].lanes == 8 and c[2].cycles_total == 0
+    assert c[0].cycles_compute < c[1].cycles_compute        # four times the adders
+    assert moa.total().work_adds == 3 * ref_work(g, M)
+    with pytest.raises(UserError, match="2 device choices for 3 workers"):
+        MixtureOfAccelerators([0, 1, 2], [AcceleratorChoice("cpu")] * 2)

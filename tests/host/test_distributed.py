@@ -11,7 +11,7 @@ from moagcn.host.train import TrainConfig, train
 
 def test_two_gloo_processes_match_the_in_process_run():
     d = sbm(n_nodes=300, n_features=48, n_val=100, n_test=100, seed=5)
-    cfg = TrainConfig(epochs=6, workers=2, parallelism="mop", backend="model", lr=0.05)
+    cfg = TrainConfig(epochs=6, workers=2, parallelism="mop", device="model", lr=0.05)
     local = train(d, cfg)
     seen = []
     dist = train_distributed(d, cfg, on_epoch=lambda rec: seen.append(rec.epoch))

@@ -7,7 +7,6 @@ import pytest
 
 from moagcn.errors import UserError
 from moagcn.host.datasets import sbm
-from moagcn.host.devices import DeviceCounters, TiledDevice, register_backend
 from moagcn.host.train import TrainConfig, train, train_reference
 
 
@@ -18,7 +17,7 @@ def data():
 
 @pytest.mark.parametrize("kind", ["gcn", "sage", "gin"])
 def test_model_backend_follows_the_torch_reference(data, kind):
-    cfg = TrainConfig(model=kind, epochs=25, backend="model", lr=0.05)
+    cfg = TrainConfig(model=kind, epochs=25, device="model", lr=0.05)
     dev = train(data, cfg)
     ref = train_reference(data, cfg)
     np.testing.assert_allclose(dev.train_loss, ref.train_loss, rtol=1e-4, atol=1e-5)
@@ -28,11 +27,11 @@ def test_model_backend_follows_the_torch_reference(data, kind):
 
 
 def test_cpu_backend_and_report_fields(data):
-    cfg = TrainConfig(epochs=8, backend="cpu", workers=2)
+    cfg = TrainConfig(epochs=8, device="cpu", workers=2)
     r = train(data, cfg)
     rep = r.report()
     for key in ("test_acc", "val_acc", "train_loss", "epoch_time_s", "phase_time_s",
-                "comm_bytes", "worker_ops", "sim_cycles", "backend", "parallelism", "workers"):
+                "comm_bytes", "worker_ops", "sim_cycles", "device", "parallelism", "workers"):
         assert key in rep
     assert len(rep["train_loss"]) == 8
     assert set(rep["phase_time_s"]) >= {"aggregate", "update", "communicate"}
@@ -42,7 +41,7 @@ def test_cpu_backend_and_report_fields(data):
 
 
 def test_model_backend_counts_cycles_per_epoch(data):
-    r = train(data, TrainConfig(epochs=3, backend="model", workers=2))
+    r = train(data, TrainConfig(epochs=3, device="model", workers=2))
     rep = r.report()
     per = [h.sim_cycles for h in r.history]
     assert all(c > 0 for c in per) and rep["sim_cycles"]["total"] == sum(per)
@@ -53,7 +52,7 @@ def test_model_backend_counts_cycles_per_epoch(data):
 
 
 def test_reorder_keeps_the_result(data):
-    cfg = TrainConfig(epochs=5, backend="model")
+    cfg = TrainConfig(epochs=5, device="model")
     a = train(data, cfg)
     b = train(data, dataclasses.replace(cfg, reorder="rcm"))
     np.testing.assert_allclose(a.train_loss, b.train_loss, rtol=1e-5)
@@ -64,32 +63,30 @@ def test_config_errors(data):
         train(data, TrainConfig(dropout=1.0))
     with pytest.raises(UserError, match="--model 'gat'"):
         train(data, TrainConfig(model="gat"))
-    with pytest.raises(UserError, match="unknown sparse backend 'fpga'"):
-        train(data, TrainConfig(backend="fpga"))
+    with pytest.raises(UserError, match="--device 'fpga'"):
+        train(data, TrainConfig(device="fpga"))
+    with pytest.raises(UserError, match="unknown preset 'huge'"):
+        train(data, TrainConfig(device="model", preset="huge"))
     with pytest.raises(UserError, match="workers = 301 exceeds"):
         train(data, TrainConfig(workers=301, epochs=1))
 
 
-class TiledGolden(TiledDevice):
-    """The golden model run tile by tile, as an RTL backend runs its jobs."""
-
-    name = "tiled-golden"
-
-    def run_job(self, indptr, indices, H, M):
-        from moagcn.sim.golden.sspmm import sspmm
-        return sspmm(indptr, indices, H, M), DeviceCounters(cycles_compute=1)
-
-
-def test_tiled_backends_reproduce_the_model_losses_bit_for_bit(data):
-    """`--backend rtl` (the RTL on the lean Verilator harness, tiny preset so that the job is cut
-    into many tiles) and a tile-by-tile golden device give per-epoch losses identical to
-    `--backend model`."""
-    register_backend("tiled-golden", TiledGolden, replace=True)
-    backends = ["tiled-golden", "rtl"]
-    cfg = TrainConfig(epochs=3, backend="model", preset="tiny", workers=2)  # tiny: many tiles
+def test_rtl_reproduces_the_model_losses_bit_for_bit(data):
+    """`--device rtl` (the RTL on the lean Verilator harness, tiny preset so that the job is cut
+    into many tiles) gives per-epoch losses identical to `--device model`."""
+    cfg = TrainConfig(epochs=3, device="model", preset="tiny", workers=2)  # tiny: many tiles
     model = train(data, cfg)
-    for name in backends:
-        other = train(data, dataclasses.replace(cfg, backend=name))
-        assert other.train_loss == model.train_loss, name
-        assert [h.val_acc for h in other.history] == [h.val_acc for h in model.history]
-        assert other.device_counters[0]["tiles"] > 2
+    other = train(data, dataclasses.replace(cfg, device="rtl"))
+    assert other.train_loss == model.train_loss
+    assert [h.val_acc for h in other.history] == [h.val_acc for h in model.history]
+    assert other.device_counters[0]["tiles"] > 2
+
+
+def test_train_takes_any_design_parameter(data):
+    """--param reaches the devices: twice the lanes, fewer compute cycles, same losses."""
+    base = TrainConfig(epochs=2, device="model", params={"lanes": "8"})
+    wide = dataclasses.replace(base, params={"lanes": "32"})
+    a, b = train(data, base), train(data, wide)
+    assert a.train_loss == b.train_loss
+    assert a.device_counters[0]["lanes"] == 8 and b.device_counters[0]["lanes"] == 32
+    assert b.device_counters[0]["cycles_compute"] < a.device_counters[0]["cycles_compute"]

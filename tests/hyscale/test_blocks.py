@@ -168,7 +168,7 @@ def test_update_kernel_matches_the_golden_mac_order(n_rows, f_in, f_out, relu, s
 
 def test_aggregate_kernel_alone_reads_each_source_once_and_sums_in_edge_order():
     from moagcn.hw.hyscale.aggregate import AggregateKernel
-    from moagcn.sim.hyscale_driver import check_job, pack_job
+    from moagcn.sim.specs.hyscale import check_job, pack_job
 
     from .jobs import hub_job
     cfg = preset("tiny")

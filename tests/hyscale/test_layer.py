@@ -8,7 +8,8 @@ from moagcn.hw.hyscale import preset
 from moagcn.sim import run
 from moagcn.sim.golden import hyscale as golden
 from moagcn.sim.golden.fp32 import as_bits
-from moagcn.sim.hyscale_driver import HyScaleDriver, _protocol, check_job, pack_job
+from moagcn.sim.driver import Driver
+from moagcn.sim.specs.hyscale import SPEC, check_job, pack_job
 from moagcn.sim.stream_tb import stream_job
 
 from ..conftest import needs_icarus
@@ -17,6 +18,17 @@ from .jobs import hub_job, sampled_job
 pytestmark = pytest.mark.xdist_group("verilator-hyscale")
 
 TINY = preset("tiny")
+
+
+class Run:
+    """A layer run through the generic driver: ``Y`` and the spec's report."""
+
+    def __init__(self, config, simulator, indptr, indices, X, W, b=None, *, relu=False,
+                 data=None, **options):
+        job = SPEC.check(SPEC.job(indptr, indices, X, W, b, relu=relu, data=data), config)
+        res = Driver(SPEC, config, "rtl", simulator).run(job, checked=True, **options)
+        self.Y = res.output
+        self.report = SPEC.report(res, job, config)
 
 
 def _expect(indptr, indices, X, W, b, relu, data=None):
@@ -31,12 +43,13 @@ def _check(res, indptr, indices, X, W, b, relu, data=None):
     assert r["feature_reads"] == r["distinct_sources"]
     assert r["words_read"] == r["distinct_sources"] * W.shape[0]
     assert r["words_written"] == W.shape[1] * (len(indptr) - 1)
-    assert r["cycles_total"] == r["cycles_aggregate"] + r["cycles_update"]
+    assert r["cycles_compute"] == r["cycles_aggregate"] + r["cycles_update"]
+    assert r["cycles_total"] == r["cycles_load"] + r["cycles_compute"]
 
 
 def test_pysim_small_layer():
     indptr, indices, data, X, W, b = hub_job(0, 9, 6, 5, 6, hub_edges=7, shared_dst_edges=5)
-    res = HyScaleDriver(TINY, "pysim").run(indptr, indices, X, W, b, relu=True, data=data)
+    res = Run(TINY, "pysim", indptr, indices, X, W, b, relu=True, data=data)
     _check(res, indptr, indices, X, W, b, True, data)
 
 
@@ -45,7 +58,7 @@ def test_verilator_sampled_minibatches(seed, layer, f_in, f_out):
     # fan-outs (25, 10): layer 0 is the input layer (many sources, most with one out-edge),
     # layer 1 the output layer (few destinations, sources shared)
     indptr, indices, X, W, b = sampled_job(seed, 3, (25, 10), f_in, f_out, layer=layer)
-    res = HyScaleDriver(TINY, "verilator").run(indptr, indices, X, W, b, relu=seed % 2 == 0)
+    res = Run(TINY, "verilator", indptr, indices, X, W, b, relu=seed % 2 == 0)
     _check(res, indptr, indices, X, W, b, seed % 2 == 0)
     assert res.report["edges"] == indices.size
 
@@ -53,7 +66,7 @@ def test_verilator_sampled_minibatches(seed, layer, f_in, f_out):
 def test_verilator_hub_source_shared_destination_idle_and_backpressure():
     indptr, indices, data, X, W, b = hub_job(5, 40, 30, 16, 12, hub_edges=70,
                                              shared_dst_edges=60)
-    res = HyScaleDriver(TINY, "verilator").run(indptr, indices, X, W, b, data=data,
+    res = Run(TINY, "verilator", indptr, indices, X, W, b, data=data,
                                                idle_every=3, stall_every=2)
     _check(res, indptr, indices, X, W, b, False, data)
     r = res.report
@@ -84,7 +97,7 @@ def _bad_streams(kind):
 def test_cocotb_verilator_error_flags_stop_cleanly(kind, flag):
     streams, scalars = _bad_streams(kind)
     out = run(get_design("hyscale-system"), TINY, stream_job, "verilator", max_cycles=20_000,
-              proto=_protocol(), streams=streams, scalars=scalars).value
+              proto=SPEC.protocol, streams=streams, scalars=scalars).value
     assert out[flag] == 1
     assert sum(out[f] for f in ("err_source", "err_dest", "err_edges")) == 1
     assert out["beats"] == []                     # nothing written back from a bad job
@@ -92,7 +105,7 @@ def test_cocotb_verilator_error_flags_stop_cleanly(kind, flag):
 
 def test_cocotb_verilator_reset_mid_job_then_rerun():
     indptr, indices, X, W, b = sampled_job(3, 2, (25, 10), 16, 16, layer=0)
-    res = HyScaleDriver(TINY, "verilator").run(indptr, indices, X, W, b, relu=True,
+    res = Run(TINY, "verilator", indptr, indices, X, W, b, relu=True,
                                                reset_after=150)
     _check(res, indptr, indices, X, W, b, True)
 
@@ -100,7 +113,7 @@ def test_cocotb_verilator_reset_mid_job_then_rerun():
 @needs_icarus
 def test_icarus_layer():
     indptr, indices, data, X, W, b = hub_job(9, 10, 8, 7, 5, hub_edges=9, shared_dst_edges=6)
-    res = HyScaleDriver(TINY, "icarus").run(indptr, indices, X, W, b, data=data, relu=True,
+    res = Run(TINY, "icarus", indptr, indices, X, W, b, data=data, relu=True,
                                             stall_every=3)
     _check(res, indptr, indices, X, W, b, True, data)
 
@@ -120,15 +133,16 @@ def test_benchmark_script_runs_and_reports(tmp_path):
 
 def test_cocotb_verilator_sampled_minibatch_with_idle_and_backpressure():
     # the same RTL as the lean-harness tests, through cocotb (the per-cycle Python testbench)
-    from moagcn.sim.hyscale_driver import unpack_y
+    from moagcn.sim.specs.hyscale import unpack_y
     from moagcn.sim.stream_tb import int_words
     indptr, indices, X, W, b = sampled_job(6, 2, (25, 10), 16, 10, layer=0)
     data = golden.gcn_weights(indptr, indices, X.shape[0])
     job = pack_job(*check_job(indptr, indices, X, W, b, data, TINY), relu=True, config=TINY)
     out = run(get_design("hyscale-system"), TINY, stream_job, "verilator", max_cycles=200_000,
-              proto=_protocol(), streams=job.streams, scalars=job.scalars, idle_every=4,
+              proto=SPEC.protocol, streams=job.streams, scalars=job.scalars, idle_every=4,
               stall_every=3).value
-    Y = unpack_y(int_words(out["beats"], TINY.mem_words_per_cycle), job, TINY)
+    Y = unpack_y(int_words(out["beats"], TINY.mem_words_per_cycle), job, indptr.size - 1,
+                 W.shape[1], TINY)
     assert np.array_equal(as_bits(Y), as_bits(_expect(indptr, indices, X, W, b, True, data)))
     assert out["feature_reads"] == np.unique(indices).size and out["stall_output"] > 0
 
@@ -137,5 +151,5 @@ def test_pysim_single_pe_pair():
     # n = 1: one S-PE / G-PE pair, every destination in one bank
     cfg = preset("tiny", spes=1)
     indptr, indices, data, X, W, b = hub_job(2, 8, 6, 5, 4, hub_edges=6, shared_dst_edges=4)
-    res = HyScaleDriver(cfg, "pysim").run(indptr, indices, X, W, b, data=data)
+    res = Run(cfg, "pysim", indptr, indices, X, W, b, data=data)
     _check(res, indptr, indices, X, W, b, False, data)

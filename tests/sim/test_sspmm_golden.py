@@ -58,6 +58,6 @@ def test_work_and_cycle_model_counts():
     assert work_adds(indptr, M) == 3 * 10 + 0 + 2 * 5
     cfg = preset("tiny")                       # 4 lanes in 2 groups: W = 2
     cycles = estimate(indptr, M, 10, cfg)
-    assert cycles.jobs == 5 + 0 + 3            # ceil(10/2) + ceil(5/2)
-    assert cycles.turns == 3 * 5 + 2 * 3
+    assert cycles.extra["jobs"] == 5 + 0 + 3            # ceil(10/2) + ceil(5/2)
+    assert cycles.extra["turns"] == 3 * 5 + 2 * 3
     assert cycles.work_adds == 40

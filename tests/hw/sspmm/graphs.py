@@ -24,3 +24,14 @@ def power_law_job(n, F, seed, density=0.5, max_deg=None, hub=None):
     H[rng.random((n, F)) < 0.02] = -0.0       # signed zeros in the data
     M = rng.random((n, F)) < density
     return indptr, indices, H, M
+
+
+def drive(config, where, indptr, indices, H, M=None, **options):
+    """One S-SpMM job through the generic driver: ``where`` is a simulator name (the RTL) or
+    ``model``."""
+    from moagcn.core.spec import get_spec
+    from moagcn.sim.driver import Driver
+    spec = get_spec("sspmm")
+    device = "model" if where == "model" else "rtl"
+    driver = Driver(spec, config, device, "verilator" if where == "model" else where)
+    return driver.run(spec.job(indptr, indices, H, M), **options)

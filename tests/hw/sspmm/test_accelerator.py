@@ -11,14 +11,15 @@ import pytest
 
 from moagcn.hw.designs import get_design
 from moagcn.hw.sspmm import preset
-from moagcn.hw.sspmm.top import COUNTERS
+from moagcn.hw.sspmm.protocol import COUNTERS
 from moagcn.sim.backends import run
 from moagcn.sim.golden.sspmm import sspmm
-from moagcn.sim.sspmm_driver import SSpmmDriver, pack_beats, pack_job, run_job
+from moagcn.sim.specs.sspmm import SPEC, pack_beats
+from moagcn.sim.stream_tb import stream_job
 from moagcn.sim.sspmm_model import estimate, output_counts
 
 from ...conftest import needs_icarus
-from .graphs import power_law_job
+from .graphs import drive, power_law_job
 
 TINY = preset("tiny")
 pytestmark = pytest.mark.xdist_group("verilator-sspmm")
@@ -26,17 +27,17 @@ pytestmark = pytest.mark.xdist_group("verilator-sspmm")
 
 def check(result, indptr, indices, H, M):
     expected = sspmm(indptr, indices, H, M)
-    got = result.Z.view(np.uint32)
+    got = result.output.view(np.uint32)
     bad = np.argwhere(got != expected.view(np.uint32))
     assert bad.size == 0, f"{len(bad)} elements differ, first at {bad[:5].tolist()}"
-    assert result.counters["err_index"] == 0 and result.counters["err_indptr"] == 0
+    assert result.raw["err_index"] == 0 and result.raw["err_indptr"] == 0
 
 
 def test_pysim_small_job_with_idle_and_backpressure():
     job = power_law_job(24, 6, seed=3, max_deg=12)
-    res = SSpmmDriver(TINY, "pysim").run(*job, idle_every=3, stall_every=2)
+    res = drive(TINY, "pysim", *job, idle_every=3, stall_every=2)
     check(res, *job)
-    assert res.counters["stall_output"] > 0
+    assert res.raw["stall_output"] > 0
 
 
 #: both Verilator paths run every top-level job: the per-cycle cocotb testbench and the lean
@@ -49,19 +50,19 @@ HARNESSES = pytest.mark.parametrize("per_cycle", [True, False], ids=["cocotb", "
                                             (0.3, 13, 4)])
 def test_verilator_power_law(density, F, seed, per_cycle):
     job = power_law_job(150, F, seed=seed, density=density, hub=400)
-    res = SSpmmDriver(TINY, "verilator").run(*job, per_cycle=per_cycle)
+    res = drive(TINY, "verilator", *job, per_cycle=per_cycle)
     check(res, *job)
     if density == 0.0:
-        assert res.counters["cycles_compute"] < 150 + 20   # no jobs: one fetch cycle per row
+        assert res.raw["cycles_compute"] < 150 + 20   # no jobs: one fetch cycle per row
 
 
 @HARNESSES
 def test_verilator_idle_backpressure_and_counters(per_cycle):
     indptr, indices, H, M = job = power_law_job(80, 11, seed=5, hub=150)
-    res = SSpmmDriver(TINY, "verilator").run(*job, idle_every=4, stall_every=3,
+    res = drive(TINY, "verilator", *job, idle_every=4, stall_every=3,
                                              per_cycle=per_cycle)
     check(res, *job)
-    c = res.counters
+    c = res.raw
     assert c["stall_output"] > 0
     assert c["cycles_total"] == c["cycles_compute"] + c["cycles_output"]
     # only computed elements move: per row ceil(unmasked / lanes) beats, none for empty rows
@@ -69,13 +70,13 @@ def test_verilator_idle_backpressure_and_counters(per_cycle):
     assert beats < 80 * -(-11 // TINY.lanes)
     assert c["cycles_output"] >= beats + c["stall_output"]
     # load cycles count transfers only: every word of every stream once
-    streams = pack_job(indptr, indices, H, M, TINY).streams
+    streams = SPEC.pack(SPEC.check(SPEC.job(indptr, indices, H, M), TINY), TINY).streams
     assert c["cycles_load"] <= sum(len(s) for s in streams.values())
 
 
 def test_verilator_reset_mid_job_then_complete_run():
     job = power_law_job(60, 8, seed=6)
-    res = SSpmmDriver(TINY, "verilator").run(*job, reset_after=25)
+    res = drive(TINY, "verilator", *job, reset_after=25)
     check(res, *job)
 
 
@@ -85,11 +86,12 @@ def _raw_run(indptr, indices, n_features=4, backend="verilator"):
     H = np.ones((n, n_features), np.float32)
     M = np.ones((n, n_features), bool)
     # pack a well-formed job of the same size, then put the bad arrays in as they are
-    packed = pack_job(np.zeros(n + 1, np.int64), np.zeros(0, np.int64), H, M, TINY)
+    packed = SPEC.pack(SPEC.check(SPEC.job(np.zeros(n + 1, np.int64), np.zeros(0, np.int64), H,
+                                           M), TINY), TINY)
     packed.streams["indptr_in"] = pack_beats(np.asarray(indptr, np.uint32), TINY.load_width)
     packed.streams["indices_in"] = pack_beats(np.asarray(indices, np.uint32), TINY.load_width)
-    return run(get_design("sspmm"), TINY, run_job, backend, job=packed, lanes=TINY.lanes,
-               max_cycles=5000).value
+    return run(get_design("sspmm"), TINY, stream_job, backend, proto=SPEC.protocol,
+               streams=packed.streams, scalars=packed.scalars, max_cycles=5000).value
 
 
 @pytest.mark.parametrize("backend", ["pysim", "verilator"])
@@ -108,35 +110,35 @@ def test_error_flag_bad_row_pointers_stops_cleanly(indptr):
 
 def test_cycle_model_tracks_rtl():
     job = power_law_job(150, 16, seed=8, density=0.5, hub=300)
-    res = SSpmmDriver(TINY, "verilator").run(*job)
+    res = drive(TINY, "verilator", *job)
     model = estimate(job[0], job[3], 16, TINY)
-    c = res.counters
+    c = res.raw
     err = c["cycles_compute"] / model.cycles_compute - 1
     print(f"compute rtl {c['cycles_compute']} model {model.cycles_compute} ({err:+.3f})")
     assert abs(err) < 0.1, f"model {model.cycles_compute}, rtl {c['cycles_compute']}"
     # multicast: each neighbour row is read once per pass of up to one job per group
-    assert c["rows_fetched"] == model.rows_fetched < model.turns
+    assert c["rows_fetched"] == model.extra["rows_fetched"] < model.extra["turns"]
     assert c["cycles_output"] == model.cycles_output
 
 
 @needs_icarus
 def test_icarus_subset():
     job = power_law_job(40, 6, seed=9, max_deg=20)
-    res = SSpmmDriver(TINY, "icarus").run(*job)
+    res = drive(TINY, "icarus", *job)
     check(res, *job)
 
 
 def test_lean_harness_matches_cocotb_run():
     """The host-driven harness and the cocotb testbench see the same RTL: same Z, counters."""
     job = power_law_job(70, 10, seed=10, hub=120)
-    lean = SSpmmDriver(TINY, "verilator").run(*job, stall_every=3)
+    lean = drive(TINY, "verilator", *job, stall_every=3)
     # a mid-job reset routes the driver through the cocotb testbench; the counters restart at
     # the reset, so the complete second run must match the harness's run exactly
-    cocotb = SSpmmDriver(TINY, "verilator").run(*job, stall_every=3, reset_after=5)
+    cocotb = drive(TINY, "verilator", *job, stall_every=3, reset_after=5)
     check(lean, *job)
-    assert np.array_equal(lean.Z.view(np.uint32), cocotb.Z.view(np.uint32))
+    assert np.array_equal(lean.output.view(np.uint32), cocotb.output.view(np.uint32))
     for key in COUNTERS:
-        assert lean.counters[key] == cocotb.counters[key], key
+        assert lean.raw[key] == cocotb.raw[key], key
 
 
 DEFAULT = preset("default")
@@ -147,18 +149,18 @@ def test_default_preset_on_the_lean_harness(F, density):
     """P = 16 in 2 groups, 7-cycle adders (7 contexts per group), 4-word loads: the preset
     `make run` and the benchmark use, bit for bit, with the exact counters of the model."""
     indptr, indices, H, M = job = power_law_job(300, F, seed=11, density=density, hub=700)
-    res = SSpmmDriver(DEFAULT, "verilator").run(*job, idle_every=5, stall_every=4)
+    res = drive(DEFAULT, "verilator", *job, idle_every=5, stall_every=4)
     check(res, *job)
     model = estimate(indptr, M, F, DEFAULT)
-    assert res.counters["rows_fetched"] == model.rows_fetched
-    assert res.counters["stall_output"] > 0
+    assert res.raw["rows_fetched"] == model.extra["rows_fetched"]
+    assert res.raw["stall_output"] > 0
 
 
 @pytest.mark.slow
 def test_default_preset_through_cocotb():
     """The default preset's VPI model (about a minute to build) on a job with a reset."""
     job = power_law_job(200, 64, seed=12, hub=500)
-    res = SSpmmDriver(DEFAULT, "verilator").run(*job, stall_every=3, reset_after=40)
+    res = drive(DEFAULT, "verilator", *job, stall_every=3, reset_after=40)
     check(res, *job)
 
 
@@ -191,12 +193,12 @@ def test_other_parameterisations_bit_exact_and_modelled(params):
         indptr, indices, H, M = job = power_law_job(100, width, seed=k + 1, density=density,
                                                     hub=300)
         opts = dict(idle_every=3, stall_every=4) if k == 0 else {}
-        res = SSpmmDriver(cfg, "verilator").run(*job, **opts)
+        res = drive(cfg, "verilator", *job, **opts)
         check(res, *job)
         assert res.tiles == 1
         model = estimate(indptr, M, width, cfg)
-        c = res.counters
-        assert c["rows_fetched"] == model.rows_fetched
+        c = res.raw
+        assert c["rows_fetched"] == model.extra["rows_fetched"]
         if not opts:
             assert c["cycles_output"] == model.cycles_output
         assert c["cycles_compute"] == pytest.approx(model.cycles_compute, rel=0.05), \
