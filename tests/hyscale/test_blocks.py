@@ -187,7 +187,7 @@ def test_aggregate_kernel_alone_reads_each_source_once_and_sums_in_edge_order():
         ctx.set(dut.n_sources, len(src))
         ctx.set(dut.n_edges, len(edge_words))
         ctx.set(dut.n_rows, X.shape[0])
-        ctx.set(dut.n_dst, job.n_dst)
+        ctx.set(dut.n_dst, job.scalars["n_dst"])
         ctx.set(dut.f_in, f_in)
         ctx.set(dut.start, 1)
         cycle = 0
@@ -206,7 +206,7 @@ def test_aggregate_kernel_alone_reads_each_source_once_and_sums_in_edge_order():
         for name in ("err_source", "err_dest", "err_edges"):
             assert ctx.get(getattr(dut, name)) == 0
         reads.append((ctx.get(dut.feature_reads), ctx.get(dut.words_read)))
-        for row in range(job.n_dst):
+        for row in range(job.scalars["n_dst"]):
             words = []
             for i in range(f_in):
                 ctx.set(dut.act_dst, row)
@@ -217,8 +217,8 @@ def test_aggregate_kernel_alone_reads_each_source_once_and_sums_in_edge_order():
 
     _simulate(dut, bench)
     sched = golden.edge_schedule(indptr, indices, data)
-    Z = as_bits(golden.aggregate(sched, X, job.n_dst))
+    Z = as_bits(golden.aggregate(sched, X, job.scalars["n_dst"]))
     assert reads == [(sched.sources.size, sched.sources.size * f_in)]
-    for v in range(job.n_dst):
+    for v in range(job.scalars["n_dst"]):
         if sched.nonempty[v]:
-            assert np.array_equal(np.array(got[job.row_of[v]], np.uint32), Z[v]), v
+            assert np.array_equal(np.array(got[job.context.row_of[v]], np.uint32), Z[v]), v

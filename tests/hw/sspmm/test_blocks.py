@@ -29,7 +29,7 @@ def test_mask_decoder_selects_consecutive_set_bits(width, lanes):
                     want = base + k < len(positions)
                     assert ((ctx.get(dut.valid) >> k) & 1) == want
                     if want:
-                        assert ctx.get(dut.sel(k)) == positions[base + k]
+                        assert ctx.get(dut.sel[k]) == positions[base + k]
                 rest = ctx.get(dut.rest)
                 assert rest == sum(1 << f for f in positions[base + lanes:])
             checked.append(mask)
@@ -45,8 +45,8 @@ def test_ram_reads_old_data_and_honours_word_enables():
     log = []
 
     async def bench(ctx):
-        (wa0, wd0, we0), (wa1, wd1, we1) = dut.write(0), dut.write(1)
-        (ra0, rd0), (ra1, rd1) = dut.read(0), dut.read(1)
+        (wa0, wd0, we0), (wa1, wd1, we1) = [(w.addr, w.data, w.en) for w in dut.write]
+        (ra0, rd0), (ra1, rd1) = [(r.addr, r.data) for r in dut.read]
         ctx.set(wa0, 3)
         ctx.set(wd0, 0x1111_1111_2222_2222)
         ctx.set(we0, 0b11)
@@ -96,7 +96,7 @@ def _scheduler_bench(indptr, masks, n_features, take_every=1):
         ctx.set(dut.start, 0)
         for cycle in range(20 * n + 50):
             # 1-cycle read latency: data for the addresses presented before this edge
-            a1, am = ctx.get(dut.ptr_addr), ctx.get(dut.mask_addr)
+            a1, am = ctx.get(dut.ptr.addr), ctx.get(dut.mask.addr)
             take = ctx.get(dut.job_valid) and cycle % take_every == 0
             ctx.set(dut.job_taken, int(take))
             if take:
@@ -106,8 +106,8 @@ def _scheduler_bench(indptr, masks, n_features, take_every=1):
                              tuple(ctx.get(dut.job.sel[k]) for k in range(lanes)
                                    if valid >> k & 1)))
             await ctx.tick()
-            ctx.set(dut.ptr_data, int(indptr[min(a1, n)]))
-            ctx.set(dut.mask_data, int(masks[min(am, n - 1)]))
+            ctx.set(dut.ptr.data, int(indptr[min(a1, n)]))
+            ctx.set(dut.mask.data, int(masks[min(am, n - 1)]))
             if ctx.get(dut.done) and cycle > 3:
                 break
         flags["err"] = ctx.get(dut.err_indptr)
@@ -307,17 +307,17 @@ def test_distribution_tree_multicasts_to_every_destination_and_nowhere_else(grou
                 words = int(rng.integers(0, 1 << 62))
                 pkt = {"valid": int(dest != 0), "first": cycle % 2, "last": cycle % 3 == 0,
                        "dest": dest}
-                ctx.set(dut.root(j), layout.const(pkt))
-                ctx.set(dut.root_words(j), words)
+                ctx.set(dut.root[j].packet, layout.const(pkt))
+                ctx.set(dut.root[j].words, words)
                 if dest:
                     sent.append((cycle, j, dest, words))
             await ctx.tick()
             for g in range(groups):
                 for j in range(rows):
-                    leaf = dut.leaf(g, j)
+                    leaf = dut.leaf[g][j].packet
                     if ctx.get(leaf.valid):
                         seen.append((cycle + 1, g, j, ctx.get(leaf.dest),
-                                     ctx.get(dut.leaf_words(g, j))))
+                                     ctx.get(dut.leaf[g][j].words)))
 
     sim = Simulator(dut)
     sim.add_clock(1e-8)
@@ -382,13 +382,13 @@ def test_neighbour_fetcher_binds_passes_and_multicasts_each_row_once(bad_column)
             ctx.set(dut.space, sum(1 << c for c in range(G * L) if fill[c] < D))
             # memories: one cycle of latency
             if idx_q is not None:
-                ctx.set(dut.port("idx_data", 0), int(indices[idx_q]) if idx_q < len(indices)
+                ctx.set(dut.idx[0].data, int(indices[idx_q]) if idx_q < len(indices)
                         else n + 5)
             if row_q is not None:
-                ctx.set(dut.port("row_data", 0), 1000 + row_q)
+                ctx.set(dut.row[0].data, 1000 + row_q)
             released = 0
             for g in range(G):
-                leaf = dut.leaf(g, 0)
+                leaf = dut.leaf[g][0].packet
                 if ctx.get(leaf.valid):
                     dest = ctx.get(leaf.dest)
                     assert bin(dest).count("1") == 1      # at most one job per group
@@ -396,7 +396,7 @@ def test_neighbour_fetcher_binds_passes_and_multicasts_each_row_once(bad_column)
                         if dest >> s & 1:
                             c = g * L + s
                             log["deliver"].append((bound_job[c],
-                                                   ctx.get(dut.leaf_words(g, 0)) - 1000,
+                                                   ctx.get(dut.leaf[g][0].words) - 1000,
                                                    ctx.get(leaf.first), ctx.get(leaf.last)))
                             if ctx.get(leaf.last):
                                 released |= 1 << c
@@ -414,8 +414,8 @@ def test_neighbour_fetcher_binds_passes_and_multicasts_each_row_once(bad_column)
                 fill[c] += reserve >> c & 1
             log["err"] += ctx.get(dut.err_index)
             log["rows_read"] += ctx.get(dut.issued)
-            idx_q = ctx.get(dut.port("idx_addr", 0))
-            row_q = ctx.get(dut.port("row_addr", 0))
+            idx_q = ctx.get(dut.idx[0].addr)
+            row_q = ctx.get(dut.row[0].addr)
             await ctx.tick()
             for c in range(G * L):
                 if released >> c & 1:
