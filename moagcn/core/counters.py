@@ -23,10 +23,18 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
+import numpy as np
+
 #: fields that add up over calls and tiles
 _SUMMED = ("calls", "tiles", "work_adds", "spmm_adds", "elements", "unmasked", "cycles_load",
            "cycles_compute", "cycles_output", "bytes_read", "bytes_written", "sim_cycles",
            "wall_s", "sim_wall_s")
+
+
+def work_adds(indptr, mask) -> int:
+    """The aggregation work ``W = Σ_v deg(v) · |S_v|`` (S_v: unmasked features of row v)."""
+    deg = np.diff(np.asarray(indptr, dtype=np.int64))
+    return int(np.dot(deg, np.asarray(mask, dtype=bool).sum(axis=1)))
 
 
 @dataclass

@@ -20,16 +20,10 @@ import torch
 
 from moagcn.errors import UserError
 
-from .counters import Counters
+from .counters import Counters, work_adds
 from .graph import CSRGraph
 from .names import DEVICE_KINDS  # noqa: F401 (re-exported)
 
-
-
-def work_adds(indptr, mask) -> int:
-    """The aggregation work ``W = Σ_v deg(v) · |S_v|`` (S_v: unmasked features of row v)."""
-    deg = np.diff(np.asarray(indptr, dtype=np.int64))
-    return int(np.dot(deg, np.asarray(mask, dtype=bool).sum(axis=1)))
 
 
 def _as_numpy(x) -> np.ndarray:

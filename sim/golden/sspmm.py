@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from moagcn.core.counters import work_adds  # noqa: F401 (the one definition, re-exported)
 from moagcn.core.graph import degrees, sort_rows
 
 from .fp32 import as_bits, as_float, canonical
@@ -49,11 +50,6 @@ def sspmm(indptr, indices, H, mask=None) -> np.ndarray:
             acc[rows] += H[cols[indptr[rows] + k]]
     out = np.where(mask, acc, np.float32(0.0))
     return as_float(canonical(as_bits(out))).reshape(acc.shape)
-
-
-def work_adds(indptr, mask) -> int:
-    """W = sum over rows of deg(v) * |unmasked features of v| (the additions the job needs)."""
-    return int(np.dot(degrees(indptr), np.asarray(mask).astype(bool).sum(axis=1)))
 
 
 def float64_bound(indptr, indices, H, mask=None) -> np.ndarray:

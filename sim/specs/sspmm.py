@@ -12,8 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from moagcn.core.counters import Counters
-from moagcn.core.device import work_adds
+from moagcn.core.counters import Counters, work_adds
 from moagcn.core.graph import sort_rows, validate_csr
 from moagcn.core.spec import AcceleratorSpec, Packed, Part, StreamProtocol
 from moagcn.core.tiling import TileLimits, plan_tiles
