@@ -76,7 +76,7 @@ def cmd_arith(args) -> int:
     bits = [golden.as_bits(a.ravel()) for a in arrays]
     t0 = time.perf_counter()
     sim = simulator(args)
-    out = arith.simulate(args.op, *bits, backend=sim, latency=args.latency,
+    out = arith.simulate(args.op, *bits, simulator=sim, latency=args.latency,
                          progress=not args.quiet, waves=args.vcd)
     wall = time.perf_counter() - t0
     result = golden.as_float(out).reshape(shape)
@@ -131,7 +131,7 @@ def cmd_demo(args) -> int:
     ok = True
     for op in ("add", "mul"):
         t0 = time.perf_counter()
-        got = arith.simulate(op, a, b, backend=sim, progress=False)
+        got = arith.simulate(op, a, b, simulator=sim, progress=False)
         wall = time.perf_counter() - t0
         mismatches = int(np.count_nonzero(got != arith.expected(op, a, b)))
         ok &= mismatches == 0

@@ -1,6 +1,9 @@
-"""Golden models, simulation backends and the build cache (``import moagcn.sim``)."""
+"""Golden and cycle models, accelerator specs, the driver, simulators and the build cache
+(``import moagcn.sim``)."""
 
-from .backends import BACKENDS, RunResult, run
+from moagcn.core.names import SIMULATORS
+
+from .backends import RunResult, run
 from .io import CycleLimitExceeded, SimIO
 
-__all__ = ["BACKENDS", "RunResult", "run", "SimIO", "CycleLimitExceeded"]
+__all__ = ["SIMULATORS", "RunResult", "run", "SimIO", "CycleLimitExceeded"]

@@ -74,7 +74,7 @@ def design_config(op: str, latency: int | None = None, enable: bool = False):
     return design, config
 
 
-def simulate(op: str, *operands: np.ndarray, backend: str = "verilator",
+def simulate(op: str, *operands: np.ndarray, simulator: str = "verilator",
              latency: int | None = None, idle_every: int = 0, chunk: int = 250_000,
              progress: bool = False, waves=None) -> np.ndarray:
     """Results of ``op`` on uint32 bit-pattern arrays, computed by the simulated unit.
@@ -93,11 +93,11 @@ def simulate(op: str, *operands: np.ndarray, backend: str = "verilator",
     starts = range(0, n, chunk) if n else []
     if progress:
         from tqdm import tqdm
-        starts = tqdm(starts, desc=f"{op} on {backend}", unit="chunk")
+        starts = tqdm(starts, desc=f"{op} on {simulator}", unit="chunk")
     for s in starts:
         payloads = pack_operands(*(x[s:s + chunk] for x in operands))
         lat = getattr(config, "latency", 0)
-        res = run(design, config, stream_operands, backend, payloads=payloads,
+        res = run(design, config, stream_operands, simulator, payloads=payloads,
                   idle_every=idle_every, waves=waves,
                   max_cycles=2 * len(payloads) + lat + 16)
         out[s:s + chunk] = np.asarray(res.value, dtype=np.uint32)

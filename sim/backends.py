@@ -1,7 +1,7 @@
 """Run a testbench (or a host job written as one) against a design on any simulator.
 
 >>> from moagcn.hw.designs import get_design
->>> result = run(get_design("fp32-add"), None, my_testbench, backend="verilator", n=100)
+>>> result = run(get_design("fp32-add"), None, my_testbench, simulator="verilator", n=100)
 
 Backends:
 
@@ -27,13 +27,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from moagcn.core.names import SIMULATORS
 from moagcn.errors import SimulationError, UserError
 
 from .build import (ClockedTop, build_simulator, cache_dir, component_ports, generate_verilog,
                     verilator_env)
 from .io import PysimIO
 
-BACKENDS = ("pysim", "verilator", "icarus")
 
 
 @dataclass
@@ -43,7 +43,7 @@ class RunResult:
     value: Any
     cycles: int
     wall_s: float
-    backend: str
+    simulator: str
 
     @property
     def cycles_per_s(self) -> float:
@@ -51,10 +51,10 @@ class RunResult:
         return self.cycles / self.wall_s if self.wall_s > 0 else float("inf")
 
 
-def run(design, config, testbench: Callable, backend: str = "verilator", *,
+def run(design, config, testbench: Callable, simulator: str = "verilator", *,
         waves: str | os.PathLike | None = None, max_cycles: int | None = None,
         **kwargs) -> RunResult:
-    """Run ``testbench(io, **kwargs)`` against ``design`` at ``config`` on ``backend``.
+    """Run ``testbench(io, **kwargs)`` against ``design`` at ``config`` on ``simulator``.
 
     Parameters
     ----------
@@ -63,19 +63,19 @@ def run(design, config, testbench: Callable, backend: str = "verilator", *,
         Design configuration (``None``: the design's defaults).
     testbench : async callable
         ``async def tb(io: SimIO, **kwargs) -> value``.
-    backend : str
-        One of :data:`BACKENDS`.
+    simulator : str
+        One of :data:`moagcn.core.names.SIMULATORS`.
     waves : path or None
         Write a waveform there (VCD for pysim and Verilator, FST for Icarus).
     max_cycles : int or None
         Fail with :class:`~moagcn.sim.io.CycleLimitExceeded` when the testbench runs longer.
     """
-    if backend not in BACKENDS:
-        raise UserError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
+    if simulator not in SIMULATORS:
+        raise UserError(f"unknown simulator {simulator!r}; choose one of {', '.join(SIMULATORS)}")
     config = design.default_config() if config is None else config
-    if backend == "pysim":
+    if simulator == "pysim":
         return _run_pysim(design, config, testbench, waves, max_cycles, kwargs)
-    return _run_cocotb(design, config, testbench, backend, waves, max_cycles, kwargs)
+    return _run_cocotb(design, config, testbench, simulator, waves, max_cycles, kwargs)
 
 
 def _run_pysim(design, config, testbench, waves, max_cycles, kwargs) -> RunResult:
@@ -114,12 +114,12 @@ def _testbench_location(testbench) -> tuple[str, str | None, str]:
     return module, file, qualname
 
 
-def _run_cocotb(design, config, testbench, backend, waves, max_cycles, kwargs) -> RunResult:
+def _run_cocotb(design, config, testbench, simulator, waves, max_cycles, kwargs) -> RunResult:
     from cocotb_tools.runner import get_runner
 
     module, file, qualname = _testbench_location(testbench)
     verilog = generate_verilog(design, config)
-    build_dir = build_simulator(backend, verilog, waves=bool(waves))
+    build_dir = build_simulator(simulator, verilog, waves=bool(waves))
 
     runs = cache_dir() / "runs"
     runs.mkdir(exist_ok=True)
@@ -128,13 +128,13 @@ def _run_cocotb(design, config, testbench, backend, waves, max_cycles, kwargs) -
     result_file = run_dir / "result.pkl"
     with open(job_file, "wb") as fh:
         pickle.dump({"module": module, "file": file, "qualname": qualname, "kwargs": kwargs,
-                     "inputs": [p.name for p in verilog.inputs], "backend": backend,
+                     "inputs": [p.name for p in verilog.inputs], "backend": simulator,
                      "max_cycles": max_cycles, "result": str(result_file)}, fh)
 
-    runner = get_runner(backend)
+    runner = get_runner(simulator)
     log = run_dir / "sim.log"
     env_before = dict(os.environ)
-    if backend == "verilator":
+    if simulator == "verilator":
         os.environ.update(verilator_env())
     # the runner inspects PYTEST_CURRENT_TEST to decide how to report; we read our own result
     os.environ.pop("PYTEST_CURRENT_TEST", None)
@@ -142,7 +142,7 @@ def _run_cocotb(design, config, testbench, backend, waves, max_cycles, kwargs) -
         runner.test(test_module="moagcn.sim.cocotb_entry", hdl_toplevel=verilog.toplevel,
                     hdl_toplevel_lang="verilog", build_dir=build_dir, test_dir=run_dir,
                     extra_env={"MOAGCN_JOB": str(job_file)}, waves=bool(waves),
-                    timescale=TIMESCALE_IF_ICARUS.get(backend), log_file=log)
+                    timescale=TIMESCALE_IF_ICARUS.get(simulator), log_file=log)
     except SystemExit:
         pass  # a failing testbench or a crashed simulator: judged from the result file below
     finally:
@@ -151,12 +151,12 @@ def _run_cocotb(design, config, testbench, backend, waves, max_cycles, kwargs) -
 
     if not result_file.exists():
         tail = log.read_text()[-4000:] if log.exists() else "(no log)"
-        raise SimulationError(f"{backend} simulation of {verilog.toplevel} produced no result; "
+        raise SimulationError(f"{simulator} simulation of {verilog.toplevel} produced no result; "
                               f"log {log}:\n{tail}")
     with open(result_file, "rb") as fh:
         result = pickle.load(fh)
     if "error" in result:
-        raise SimulationError(f"testbench {qualname} failed on {backend} "
+        raise SimulationError(f"testbench {qualname} failed on {simulator} "
                               f"(log {log}):\n{result['traceback']}")
     if waves:
         produced = [p for p in run_dir.iterdir() if p.suffix in (".vcd", ".fst")]
@@ -164,7 +164,7 @@ def _run_cocotb(design, config, testbench, backend, waves, max_cycles, kwargs) -
         if produced:
             shutil.copyfile(produced[0], waves)
     shutil.rmtree(run_dir, ignore_errors=True)
-    return RunResult(result["value"], result["cycles"], result["wall_s"], backend)
+    return RunResult(result["value"], result["cycles"], result["wall_s"], simulator)
 
 
 # Icarus needs the timescale at test time to write its command file; Verilator takes it at build.

@@ -14,13 +14,13 @@ from .arith_cases import assert_bit_exact, pairs, triples
                                         ("mul", 1), ("mul", MULTIPLIER_STAGES)])
 def test_binary_unit_pysim(op, latency):
     a, b = pairs(600, seed=latency)
-    got = arith.simulate(op, a, b, backend="pysim", latency=latency)
+    got = arith.simulate(op, a, b, simulator="pysim", latency=latency)
     assert_bit_exact(op, (a, b), got, arith.expected(op, a, b))
 
 
 def test_muladd_pysim():
     a, b, c = triples(500, seed=3)
-    got = arith.simulate("muladd", a, b, c, backend="pysim")
+    got = arith.simulate("muladd", a, b, c, simulator="pysim")
     assert_bit_exact("muladd", (a, b, c), got, arith.expected("muladd", a, b, c))
 
 
@@ -84,5 +84,5 @@ def test_enable_freezes_pipeline_and_idle_cycles_are_skipped():
 
 def test_idle_cycles_on_input():
     a, b = pairs(300, seed=4)
-    got = arith.simulate("mul", a, b, backend="pysim", idle_every=3)
+    got = arith.simulate("mul", a, b, simulator="pysim", idle_every=3)
     assert_bit_exact("mul", (a, b), got, arith.expected("mul", a, b))

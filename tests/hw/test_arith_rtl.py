@@ -19,19 +19,19 @@ pytestmark = pytest.mark.xdist_group("verilator-arith")
 def test_verilator_20k_pairs(op):
     a, b = pairs(20_000, seed=11)
     assert a.size >= 20_000
-    got = arith.simulate(op, a, b, backend="verilator")
+    got = arith.simulate(op, a, b, simulator="verilator")
     assert_bit_exact(op, (a, b), got, arith.expected(op, a, b))
 
 
 def test_verilator_muladd():
     a, b, c = triples(5_000, seed=12)
-    got = arith.simulate("muladd", a, b, c, backend="verilator")
+    got = arith.simulate("muladd", a, b, c, simulator="verilator")
     assert_bit_exact("muladd", (a, b, c), got, arith.expected("muladd", a, b, c))
 
 
 def test_verilator_idle_cycles_and_short_latency():
     a, b = pairs(3_000, seed=13)
-    got = arith.simulate("add", a, b, backend="verilator", latency=2, idle_every=4)
+    got = arith.simulate("add", a, b, simulator="verilator", latency=2, idle_every=4)
     assert_bit_exact("add", (a, b), got, arith.expected("add", a, b))
 
 
@@ -39,7 +39,7 @@ def test_verilator_idle_cycles_and_short_latency():
 @pytest.mark.parametrize("op", ["add", "mul"])
 def test_icarus_subset(op):
     a, b = pairs(1_000, seed=14)
-    got = arith.simulate(op, a, b, backend="icarus")
+    got = arith.simulate(op, a, b, simulator="icarus")
     assert_bit_exact(op, (a, b), got, arith.expected(op, a, b))
 
 
@@ -48,7 +48,7 @@ def test_icarus_subset(op):
 def test_verilator_one_million_pairs(op):
     from moagcn.sim.golden import fp32 as golden
     a, b = golden.random_pairs(1_000_000, seed=2026)
-    got = arith.simulate(op, a, b, backend="verilator")
+    got = arith.simulate(op, a, b, simulator="verilator")
     expected = arith.expected(op, a, b)
     assert_bit_exact(op, (a, b), got, expected)
     print(f"\n{op}: {a.size} random pairs bit-exact on Verilator "

@@ -75,9 +75,9 @@ def test_missing_icarus_is_a_clear_error(monkeypatch):
         run(get_design("fp32-add"), None, count_ticks, "icarus", n=1)
 
 
-def test_unknown_backend():
+def test_unknown_simulator():
     from moagcn.errors import UserError
-    with pytest.raises(UserError, match="unknown backend"):
+    with pytest.raises(UserError, match="unknown simulator .modelsim.; choose one of verilator, icarus, pysim"):
         run(get_design("fp32-add"), None, count_ticks, "modelsim", n=1)
 
 

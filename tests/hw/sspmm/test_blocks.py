@@ -165,8 +165,8 @@ async def _group_bench(io, cfg, jobs, rows, seed, limit):
     for cycle in range(limit):
         io.set("bind_valid", 0)
         io.set("reserve", 0)
-        io.set("leaf_0", 0)
-        io.set("leaf_words_0", 0)
+        io.set("leaf__0__packet", 0)
+        io.set("leaf__0__words", 0)
         # bind: one context per cycle whose fetch side is free (its rows come later: the
         # fetcher needs a few cycles from a bind to the first row)
         bound_now = None
@@ -190,10 +190,10 @@ async def _group_bench(io, cfg, jobs, rows, seed, limit):
             i = int(rng.choice(ready))
             j, k = current[i]
             nbrs = jobs[j][3]
-            io.set("leaf_0", pl.const({"valid": 1, "first": int(k == 0),
+            io.set("leaf__0__packet", pl.const({"valid": 1, "first": int(k == 0),
                                        "last": int(k == len(nbrs) - 1), "dest": 1 << i,
                                        }).as_value().value)
-            io.set("leaf_words_0", rows[nbrs[k]])
+            io.set("leaf__0__words", rows[nbrs[k]])
             io.set("reserve", 1 << i)
             current[i][1] += 1
         if await io.get("wr_en"):
