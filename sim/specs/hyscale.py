@@ -276,6 +276,13 @@ class HyScaleSpec(AcceleratorSpec):
         return Counters(work_adds=job.edges * job.f_in, elements=job.n_dst * job.f_out,
                         unmasked=job.n_dst * job.f_out)
 
+    def load_beats(self, job: HyScaleJob, config: HyScaleConfig) -> int:
+        """Load cycles: the streams fill in parallel, one beat each per cycle, so the longest
+        one counts (feature rows, distinct sources, edges, destinations, weight rows)."""
+        weight_beats = (job.f_in + 1) * -(-job.f_out // config.macs)
+        return max(job.X.shape[0] * config.beats_per_row, job.distinct_sources(), job.edges,
+                   job.n_dst, weight_beats)
+
     def traffic(self, job: HyScaleJob, config: HyScaleConfig) -> tuple[int, int]:
         """Bytes read (distinct source rows from memory, the edge list, the weights) and
         written (Y) by one part."""
@@ -295,7 +302,7 @@ class HyScaleSpec(AcceleratorSpec):
         m = model_cycles(job.edges, job.n_dst, job.f_in, job.f_out, config)
         agg = int(np.ceil(m["model_cycles_aggregate"]))
         upd = int(np.ceil(m["model_cycles_update"]))
-        c = Counters(cycles_compute=agg + upd,
+        c = Counters(cycles_load=self.load_beats(job, config), cycles_compute=agg + upd,
                      extra={"cycles_aggregate": agg, "cycles_update": upd,
                             "feature_reads": job.distinct_sources(),
                             "words_read": job.distinct_sources() * job.f_in,
