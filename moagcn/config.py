@@ -95,7 +95,9 @@ def apply_params(config: Any, params: Mapping[str, str]) -> Any:
     try:
         return dataclasses.replace(config, **changes)
     except (ValueError, TypeError) as exc:
-        raise UserError(f"invalid configuration: {exc}") from None
+        given = " ".join(f"--param {k}={v}" for k, v in params.items())
+        raise UserError(f"invalid {type(config).__name__}"
+                        f"{' (' + given + ')' if given else ''}: {exc}") from None
 
 
 def lookup_preset(presets: Mapping[str, Any], name: str, what: str, **overrides) -> Any:
