@@ -1,4 +1,5 @@
-"""Building blocks shared by the accelerators: pipelines, streams, memories."""
+"""Building blocks shared by the accelerators: pipelines, memories, buffer loaders, status
+counters."""
 
 from .pipeline import StagedPipeline, place_registers
 

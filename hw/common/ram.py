@@ -54,16 +54,50 @@ class VerilogTarget:
     """Platform marker passed to ``verilog.convert``: elaborate RAMs as :data:`VERILOG_RAM`."""
 
 
+class RamReadSignature(wiring.Signature):
+    """A RAM read port as its user sees it.
+
+    Members
+    -------
+    addr : Out(addr_bits)
+        Word to read.
+    data : In(width)
+        Its contents, one cycle after the address.
+    en : Out(1, init=1)
+        Read enable: without it ``data`` holds its last value (a block RAM's read clock
+        enable; a simulator then skips the copy). Left undriven, every cycle reads.
+    """
+
+    def __init__(self, addr_bits: int, width: int):
+        super().__init__({"addr": Out(addr_bits), "data": In(width), "en": Out(1, init=1)})
+
+
+class RamWriteSignature(wiring.Signature):
+    """A RAM write port as its user sees it.
+
+    Members
+    -------
+    addr : Out(addr_bits)
+        Word to write.
+    data : Out(width)
+        New contents.
+    en : Out(enables)
+        One enable bit per ``width // enables`` bits of the word.
+    """
+
+    def __init__(self, addr_bits: int, width: int, enables: int = 1):
+        super().__init__({"addr": Out(addr_bits), "data": Out(width), "en": Out(enables)})
+
+
 class Ram(wiring.Component):
     """``depth`` words of ``width`` bits with ``read_ports`` read and ``write_ports`` write ports.
 
     Members
     -------
-    r{i}_addr : In, r{i}_data : Out, r{i}_en : In(1, init=1)
-        Read port i (data one cycle after the address). Without ``en`` the data holds its
-        last value (a block RAM's read clock enable; a simulator then skips the copy).
-    w{i}_addr, w{i}_data : In; w{i}_en : In(width // granularity)
-        Write port i, one enable bit per ``granularity`` bits.
+    read : In(RamReadSignature(addr_bits, width)).array(read_ports)
+        Read ports (data one cycle after the address; see :class:`RamReadSignature`).
+    write : In(RamWriteSignature(addr_bits, width, width // granularity)).array(write_ports)
+        Write ports, one enable bit per ``granularity`` bits.
     """
 
     def __init__(self, width: int, depth: int, read_ports: int = 1, write_ports: int = 1,
@@ -74,47 +108,42 @@ class Ram(wiring.Component):
         self.width, self.depth, self.granularity = width, depth, granularity
         self.n_read, self.n_write = read_ports, write_ports
         self.addr_bits = max(depth - 1, 1).bit_length()
-        members = {}
-        for i in range(read_ports):
-            members[f"r{i}_addr"] = In(self.addr_bits)
-            members[f"r{i}_data"] = Out(width)
-            members[f"r{i}_en"] = In(1, init=1)
-        for i in range(write_ports):
-            members[f"w{i}_addr"] = In(self.addr_bits)
-            members[f"w{i}_data"] = In(width)
-            members[f"w{i}_en"] = In(width // granularity)
-        super().__init__(members)
+        super().__init__({
+            "read": In(self.read_signature).array(read_ports),
+            "write": In(self.write_signature).array(write_ports),
+        })
 
-    def read(self, i: int):
-        """(addr, data) of read port ``i``."""
-        return getattr(self, f"r{i}_addr"), getattr(self, f"r{i}_data")
+    @property
+    def read_signature(self) -> RamReadSignature:
+        """Signature of one read port, as its user sees it."""
+        return RamReadSignature(self.addr_bits, self.width)
 
-    def write(self, i: int):
-        """(addr, data, en) of write port ``i``."""
-        return getattr(self, f"w{i}_addr"), getattr(self, f"w{i}_data"), getattr(self, f"w{i}_en")
+    @property
+    def write_signature(self) -> RamWriteSignature:
+        """Signature of one write port, as its user sees it."""
+        return RamWriteSignature(self.addr_bits, self.width, self.width // self.granularity)
 
     def elaborate(self, platform):
         m = Module()
-        reads = [self.read(i) for i in range(self.n_read)]
-        writes = [self.write(i) for i in range(self.n_write)]
         if isinstance(platform, VerilogTarget):
+            # ports are concatenated, port 0 in the low bits, as VERILOG_RAM slices them
             m.submodules.ram = Instance(
                 RAM_MODULE,
                 p_WIDTH=self.width, p_DEPTH=self.depth, p_AW=self.addr_bits,
                 p_GRAN=self.granularity, p_NR=self.n_read, p_NW=self.n_write,
                 i_clk=ClockSignal(),
-                i_w_addr=Cat(*[w[0] for w in writes]), i_w_data=Cat(*[w[1] for w in writes]),
-                i_w_en=Cat(*[w[2] for w in writes]),
-                i_r_addr=Cat(*[r[0] for r in reads]),
-                i_r_en=Cat(*[getattr(self, f"r{i}_en") for i in range(self.n_read)]),
-                o_r_data=Cat(*[r[1] for r in reads]))
+                i_w_addr=Cat(*[w.addr for w in self.write]),
+                i_w_data=Cat(*[w.data for w in self.write]),
+                i_w_en=Cat(*[w.en for w in self.write]),
+                i_r_addr=Cat(*[r.addr for r in self.read]),
+                i_r_en=Cat(*[r.en for r in self.read]),
+                o_r_data=Cat(*[r.data for r in self.read]))
             return m
         m.submodules.mem = mem = Memory(shape=self.width, depth=self.depth, init=[])
-        for i, (addr, data) in enumerate(reads):
+        for read in self.read:
             port = mem.read_port()
-            m.d.comb += [port.addr.eq(addr), port.en.eq(getattr(self, f"r{i}_en")),
-                         data.eq(port.data)]
-        for addr, data, en in writes:
+            m.d.comb += [port.addr.eq(read.addr), port.en.eq(read.en), read.data.eq(port.data)]
+        for write in self.write:
             port = mem.write_port(granularity=self.granularity)
-            m.d.comb += [port.addr.eq(addr), port.data.eq(data), port.en.eq(en)]
+            m.d.comb += [port.addr.eq(write.addr), port.data.eq(write.data), port.en.eq(write.en)]
         return m

@@ -19,13 +19,16 @@ of the same element.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal
-from amaranth.lib import wiring
+from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
 from ..arith import Fp32Adder, Fp32AddConfig, Fp32MulConfig, Fp32Multiplier
 from ..common.bits import wire
-from ..common.ram import Ram
+from ..common.counters import count_events, counter_members, counters_of
+from ..common.ram import Ram, RamWriteSignature
 from .config import HyScaleConfig
 from .protocol import AGG_COUNTERS, COUNTER_BITS
 
@@ -56,6 +59,31 @@ class Widths:
         # address of (row, element) within one bank: element in the low bits
         self.bank_row = bits_for(cfg.max_destinations // cfg.spes)
         self.bank_addr = self.feat + self.bank_row
+
+
+def edge_entry_layout(cfg: HyScaleConfig) -> data.StructLayout:
+    """A dispatched edge waiting in a PE queue: the ring slot of its source's row, its
+    destination, its weight, and whether it is the first edge into its destination."""
+    w = Widths(cfg)
+    return data.StructLayout({"slot": w.slot or 1, "dst": w.dst, "weight": 32, "first": 1})
+
+
+class RingFillSignature(wiring.Signature):
+    """The feature duplicator's news for the ring's slot table, as the duplicator sends it.
+
+    Members
+    -------
+    valid : Out(1)
+        The last beat of a source row was written this cycle: its slot is ready.
+    slot : Out(slot bits)
+        The slot.
+    count : Out(16)
+        The source's out-edge count (edges that will read the slot).
+    """
+
+    def __init__(self, cfg: HyScaleConfig):
+        super().__init__({"valid": Out(1), "slot": Out(Widths(cfg).slot or 1),
+                          "count": Out(16)})
 
 
 def delay(m: Module, value, cycles: int, name: str, reset_less: bool = True):
@@ -98,8 +126,9 @@ class GatherPE(wiring.Component):
         m = Module()
         cfg = self.config
         m.submodules.bank = bank = Ram(32, self.depth, read_ports=2)
-        (a0, d0), (a1, d1) = bank.read(0), bank.read(1)
-        m.d.comb += [a0.eq(self.in_addr), a1.eq(self.rd_addr), self.rd_data.eq(d1)]
+        old, update = bank.read
+        m.d.comb += [old.addr.eq(self.in_addr), update.addr.eq(self.rd_addr),
+                     self.rd_data.eq(update.data)]
         # stage 1: the old partial sum is out of the RAM; the product waits one cycle for it
         valid1 = Signal()
         first1 = Signal(reset_less=True)
@@ -109,10 +138,11 @@ class GatherPE(wiring.Component):
                      addr1.eq(self.in_addr)]
         m.submodules.adder = adder = Fp32Adder(Fp32AddConfig(latency=cfg.add_latency))
         m.d.comb += [adder.i.valid.eq(valid1), adder.i.payload.a.eq(data1),
-                     adder.i.payload.b.eq(Mux(first1, 0, d0))]
+                     adder.i.payload.b.eq(Mux(first1, 0, old.data))]
         addr_out = delay(m, addr1, cfg.add_latency, "gaddr")[-1]
-        wa, wd, we = bank.write(0)
-        m.d.comb += [wa.eq(addr_out), wd.eq(adder.o.payload), we.eq(adder.o.valid)]
+        write = bank.write[0]
+        m.d.comb += [write.addr.eq(addr_out), write.data.eq(adder.o.payload),
+                     write.en.eq(adder.o.valid)]
         inflight = delay(m, valid1, cfg.add_latency, "gvalid", reset_less=False)
         m.d.comb += self.busy.eq(self.in_valid | Cat(*inflight).any())
         return m
@@ -156,22 +186,33 @@ class ScatterPE(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        cfg = self.config
-        w = Widths(cfg)
+        w = Widths(self.config)
         m.submodules.local = local = Ram(32 * w.words, self.depth)
-        wa, wd, we = local.write(0)
-        m.d.comb += [wa.eq(self.mem_addr), wd.eq(self.mem_data), we.eq(self.mem_en)]
+        write = local.write[0]
+        m.d.comb += [write.addr.eq(self.mem_addr), write.data.eq(self.mem_data),
+                     write.en.eq(self.mem_en)]
+        edge = self._hold_edge(m)
+        self._stream_products(m, local, edge)
+        return m
 
+    def _hold_edge(self, m: Module) -> "_HeldEdge":
+        """Take an edge when free, ask for the G-PE, then count ``f_in`` reads after the
+        grant."""
+        w = Widths(self.config)
         holding, waiting, streaming = Signal(), Signal(), Signal()
-        slot = Signal(w.slot or 1, reset_less=True)
-        dst = Signal(w.dst, reset_less=True)
-        weight = Signal(32, reset_less=True)
-        first = Signal(reset_less=True)
-        j = Signal(w.feat + 1)
+        edge = _HeldEdge(
+            streaming=streaming,
+            slot=Signal(w.slot or 1, reset_less=True),
+            dst=Signal(w.dst, reset_less=True),
+            weight=Signal(32, reset_less=True),
+            first=Signal(reset_less=True),
+            j=Signal(w.feat + 1),
+        )
+        j = edge.j
         m.d.comb += [self.free.eq(~holding | (streaming & (j + 1 >= self.f_in))),
                      self.req.eq(waiting), self.holding.eq(holding),
-                     self.streaming.eq(streaming), self.slot.eq(slot),
-                     self.bank.eq(dst[:w.bank] if w.bank else 0)]
+                     self.streaming.eq(streaming), self.slot.eq(edge.slot),
+                     self.bank.eq(edge.dst[:w.bank] if w.bank else 0)]
         with m.If(waiting & self.grant):
             m.d.sync += [waiting.eq(0), streaming.eq(1), j.eq(0)]
         last = j + 1 >= self.f_in
@@ -182,23 +223,29 @@ class ScatterPE(wiring.Component):
                 m.d.sync += [streaming.eq(0), holding.eq(0)]
         # a new edge may arrive in the cycle of the last read (the read uses this cycle's slot)
         with m.If(self.assign_valid & self.free):
-            m.d.sync += [holding.eq(1), waiting.eq(1), slot.eq(self.assign_slot),
-                         dst.eq(self.assign_dst), weight.eq(self.assign_weight),
-                         first.eq(self.assign_first)]
+            m.d.sync += [holding.eq(1), waiting.eq(1), edge.slot.eq(self.assign_slot),
+                         edge.dst.eq(self.assign_dst), edge.weight.eq(self.assign_weight),
+                         edge.first.eq(self.assign_first)]
+        return edge
 
-        # read j's beat; one cycle later pick the element and multiply
-        ra, rd = local.read(0)
+    def _stream_products(self, m: Module, local: Ram, edge: "_HeldEdge"):
+        """Read element j's beat; one cycle later pick the element and multiply it by the
+        weight; the product leaves tagged with its bank address."""
+        cfg = self.config
+        w = Widths(cfg)
+        j = edge.j
+        read = local.read[0]
         beat = j[w.word_bits:w.word_bits + w.beat] if w.beat else Const(0, 1)
-        m.d.comb += ra.eq(Cat(beat, slot) if w.beat else slot)
-        dst_row = dst[w.bank:] if w.bank else dst
+        m.d.comb += read.addr.eq(Cat(beat, edge.slot) if w.beat else edge.slot)
+        dst_row = edge.dst[w.bank:] if w.bank else edge.dst
         # every element of the first edge into a destination starts from +0
-        meta0 = Cat(streaming, self.bank, j[:w.feat], dst_row[:w.bank_row], first)
+        meta0 = Cat(edge.streaming, self.bank, j[:w.feat], dst_row[:w.bank_row], edge.first)
         meta1 = Signal(len(meta0))
         sel1 = Signal(max(w.word_bits, 1), reset_less=True)
         weight1 = Signal(32, reset_less=True)
         m.d.sync += [meta1.eq(meta0), sel1.eq(j[:w.word_bits] if w.word_bits else 0),
-                     weight1.eq(weight)]
-        element = rd.word_select(sel1, 32) if w.word_bits else rd
+                     weight1.eq(edge.weight)]
+        element = read.data.word_select(sel1, 32) if w.word_bits else read.data
         m.submodules.mul = mul = Fp32Multiplier(Fp32MulConfig(latency=cfg.mul_latency))
         m.d.comb += [mul.i.valid.eq(meta1[0]), mul.i.payload.a.eq(element),
                      mul.i.payload.b.eq(weight1)]
@@ -207,11 +254,425 @@ class ScatterPE(wiring.Component):
         m.d.comb += [self.out_valid.eq(meta[0]), self.out_bank.eq(meta[1:1 + nb]),
                      self.out_addr.eq(meta[1 + nb:1 + nb + w.bank_addr]),
                      self.out_first.eq(meta[-1]), self.out_data.eq(mul.o.payload)]
+
+
+@dataclass
+class _HeldEdge:
+    """The edge a :class:`ScatterPE` holds (registers)."""
+
+    streaming: Signal   # reading its source row, element ``j``
+    slot: Signal        # ring slot of the source row
+    dst: Signal
+    weight: Signal
+    first: Signal       # first edge into ``dst``
+    j: Signal           # element read this cycle
+
+
+class EdgeQueue(wiring.Component):
+    """A shift-register FIFO of ``depth`` entries, every entry visible.
+
+    A pop shifts the entries down; a push writes behind the ones that stay. Push and pop may
+    happen in the same cycle; a push into a full queue is the user's error.
+
+    Members
+    -------
+    push : In(1); entry : In(layout)
+        Append ``entry``.
+    pop : In(1)
+        Drop the head.
+    entries : Out(layout).array(depth)
+        ``entries[0]`` is the head; ``entries[i]`` holds an entry when ``level > i``.
+    level : Out(range(depth + 1))
+        Entries held.
+    """
+
+    def __init__(self, layout: data.Layout, depth: int):
+        self.layout, self.depth = layout, depth
+        super().__init__({
+            "push": In(1), "entry": In(layout), "pop": In(1),
+            "entries": Out(layout).array(depth), "level": Out(range(depth + 1)),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        Q = self.depth
+        q = [Signal(self.layout, name=f"q{i}", reset_less=True) for i in range(Q)]
+        count = Signal(range(Q + 1), name="count")
+        with m.If(self.pop):
+            for i in range(Q - 1):
+                m.d.sync += q[i].eq(q[i + 1])
+        with m.If(self.push):
+            tail = Mux(self.pop, count - 1, count)
+            for i in range(Q):
+                with m.If(tail == i):
+                    m.d.sync += q[i].eq(self.entry)
+        m.d.sync += count.eq(count + self.push - self.pop)
+        m.d.comb += [entry.eq(reg) for entry, reg in zip(self.entries, q)]
+        m.d.comb += self.level.eq(count)
+        return m
+
+
+class PEPair(wiring.Component):
+    """One bank of the aggregate kernel: the queue of edges dispatched to it, the S-PE that
+    streams their products, the G-PE that accumulates them into the bank's destination rows,
+    and the spacing between two edges entering the G-PE.
+
+    Members
+    -------
+    push : In(1); entry : In(edge_entry_layout(config))
+        An edge for this bank (taken unless ``full``).
+    full : Out(1)
+        The queue holds ``edge_queue`` edges.
+    f_in : In
+        Elements per feature row.
+    ring : In(RamWriteSignature(ring address bits, 32 * mem_words_per_cycle))
+        The duplicator's broadcast write into the S-PE's copy of the feature ring.
+    probe : In(slot bits) ; uses_probe : Out(1)
+        A queued or held edge reads ring slot ``probe``.
+    edges : Out(1)
+        An edge is queued or held.
+    streaming : Out(1)
+        The S-PE streams an edge's products.
+    products : Out(1)
+        A product enters the G-PE this cycle.
+    adding : Out(1)
+        The G-PE has an addition in flight.
+    act_addr : In ; act_data : Out(32)
+        The G-PE bank's second read port (one cycle latency), for the update kernel.
+    """
+
+    def __init__(self, config: HyScaleConfig):
+        self.config = config
+        w = Widths(config)
+        ring_depth = config.feature_slots * config.beats_per_row
+        super().__init__({
+            "push": In(1), "entry": In(edge_entry_layout(config)), "full": Out(1),
+            "f_in": In(w.feat + 1),
+            "ring": In(RamWriteSignature(bits_for(ring_depth), 32 * w.words)),
+            "probe": In(w.slot or 1), "uses_probe": Out(1),
+            "edges": Out(1), "streaming": Out(1), "products": Out(1), "adding": Out(1),
+            "act_addr": In(w.bank_addr), "act_data": Out(32),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        cfg = self.config
+        Q = cfg.edge_queue
+        m.submodules.queue = queue = EdgeQueue(edge_entry_layout(cfg), Q)
+        m.submodules.spe = spe = ScatterPE(cfg)
+        m.submodules.gpe = gpe = GatherPE(cfg)
+
+        # -- the queue feeds the S-PE whenever it is free --------------------------------------
+        pop = wire(m, (queue.level != 0) & spe.free, name="pop")
+        head = queue.entries[0]
+        m.d.comb += [queue.push.eq(self.push), queue.entry.eq(self.entry), queue.pop.eq(pop),
+                     self.full.eq(queue.level == Q),
+                     spe.assign_valid.eq(pop), spe.assign_slot.eq(head.slot),
+                     spe.assign_dst.eq(head.dst), spe.assign_weight.eq(head.weight),
+                     spe.assign_first.eq(head.first),
+                     spe.f_in.eq(self.f_in), spe.mem_addr.eq(self.ring.addr),
+                     spe.mem_data.eq(self.ring.data), spe.mem_en.eq(self.ring.en)]
+
+        # -- the S-PE streams into the G-PE, one edge per gather slot ---------------------------
+        m.d.comb += [spe.grant.eq(self._gather_spacing(m, spe.req)),
+                     gpe.in_valid.eq(spe.out_valid), gpe.in_addr.eq(spe.out_addr),
+                     gpe.in_first.eq(spe.out_first), gpe.in_data.eq(spe.out_data),
+                     gpe.rd_addr.eq(self.act_addr), self.act_data.eq(gpe.rd_data)]
+
+        queued_probe = [(queue.level > i) & (entry.slot == self.probe)
+                        for i, entry in enumerate(queue.entries)]
+        m.d.comb += [self.uses_probe.eq(Cat(spe.holding & (spe.slot == self.probe),
+                                            *queued_probe).any()),
+                     self.edges.eq(spe.holding | (queue.level != 0)),
+                     self.streaming.eq(spe.streaming), self.products.eq(spe.out_valid),
+                     self.adding.eq(gpe.busy)]
+        return m
+
+    def _gather_spacing(self, m: Module, req):
+        """The grant of the S-PE's request: two edges into one bank are at least a gather
+        slot (``max(f_in, add_latency + 2)`` cycles) apart."""
+        cfg = self.config
+        timer = Signal(range(max(cfg.max_feature_width, cfg.gather_slot) + 1), name="timer")
+        grant = wire(m, req & (timer == 0), name="grant")
+        slot_len = Mux(self.f_in > cfg.gather_slot, self.f_in, cfg.gather_slot)
+        with m.If(grant):
+            m.d.sync += timer.eq(slot_len - 1)
+        with m.Elif(timer != 0):
+            m.d.sync += timer.eq(timer - 1)
+        return grant
+
+
+class FeatureDuplicator(wiring.Component):
+    """Read each source's feature row once from external memory, ``mem_words_per_cycle``
+    words per cycle, into the next free slot of the feature ring of every S-PE.
+
+    Members
+    -------
+    start : In(1)
+        Pulse: begin at source entry 0, ring slot 0.
+    enable : In(1)
+        The job runs and has no error.
+    room : In(1)
+        The ring has a free slot.
+    n_sources, n_rows, f_in : In
+        Source entries; feature rows in external memory (a source index at or beyond it is an
+        error); elements per row.
+    src_addr : Out ; src_data : In(32)
+        Read port of the source list (one cycle latency).
+    mem_addr : Out ; mem_data : In(32 * mem_words_per_cycle)
+        External-memory read port (one cycle latency).
+    ring : Out(RamWriteSignature(ring address bits, 32 * mem_words_per_cycle))
+        Broadcast write into the S-PEs' rings.
+    fill : Out(RingFillSignature(config))
+        A row is complete in its slot.
+    advance : Out(1)
+        The last beat of a row is read this cycle (the row takes a slot).
+    written : Out(1)
+        A beat is written into the ring this cycle.
+    bad_source : Out(1)
+        The next source index is out of range (nothing is read).
+    all_fetched : Out(1)
+        Every source row has been read.
+    """
+
+    def __init__(self, config: HyScaleConfig):
+        self.config = config
+        w = Widths(config)
+        ring_depth = config.feature_slots * config.beats_per_row
+        super().__init__({
+            "start": In(1), "enable": In(1), "room": In(1),
+            "n_sources": In(w.src + 1), "n_rows": In(w.src + 1), "f_in": In(w.feat + 1),
+            "src_addr": Out(w.src), "src_data": In(32),
+            "mem_addr": Out(w.src + w.beat), "mem_data": In(32 * w.words),
+            "ring": Out(RamWriteSignature(bits_for(ring_depth), 32 * w.words)),
+            "fill": Out(RingFillSignature(config)),
+            "advance": Out(1), "written": Out(1), "bad_source": Out(1), "all_fetched": Out(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        w = Widths(self.config)
+        fill_src = Signal(w.src + 1)          # next source entry to fetch
+        fill_ptr = Signal(w.slot or 1)
+        beat = Signal(w.beat + 1)
+        src_valid = Signal()                   # src_data holds entry fill_src
+        beats_used = (self.f_in + (w.words - 1)) >> w.word_bits
+        src_id = self.src_data[:16]
+        src_count = self.src_data[16:32]
+        can_fill = self.enable & src_valid & (fill_src < self.n_sources) & self.room
+        bad_source = can_fill & (src_id >= self.n_rows)
+        issue = wire(m, can_fill & ~bad_source, name="dup_issue")
+        row_last = beat + 1 >= beats_used
+        advance = issue & row_last
+        # (the next address does not wait for the range check: a bad source stops the job anyway)
+        m.d.comb += [self.src_addr.eq(Mux(self.start, 0, Mux(can_fill & row_last, fill_src + 1,
+                                                             fill_src))),
+                     self.mem_addr.eq(Cat(beat[:w.beat], src_id[:w.src]) if w.beat
+                                      else src_id[:w.src]),
+                     self.bad_source.eq(bad_source), self.advance.eq(advance),
+                     self.all_fetched.eq(fill_src >= self.n_sources)]
+        # the read data arrives next cycle: write it into every S-PE's ring slot
+        wr_en = Signal()
+        wr_addr = Signal(len(self.ring.addr), reset_less=True)
+        wr_last = Signal()
+        wr_slot = Signal(w.slot or 1, reset_less=True)
+        wr_count = Signal(16, reset_less=True)
+        m.d.sync += [wr_en.eq(issue), wr_last.eq(advance), wr_slot.eq(fill_ptr),
+                     wr_count.eq(src_count),
+                     wr_addr.eq(Cat(beat[:w.beat], fill_ptr) if w.beat else fill_ptr)]
+        m.d.comb += [self.ring.addr.eq(wr_addr), self.ring.data.eq(self.mem_data),
+                     self.ring.en.eq(wr_en), self.written.eq(wr_en),
+                     self.fill.valid.eq(wr_en & wr_last), self.fill.slot.eq(wr_slot),
+                     self.fill.count.eq(wr_count)]
+        with m.If(issue):
+            m.d.sync += beat.eq(beat + 1)
+            with m.If(row_last):
+                m.d.sync += [beat.eq(0), fill_src.eq(fill_src + 1),
+                             fill_ptr.eq(fill_ptr + 1)]
+        with m.If(self.start):
+            m.d.sync += [fill_src.eq(0), fill_ptr.eq(0), beat.eq(0), src_valid.eq(1)]
+        return m
+
+
+class FeatureRing(wiring.Component):
+    """The slot table of the feature ring: which slots hold a row, and how many of the row's
+    edges are still to be dispatched.
+
+    Three pointers walk the ring: the duplicator fills slots in order, the dispatcher takes
+    edges from slot ``disp`` (passing over a fully dispatched slot), and the head slot is
+    released once fully dispatched and no queued or held edge reads it any more.
+
+    Members
+    -------
+    start : In(1)
+        Pulse: empty the ring.
+    active : In(1)
+        The job runs.
+    fill : In(RingFillSignature(config))
+        A row is complete in its slot.
+    grow : In(1)
+        A row takes a slot (its last beat is read).
+    take : In(1)
+        An edge of slot ``disp`` is dispatched.
+    head_busy : In(1)
+        A queued or held edge reads slot ``head``.
+    head, disp : Out(slot bits)
+        The oldest slot; the slot the dispatcher takes edges from.
+    disp_ready : Out(1) ; disp_left : Out(16)
+        Slot ``disp`` holds a row; edges of its source left to dispatch.
+    room, empty : Out(1)
+        A slot is free; no slot is used.
+    """
+
+    def __init__(self, config: HyScaleConfig):
+        self.config = config
+        sb = Widths(config).slot or 1
+        super().__init__({
+            "start": In(1), "active": In(1), "fill": In(RingFillSignature(config)),
+            "grow": In(1), "take": In(1), "head_busy": In(1),
+            "head": Out(sb), "disp": Out(sb),
+            "disp_ready": Out(1), "disp_left": Out(16),
+            "room": Out(1), "empty": Out(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        w = Widths(self.config)
+        K = self.config.feature_slots
+        head_ptr = Signal(w.slot or 1)
+        disp_ptr = Signal(w.slot or 1)
+        used = Signal(range(K + 1))
+        ready = Array(Signal(name=f"slot_ready{s}") for s in range(K))
+        left = Array(Signal(16, name=f"slot_left{s}") for s in range(K))
+        disp_ready = ready[disp_ptr]
+        disp_left = left[disp_ptr]
+        m.d.comb += [self.head.eq(head_ptr), self.disp.eq(disp_ptr),
+                     self.disp_ready.eq(disp_ready), self.disp_left.eq(disp_left),
+                     self.room.eq(used < K), self.empty.eq(used == 0)]
+        with m.If(self.fill.valid):
+            m.d.sync += [ready[self.fill.slot].eq(1), left[self.fill.slot].eq(self.fill.count)]
+        with m.If(self.take):
+            m.d.sync += left[disp_ptr].eq(disp_left - 1)
+        # a fully dispatched slot is passed over (unfilled slots are not ready: the pointer stops)
+        with m.If(self.active & disp_ready & (disp_left == 0)):
+            m.d.sync += disp_ptr.eq(disp_ptr + 1)
+        # release the head slot once it is dispatched and no queued or held edge still needs it
+        head_done = ready[head_ptr] & (left[head_ptr] == 0)
+        release = wire(m, self.active & head_done & ~self.head_busy, name="release")
+        with m.If(release):
+            m.d.sync += [ready[head_ptr].eq(0), head_ptr.eq(head_ptr + 1)]
+        m.d.sync += used.eq(used + self.grow - release)
+        with m.If(self.start):
+            m.d.sync += [head_ptr.eq(0), disp_ptr.eq(0), used.eq(0)]
+            m.d.sync += [ready[s].eq(0) for s in range(K)]
+        return m
+
+
+class EdgeDispatcher(wiring.Component):
+    """Take the edges in order, one per cycle, once their source row is in the ring, and give
+    each to the queue of the bank that owns its destination.
+
+    A two-entry prefetch buffer sits in front of the dispatcher: the edge buffer's address is
+    a register, so its read data never feeds back into the next address in one cycle.
+
+    Members
+    -------
+    start : In(1)
+        Pulse: begin at edge 0.
+    active, enable : In(1)
+        The job runs; it runs and has no error.
+    n_edges, n_dst : In
+        Edges loaded; destination rows (a destination at or beyond it is an error).
+    edge_addr : Out ; edge_data : In(64)
+        Read port of the edge list (one cycle latency).
+    slot, slot_ready, slot_left : In
+        The ring slot the next edge's source should be in, whether it holds a row, and its
+        edges left to dispatch.
+    full : In(spes)
+        Bank b's queue is full.
+    dispatch : Out(1) ; bank : Out ; entry : Out(edge_entry_layout(config))
+        The head edge goes to bank ``bank`` this cycle.
+    bad_dest : Out(1)
+        The head edge's destination is out of range.
+    short : Out(1)
+        The sources' out-edge counts promise more edges than were loaded.
+    edges_left : Out(1)
+        Edges remain to be dispatched.
+    blocked : Out(1)
+        The head edge could go but its bank's queue is full.
+    """
+
+    def __init__(self, config: HyScaleConfig):
+        self.config = config
+        w = Widths(config)
+        super().__init__({
+            "start": In(1), "active": In(1), "enable": In(1),
+            "n_edges": In(w.edge + 1), "n_dst": In(w.dst + 1),
+            "edge_addr": Out(w.edge), "edge_data": In(64),
+            "slot": In(w.slot or 1), "slot_ready": In(1), "slot_left": In(16),
+            "full": In(config.spes),
+            "dispatch": Out(1), "bank": Out(w.bank or 1),
+            "entry": Out(edge_entry_layout(config)),
+            "bad_dest": Out(1), "short": Out(1), "edges_left": Out(1), "blocked": Out(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        w = Widths(self.config)
+        e_ptr = Signal(w.edge + 1)            # edges dispatched
+        rd_ptr = Signal(w.edge + 1)
+        inflight = Signal()
+        occ = Signal(range(3))
+        stage = [Signal(64, name=f"edge_stage{i}", reset_less=True) for i in range(2)]
+        edge_valid = occ != 0
+        edges_left = e_ptr < self.n_edges
+        e_weight = stage[0][:32]
+        e_dst = stage[0][32:48]
+        e_first = stage[0][63]
+        e_bank = e_dst[:w.bank] if w.bank else 0
+        want = self.enable & self.slot_ready & (self.slot_left != 0)
+        bad_dest = want & edge_valid & edges_left & (e_dst >= self.n_dst)
+        short = want & ~edges_left                 # counts promise more edges than loaded
+        target_full = Array(self.full[b] for b in range(self.config.spes))[e_bank]
+        dispatch = wire(m, want & edge_valid & edges_left & ~target_full & ~bad_dest,
+                        name="dispatch")
+        m.d.comb += [self.dispatch.eq(dispatch), self.bank.eq(e_bank),
+                     self.entry.slot.eq(self.slot), self.entry.dst.eq(e_dst[:w.dst]),
+                     self.entry.weight.eq(e_weight), self.entry.first.eq(e_first),
+                     self.bad_dest.eq(bad_dest), self.short.eq(short),
+                     self.edges_left.eq(edges_left),
+                     self.blocked.eq(want & edge_valid & edges_left & target_full)]
+
+        # -- prefetch: keep the two-entry buffer full ------------------------------------------
+        m.d.comb += self.edge_addr.eq(rd_ptr)
+        fetch = self.active & (rd_ptr < self.n_edges) & (occ + inflight - dispatch < 2)
+        m.d.sync += inflight.eq(fetch)
+        with m.If(fetch):
+            m.d.sync += rd_ptr.eq(rd_ptr + 1)
+        # pop the head on dispatch; the data of last cycle's read joins behind what stays
+        keep = occ - dispatch
+        with m.If(dispatch):
+            m.d.sync += stage[0].eq(stage[1])
+        with m.If(inflight):
+            with m.If(keep == 0):
+                m.d.sync += stage[0].eq(self.edge_data)
+            with m.Else():
+                m.d.sync += stage[1].eq(self.edge_data)
+        m.d.sync += occ.eq(keep + inflight)
+        with m.If(dispatch):
+            m.d.sync += e_ptr.eq(e_ptr + 1)
+        with m.If(self.start):
+            m.d.sync += [e_ptr.eq(0), rd_ptr.eq(0), inflight.eq(0), occ.eq(0)]
         return m
 
 
 class AggregateKernel(wiring.Component):
     """n S-PEs, n G-PEs, the feature duplicator and the edge dispatcher.
+
+    The blocks: a :class:`FeatureDuplicator` fills the ring of feature rows, a
+    :class:`FeatureRing` keeps its slot table, an :class:`EdgeDispatcher` hands the edges to
+    the banks, and n bank pairs (:class:`PEPair`: queue, S-PE, G-PE) multiply and accumulate
+    them.
 
     Buffers belong to the layer; the kernel reads them through one-cycle read ports:
     the source list (``src_data``: source index in bits 0-15, out-edge count in bits 16-31), the
@@ -240,7 +701,7 @@ class AggregateKernel(wiring.Component):
     def __init__(self, config: HyScaleConfig):
         self.config = config
         w = Widths(config)
-        members = {
+        super().__init__({
             "start": In(1),
             "n_sources": In(w.src + 1), "n_edges": In(w.edge + 1), "n_rows": In(w.src + 1),
             "n_dst": In(w.dst + 1), "f_in": In(w.feat + 1),
@@ -250,217 +711,112 @@ class AggregateKernel(wiring.Component):
             "edge_addr": Out(w.edge), "edge_data": In(64),
             "mem_addr": Out(w.src + w.beat), "mem_data": In(32 * w.words),
             "act_dst": In(w.dst), "act_idx": In(w.feat), "act_data": Out(32),
-        }
-        for name in AGG_COUNTERS:
-            members[name] = Out(COUNTER_BITS)
-        super().__init__(members)
+            **counter_members(AGG_COUNTERS, COUNTER_BITS),
+        })
 
     def elaborate(self, platform):
         m = Module()
         cfg = self.config
-        w = Widths(cfg)
-        n = cfg.spes
-        K = cfg.feature_slots
-        spes = [ScatterPE(cfg) for _ in range(n)]
-        gpes = [GatherPE(cfg) for _ in range(n)]
-        for k, (s, g) in enumerate(zip(spes, gpes)):
-            m.submodules[f"spe{k}"] = s
-            m.submodules[f"gpe{k}"] = g
-            m.d.comb += s.f_in.eq(self.f_in)
-
-        active = Signal()
         start = self.start
+        active = Signal()
         error = Signal()
         m.d.comb += self.busy.eq(active)
+        m.submodules.duplicator = dup = FeatureDuplicator(cfg)
+        m.submodules.ring = ring = FeatureRing(cfg)
+        m.submodules.dispatcher = disp = EdgeDispatcher(cfg)
+        pairs = [PEPair(cfg) for _ in range(cfg.spes)]
+        for b, pair in enumerate(pairs):
+            m.submodules[f"pe{b}"] = pair
 
-        # -- feature duplicator ------------------------------------------------------------------
-        fill_src = Signal(w.src + 1)          # next source entry to fetch
-        fill_ptr = Signal(w.slot or 1)
-        head_ptr = Signal(w.slot or 1)
-        disp_ptr = Signal(w.slot or 1)
-        used = Signal(range(K + 1))
-        ready = Array(Signal(name=f"slot_ready{s}") for s in range(K))
-        left = Array(Signal(16, name=f"slot_left{s}") for s in range(K))
-        beat = Signal(w.beat + 1)
-        src_valid = Signal()                   # src_data holds entry fill_src
-        beats_used = (self.f_in + (w.words - 1)) >> w.word_bits
-        src_id = self.src_data[:16]
-        src_count = self.src_data[16:32]
-        can_fill = active & ~error & src_valid & (fill_src < self.n_sources) & (used < K)
-        bad_source = can_fill & (src_id >= self.n_rows)
-        issue = wire(m, can_fill & ~bad_source, name="dup_issue")
-        row_last = beat + 1 >= beats_used
-        advance = issue & row_last
-        # (the next address does not wait for the range check: a bad source stops the job anyway)
-        m.d.comb += [self.src_addr.eq(Mux(start, 0, Mux(can_fill & row_last, fill_src + 1,
-                                                        fill_src))),
-                     self.mem_addr.eq(Cat(beat[:w.beat], src_id[:w.src]) if w.beat
-                                      else src_id[:w.src])]
-        # the read data arrives next cycle: write it into every S-PE's ring slot
-        wr_en = Signal()
-        wr_addr = Signal(len(spes[0].mem_addr), reset_less=True)
-        wr_last = Signal()
-        wr_slot = Signal(w.slot or 1, reset_less=True)
-        wr_count = Signal(16, reset_less=True)
-        m.d.sync += [wr_en.eq(issue), wr_last.eq(advance), wr_slot.eq(fill_ptr),
-                     wr_count.eq(src_count),
-                     wr_addr.eq(Cat(beat[:w.beat], fill_ptr) if w.beat else fill_ptr)]
-        for s in spes:
-            m.d.comb += [s.mem_addr.eq(wr_addr), s.mem_data.eq(self.mem_data),
-                         s.mem_en.eq(wr_en)]
-        with m.If(issue):
-            m.d.sync += beat.eq(beat + 1)
-            with m.If(row_last):
-                m.d.sync += [beat.eq(0), fill_src.eq(fill_src + 1),
-                             fill_ptr.eq(fill_ptr + 1)]
-        with m.If(wr_en & wr_last):
-            m.d.sync += [ready[wr_slot].eq(1), left[wr_slot].eq(wr_count)]
+        # -- feature duplicator: source rows into the ring -------------------------------------
+        m.d.comb += [dup.start.eq(start), dup.enable.eq(active & ~error), dup.room.eq(ring.room),
+                     dup.n_sources.eq(self.n_sources), dup.n_rows.eq(self.n_rows),
+                     dup.f_in.eq(self.f_in),
+                     self.src_addr.eq(dup.src_addr), dup.src_data.eq(self.src_data),
+                     self.mem_addr.eq(dup.mem_addr), dup.mem_data.eq(self.mem_data)]
+        wiring.connect(m, dup.ring, *[pair.ring for pair in pairs])
+
+        # -- the ring's slots ----------------------------------------------------------------
+        wiring.connect(m, dup.fill, ring.fill)
+        m.d.comb += [ring.start.eq(start), ring.active.eq(active), ring.grow.eq(dup.advance),
+                     ring.take.eq(disp.dispatch),
+                     ring.head_busy.eq(Cat(*[pair.uses_probe for pair in pairs]).any())]
 
         # -- dispatcher: each edge, in order, to the queue of the PE that owns its destination --
-        e_ptr = Signal(w.edge + 1)            # edges dispatched
-        # a two-entry prefetch buffer in front of the dispatcher: the edge buffer's address is
-        # a register, so its read data never feeds back into the next address in one cycle
-        rd_ptr = Signal(w.edge + 1)
-        inflight = Signal()
-        occ = Signal(range(3))
-        stage = [Signal(64, name=f"edge_stage{i}", reset_less=True) for i in range(2)]
-        edge_valid = occ != 0
-        Q = cfg.edge_queue
-        disp_ready = ready[disp_ptr]
-        disp_left = left[disp_ptr]
-        edges_left = e_ptr < self.n_edges
-        e_weight = stage[0][:32]
-        e_dst = stage[0][32:48]
-        e_first = stage[0][63]
-        e_bank = e_dst[:w.bank] if w.bank else 0
-        want = active & ~error & disp_ready & (disp_left != 0)
-        bad_dest = want & edge_valid & edges_left & (e_dst >= self.n_dst)
-        short = want & ~edges_left                 # counts promise more edges than loaded
-        entry = Cat(disp_ptr, e_dst[:w.dst], e_weight, e_first)
-        queues = []
-        for b in range(n):
-            q = [Signal(len(entry), name=f"q{b}_{i}", reset_less=True) for i in range(Q)]
-            count = Signal(range(Q + 1), name=f"q{b}_count")
-            queues.append((q, count))
-        target_full = Array(count == Q for _, count in queues)[e_bank]
-        dispatch = wire(m, want & edge_valid & edges_left & ~target_full & ~bad_dest,
-                        name="dispatch")
-        m.d.comb += self.edge_addr.eq(rd_ptr)
-        fetch = active & (rd_ptr < self.n_edges) & (occ + inflight - dispatch < 2)
-        m.d.sync += inflight.eq(fetch)
-        with m.If(fetch):
-            m.d.sync += rd_ptr.eq(rd_ptr + 1)
-        # pop the head on dispatch; the data of last cycle's read joins behind what stays
-        keep = occ - dispatch
-        with m.If(dispatch):
-            m.d.sync += stage[0].eq(stage[1])
-        with m.If(inflight):
-            with m.If(keep == 0):
-                m.d.sync += stage[0].eq(self.edge_data)
-            with m.Else():
-                m.d.sync += stage[1].eq(self.edge_data)
-        m.d.sync += occ.eq(keep + inflight)
-        with m.If(dispatch):
-            m.d.sync += [e_ptr.eq(e_ptr + 1), left[disp_ptr].eq(disp_left - 1)]
-        # a fully dispatched slot is passed over (unfilled slots are not ready: the pointer stops)
-        with m.If(active & disp_ready & (disp_left == 0)):
-            m.d.sync += disp_ptr.eq(disp_ptr + 1)
+        m.d.comb += [disp.start.eq(start), disp.active.eq(active),
+                     disp.enable.eq(active & ~error),
+                     disp.n_edges.eq(self.n_edges), disp.n_dst.eq(self.n_dst),
+                     self.edge_addr.eq(disp.edge_addr), disp.edge_data.eq(self.edge_data),
+                     disp.slot.eq(ring.disp), disp.slot_ready.eq(ring.disp_ready),
+                     disp.slot_left.eq(ring.disp_left),
+                     disp.full.eq(Cat(*[pair.full for pair in pairs]))]
+        for b, pair in enumerate(pairs):
+            m.d.comb += [pair.push.eq(disp.dispatch & (disp.bank == b)),
+                         pair.entry.eq(disp.entry), pair.f_in.eq(self.f_in),
+                         pair.probe.eq(ring.head)]
 
-        sb = w.slot or 1
-        queued_slots = []
-        for b, ((q, count), spe, gpe) in enumerate(zip(queues, spes, gpes)):
-            push = dispatch & (e_bank == b)
-            pop = wire(m, (count != 0) & spe.free, name=f"pop{b}")
-            head = q[0]
-            m.d.comb += [spe.assign_valid.eq(pop), spe.assign_slot.eq(head[:sb]),
-                         spe.assign_dst.eq(head[sb:sb + w.dst]),
-                         spe.assign_weight.eq(head[sb + w.dst:sb + w.dst + 32]),
-                         spe.assign_first.eq(head[-1])]
-            # shift-register FIFO: a pop shifts, a push writes behind the remaining entries
-            with m.If(pop):
-                for i in range(Q - 1):
-                    m.d.sync += q[i].eq(q[i + 1])
-            with m.If(push):
-                tail = Mux(pop, count - 1, count)
-                for i in range(Q):
-                    with m.If(tail == i):
-                        m.d.sync += q[i].eq(entry)
-            m.d.sync += count.eq(count + push - pop)
-            queued_slots += [(count > i) & (q[i][:sb] == head_ptr) for i in range(Q)]
-            # the G-PE's spacing: two edges into one bank are at least a gather slot apart
-            timer = Signal(range(max(cfg.max_feature_width, cfg.gather_slot) + 1),
-                           name=f"g{b}_timer")
-            grant = wire(m, spe.req & (timer == 0), name=f"grant{b}")
-            slot_len = Mux(self.f_in > cfg.gather_slot, self.f_in, cfg.gather_slot)
-            with m.If(grant):
-                m.d.sync += timer.eq(slot_len - 1)
-            with m.Elif(timer != 0):
-                m.d.sync += timer.eq(timer - 1)
-            m.d.comb += [spe.grant.eq(grant), gpe.in_valid.eq(spe.out_valid),
-                         gpe.in_addr.eq(spe.out_addr), gpe.in_first.eq(spe.out_first),
-                         gpe.in_data.eq(spe.out_data)]
-        queued = Cat(*[count != 0 for _, count in queues]).any()
+        self._update_port(m, pairs)
+        self._finish(m, active, error, dup, ring, disp, pairs)
+        self._count(m, active, error, dup, ring, disp, pairs)
+        return m
 
-        # release the head slot once it is dispatched and no queued or held edge still needs it
-        head_in_use = Cat(*[s.holding & (s.slot == head_ptr) for s in spes],
-                          *queued_slots).any()
-        head_done = ready[head_ptr] & (left[head_ptr] == 0)
-        release = wire(m, active & head_done & ~head_in_use, name="release")
-        with m.If(release):
-            m.d.sync += [ready[head_ptr].eq(0), head_ptr.eq(head_ptr + 1)]
-        m.d.sync += used.eq(used + advance - release)
-
-        # -- read port for the update kernel -----------------------------------------------------
+    def _update_port(self, m: Module, pairs):
+        """The read port into the aggregated rows: destination ``v`` is row ``v / n`` of bank
+        ``v mod n``."""
+        w = Widths(self.config)
         dst_row = self.act_dst[w.bank:] if w.bank else self.act_dst
         bank_sel = Signal(w.bank or 1, reset_less=True)
         m.d.sync += bank_sel.eq(self.act_dst[:w.bank] if w.bank else 0)
-        for g in gpes:
-            m.d.comb += g.rd_addr.eq(Cat(self.act_idx, dst_row[:w.bank_row]))
-        m.d.comb += self.act_data.eq(Array(g.rd_data for g in gpes)[bank_sel])
+        for pair in pairs:
+            m.d.comb += pair.act_addr.eq(Cat(self.act_idx, dst_row[:w.bank_row]))
+        m.d.comb += self.act_data.eq(Array(pair.act_data for pair in pairs)[bank_sel])
 
-        # -- completion, errors, counters --------------------------------------------------------
-        spe_active = Cat(*[s.holding for s in spes]).any() | queued
-        gpe_active = Cat(*[g.busy for g in gpes]).any()
-        pipe_busy = Cat(*[s.out_valid for s in spes]).any()
+    def _finish(self, m: Module, active, error, dup, ring, disp, pairs):
+        """Start, completion and the error flags.
+
+        The job is done once every source is fetched and released, every edge dispatched and
+        streamed, and the last products have left the adders; an error stops it once the PEs
+        are idle.
+        """
+        cfg = self.config
+        spe_active = Cat(*[pair.edges for pair in pairs]).any()
+        gpe_active = Cat(*[pair.adding for pair in pairs]).any()
+        pipe_busy = Cat(*[pair.products for pair in pairs]).any()
         tail = Signal(range(cfg.mul_latency + 4))
-        all_fetched = fill_src >= self.n_sources
-        drained = active & all_fetched & (used == 0)
-        finished = drained & ~edges_left & ~spe_active
-        extra = drained & edges_left               # edges beyond the sources' counts
+        drained = active & dup.all_fetched & ring.empty
+        finished = drained & ~disp.edges_left & ~spe_active
+        extra = drained & disp.edges_left          # edges beyond the sources' counts
         with m.If(spe_active | pipe_busy | gpe_active):
             m.d.sync += tail.eq(cfg.mul_latency + 3)
         with m.Elif(tail != 0):
             m.d.sync += tail.eq(tail - 1)
-        with m.If(start):
-            m.d.sync += [active.eq(1), self.done.eq(0), error.eq(0), fill_src.eq(0),
-                         fill_ptr.eq(0), head_ptr.eq(0), disp_ptr.eq(0), used.eq(0), beat.eq(0),
-                         e_ptr.eq(0), src_valid.eq(1), rd_ptr.eq(0), inflight.eq(0),
-                         occ.eq(0),
+        bad_source, bad_dest = dup.bad_source, disp.bad_dest
+        with m.If(self.start):
+            m.d.sync += [active.eq(1), self.done.eq(0), error.eq(0),
                          self.err_source.eq(0), self.err_dest.eq(0), self.err_edges.eq(0)]
-            m.d.sync += [ready[s].eq(0) for s in range(K)]
         with m.Elif(active):
-            with m.If(bad_source | bad_dest | short | extra):
+            with m.If(bad_source | bad_dest | disp.short | extra):
                 m.d.sync += [error.eq(1), self.err_source.eq(self.err_source | bad_source),
                              self.err_dest.eq(self.err_dest | bad_dest),
-                             self.err_edges.eq(self.err_edges | short | extra)]
+                             self.err_edges.eq(self.err_edges | disp.short | extra)]
             with m.If(error & ~spe_active & ~pipe_busy & ~gpe_active):
                 m.d.sync += [active.eq(0), self.done.eq(1)]
             with m.Elif(finished & ~pipe_busy & ~gpe_active & (tail == 0)):
                 # every source fetched and released, every edge dispatched and streamed
                 m.d.sync += [active.eq(0), self.done.eq(1)]
-        counters = {name: getattr(self, name) for name in AGG_COUNTERS}
-        streaming = Cat(*[s.streaming for s in spes])
-        increments = {
+
+    def _count(self, m: Module, active, error, dup, ring, disp, pairs):
+        """The kernel's counters (cleared at start, counting while active)."""
+        w = Widths(self.config)
+        beats_used = (self.f_in + (w.words - 1)) >> w.word_bits
+        wr_en, wr_last = dup.written, dup.fill.valid
+        streaming = Cat(*[pair.streaming for pair in pairs])
+        count_events(m, counters_of(self, AGG_COUNTERS), {
             "feature_reads": wr_en & wr_last,
             "words_read": Mux(wr_en, Mux(wr_last, self.f_in - ((beats_used - 1) << w.word_bits),
                                          w.words), 0),
-            "spe_busy": sum(streaming[k] for k in range(n)),
-            "stall_feature": active & edges_left & ~error & ~(disp_ready & (disp_left != 0)),
-            "stall_gather": want & edge_valid & edges_left & target_full,
-        }
-        for name, inc in increments.items():
-            with m.If(start):
-                m.d.sync += counters[name].eq(0)
-            with m.Elif(active):
-                m.d.sync += counters[name].eq(counters[name] + inc)
-        return m
+            "spe_busy": sum(streaming[k] for k in range(len(pairs))),
+            "stall_feature": active & disp.edges_left & ~error
+                             & ~(ring.disp_ready & (ring.disp_left != 0)),
+            "stall_gather": disp.blocked,
+        }, clear=self.start, enable=active)

@@ -10,10 +10,14 @@ stream): what the simulations run. Synthesis takes the layer alone.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from amaranth.hdl import Cat, Module, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from ..common.counters import count_events, counter_members, counters_of
+from ..common.loader import BufferLoader
 from ..common.ram import Ram
 from .aggregate import AggregateKernel, Widths
 from .config import HyScaleConfig
@@ -60,7 +64,7 @@ class HyScaleLayer(wiring.Component):
                              "be built")
         self.config = config
         w = Widths(config)
-        members = {
+        super().__init__({
             "mem_addr": Out(w.src + w.beat), "mem_data": In(32 * w.words),
             "n_rows": In(w.src + 1),
             "src_in": In(stream.Signature(32)),
@@ -71,66 +75,25 @@ class HyScaleLayer(wiring.Component):
             "n_dst": In(w.dst + 1), "f_in": In(w.feat + 1), "f_out": In(w.feat + 1),
             "relu": In(1), "start": In(1),
             "busy": Out(1), "done": Out(1),
-        }
-        for name in FLAGS:
-            members[name] = Out(1)
-        for name in COUNTERS:
-            members[name] = Out(COUNTER_BITS)
-        super().__init__(members)
+            **{name: Out(1) for name in FLAGS},
+            **counter_members(COUNTERS, COUNTER_BITS),
+        })
 
     def elaborate(self, platform):
         m = Module()
-        cfg = self.config
-        w = Widths(cfg)
-        m.submodules.agg = agg = AggregateKernel(cfg)
-        m.submodules.upd = upd = UpdateKernel(cfg)
-        m.submodules.src_buf = src_buf = Ram(32, cfg.max_sources)
-        m.submodules.edge_buf = edge_buf = Ram(64, cfg.max_edges)
-        m.submodules.dst_buf = dst_buf = Ram(1, cfg.max_destinations)
-
+        m.submodules.agg = agg = AggregateKernel(self.config)
+        m.submodules.upd = upd = UpdateKernel(self.config)
         aggregating, updating = Signal(), Signal()
         m.d.comb += self.busy.eq(aggregating | updating)
         loading = ~(aggregating | updating | self.done)
-
-        # -- loads: each stream fills its buffer from address 0 ----------------------------------
-        counts = {}
-        for name, buf in (("src_in", src_buf), ("edge_in", edge_buf), ("dst_in", dst_buf)):
-            port = getattr(self, name)
-            count = Signal(buf.addr_bits + 1, name=f"{name}_count")
-            counts[name] = count
-            wa, wd, we = buf.write(0)
-            take = port.valid & loading & (count < buf.depth)
-            m.d.comb += [port.ready.eq(loading), wa.eq(count), wd.eq(port.payload),
-                         we.eq(take)]
-            with m.If(take):
-                m.d.sync += count.eq(count + 1)
-        m.d.comb += [self.weight_in.ready.eq(loading),
-                     upd.w_valid.eq(self.weight_in.valid & loading),
-                     upd.w_data.eq(self.weight_in.payload)]
-        load_transfer = Cat(*[getattr(self, s).valid & loading for s in LAYER_STREAMS]).any()
-
-        # -- aggregate kernel ---------------------------------------------------------------------
-        (sa, sd), (ea, ed) = src_buf.read(0), edge_buf.read(0)
-        m.d.comb += [sa.eq(agg.src_addr), agg.src_data.eq(sd), ea.eq(agg.edge_addr),
-                     agg.edge_data.eq(ed), self.mem_addr.eq(agg.mem_addr),
-                     agg.mem_data.eq(self.mem_data),
-                     agg.n_sources.eq(counts["src_in"]), agg.n_edges.eq(counts["edge_in"]),
-                     agg.n_rows.eq(self.n_rows), agg.n_dst.eq(self.n_dst),
-                     agg.f_in.eq(self.f_in)]
         start_agg = self.start & loading
-        m.d.comb += agg.start.eq(start_agg)
-        agg_finished = aggregating & agg.done & ~start_agg
-        agg_error = agg.err_source | agg.err_dest | agg.err_edges
 
-        # -- update kernel -------------------------------------------------------------------------
-        da, dd = dst_buf.read(0)
-        m.d.comb += [agg.act_dst.eq(upd.act_row), agg.act_idx.eq(upd.act_idx), da.eq(upd.act_row),
-                     upd.act_data.eq(agg.act_data & dd.replicate(32)),
-                     upd.n_rows.eq(self.n_dst), upd.f_in.eq(self.f_in), upd.f_out.eq(self.f_out),
-                     upd.relu.eq(self.relu)]
+        buffers = self._load(m, upd, loading)
+        load_transfer = Cat(*[getattr(self, s).valid & loading for s in LAYER_STREAMS]).any()
+        agg_finished = self._aggregate(m, agg, buffers, aggregating, start_agg)
+        agg_error = agg.err_source | agg.err_dest | agg.err_edges
         start_upd = agg_finished & ~agg_error
-        m.d.comb += upd.start.eq(start_upd)
-        wiring.connect(m, wiring.flipped(self.out), upd.out)
+        self._update(m, agg, upd, buffers["dst"].ram, start_upd)
 
         # -- sequencing ----------------------------------------------------------------------------
         with m.If(start_agg):
@@ -145,21 +108,67 @@ class HyScaleLayer(wiring.Component):
             m.d.sync += [updating.eq(0), self.done.eq(1)]
         m.d.comb += [self.err_source.eq(agg.err_source), self.err_dest.eq(agg.err_dest),
                      self.err_edges.eq(agg.err_edges)]
-        for name in AGG_COUNTERS:
-            m.d.comb += getattr(self, name).eq(getattr(agg, name))
-        for name in UPD_COUNTERS:
-            m.d.comb += getattr(self, name).eq(getattr(upd, name))
-        increments = {
+
+        # -- counters: the kernels', and the layer's own ------------------------------------------
+        ours = counters_of(self, COUNTERS)
+        for kernel, names in ((agg, AGG_COUNTERS), (upd, UPD_COUNTERS)):
+            m.d.comb += [ours[name].eq(theirs)
+                         for name, theirs in counters_of(kernel, names).items()]
+        count_events(m, ours, {
             "cycles_total": aggregating | updating,
             "cycles_load": load_transfer,
             "cycles_aggregate": aggregating,
             "cycles_update": updating,
-        }
-        for name, inc in increments.items():
-            counter = getattr(self, name)
-            with m.If(inc):
-                m.d.sync += counter.eq(counter + 1)
+        })
         return m
+
+    def _load(self, m: Module, upd: UpdateKernel, loading) -> dict[str, "_Buffer"]:
+        """Fill the source, edge and destination buffers from their streams, each from address
+        0 (beats past a buffer's end are dropped), and stream the weights into the update
+        kernel's MACs. Returns the buffers by name."""
+        cfg = self.config
+        buffers = {}
+        for name, port, width, depth in (("src", self.src_in, 32, cfg.max_sources),
+                                         ("edge", self.edge_in, 64, cfg.max_edges),
+                                         ("dst", self.dst_in, 1, cfg.max_destinations)):
+            m.submodules[f"{name}_buf"] = ram = Ram(width, depth)
+            m.submodules[f"{name}_load"] = loader = BufferLoader(
+                width, ram.addr_bits, ram.addr_bits + 1, capacity=depth, overflow="hold")
+            m.d.comb += loader.enable.eq(loading)
+            wiring.connect(m, wiring.flipped(port), loader.beats)
+            wiring.connect(m, loader.write, ram.write[0])
+            buffers[name] = _Buffer(ram, loader.count)
+        m.d.comb += [self.weight_in.ready.eq(loading),
+                     upd.w_valid.eq(self.weight_in.valid & loading),
+                     upd.w_data.eq(self.weight_in.payload)]
+        return buffers
+
+    def _aggregate(self, m: Module, agg: AggregateKernel, buffers: dict[str, "_Buffer"],
+                   aggregating, start_agg):
+        """The aggregate kernel on the source and edge buffers and the memory port; returns
+        its end (the kernel is done and was not started this cycle)."""
+        src, edge = buffers["src"], buffers["edge"]
+        m.d.comb += [src.ram.read[0].addr.eq(agg.src_addr),
+                     agg.src_data.eq(src.ram.read[0].data),
+                     edge.ram.read[0].addr.eq(agg.edge_addr),
+                     agg.edge_data.eq(edge.ram.read[0].data),
+                     self.mem_addr.eq(agg.mem_addr), agg.mem_data.eq(self.mem_data),
+                     agg.n_sources.eq(src.count), agg.n_edges.eq(edge.count),
+                     agg.n_rows.eq(self.n_rows), agg.n_dst.eq(self.n_dst),
+                     agg.f_in.eq(self.f_in), agg.start.eq(start_agg)]
+        return aggregating & agg.done & ~start_agg
+
+    def _update(self, m: Module, agg: AggregateKernel, upd: UpdateKernel, dst_buf: Ram,
+                start_upd):
+        """The update kernel on the aggregated rows (a destination without in-edges reads as
+        zero), streaming ``Y`` out."""
+        dst = dst_buf.read[0]
+        m.d.comb += [agg.act_dst.eq(upd.act_row), agg.act_idx.eq(upd.act_idx),
+                     dst.addr.eq(upd.act_row),
+                     upd.act_data.eq(agg.act_data & dst.data.replicate(32)),
+                     upd.n_rows.eq(self.n_dst), upd.f_in.eq(self.f_in), upd.f_out.eq(self.f_out),
+                     upd.relu.eq(self.relu), upd.start.eq(start_upd)]
+        wiring.connect(m, wiring.flipped(self.out), upd.out)
 
 
 class HyScaleSystem(wiring.Component):
@@ -184,36 +193,51 @@ class HyScaleSystem(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        cfg = self.config
-        w = Widths(cfg)
         m.submodules.layer = layer = self.layer
-        for name, member in self.layer.signature.members.items():
-            if name in self.HIDDEN:
-                continue
-            if member.is_signature:
-                if member.flow == In:
-                    wiring.connect(m, wiring.flipped(getattr(self, name)), getattr(layer, name))
-                else:
-                    wiring.connect(m, getattr(layer, name), wiring.flipped(getattr(self, name)))
-            elif member.flow == In:
-                m.d.comb += getattr(layer, name).eq(getattr(self, name))
-            elif name != "cycles_load":
-                m.d.comb += getattr(self, name).eq(getattr(layer, name))
-        m.submodules.ext_mem = ext_mem = Ram(32 * w.words, cfg.max_sources * cfg.beats_per_row)
+        self._forward(m, layer)
         loading = ~(layer.busy | layer.done)
-        beats = Signal(ext_mem.addr_bits + 1)
-        wa, wd, we = ext_mem.write(0)
-        take = self.feat_in.valid & loading & (beats < ext_mem.depth)
-        m.d.comb += [self.feat_in.ready.eq(loading), wa.eq(beats), wd.eq(self.feat_in.payload),
-                     we.eq(take)]
-        with m.If(take):
-            m.d.sync += beats.eq(beats + 1)
-        ra, rd = ext_mem.read(0)
-        m.d.comb += [ra.eq(layer.mem_addr), layer.mem_data.eq(rd),
-                     layer.n_rows.eq(beats >> w.beat)]
+        self._memory(m, layer, loading)
+        # cycles_load also counts the feature transfers that no layer stream overlaps
         feat_cycles = Signal(COUNTER_BITS)
         with m.If(self.feat_in.valid & loading & ~Cat(
                 *[getattr(self, s).valid for s in LAYER_STREAMS]).any()):
             m.d.sync += feat_cycles.eq(feat_cycles + 1)
         m.d.comb += self.cycles_load.eq(layer.cycles_load + feat_cycles)
         return m
+
+    def _forward(self, m: Module, layer: HyScaleLayer):
+        """Every port the system shares with the layer, connected straight through (except
+        ``cycles_load``, which the system extends)."""
+        theirs = {path: value for path, _, value in layer.signature.flatten(layer)}
+        for path, member, ours in self.signature.flatten(self):
+            if path[0] == "feat_in" or path == ("cycles_load",):
+                continue
+            if member.flow == In:
+                m.d.comb += theirs[path].eq(ours)
+            else:
+                m.d.comb += ours.eq(theirs[path])
+
+    def _memory(self, m: Module, layer: HyScaleLayer, loading):
+        """The model of the external memory, filled from ``feat_in`` (beat k at word k) while
+        the layer is idle, read through the layer's memory port. ``n_rows`` is the number of
+        whole feature rows loaded."""
+        cfg = self.config
+        w = Widths(cfg)
+        m.submodules.ext_mem = ext_mem = Ram(32 * w.words, cfg.max_sources * cfg.beats_per_row)
+        m.submodules.feat_load = load = BufferLoader(ext_mem.width, ext_mem.addr_bits,
+                                                     ext_mem.addr_bits + 1,
+                                                     capacity=ext_mem.depth, overflow="hold")
+        m.d.comb += load.enable.eq(loading)
+        wiring.connect(m, wiring.flipped(self.feat_in), load.beats)
+        wiring.connect(m, load.write, ext_mem.write[0])
+        read = ext_mem.read[0]
+        m.d.comb += [read.addr.eq(layer.mem_addr), layer.mem_data.eq(read.data),
+                     layer.n_rows.eq(load.count >> w.beat)]
+
+
+@dataclass
+class _Buffer:
+    """One of the layer's load buffers and the entries loaded into it."""
+
+    ram: Ram
+    count: Signal

@@ -2,7 +2,8 @@
 
 The work is a list of *items*, (row, column group) pairs in row-major order, where a column
 group is ``m`` consecutive output columns. A *block* holds ``R = add_latency`` items and feeds
-``R * f_in`` tokens, item-interleaved (``i`` outer, item inner), into MAC 0; every token moves on to the next MAC one cycle later (the systolic chain), carrying
+``R * f_in`` tokens, item-interleaved (``i`` outer, item inner), into MAC 0; every token moves
+on to the next MAC one cycle later (the systolic chain), carrying
 the activation ``A[r, i]`` and the weight address. MAC ``c`` holds column ``g m + c`` of ``W``
 (and ``b``) of every group in its own RAM, multiplies, and adds into the item's partial sum.
 With ``R`` equal to the adder's latency, an item's next product reaches the adder exactly when
@@ -20,11 +21,14 @@ array between blocks, never inside one.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from amaranth.hdl import Array, Cat, Module, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from ..arith import Fp32Adder, Fp32AddConfig, Fp32MulConfig, Fp32Multiplier
+from ..common.counters import count_events, counter_members, counters_of
 from ..common.ram import Ram
 from .aggregate import Widths, bits_for, delay
 from .config import HyScaleConfig
@@ -36,19 +40,65 @@ def weight_depth(cfg: HyScaleConfig) -> int:
     return -(-cfg.max_feature_width // cfg.macs) * (cfg.max_feature_width + 1)
 
 
+class TokenSignature(wiring.Signature):
+    """A token of the systolic chain, as its sender sees it.
+
+    Members
+    -------
+    valid : Out(1)
+    first, last : Out(1)
+        The item's first and last input element (``i = 0``, ``i = f_in - 1``).
+    row : Out(bits_for(R))
+        The item's slot in its block.
+    par : Out(1)
+        The block's result buffer.
+    act : Out(32)
+        The activation ``A[r, i]``.
+    waddr, baddr : Out(weight address bits)
+        Addresses of the weight and of the bias in every MAC's weight RAM.
+    """
+
+    def __init__(self, config: HyScaleConfig):
+        rbits = bits_for(config.rows_per_block)
+        wbits = bits_for(weight_depth(config))
+        super().__init__({
+            "valid": Out(1), "first": Out(1), "last": Out(1), "row": Out(rbits),
+            "par": Out(1), "act": Out(32), "waddr": Out(wbits), "baddr": Out(wbits),
+        })
+
+
+class ResultSignature(wiring.Signature):
+    """A MAC's news that an item's result was written into its result RAM.
+
+    Members
+    -------
+    valid : Out(1)
+    row : Out(bits_for(R))
+        The item's slot in its block.
+    par : Out(1)
+        The block's result buffer.
+    """
+
+    def __init__(self, config: HyScaleConfig):
+        super().__init__({"valid": Out(1), "row": Out(bits_for(config.rows_per_block)),
+                          "par": Out(1)})
+
+
 class MacCell(wiring.Component):
     """One MAC of the chain (see the module docstring).
 
     Members
     -------
-    tok_valid, tok_first, tok_last, tok_row, tok_par, tok_act, tok_waddr, tok_baddr : In
-        The token at this MAC this cycle.
+    tok : In(TokenSignature(config))
+        The token reaching this MAC; it is registered here, one cycle per MAC.
+    next : Out(TokenSignature(config))
+        The token this MAC holds (registered), for the next MAC.
     relu : In(1)
     w_en, w_addr, w_data : In
         Weight RAM write port (loading).
     res_addr : In ; res_data : Out(32)
         Result RAM read port (one cycle latency); a row's result is at ``par * R + row``.
-    last_valid, last_row, last_par : Out
+    result : Out(ResultSignature(config))
         A row's result was written this cycle.
     """
 
@@ -58,61 +108,323 @@ class MacCell(wiring.Component):
         self.rbits = bits_for(R)
         self.wbits = bits_for(weight_depth(config))
         super().__init__({
-            "tok_valid": In(1), "tok_first": In(1), "tok_last": In(1),
-            "tok_row": In(self.rbits), "tok_par": In(1), "tok_act": In(32),
-            "tok_waddr": In(self.wbits), "tok_baddr": In(self.wbits),
+            "tok": In(TokenSignature(config)), "next": Out(TokenSignature(config)),
             "relu": In(1),
             "w_en": In(1), "w_addr": In(self.wbits), "w_data": In(32),
             "res_addr": In(bits_for(2 * R)), "res_data": Out(32),
-            "last_valid": Out(1), "last_row": Out(self.rbits), "last_par": Out(1),
+            "result": Out(ResultSignature(config)),
         })
 
     def elaborate(self, platform):
         m = Module()
         cfg = self.config
-        R = cfg.rows_per_block
         m.submodules.weights = wram = Ram(32, weight_depth(cfg), read_ports=2)
-        wa, wd, we = wram.write(0)
-        m.d.comb += [wa.eq(self.w_addr), wd.eq(self.w_data), we.eq(self.w_en)]
-        (r0a, r0d), (r1a, r1d) = wram.read(0), wram.read(1)
-        m.d.comb += r0a.eq(self.tok_waddr)
+        write = wram.write[0]
+        m.d.comb += [write.addr.eq(self.w_addr), write.data.eq(self.w_data),
+                     write.en.eq(self.w_en)]
+        tok = self._hold_token(m)
+        sum_meta, result = self._multiply_add(m, wram, tok)
+        self._store_result(m, sum_meta, result)
+        return m
+
+    def _hold_token(self, m: Module) -> dict:
+        """This MAC's stage of the chain: the token, registered (only ``valid`` is reset);
+        returns the registers by field name."""
+        held = {}
+        fields = zip(self.tok.signature.flatten(self.tok), self.next.signature.flatten(self.next))
+        for (path, member, value), (_, _, passed_on) in fields:
+            name = path[-1]
+            reg = Signal(member.shape, name=f"tok_{name}", reset_less=(name != "valid"))
+            m.d.sync += reg.eq(value)
+            m.d.comb += passed_on.eq(reg)
+            held[name] = reg
+        return held
+
+    def _multiply_add(self, m: Module, wram: Ram, tok):
+        """act * weight, then added to the item's partial sum coming back from the adder (to
+        the bias on the item's first element); returns the bookkeeping beside the sum and the
+        sum."""
+        cfg = self.config
+        weight, bias = wram.read
+        m.d.comb += weight.addr.eq(tok["waddr"])
         # stage 1: the weight is out of the RAM
-        meta0 = Cat(self.tok_valid, self.tok_first, self.tok_last, self.tok_row, self.tok_par,
-                    self.tok_baddr)
+        meta0 = Cat(tok["valid"], tok["first"], tok["last"], tok["row"], tok["par"],
+                    tok["baddr"])
         meta1 = Signal(len(meta0))
         act1 = Signal(32, reset_less=True)
-        m.d.sync += [meta1.eq(meta0), act1.eq(self.tok_act)]
+        m.d.sync += [meta1.eq(meta0), act1.eq(tok["act"])]
         m.submodules.mul = mul = Fp32Multiplier(Fp32MulConfig(latency=cfg.mul_latency))
         m.d.comb += [mul.i.valid.eq(meta1[0]), mul.i.payload.a.eq(act1),
-                     mul.i.payload.b.eq(r0d)]
+                     mul.i.payload.b.eq(weight.data)]
         line = delay(m, meta1, cfg.mul_latency, "mmeta", reset_less=False)
         # the bias is read one cycle before the product reaches the adder
-        m.d.comb += r1a.eq(line[-2][-self.wbits:])
+        m.d.comb += bias.addr.eq(line[-2][-self.wbits:])
         meta = line[-1]
         valid, first = meta[0], meta[1]
         m.submodules.adder = adder = Fp32Adder(Fp32AddConfig(latency=cfg.add_latency))
         m.d.comb += [adder.i.valid.eq(valid), adder.i.payload.a.eq(mul.o.payload),
-                     adder.i.payload.b.eq(Mux(first, r1d, adder.o.payload))]
+                     adder.i.payload.b.eq(Mux(first, bias.data, adder.o.payload))]
         out_meta = delay(m, meta[:3 + self.rbits + 1], cfg.add_latency, "ameta",
                          reset_less=False)[-1]
+        return out_meta, adder.o.payload
+
+    def _store_result(self, m: Module, out_meta, result):
+        """An item's last sum, ReLU applied, into the result RAM (double buffered by block
+        parity)."""
+        R = self.config.rows_per_block
         o_valid, o_last = out_meta[0], out_meta[2]
         o_row = out_meta[3:3 + self.rbits]
         o_par = out_meta[3 + self.rbits]
-        result = adder.o.payload
         act = Mux(self.relu & result[31], 0, result)
         m.submodules.results = rram = Ram(32, 2 * R)
-        xa, xd, xe = rram.write(0)
-        write = o_valid & o_last
-        m.d.comb += [xa.eq(Mux(o_par, o_row + R, o_row)), xd.eq(act), xe.eq(write)]
-        ra, rd = rram.read(0)
-        m.d.comb += [ra.eq(self.res_addr), self.res_data.eq(rd),
-                     self.last_valid.eq(write), self.last_row.eq(o_row),
-                     self.last_par.eq(o_par)]
+        write, read = rram.write[0], rram.read[0]
+        written = o_valid & o_last
+        m.d.comb += [write.addr.eq(Mux(o_par, o_row + R, o_row)), write.data.eq(act),
+                     write.en.eq(written),
+                     read.addr.eq(self.res_addr), self.res_data.eq(read.data),
+                     self.result.valid.eq(written), self.result.row.eq(o_row),
+                     self.result.par.eq(o_par)]
+
+
+class BlockFreeSignature(wiring.Signature):
+    """The drain's news that a block's result buffer has been sent out.
+
+    Members
+    -------
+    valid : Out(1)
+    par : Out(1)
+        The buffer (block parity).
+    """
+
+    def __init__(self):
+        super().__init__({"valid": Out(1), "par": Out(1)})
+
+
+class TokenGenerator(wiring.Component):
+    """Feed the chain: blocks of R items, ``f_in`` tokens per item, item-interleaved.
+
+    A block starts only when its result buffer (by parity) has been drained; it reads the
+    activations one cycle ahead of its tokens.
+
+    Members
+    -------
+    start : In(1)
+        Pulse: begin at item 0.
+    running : In(1)
+        The job runs.
+    n_rows, f_in, f_out : In
+    act_row, act_idx : Out ; act_data : In(32)
+        Activation read (one cycle latency).
+    token : Out(TokenSignature(config))
+        The token entering MAC 0.
+    freed : In(BlockFreeSignature())
+        A result buffer has been drained.
+    """
+
+    def __init__(self, config: HyScaleConfig):
+        self.config = config
+        w = Widths(config)
+        super().__init__({
+            "start": In(1), "running": In(1),
+            "n_rows": In(w.dst + 1), "f_in": In(w.feat + 1), "f_out": In(w.feat + 1),
+            "act_row": Out(w.dst), "act_idx": Out(w.feat), "act_data": In(32),
+            "token": Out(TokenSignature(config)),
+            "freed": In(BlockFreeSignature()),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        item = self._walk_items(m)
+        self._emit_token(m, item)
+        return m
+
+    def _walk_items(self, m: Module) -> "_Item":
+        """Walk the items block by block: ``f_in`` rounds per block, the block's R slots in
+        each round; returns the current slot's item (a token is fed while ``in_block``)."""
+        cfg = self.config
+        w = Widths(cfg)
+        M = cfg.macs
+        R = cfg.rows_per_block
+        wbits = bits_for(weight_depth(cfg))
+        groups = (self.f_out + (M - 1)) // M
+        gstep = self.f_in + 1                 # weight rows per column group (bias last)
+        b_row = Signal(w.dst + 1)            # the block's first item
+        b_g = Signal(w.feat + 1)
+        b_gb = Signal(wbits + 1)             # its weight base g * (f_in + 1)
+        t_row = Signal(w.dst + 1)            # the item of the current slot
+        t_g = Signal(w.feat + 1)
+        t_gb = Signal(wbits + 1)
+        i = Signal(w.feat + 1)
+        r = Signal(bits_for(R))
+        in_block = Signal()
+        par = Signal()                       # result buffer of the block being fed
+        pending = Array([Signal(name="pending0"), Signal(name="pending1")])
+        fed_all = Signal()
+        r_last = r == R - 1
+        i_last = i + 1 >= self.f_in
+        g_wrap = t_g + 1 >= groups
+        n_row = Mux(g_wrap, t_row + 1, t_row)
+        n_g = Mux(g_wrap, 0, t_g + 1)
+        n_gb = Mux(g_wrap, 0, t_gb + gstep)
+        # a block starts once its result buffer has been drained
+        can_open = self.running & ~in_block & ~fed_all & ~pending[par]
+        with m.If(can_open):
+            m.d.sync += [in_block.eq(1), pending[par].eq(1), i.eq(0), r.eq(0),
+                         t_row.eq(b_row), t_g.eq(b_g), t_gb.eq(b_gb)]
+        with m.If(in_block):
+            m.d.sync += [r.eq(r + 1), t_row.eq(n_row), t_g.eq(n_g), t_gb.eq(n_gb)]
+            with m.If(r_last):
+                m.d.sync += [r.eq(0), i.eq(i + 1), t_row.eq(b_row), t_g.eq(b_g),
+                             t_gb.eq(b_gb)]
+                with m.If(i_last):
+                    # block fed: the next block starts at the item after this slot's
+                    m.d.sync += [in_block.eq(0), par.eq(~par), b_row.eq(n_row), b_g.eq(n_g),
+                                 b_gb.eq(n_gb), fed_all.eq(n_row >= self.n_rows)]
+        with m.If(self.freed.valid):
+            m.d.sync += pending[self.freed.par].eq(0)
+        with m.If(self.start):
+            m.d.sync += [b_row.eq(0), b_g.eq(0), b_gb.eq(0), in_block.eq(0), par.eq(0),
+                         pending[0].eq(0), pending[1].eq(0), fed_all.eq(0)]
+        return _Item(token=in_block, row=t_row, gbase=t_gb, i=i, i_last=i_last, slot=r, par=par)
+
+    def _emit_token(self, m: Module, item: "_Item"):
+        """Read the item's activation; one cycle later the token enters MAC 0 with it."""
+        wbits = bits_for(weight_depth(self.config))
+        m.d.comb += [self.act_row.eq(item.row), self.act_idx.eq(item.i)]
+        t_meta = Cat(item.token, item.i == 0, item.i_last, item.slot, item.par)
+        t1 = Signal(len(t_meta))
+        waddr1 = Signal(wbits, reset_less=True)
+        baddr1 = Signal(wbits, reset_less=True)
+        live1 = Signal(reset_less=True)
+        m.d.sync += [t1.eq(Mux(item.token, t_meta, 0)), waddr1.eq(item.gbase + item.i),
+                     baddr1.eq(item.gbase + self.f_in), live1.eq(item.row < self.n_rows)]
+        rb = bits_for(self.config.rows_per_block)
+        out = self.token
+        m.d.comb += [out.valid.eq(t1[0]), out.first.eq(t1[1]), out.last.eq(t1[2]),
+                     out.row.eq(t1[3:3 + rb]), out.par.eq(t1[3 + rb]),
+                     out.act.eq(Mux(live1, self.act_data, 0)),
+                     out.waddr.eq(waddr1), out.baddr.eq(baddr1)]
+
+
+@dataclass
+class _Item:
+    """The item of the token generator's current slot (see
+    :meth:`TokenGenerator._walk_items`)."""
+
+    token: Signal       # a token is fed this cycle
+    row: Signal         # the item's row of A
+    gbase: Signal       # weight base of its column group, g * (f_in + 1)
+    i: Signal           # the input element of this round
+    i_last: object      # the round is the last (``i = f_in - 1``)
+    slot: Signal        # the item's slot in its block
+    par: Signal         # the block's result buffer
+
+
+class ResultDrain(wiring.Component):
+    """Send the blocks' results out as beats of ``mem_words_per_cycle`` words.
+
+    Blocks complete in the order they were fed; the drain walks the same items:
+    ``ceil(columns / words)`` beats per item, so ``Y`` leaves row-major. Padding words are zero.
+
+    Members
+    -------
+    start : In(1)
+        Pulse: begin at item 0, both result buffers empty.
+    running : In(1)
+        The job runs.
+    n_rows, f_out : In
+    written : In(ResultSignature(config))
+        The last MAC wrote an item's result.
+    res_addr : Out ; res_data : In(32).array(macs)
+        The MACs' result RAM read ports (one cycle latency).
+    out : Out(stream.Signature(32 * mem_words_per_cycle))
+    freed : Out(BlockFreeSignature())
+        A result buffer has been sent out.
+    finish : Out(1)
+        The job's last beat has been sent.
+    sent_words : Out(range(mem_words_per_cycle + 1))
+        Valid words sent this cycle.
+    stall : Out(1)
+        A beat waits on ``out.ready``.
+    """
+
+    def __init__(self, config: HyScaleConfig):
+        self.config = config
+        w = Widths(config)
+        WPB = config.mem_words_per_cycle
+        super().__init__({
+            "start": In(1), "running": In(1),
+            "n_rows": In(w.dst + 1), "f_out": In(w.feat + 1),
+            "written": In(ResultSignature(config)),
+            "res_addr": Out(bits_for(2 * config.rows_per_block)),
+            "res_data": In(32).array(config.macs),
+            "out": Out(stream.Signature(32 * WPB)),
+            "freed": Out(BlockFreeSignature()), "finish": Out(1),
+            "sent_words": Out(range(WPB + 1)), "stall": Out(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        cfg = self.config
+        w = Widths(cfg)
+        M = cfg.macs
+        R = cfg.rows_per_block
+        WPB = cfg.mem_words_per_cycle
+        groups = (self.f_out + (M - 1)) // M
+        full = Array([Signal(name="full0"), Signal(name="full1")])
+        with m.If(self.written.valid & (self.written.row == R - 1)):
+            m.d.sync += full[self.written.par].eq(1)
+        d_par = Signal()
+        d_r = Signal(bits_for(R) + 1)        # result slot
+        d_q = Signal(range(-(-M // WPB) + 1))
+        d_row = Signal(w.dst + 1)
+        d_g = Signal(w.feat + 1)
+        d_col = Signal(w.feat + 1)           # first column of the current beat
+        have = Signal()                       # read data of (d_r, d_q) is on the RAM outputs
+        cols_here = Mux(self.f_out - d_g * M < M, self.f_out - d_g * M, M)
+        beats_here = (cols_here + (WPB - 1)) // WPB
+        take = have & self.out.ready
+        q_last = d_q + 1 >= beats_here
+        dg_wrap = d_g + 1 >= groups
+        nd_row = Mux(dg_wrap, d_row + 1, d_row)
+        nd_g = Mux(dg_wrap, 0, d_g + 1)
+        job_end = nd_row >= self.n_rows
+        block_end = take & q_last & ((d_r == R - 1) | job_end)
+        nxt_q = Mux(q_last, 0, d_q + 1)
+        addr_r = Mux(take & q_last, d_r + 1, d_r)
+        m.d.comb += self.res_addr.eq(Mux(d_par, addr_r + R, addr_r))
+        q_reg = Signal.like(d_q)
+        m.d.sync += q_reg.eq(Mux(take, nxt_q, d_q))
+        n_q = -(-M // WPB)
+        for k in range(WPB):
+            options = [self.res_data[q * WPB + k] if q * WPB + k < M else 0 for q in range(n_q)]
+            word = Array(options)[q_reg] if n_q > 1 else options[0]
+            m.d.comb += self.out.payload.word_select(k, 32).eq(
+                Mux(d_col + k < self.f_out, word, 0))
+        m.d.comb += self.out.valid.eq(have)
+        with m.If(~have & full[d_par] & self.running):
+            m.d.sync += have.eq(1)
+        with m.If(take):
+            m.d.sync += [d_q.eq(nxt_q), d_col.eq(d_col + WPB)]
+            with m.If(q_last):
+                m.d.sync += [d_r.eq(d_r + 1), d_row.eq(nd_row), d_g.eq(nd_g),
+                             d_col.eq(nd_g * M)]
+            with m.If(block_end):
+                m.d.sync += [have.eq(0), full[d_par].eq(0), d_par.eq(~d_par), d_r.eq(0)]
+        valid_words = sum(((d_col + k) < self.f_out).as_unsigned() for k in range(WPB))
+        m.d.comb += [self.freed.valid.eq(block_end), self.freed.par.eq(d_par),
+                     self.finish.eq(block_end & job_end),
+                     self.sent_words.eq(Mux(take, valid_words, 0)),
+                     self.stall.eq(have & ~self.out.ready)]
+        with m.If(self.start):
+            m.d.sync += [full[0].eq(0), full[1].eq(0), d_par.eq(0), d_r.eq(0), d_q.eq(0),
+                         d_row.eq(0), d_g.eq(0), d_col.eq(0), have.eq(0)]
         return m
 
 
 class UpdateKernel(wiring.Component):
-    """m MACs in a chain, the token generator and the result drain.
+    """m MACs in a chain (:class:`MacCell`), the :class:`TokenGenerator` that feeds it and the
+    :class:`ResultDrain` that sends the results out.
 
     Members
     -------
@@ -135,166 +447,65 @@ class UpdateKernel(wiring.Component):
         self.config = config
         w = Widths(config)
         self.wbits = bits_for(weight_depth(config))
-        members = {
+        super().__init__({
             "start": In(1), "n_rows": In(w.dst + 1), "f_in": In(w.feat + 1),
             "f_out": In(w.feat + 1), "relu": In(1),
             "act_row": Out(w.dst), "act_idx": Out(w.feat), "act_data": In(32),
             "w_valid": In(1), "w_data": In(32 * config.macs),
             "out": Out(stream.Signature(32 * config.mem_words_per_cycle)),
             "done": Out(1), "busy": Out(1),
-        }
-        for name in UPD_COUNTERS:
-            members[name] = Out(COUNTER_BITS)
-        super().__init__(members)
+            **counter_members(UPD_COUNTERS, COUNTER_BITS),
+        })
 
     def elaborate(self, platform):
         m = Module()
         cfg = self.config
-        w = Widths(cfg)
-        M = cfg.macs
-        R = cfg.rows_per_block
-        WPB = cfg.mem_words_per_cycle
-        cells = [MacCell(cfg) for _ in range(M)]
+        cells = [MacCell(cfg) for _ in range(cfg.macs)]
         for c, cell in enumerate(cells):
             m.submodules[f"mac{c}"] = cell
             m.d.comb += cell.relu.eq(self.relu)
+        self._load_weights(m, cells)
+        running = Signal()
+        m.d.comb += self.busy.eq(running)
 
-        # -- weight loading ----------------------------------------------------------------------
+        # -- token generator, then the chain of MACs ---------------------------------------------
+        m.submodules.tokens = gen = TokenGenerator(cfg)
+        m.d.comb += [gen.start.eq(self.start), gen.running.eq(running),
+                     gen.n_rows.eq(self.n_rows), gen.f_in.eq(self.f_in),
+                     gen.f_out.eq(self.f_out),
+                     self.act_row.eq(gen.act_row), self.act_idx.eq(gen.act_idx),
+                     gen.act_data.eq(self.act_data)]
+        wiring.connect(m, gen.token, cells[0].tok)
+        for prev, cell in zip(cells, cells[1:]):
+            wiring.connect(m, prev.next, cell.tok)
+
+        # -- drain ---------------------------------------------------------------------------------
+        m.submodules.drain = drain = ResultDrain(cfg)
+        m.d.comb += [drain.start.eq(self.start), drain.running.eq(running),
+                     drain.n_rows.eq(self.n_rows), drain.f_out.eq(self.f_out)]
+        wiring.connect(m, cells[-1].result, drain.written)
+        for c, cell in enumerate(cells):
+            m.d.comb += [cell.res_addr.eq(drain.res_addr), drain.res_data[c].eq(cell.res_data)]
+        wiring.connect(m, drain.out, wiring.flipped(self.out))
+        wiring.connect(m, drain.freed, gen.freed)
+
+        with m.If(drain.finish):
+            m.d.sync += [running.eq(0), self.done.eq(1)]
+        with m.If(self.start):
+            m.d.sync += [running.eq(1), self.done.eq(0)]
+            with m.If(self.n_rows == 0):
+                m.d.sync += [running.eq(0), self.done.eq(1)]
+        count_events(m, counters_of(self, UPD_COUNTERS), {
+            "words_written": drain.sent_words,
+            "stall_output": drain.stall,
+        }, clear=self.start, enable=running)
+        return m
+
+    def _load_weights(self, m: Module, cells):
+        """Weight loading: beat k gives every MAC its word of row k."""
         w_ptr = Signal(self.wbits + 1)
         for c, cell in enumerate(cells):
             m.d.comb += [cell.w_en.eq(self.w_valid), cell.w_addr.eq(w_ptr),
                          cell.w_data.eq(self.w_data.word_select(c, 32))]
         with m.If(self.w_valid):
             m.d.sync += w_ptr.eq(w_ptr + 1)
-
-        # -- token generator ---------------------------------------------------------------------
-        # work items are (row, column group) pairs in row-major order; a block holds R of them
-        running = Signal()
-        m.d.comb += self.busy.eq(running)
-        groups = (self.f_out + (M - 1)) // M
-        gstep = self.f_in + 1                 # weight rows per column group (bias last)
-        b_row = Signal(w.dst + 1)            # the block's first item
-        b_g = Signal(w.feat + 1)
-        b_gb = Signal(self.wbits + 1)        # its weight base g * (f_in + 1)
-        t_row = Signal(w.dst + 1)            # the item of the current slot
-        t_g = Signal(w.feat + 1)
-        t_gb = Signal(self.wbits + 1)
-        i = Signal(w.feat + 1)
-        r = Signal(bits_for(R))
-        in_block = Signal()
-        par = Signal()                       # result buffer of the block being fed
-        pending = Array([Signal(name="pending0"), Signal(name="pending1")])
-        fed_all = Signal()
-        r_last = r == R - 1
-        i_last = i + 1 >= self.f_in
-        g_wrap = t_g + 1 >= groups
-        n_row = Mux(g_wrap, t_row + 1, t_row)
-        n_g = Mux(g_wrap, 0, t_g + 1)
-        n_gb = Mux(g_wrap, 0, t_gb + gstep)
-        can_open = running & ~in_block & ~fed_all & ~pending[par]
-        with m.If(can_open):
-            m.d.sync += [in_block.eq(1), pending[par].eq(1), i.eq(0), r.eq(0),
-                         t_row.eq(b_row), t_g.eq(b_g), t_gb.eq(b_gb)]
-        token = in_block
-        with m.If(token):
-            m.d.sync += [r.eq(r + 1), t_row.eq(n_row), t_g.eq(n_g), t_gb.eq(n_gb)]
-            with m.If(r_last):
-                m.d.sync += [r.eq(0), i.eq(i + 1), t_row.eq(b_row), t_g.eq(b_g),
-                             t_gb.eq(b_gb)]
-                with m.If(i_last):
-                    # block fed: the next block starts at the item after this slot's
-                    m.d.sync += [in_block.eq(0), par.eq(~par), b_row.eq(n_row), b_g.eq(n_g),
-                                 b_gb.eq(n_gb), fed_all.eq(n_row >= self.n_rows)]
-        row = t_row
-        m.d.comb += [self.act_row.eq(row), self.act_idx.eq(i)]
-        # the activation arrives next cycle; the token enters MAC 0 with it
-        t_meta = Cat(token, i == 0, i_last, r, par)
-        t1 = Signal(len(t_meta))
-        waddr1 = Signal(self.wbits, reset_less=True)
-        baddr1 = Signal(self.wbits, reset_less=True)
-        live1 = Signal(reset_less=True)
-        m.d.sync += [t1.eq(Mux(token, t_meta, 0)), waddr1.eq(t_gb + i),
-                     baddr1.eq(t_gb + self.f_in), live1.eq(row < self.n_rows)]
-        act1 = Mux(live1, self.act_data, 0)
-        rb = bits_for(R)
-        prev = None
-        for c, cell in enumerate(cells):
-            if prev is None:
-                fields = (t1[0], t1[1], t1[2], t1[3:3 + rb], t1[3 + rb], act1, waddr1, baddr1)
-            else:
-                fields = prev
-            regs = [Signal(len(f), name=f"c{c}_tok{k}", reset_less=(k != 0))
-                    for k, f in enumerate(fields)]
-            m.d.sync += [reg.eq(f) for reg, f in zip(regs, fields)]
-            m.d.comb += [cell.tok_valid.eq(regs[0]), cell.tok_first.eq(regs[1]),
-                         cell.tok_last.eq(regs[2]), cell.tok_row.eq(regs[3]),
-                         cell.tok_par.eq(regs[4]), cell.tok_act.eq(regs[5]),
-                         cell.tok_waddr.eq(regs[6]), cell.tok_baddr.eq(regs[7])]
-            prev = regs
-
-        # -- drain -------------------------------------------------------------------------------
-        # blocks complete in the order they were fed; the drain walks the same items
-        full = Array([Signal(name="full0"), Signal(name="full1")])
-        tail_cell = cells[-1]
-        with m.If(tail_cell.last_valid & (tail_cell.last_row == R - 1)):
-            m.d.sync += full[tail_cell.last_par].eq(1)
-        d_par = Signal()
-        d_r = Signal(bits_for(R) + 1)        # result slot
-        d_q = Signal(range(-(-M // WPB) + 1))
-        d_row = Signal(w.dst + 1)
-        d_g = Signal(w.feat + 1)
-        d_col = Signal(w.feat + 1)           # first column of the current beat
-        have = Signal()                       # read data of (d_r, d_q) is on the RAM outputs
-        cols_here = Mux(self.f_out - d_g * M < M, self.f_out - d_g * M, M)
-        beats_here = (cols_here + (WPB - 1)) // WPB
-        take = have & self.out.ready
-        q_last = d_q + 1 >= beats_here
-        dg_wrap = d_g + 1 >= groups
-        nd_row = Mux(dg_wrap, d_row + 1, d_row)
-        nd_g = Mux(dg_wrap, 0, d_g + 1)
-        job_end = nd_row >= self.n_rows
-        block_end = take & q_last & ((d_r == R - 1) | job_end)
-        nxt_q = Mux(q_last, 0, d_q + 1)
-        addr_r = Mux(take & q_last, d_r + 1, d_r)
-        for cell in cells:
-            m.d.comb += cell.res_addr.eq(Mux(d_par, addr_r + R, addr_r))
-        q_reg = Signal.like(d_q)
-        m.d.sync += q_reg.eq(Mux(take, nxt_q, d_q))
-        n_q = -(-M // WPB)
-        for k in range(WPB):
-            options = [cells[q * WPB + k].res_data if q * WPB + k < M else 0 for q in range(n_q)]
-            word = Array(options)[q_reg] if n_q > 1 else options[0]
-            m.d.comb += self.out.payload.word_select(k, 32).eq(
-                Mux(d_col + k < self.f_out, word, 0))
-        m.d.comb += self.out.valid.eq(have)
-        with m.If(~have & full[d_par] & running):
-            m.d.sync += have.eq(1)
-        with m.If(take):
-            m.d.sync += [d_q.eq(nxt_q), d_col.eq(d_col + WPB)]
-            with m.If(q_last):
-                m.d.sync += [d_r.eq(d_r + 1), d_row.eq(nd_row), d_g.eq(nd_g),
-                             d_col.eq(nd_g * M)]
-            with m.If(block_end):
-                m.d.sync += [have.eq(0), full[d_par].eq(0), pending[d_par].eq(0),
-                             d_par.eq(~d_par), d_r.eq(0)]
-                with m.If(job_end):
-                    m.d.sync += [running.eq(0), self.done.eq(1)]
-
-        with m.If(self.start):
-            m.d.sync += [running.eq(1), self.done.eq(0), b_row.eq(0), b_g.eq(0), b_gb.eq(0),
-                         in_block.eq(0), par.eq(0), pending[0].eq(0), pending[1].eq(0),
-                         full[0].eq(0), full[1].eq(0), fed_all.eq(0), d_par.eq(0), d_r.eq(0),
-                         d_q.eq(0), d_row.eq(0), d_g.eq(0), d_col.eq(0), have.eq(0)]
-            with m.If(self.n_rows == 0):
-                m.d.sync += [running.eq(0), self.done.eq(1)]
-
-        valid_words = sum(((d_col + k) < self.f_out).as_unsigned() for k in range(WPB))
-        increments = {"words_written": Mux(take, valid_words, 0),
-                      "stall_output": have & ~self.out.ready}
-        for name, inc in increments.items():
-            counter = getattr(self, name)
-            with m.If(self.start):
-                m.d.sync += counter.eq(0)
-            with m.Elif(running):
-                m.d.sync += counter.eq(counter + inc)
-        return m

@@ -7,124 +7,159 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from ..common.bits import lowest_set, popcount
+from ..common.ram import RamReadSignature
 from .config import SSpmmConfig
-from .layouts import job_layout, packet_layout, row_words_shape, widths
+from .layouts import RowLinkSignature, job_layout, widths
 from .protocol import ISSUE_TO_ROOT  # noqa: F401 (the cycle model shares it)
 from .tree import DistributionTree
 
 
-class NeighbourFetcher(wiring.Component):
-    """Bind jobs to contexts, read their neighbours' rows once, multicast them down the tree.
-
-    *Binding.* The scheduler offers one job per cycle. The fetcher binds it to a free job
-    context (``L = adder_latency`` per group; the groups are tried in turn so that work
-    spreads) and tells that group (``bind_*``). Consecutive jobs of one row (its feature
-    chunks) form one *pass* of at most one job per group: they share the row's neighbour list,
-    so every neighbour row read serves the whole pass. A pass closes when it has a member in
-    every group or at its row's last job; while the row's next job waits for a free context in
-    a group the pass does not use yet, the pass waits too (other passes keep fetching and
-    free contexts). A context is free again once its job's last neighbour has been written
-    into its local buffer.
-
-    *Fetching.* A pass is ready when every member context has room in its local buffer
-    (``space``). Each cycle up to R = ``fetch_rows`` ready passes, chosen round robin, read
-    their next column index and then that neighbour's feature row, and the row goes down the
-    :class:`DistributionTree` with the pass's members as destinations, marked ``first`` /
-    ``last`` for the pass's first and last neighbour. ``reserve`` tells the contexts that an
-    entry is on its way. A column index ``>= n_rows`` raises ``err_index`` (one-cycle pulse).
+class PassFormSignature(wiring.Signature):
+    """What the :class:`ContextBinder` tells the :class:`PassTable` each cycle, as the binder
+    sees it.
 
     Members
     -------
-    job, job_valid : In; job_taken : Out(1)
-        The scheduler's offer and the handshake.
+    open : Out(1)
+        The job taken this cycle opens a new pass, led by its context ``ctx``.
+    ctx : Out(range(contexts))
+        The context the job taken this cycle is bound to.
+    member : Out(contexts)
+        That context as a one-hot mask (zero when no job is taken).
+    ptr, deg : Out(edge bits)
+        The taken job's neighbour list (its row's).
+    row_last : Out(1)
+        The taken job is its row's last.
+    forming : Out(1)
+        A pass is open for more members (in a group it does not use yet).
+    leader : Out(range(contexts))
+        The context leading the forming pass (its slot in the pass table).
+    close : Out(1)
+        The forming pass takes no more members after this cycle.
+    """
+
+    def __init__(self, config: SSpmmConfig):
+        N, edge = config.contexts, widths(config)["edge"]
+        super().__init__({
+            "open": Out(1), "ctx": Out(range(N)), "member": Out(N),
+            "ptr": Out(edge), "deg": Out(edge), "row_last": Out(1),
+            "forming": Out(1), "leader": Out(range(N)), "close": Out(1),
+        })
+
+
+class IssueSignature(wiring.Signature):
+    """One neighbour of a pass issued on a root link, as the :class:`PassTable` sends it.
+
+    Members
+    -------
+    valid : Out(1)
+        A neighbour is issued this cycle.
+    ptr : Out(edge bits)
+        Where its column index is (driven whether or not ``valid``).
+    dest : Out(contexts)
+        The pass's member contexts.
+    first, last : Out(1)
+        The pass's first and last neighbour.
+    """
+
+    def __init__(self, config: SSpmmConfig):
+        N, edge = config.contexts, widths(config)["edge"]
+        super().__init__({"valid": Out(1), "ptr": Out(edge), "dest": Out(N),
+                          "first": Out(1), "last": Out(1)})
+
+
+class ContextBinder(wiring.Component):
+    """Bind the offered job to a free context and group consecutive jobs of a row into passes.
+
+    A pass has at most one member per group: the binder picks a free context in a group the
+    forming pass does not use yet, preferring the group after the last one used. While the
+    row's next job waits for such a context, the pass waits too (splitting the row would read
+    its neighbours again); it closes when it has a member in every group, at its row's last
+    job, or when the next cycle offers no job of its row. A context is bound until
+    ``released``.
+
+    Members
+    -------
+    job, job_valid : In
+        The scheduler's offer.
     run, clear : In(1)
-        Work (the accelerator is computing); drop every pass, binding and packet (start).
-    n_rows : In
-        Rows of the job, for the column-index check.
-    bind_valid, bind_group, bind_slot, bind_job : Out
-        Context ``bind_slot`` of group ``bind_group`` takes ``bind_job``.
-    reserve : Out(contexts)
-        An entry was issued this cycle for these contexts.
-    space : In(contexts)
-        The context can take one more reserved entry.
+        Work; drop every binding and the forming pass.
     released : In(contexts)
-        The context's last entry of its job was written this cycle.
-    idx_addr_j, idx_data_j, row_addr_j, row_data_j : memory read ports (1-cycle latency)
-    row_en_j : Out(1)
-        A row is read on port j (the data port holds its value otherwise).
-    leaf_g_j, leaf_words_g_j : Out
-        The tree's packets for group g and their rows (see :class:`DistributionTree`).
-    err_index, busy : Out(1)
-    issued : Out(range(R + 1))
-        Rows read from the node buffer this cycle.
+        These contexts' jobs had their last entry written this cycle.
+    take : Out(1)
+        The offer is taken this cycle.
+    group, slot : Out
+        Where it goes: context ``slot`` of group ``group``.
+    form : Out(PassFormSignature(config))
+        The pass the taken job opens or joins.
     no_context, no_job : Out(1)
         A job was offered but no context was free; a context was free but no job offered.
     """
 
     def __init__(self, config: SSpmmConfig):
         self.config = config
-        w = widths(config)
-        G, L, R, N = config.groups, config.adder_latency, config.fetch_rows, config.contexts
-        F = config.max_feature_width
-        members = {
-            "job": In(job_layout(config)), "job_valid": In(1), "job_taken": Out(1),
-            "run": In(1), "clear": In(1), "n_rows": In(w["row"] + 1),
-            "bind_valid": Out(1), "bind_group": Out(range(G)), "bind_slot": Out(range(L)),
-            "bind_job": Out(job_layout(config)),
-            "reserve": Out(N), "space": In(N), "released": In(N),
-            "err_index": Out(1), "busy": Out(1), "issued": Out(range(R + 1)),
+        G, L, N = config.groups, config.adder_latency, config.contexts
+        super().__init__({
+            "job": In(job_layout(config)), "job_valid": In(1),
+            "run": In(1), "clear": In(1), "released": In(N),
+            "take": Out(1), "group": Out(range(G)), "slot": Out(range(L)),
+            "form": Out(PassFormSignature(config)),
             "no_context": Out(1), "no_job": Out(1),
-        }
-        for j in range(R):
-            members[f"idx_addr_{j}"] = Out(w["edge"])
-            members[f"idx_data_{j}"] = In(32)
-            members[f"row_addr_{j}"] = Out(w["row"])
-            members[f"row_en_{j}"] = Out(1)
-            members[f"row_data_{j}"] = In(32 * F)
-        for g in range(G):
-            for j in range(R):
-                members[f"leaf_{g}_{j}"] = Out(packet_layout(config, L))
-                members[f"leaf_words_{g}_{j}"] = Out(row_words_shape(config))
-        super().__init__(members)
-
-    def port(self, name: str, j: int):
-        return getattr(self, f"{name}_{j}")
-
-    def leaf(self, g: int, j: int):
-        return getattr(self, f"leaf_{g}_{j}")
-
-    def leaf_words(self, g: int, j: int):
-        return getattr(self, f"leaf_words_{g}_{j}")
+        })
 
     def elaborate(self, platform):
         m = Module()
         cfg = self.config
         w = widths(cfg)
-        G, L, R, N = cfg.groups, cfg.adder_latency, cfg.fetch_rows, cfg.contexts
-        m.submodules.tree = tree = DistributionTree(cfg)
-        for g in range(G):
-            for j in range(R):
-                m.d.comb += [self.leaf(g, j).eq(tree.leaf(g, j)),
-                             self.leaf_words(g, j).eq(tree.leaf_words(g, j))]
-        m.d.comb += tree.clear.eq(self.clear)
-
-        # -- pass table: one slot per context, used by the pass that context leads ------------
-        p_valid = Signal(N)       # open: neighbours left to fetch
-        p_ready = Signal(N)       # closed: no more members join
-        p_first = Signal(N)       # the next fetch is the pass's first
-        p_ptr = [Signal(w["edge"], name=f"pass_ptr_{e}") for e in range(N)]
-        p_left = [Signal(w["edge"], name=f"pass_left_{e}") for e in range(N)]
-        p_mask = [Signal(N, name=f"pass_members_{e}") for e in range(N)]
+        G, N = cfg.groups, cfg.contexts
         bound = Signal(N)         # contexts whose job is still being fetched
         forming = Signal()
         form_e = Signal(range(N))
         form_row = Signal(w["row"])
         next_group = Signal(range(G))
-
-        # -- binding: a pass has at most one member per group; pick a free context in a group
-        # the pass does not use yet, preferring the group after the last one used -----------
-        free = ~bound
         used = Signal(G)          # groups with a member in the forming pass
+
+        free = ~bound
+        candidates, g_sel, slot, ctx = self._choose_context(m, free, forming, used, next_group)
+        same_row = self.job.row == form_row
+        # while the row's next job waits for a context in a group the pass does not use yet,
+        # the pass waits too (other passes go on and free contexts): splitting the row would
+        # read its neighbours again
+        take = self.run & self.job_valid & candidates.any() & (~forming | same_row)
+        full = (used | (1 << g_sel)[:G]) == (1 << G) - 1
+        close = forming & ((take & (self.job.row_last | full)) | ~self.run | ~self.job_valid
+                           | ~same_row)
+        onehot = Signal(N)
+        m.d.comb += onehot.eq(Mux(take, 1 << ctx, 0))
+        lead = take & ~forming                      # the job opens a new pass, led by ``ctx``
+        m.d.comb += [self.take.eq(take), self.group.eq(g_sel), self.slot.eq(slot),
+                     self.no_context.eq(self.run & self.job_valid & ~take),
+                     self.no_job.eq(self.run & ~self.job_valid & free.any()),
+                     self.form.open.eq(lead), self.form.ctx.eq(ctx),
+                     self.form.member.eq(onehot), self.form.ptr.eq(self.job.ptr),
+                     self.form.deg.eq(self.job.deg), self.form.row_last.eq(self.job.row_last),
+                     self.form.forming.eq(forming), self.form.leader.eq(form_e),
+                     self.form.close.eq(close)]
+
+        with m.If(take):
+            m.d.sync += [next_group.eq(Mux(g_sel == G - 1, 0, g_sel + 1)),
+                         used.eq(used | (1 << g_sel)[:G])]
+            with m.If(lead):
+                m.d.sync += [forming.eq(~(self.job.row_last | (G == 1))), form_e.eq(ctx),
+                             form_row.eq(self.job.row), used.eq((1 << g_sel)[:G])]
+        with m.If(close):
+            m.d.sync += forming.eq(0)
+        with m.If(self.clear):
+            m.d.sync += [bound.eq(0), forming.eq(0)]
+        with m.Else():
+            m.d.sync += bound.eq((bound | onehot) & ~self.released)
+        return m
+
+    def _choose_context(self, m: Module, free, forming, used, next_group):
+        """A free context in a group the forming pass does not use yet, preferring the group
+        after the last one used; returns (the groups that qualify, the group, the slot in it,
+        the context)."""
+        G, L, N = self.config.groups, self.config.adder_latency, self.config.contexts
         has = Cat(*[free[g * L:(g + 1) * L].any() for g in range(G)])
         candidates = Signal(G)
         m.d.comb += candidates.eq(has & Mux(forming, ~used, (1 << G) - 1))
@@ -136,32 +171,65 @@ class NeighbourFetcher(wiring.Component):
                           name="slot")
         ctx = Signal(range(N))
         m.d.comb += ctx.eq(g_sel * L + slot)
-        same_row = self.job.row == form_row
-        # while the row's next job waits for a context in a group the pass does not use yet,
-        # the pass waits too (other passes go on and free contexts): splitting the row would
-        # read its neighbours again
-        take = self.run & self.job_valid & candidates.any() & (~forming | same_row)
-        full = (used | (1 << g_sel)[:G]) == (1 << G) - 1
-        close = forming & ((take & (self.job.row_last | full)) | ~self.run | ~self.job_valid
-                           | ~same_row)
-        m.d.comb += [self.job_taken.eq(take),
-                     self.bind_valid.eq(take), self.bind_group.eq(g_sel),
-                     self.bind_slot.eq(slot), self.bind_job.eq(self.job),
-                     self.no_context.eq(self.run & self.job_valid & ~take),
-                     self.no_job.eq(self.run & ~self.job_valid & free.any())]
-        onehot = Signal(N)
-        m.d.comb += onehot.eq(Mux(take, 1 << ctx, 0))
-        lead = take & ~forming                      # the job opens a new pass, led by ``ctx``
-        with m.If(take):
-            m.d.sync += [next_group.eq(Mux(g_sel == G - 1, 0, g_sel + 1)),
-                         used.eq(used | (1 << g_sel)[:G])]
-            with m.If(lead):
-                m.d.sync += [forming.eq(~(self.job.row_last | (G == 1))), form_e.eq(ctx),
-                             form_row.eq(self.job.row), used.eq((1 << g_sel)[:G])]
-        with m.If(close):
-            m.d.sync += forming.eq(0)
+        return candidates, g_sel, slot, ctx
 
-        # -- fetch: up to R ready passes whose members all have room, round robin --------------
+
+class PassTable(wiring.Component):
+    """The open passes, one slot per context (used by the pass that context leads), and the
+    round-robin choice of up to R = ``fetch_rows`` of them to issue each cycle.
+
+    A pass is ready once closed and while every member context has room in its local buffer
+    (``space``). Issuing a pass reads its next neighbour; its last neighbour frees the slot.
+
+    Members
+    -------
+    form : In(PassFormSignature(config))
+        Passes opening, gaining members and closing.
+    run, clear : In(1)
+        Issue; drop every pass.
+    space : In(contexts)
+        The context can take one more reserved entry.
+    issue : Out(IssueSignature(config)).array(R)
+        The neighbour issued on each root link.
+    reserve : Out(contexts)
+        An entry was issued this cycle for these contexts.
+    issued : Out(range(R + 1))
+        Neighbours issued this cycle.
+    busy : Out(1)
+        A pass has neighbours left to issue.
+    """
+
+    def __init__(self, config: SSpmmConfig):
+        self.config = config
+        N, R = config.contexts, config.fetch_rows
+        super().__init__({
+            "form": In(PassFormSignature(config)),
+            "run": In(1), "clear": In(1), "space": In(N),
+            "issue": Out(IssueSignature(config)).array(R),
+            "reserve": Out(N), "issued": Out(range(R + 1)), "busy": Out(1),
+        })
+        # the table: one slot per context
+        edge = widths(config)["edge"]
+        self.p_valid = Signal(N, name="p_valid")        # open: neighbours left to issue
+        self.p_ready = Signal(N, name="p_ready")        # closed: no more members join
+        self.p_first = Signal(N, name="p_first")        # the next issue is the pass's first
+        self.p_ptr = [Signal(edge, name=f"pass_ptr_{e}") for e in range(N)]
+        self.p_left = [Signal(edge, name=f"pass_left_{e}") for e in range(N)]
+        self.p_mask = [Signal(N, name=f"pass_members_{e}") for e in range(N)]
+
+    def elaborate(self, platform):
+        m = Module()
+        picks = self._pick(m)
+        self._issue(m, picks)
+        self._update(m, picks)
+        m.d.comb += self.busy.eq(self.p_valid.any())
+        return m
+
+    def _pick(self, m: Module):
+        """Up to R ready passes whose members all have room, round robin from the one after
+        the last pass served; returns (issue, slot) per root link."""
+        N, R = self.config.contexts, self.config.fetch_rows
+        p_valid, p_ready, p_mask = self.p_valid, self.p_ready, self.p_mask
         eligible = Signal(N)
         m.d.comb += eligible.eq(Cat(*[p_valid[e] & p_ready[e] & ~(p_mask[e] & ~self.space).any()
                                       for e in range(N)]))
@@ -185,66 +253,224 @@ class NeighbourFetcher(wiring.Component):
         with m.If(picks[0][0]):
             m.d.sync += rr.eq(Mux(last_e == N - 1, 0, last_e + 1))
         m.d.comb += self.issued.eq(popcount(m, Cat(*[go for go, _ in picks])))
+        return picks
 
-        ptrs, lefts, masks = Array(p_ptr), Array(p_left), Array(p_mask)
+    def _issue(self, m: Module, picks):
+        """Each pick's pass on its root link, and the entries it reserves."""
+        ptrs, lefts, masks = Array(self.p_ptr), Array(self.p_left), Array(self.p_mask)
         reserve = 0
-        stage1 = []
-        for j, (go, e) in enumerate(picks):
-            m.d.comb += self.port("idx_addr", j).eq(ptrs[e])
+        for issue, (go, e) in zip(self.issue, picks):
+            m.d.comb += [issue.valid.eq(go), issue.ptr.eq(ptrs[e]), issue.dest.eq(masks[e]),
+                         issue.first.eq(self.p_first.bit_select(e, 1)),
+                         issue.last.eq(lefts[e] == 1)]
             reserve = reserve | Mux(go, masks[e], 0)
-            v1 = Signal(name=f"s1_valid_{j}")
-            mask1 = Signal(N, name=f"s1_dest_{j}")
-            first1 = Signal(name=f"s1_first_{j}")
-            last1 = Signal(name=f"s1_last_{j}")
-            m.d.sync += [v1.eq(go & ~self.clear), mask1.eq(masks[e]),
-                         first1.eq(p_first.bit_select(e, 1)), last1.eq(lefts[e] == 1)]
-            stage1.append((v1, mask1, first1, last1))
         m.d.comb += self.reserve.eq(reserve)
 
-        # -- the pass table's registers --------------------------------------------------------
+    def _update(self, m: Module, picks):
+        """The table's registers: an issue moves its pass on, a binding opens or joins one."""
+        N = self.config.contexts
+        single_group = self.config.groups == 1
+        form = self.form
         for e in range(N):
             issued_e = 0
             for go, pe in picks:
                 issued_e = issued_e | (go & (pe == e))
             with m.If(self.clear):
-                m.d.sync += [p_valid[e].eq(0), p_ready[e].eq(0)]
+                m.d.sync += [self.p_valid[e].eq(0), self.p_ready[e].eq(0)]
             with m.Elif(issued_e):
-                m.d.sync += [p_ptr[e].eq(p_ptr[e] + 1), p_left[e].eq(p_left[e] - 1),
-                             p_first[e].eq(0)]
-                with m.If(p_left[e] == 1):
-                    m.d.sync += p_valid[e].eq(0)
-            with m.Elif(lead & (ctx == e)):
-                m.d.sync += [p_valid[e].eq(1), p_ready[e].eq(self.job.row_last | (G == 1)),
-                             p_first[e].eq(1), p_ptr[e].eq(self.job.ptr),
-                             p_left[e].eq(self.job.deg), p_mask[e].eq(onehot)]
-            with m.Elif(forming & (form_e == e)):
-                m.d.sync += p_mask[e].eq(p_mask[e] | onehot)
-                with m.If(close):
-                    m.d.sync += p_ready[e].eq(1)
-        with m.If(self.clear):
-            m.d.sync += [bound.eq(0), forming.eq(0)]
-        with m.Else():
-            m.d.sync += bound.eq((bound | onehot) & ~self.released)
+                m.d.sync += [self.p_ptr[e].eq(self.p_ptr[e] + 1),
+                             self.p_left[e].eq(self.p_left[e] - 1), self.p_first[e].eq(0)]
+                with m.If(self.p_left[e] == 1):
+                    m.d.sync += self.p_valid[e].eq(0)
+            with m.Elif(form.open & (form.ctx == e)):
+                m.d.sync += [self.p_valid[e].eq(1),
+                             self.p_ready[e].eq(form.row_last | single_group),
+                             self.p_first[e].eq(1), self.p_ptr[e].eq(form.ptr),
+                             self.p_left[e].eq(form.deg), self.p_mask[e].eq(form.member)]
+            with m.Elif(form.forming & (form.leader == e)):
+                m.d.sync += self.p_mask[e].eq(self.p_mask[e] | form.member)
+                with m.If(form.close):
+                    m.d.sync += self.p_ready[e].eq(1)
 
+
+class RowReader(wiring.Component):
+    """One root link's read pipeline: an issued neighbour's column index, then its feature
+    row, which enters the distribution tree (``ISSUE_TO_ROOT`` cycles after the issue).
+
+    Members
+    -------
+    issue : In(IssueSignature(config))
+        The neighbour issued on this link.
+    clear : In(1)
+        Drop the reads in flight.
+    n_rows : In
+        Rows of the job: a column index at or beyond it is an error (the row is not read on).
+    idx : Out(RamReadSignature(edge bits, 32))
+        Column-index read (1-cycle latency).
+    row : Out(RamReadSignature(row bits, 32 * F))
+        Feature-row read (1-cycle latency); ``en`` only when a row is read.
+    root : Out(RowLinkSignature(config, contexts))
+        The row and its packet, into the tree.
+    err : Out(1)
+        The column index read this cycle is out of range.
+    busy : Out(1)
+        A read is in flight.
+    """
+
+    def __init__(self, config: SSpmmConfig):
+        self.config = config
+        w = widths(config)
+        F, N = config.max_feature_width, config.contexts
+        super().__init__({
+            "issue": In(IssueSignature(config)),
+            "clear": In(1), "n_rows": In(w["row"] + 1),
+            "idx": Out(RamReadSignature(w["edge"], 32)),
+            "row": Out(RamReadSignature(w["row"], 32 * F)),
+            "root": Out(RowLinkSignature(config, N)),
+            "err": Out(1), "busy": Out(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        N = self.config.contexts
+        # -- stage 0: read the column index ----------------------------------------------------
+        m.d.comb += self.idx.addr.eq(self.issue.ptr)
+        v1 = Signal(name="s1_valid")
+        mask1 = Signal(N, name="s1_dest")
+        first1 = Signal(name="s1_first")
+        last1 = Signal(name="s1_last")
+        m.d.sync += [v1.eq(self.issue.valid & ~self.clear), mask1.eq(self.issue.dest),
+                     first1.eq(self.issue.first), last1.eq(self.issue.last)]
         # -- stage 1: the column index arrives; read the neighbour's row ----------------------
-        err = 0
-        valids = []
-        for j, (v1, mask1, first1, last1) in enumerate(stage1):
-            col = self.port("idx_data", j)
-            bad = v1 & (col >= self.n_rows)
-            err = err | bad
-            m.d.comb += [self.port("row_addr", j).eq(col), self.port("row_en", j).eq(v1)]
-            v2 = Signal(name=f"s2_valid_{j}")
-            mask2 = Signal(N, name=f"s2_dest_{j}")
-            first2 = Signal(name=f"s2_first_{j}")
-            last2 = Signal(name=f"s2_last_{j}")
-            m.d.sync += [v2.eq(v1 & ~bad & ~self.clear), mask2.eq(mask1), first2.eq(first1),
-                         last2.eq(last1)]
-            # -- stage 2: the row arrives and enters the tree ---------------------------------
-            root = tree.root(j)
-            m.d.comb += [root.valid.eq(v2), root.first.eq(first2), root.last.eq(last2),
-                         root.dest.eq(mask2), tree.root_words(j).eq(self.port("row_data", j))]
-            valids += [v1, v2]
-        m.d.comb += [self.err_index.eq(err),
-                     self.busy.eq(forming | p_valid.any() | Cat(*valids).any() | tree.busy)]
+        col = self.idx.data
+        bad = v1 & (col >= self.n_rows)
+        m.d.comb += [self.err.eq(bad), self.row.addr.eq(col), self.row.en.eq(v1)]
+        v2 = Signal(name="s2_valid")
+        mask2 = Signal(N, name="s2_dest")
+        first2 = Signal(name="s2_first")
+        last2 = Signal(name="s2_last")
+        m.d.sync += [v2.eq(v1 & ~bad & ~self.clear), mask2.eq(mask1), first2.eq(first1),
+                     last2.eq(last1)]
+        # -- stage 2: the row arrives and enters the tree --------------------------------------
+        root = self.root.packet
+        m.d.comb += [root.valid.eq(v2), root.first.eq(first2), root.last.eq(last2),
+                     root.dest.eq(mask2), self.root.words.eq(self.row.data),
+                     self.busy.eq(v1 | v2)]
+        return m
+
+
+class NeighbourFetcher(wiring.Component):
+    """Bind jobs to contexts, read their neighbours' rows once, multicast them down the tree.
+
+    *Binding.* The scheduler offers one job per cycle. The fetcher binds it to a free job
+    context (``L = adder_latency`` per group; the groups are tried in turn so that work
+    spreads) and tells that group (``bind_*``). Consecutive jobs of one row (its feature
+    chunks) form one *pass* of at most one job per group: they share the row's neighbour list,
+    so every neighbour row read serves the whole pass. A pass closes when it has a member in
+    every group or at its row's last job; while the row's next job waits for a free context in
+    a group the pass does not use yet, the pass waits too (other passes keep fetching and
+    free contexts). A context is free again once its job's last neighbour has been written
+    into its local buffer.
+
+    *Fetching.* A pass is ready when every member context has room in its local buffer
+    (``space``). Each cycle up to R = ``fetch_rows`` ready passes, chosen round robin, read
+    their next column index and then that neighbour's feature row, and the row goes down the
+    :class:`DistributionTree` with the pass's members as destinations, marked ``first`` /
+    ``last`` for the pass's first and last neighbour. ``reserve`` tells the contexts that an
+    entry is on its way. A column index ``>= n_rows`` raises ``err_index`` (one-cycle pulse).
+
+    The blocks: a :class:`ContextBinder` (binding and pass forming), a :class:`PassTable`
+    (open passes and the round-robin issue), one :class:`RowReader` per root link (index and
+    row reads) and the :class:`DistributionTree`.
+
+    Members
+    -------
+    job, job_valid : In; job_taken : Out(1)
+        The scheduler's offer and the handshake.
+    run, clear : In(1)
+        Work (the accelerator is computing); drop every pass, binding and packet (start).
+    n_rows : In
+        Rows of the job, for the column-index check.
+    bind_valid, bind_group, bind_slot, bind_job : Out
+        Context ``bind_slot`` of group ``bind_group`` takes ``bind_job``.
+    reserve : Out(contexts)
+        An entry was issued this cycle for these contexts.
+    space : In(contexts)
+        The context can take one more reserved entry.
+    released : In(contexts)
+        The context's last entry of its job was written this cycle.
+    idx : Out(RamReadSignature(edge bits, 32)).array(R)
+        Column-index read port of each root link (1-cycle latency).
+    row : Out(RamReadSignature(row bits, 32 * F)).array(R)
+        Feature-row read port of each root link (1-cycle latency); ``en``: a row is read (the
+        data holds its value otherwise).
+    leaf : Out(RowLinkSignature(config, L)).array(groups, R)
+        The tree's packets for group g on root link j, ``leaf[g][j]``, and their rows (see
+        :class:`DistributionTree`).
+    err_index, busy : Out(1)
+    issued : Out(range(R + 1))
+        Rows read from the node buffer this cycle.
+    no_context, no_job : Out(1)
+        A job was offered but no context was free; a context was free but no job offered.
+    """
+
+    def __init__(self, config: SSpmmConfig):
+        self.config = config
+        w = widths(config)
+        G, L, R, N = config.groups, config.adder_latency, config.fetch_rows, config.contexts
+        F = config.max_feature_width
+        super().__init__({
+            "job": In(job_layout(config)), "job_valid": In(1), "job_taken": Out(1),
+            "run": In(1), "clear": In(1), "n_rows": In(w["row"] + 1),
+            "bind_valid": Out(1), "bind_group": Out(range(G)), "bind_slot": Out(range(L)),
+            "bind_job": Out(job_layout(config)),
+            "reserve": Out(N), "space": In(N), "released": In(N),
+            "err_index": Out(1), "busy": Out(1), "issued": Out(range(R + 1)),
+            "no_context": Out(1), "no_job": Out(1),
+            "idx": Out(RamReadSignature(w["edge"], 32)).array(R),
+            "row": Out(RamReadSignature(w["row"], 32 * F)).array(R),
+            "leaf": Out(RowLinkSignature(config, L)).array(G, R),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        cfg = self.config
+        m.submodules.binder = binder = ContextBinder(cfg)
+        m.submodules.passes = passes = PassTable(cfg)
+        m.submodules.tree = tree = DistributionTree(cfg)
+
+        # -- binding: the offer goes to a free context, and into a pass -----------------------
+        m.d.comb += [binder.job.eq(self.job), binder.job_valid.eq(self.job_valid),
+                     binder.run.eq(self.run), binder.clear.eq(self.clear),
+                     binder.released.eq(self.released),
+                     self.job_taken.eq(binder.take), self.bind_valid.eq(binder.take),
+                     self.bind_group.eq(binder.group), self.bind_slot.eq(binder.slot),
+                     self.bind_job.eq(self.job),
+                     self.no_context.eq(binder.no_context), self.no_job.eq(binder.no_job)]
+        wiring.connect(m, binder.form, passes.form)
+
+        # -- issue: ready passes read their next neighbour, one per root link ------------------
+        m.d.comb += [passes.run.eq(self.run), passes.clear.eq(self.clear),
+                     passes.space.eq(self.space),
+                     self.reserve.eq(passes.reserve), self.issued.eq(passes.issued)]
+        readers = []
+        for j in range(cfg.fetch_rows):
+            reader = RowReader(cfg)
+            m.submodules[f"reader_{j}"] = reader
+            readers.append(reader)
+            m.d.comb += [reader.clear.eq(self.clear), reader.n_rows.eq(self.n_rows)]
+            wiring.connect(m, passes.issue[j], reader.issue)
+            wiring.connect(m, reader.idx, wiring.flipped(self.idx[j]))
+            wiring.connect(m, reader.row, wiring.flipped(self.row[j]))
+            wiring.connect(m, reader.root, tree.root[j])
+
+        # -- multicast: the tree's leaves are the fetcher's ---------------------------------------
+        m.d.comb += tree.clear.eq(self.clear)
+        for g in range(cfg.groups):
+            for j in range(cfg.fetch_rows):
+                wiring.connect(m, tree.leaf[g][j], wiring.flipped(self.leaf[g][j]))
+
+        m.d.comb += [self.err_index.eq(Cat(*[r.err for r in readers]).any()),
+                     self.busy.eq(binder.form.forming | passes.busy
+                                  | Cat(*[r.busy for r in readers]).any() | tree.busy)]
         return m

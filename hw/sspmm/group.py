@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from amaranth.hdl import Array, Cat, Module, Mux, Signal
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
@@ -10,9 +12,44 @@ from ..arith import Fp32AddConfig, Fp32Adder
 from ..common.bits import lowest_set, select_word
 from ..common.ram import Ram
 from .config import SSpmmConfig
-from .layouts import (chunks, entry_layout, job_layout, packet_layout, row_words_shape,
-                      widths)
+from .layouts import RowLinkSignature, chunks, entry_layout, job_layout, widths
 from .protocol import FRONT_END_LATENCY  # noqa: F401 (the cycle model shares it)
+
+
+class LaneAdders(wiring.Component):
+    """W binary32 adders of latency L whose sums come back as their next operand.
+
+    Each cycle with ``valid`` every lane adds its word of ``addend`` to the sum leaving its
+    adder this cycle, or to ``+0`` with ``restart``; the new sums leave L cycles later. The L
+    job contexts of a group take turns, so each sum in the loop belongs to one context.
+
+    Members
+    -------
+    valid : In(1)
+        Add this cycle.
+    restart : In(1)
+        Start from ``+0`` rather than from the sums leaving the adders.
+    addend : In(32 * W)
+        One binary32 word per lane.
+    sums : Out(32 * W)
+        The sums leaving the adders this cycle.
+    """
+
+    def __init__(self, lanes: int, latency: int):
+        self.lanes, self.latency = lanes, latency
+        super().__init__({"valid": In(1), "restart": In(1), "addend": In(32 * lanes),
+                          "sums": Out(32 * lanes)})
+
+    def elaborate(self, platform):
+        m = Module()
+        for k in range(self.lanes):
+            adder = Fp32Adder(Fp32AddConfig(latency=self.latency))
+            m.submodules[f"adder_{k}"] = adder
+            m.d.comb += [adder.i.valid.eq(self.valid),
+                         adder.i.payload.a.eq(Mux(self.restart, 0, adder.o.payload)),
+                         adder.i.payload.b.eq(self.addend.word_select(k, 32)),
+                         self.sums.word_select(k, 32).eq(adder.o.payload)]
+        return m
 
 
 class AggregationGroup(wiring.Component):
@@ -49,8 +86,9 @@ class AggregationGroup(wiring.Component):
         The fetcher issued an entry for these contexts.
     space : Out(L)
         The context can take one more reserved entry.
-    leaf_j : In(packet_layout(config, L)), leaf_words_j : In(32 * F), j < fetch_rows
-        Neighbour rows arriving from the distribution tree (at most one destination each).
+    leaf : In(RowLinkSignature(config, L)).array(fetch_rows)
+        Neighbour rows arriving from the distribution tree, one link per root link (at most
+        one destination each).
     released : Out(L)
         The context's job's last entry was written this cycle (it may be bound again).
     run, clear : In(1)
@@ -67,7 +105,7 @@ class AggregationGroup(wiring.Component):
         self.config = config
         w = widths(config)
         L, R = config.adder_latency, config.fetch_rows
-        members = {
+        super().__init__({
             "bind_valid": In(1), "bind_slot": In(range(L)), "bind_job": In(job_layout(config)),
             "reserve": In(L), "space": Out(L), "released": Out(L),
             "run": In(1), "clear": In(1),
@@ -76,64 +114,91 @@ class AggregationGroup(wiring.Component):
             "wr_data": Out(32 * config.group_lanes),
             "wr_en": Out(1),
             "turn": Out(1), "bubble": Out(1), "busy": Out(1),
-        }
-        for j in range(R):
-            members[f"leaf_{j}"] = In(packet_layout(config, L))
-            members[f"leaf_words_{j}"] = In(row_words_shape(config))
-        super().__init__(members)
-
-    def leaf(self, j: int):
-        return getattr(self, f"leaf_{j}")
-
-    def leaf_words(self, j: int):
-        return getattr(self, f"leaf_words_{j}")
+            "leaf": In(RowLinkSignature(config, L)).array(R),
+        })
 
     def elaborate(self, platform):
         m = Module()
         cfg = self.config
-        L, W, F, D = cfg.adder_latency, cfg.group_lanes, cfg.max_feature_width, cfg.local_depth
-        R = cfg.fetch_rows
-        jl = job_layout(cfg)
-        el = entry_layout(cfg)
-        depth_bits = (D - 1).bit_length()
-        m.submodules.local = local = Ram(el.size, L * D, read_ports=1, write_ports=R)
+        L, W, D = cfg.adder_latency, cfg.group_lanes, cfg.local_depth
+        m.submodules.local = local = Ram(entry_layout(cfg).size, L * D, read_ports=1,
+                                         write_ports=cfg.fetch_rows)
+        m.submodules.lanes = lanes = LaneAdders(W, L)
+        ctx = self._bind_contexts(m)
+        self._write_leaves(m, local, ctx)
+        turn, bubble, got = self._take_turns(m, local, ctx)
+        # -- the entry arrives: add it to the context's sums (to +0 on a job's first entry) ----
+        m.d.comb += [lanes.valid.eq(turn | bubble), lanes.restart.eq(turn & got.first),
+                     lanes.addend.eq(Mux(turn, got.words, 0))]
+        meta = self._beside_adders(m, turn, bubble, got)
+        # -- write-back: a job's last turn writes its W sums as one chunk of the compressed row
+        out = meta[-1]
+        m.d.comb += [self.wr_addr.eq(out.row), self.wr_chunk.eq(out.chunk),
+                     self.wr_en.eq(out.valid & out.last)]
+        for k in range(W):
+            m.d.comb += self.wr_data.word_select(k, 32).eq(
+                Mux(out.lane_valid[k], lanes.sums.word_select(k, 32), 0))
 
-        # -- per context: the bound job's lane features, buffer pointers, reservations ---------
-        sel = [Signal(jl["sel"].shape, name=f"sel_{i}") for i in range(L)]
-        job = [Signal(data.StructLayout({"row": jl["row"].shape, "chunk": jl["chunk"].shape,
-                                         "lane_valid": W}), name=f"job_{i}") for i in range(L)]
-        wptr = [Signal(depth_bits + 1, name=f"wptr_{i}") for i in range(L)]
-        rptr = [Signal(depth_bits + 1, name=f"rptr_{i}") for i in range(L)]
-        reserved = [Signal(range(D + 1), name=f"reserved_{i}") for i in range(L)]
-        active = Signal(L)        # the context is in the middle of a job
+        pending = Cat(*[(ctx.wptr[i] != ctx.rptr[i]) | (ctx.reserved[i] != 0) for i in range(L)])
+        in_flight = Cat(pending, ctx.active, turn, bubble, *[stage.valid for stage in meta])
+        m.d.comb += self.busy.eq(in_flight.any())
+        return m
+
+    def _bind_contexts(self, m: Module):
+        """Per context: the bound job's lane features and bookkeeping, its local-buffer
+        pointers and reservations (registers; the other steps update them)."""
+        cfg = self.config
+        L, W, D = cfg.adder_latency, cfg.group_lanes, cfg.local_depth
+        jl = job_layout(cfg)
+        depth_bits = (D - 1).bit_length()
+        ctx = _Contexts(
+            sel=[Signal(jl["sel"].shape, name=f"sel_{i}") for i in range(L)],
+            job=[Signal(data.StructLayout({"row": jl["row"].shape, "chunk": jl["chunk"].shape,
+                                           "lane_valid": W}), name=f"job_{i}")
+                 for i in range(L)],
+            wptr=[Signal(depth_bits + 1, name=f"wptr_{i}") for i in range(L)],
+            rptr=[Signal(depth_bits + 1, name=f"rptr_{i}") for i in range(L)],
+            reserved=[Signal(range(D + 1), name=f"reserved_{i}") for i in range(L)],
+            active=Signal(L),        # the context is in the middle of a job
+            depth_bits=depth_bits,
+        )
         for i in range(L):
             with m.If(self.bind_valid & (self.bind_slot == i)):
-                m.d.sync += [sel[i].eq(self.bind_job.sel), job[i].row.eq(self.bind_job.row),
-                             job[i].chunk.eq(self.bind_job.chunk),
-                             job[i].lane_valid.eq(self.bind_job.lane_valid)]
-            m.d.comb += self.space[i].eq(reserved[i] < D)
+                m.d.sync += [ctx.sel[i].eq(self.bind_job.sel),
+                             ctx.job[i].row.eq(self.bind_job.row),
+                             ctx.job[i].chunk.eq(self.bind_job.chunk),
+                             ctx.job[i].lane_valid.eq(self.bind_job.lane_valid)]
+            m.d.comb += self.space[i].eq(ctx.reserved[i] < D)
+        return ctx
 
-        # -- leaves: the output-mask MUXes write a neighbour's W features into a local buffer --
-        # a packet has at most one destination in a group, so each root link needs one bank of
-        # W multiplexers per group, set by the destination context's lane features
-        sels, jobs, wptrs = Array(sel), Array(job), Array(wptr)
+    def _write_leaves(self, m: Module, local: Ram, ctx: "_Contexts"):
+        """The output-mask MUXes: each arriving neighbour row's W features selected by its
+        destination context's lane features, written as one entry of that context's local
+        buffer.
+
+        A packet has at most one destination in a group, so each root link needs one bank of W
+        multiplexers per group, set by the destination context's lane features.
+        """
+        cfg = self.config
+        L, W, D = cfg.adder_latency, cfg.group_lanes, cfg.local_depth
+        el = entry_layout(cfg)
+        sels, jobs, wptrs = Array(ctx.sel), Array(ctx.job), Array(ctx.wptr)
         hit_ctx = []              # (hit, context, last) per link
-        for j in range(R):
-            pkt = self.leaf(j)
+        for j, (link, write) in enumerate(zip(self.leaf, local.write)):
+            pkt = link.packet
             slot = Signal(range(L), name=f"leaf_{j}_slot")
             m.d.comb += slot.eq(lowest_set(m, pkt.dest, name=f"leaf_{j}_dest"))
             lane_sel = sels[slot]
             entry = Signal(el, name=f"entry_{j}")
             for k in range(W):
                 m.d.comb += entry.words.word_select(k, 32).eq(
-                    select_word(m, self.leaf_words(j), lane_sel[k], name=f"leaf_{j}_word_{k}"))
+                    select_word(m, link.words, lane_sel[k], name=f"leaf_{j}_word_{k}"))
             bound = jobs[slot]
             m.d.comb += [entry.first.eq(pkt.first), entry.last.eq(pkt.last),
                          entry.row.eq(bound.row), entry.chunk.eq(bound.chunk),
-                         entry.lane_valid.eq(bound.lane_valid)]
-            addr, wdata, en = local.write(j)
-            m.d.comb += [addr.eq(slot * D + wptrs[slot][:depth_bits]), wdata.eq(entry),
-                         en.eq(pkt.valid)]
+                         entry.lane_valid.eq(bound.lane_valid),
+                         write.addr.eq(slot * D + wptrs[slot][:ctx.depth_bits]),
+                         write.data.eq(entry), write.en.eq(pkt.valid)]
             hit_ctx.append((pkt.valid, slot, pkt.last))
         for i in range(L):
             hit = 0
@@ -143,75 +208,80 @@ class AggregationGroup(wiring.Component):
                 released = released | (valid & (slot == i) & last)
             m.d.comb += self.released[i].eq(released)
             with m.If(self.clear):
-                m.d.sync += wptr[i].eq(0)
+                m.d.sync += ctx.wptr[i].eq(0)
             with m.Elif(hit):
-                m.d.sync += wptr[i].eq(wptr[i] + 1)
+                m.d.sync += ctx.wptr[i].eq(ctx.wptr[i] + 1)
 
-        # -- ring: context ``phase`` takes this cycle's turn -----------------------------------
+    def _take_turns(self, m: Module, local: Ram, ctx: "_Contexts"):
+        """The ring: context ``phase`` takes this cycle's turn and reads its next entry.
+
+        Returns the turn as it reaches the adders one cycle later, with the entry read: (an
+        entry is added, a bubble, the entry).
+        """
+        cfg = self.config
+        L, D = cfg.adder_latency, cfg.local_depth
         phase = Signal(range(L))
         m.d.sync += phase.eq(Mux(phase == L - 1, 0, phase + 1))
-        rptrs = Array(rptr)
+        rptrs = Array(ctx.rptr)
         have = Signal()
-        m.d.comb += have.eq(Array(wptr)[phase] != rptrs[phase])
+        m.d.comb += have.eq(Array(ctx.wptr)[phase] != rptrs[phase])
         turn = self.run & have
-        bubble = self.run & ~have & active.bit_select(phase, 1)
-        raddr, rdata = local.read(0)
-        m.d.comb += [raddr.eq(phase * D + rptrs[phase][:depth_bits]),
+        bubble = self.run & ~have & ctx.active.bit_select(phase, 1)
+        read = local.read[0]
+        m.d.comb += [read.addr.eq(phase * D + rptrs[phase][:ctx.depth_bits]),
                      self.turn.eq(turn), self.bubble.eq(bubble)]
         for i in range(L):
             took = turn & (phase == i)
             with m.If(self.clear):
-                m.d.sync += [rptr[i].eq(0), reserved[i].eq(0)]
+                m.d.sync += [ctx.rptr[i].eq(0), ctx.reserved[i].eq(0)]
             with m.Else():
-                m.d.sync += reserved[i].eq(reserved[i] + self.reserve[i] - took)
+                m.d.sync += ctx.reserved[i].eq(ctx.reserved[i] + self.reserve[i] - took)
                 with m.If(took):
-                    m.d.sync += rptr[i].eq(rptr[i] + 1)
+                    m.d.sync += ctx.rptr[i].eq(ctx.rptr[i] + 1)
 
-        # -- the entry arrives: accumulate previous sums (or +0 on a job's first entry) + it ----
+        # the entry arrives one cycle later
         t_turn, t_bubble = Signal(), Signal()
         t_ctx = Signal(range(L))
         m.d.sync += [t_turn.eq(turn & ~self.clear), t_bubble.eq(bubble & ~self.clear),
                      t_ctx.eq(phase)]
-        got = data.View(el, rdata)
+        got = data.View(entry_layout(cfg), read.data)
         for i in range(L):
             with m.If(self.clear):
-                m.d.sync += active[i].eq(0)
+                m.d.sync += ctx.active[i].eq(0)
             with m.Elif(t_turn & (t_ctx == i)):
-                m.d.sync += active[i].eq(~got.last)
-        adders = []
-        for k in range(W):
-            adder = Fp32Adder(Fp32AddConfig(latency=L))
-            m.submodules[f"adder_{k}"] = adder
-            adders.append(adder)
-            m.d.comb += [adder.i.valid.eq(t_turn | t_bubble),
-                         adder.i.payload.a.eq(Mux(t_turn & got.first, 0, adder.o.payload)),
-                         adder.i.payload.b.eq(Mux(t_turn, got.words.word_select(k, 32), 0))]
+                m.d.sync += ctx.active[i].eq(~got.last)
+        return t_turn, t_bubble, got
 
-        # the turn's bookkeeping travels beside the adders
+    def _beside_adders(self, m: Module, turn, bubble, got):
+        """The turn's bookkeeping, delayed beside the adders (one stage per adder stage);
+        returns the stages, the last one leaving with the sums."""
+        cfg = self.config
+        jl = job_layout(cfg)
         late_layout = data.StructLayout({"valid": 1, "last": 1, "row": jl["row"].shape,
-                                         "lane_valid": W, "chunk": jl["chunk"].shape})
-        beside = []
-        meta_out = Signal(late_layout, name="meta_add_0")
-        m.d.sync += [meta_out.valid.eq((t_turn | t_bubble) & ~self.clear),
-                     meta_out.last.eq(t_turn & got.last), meta_out.row.eq(got.row),
-                     meta_out.lane_valid.eq(got.lane_valid), meta_out.chunk.eq(got.chunk)]
-        beside.append(meta_out)
-        for i in range(1, L):
+                                         "lane_valid": cfg.group_lanes,
+                                         "chunk": jl["chunk"].shape})
+        meta = Signal(late_layout, name="meta_add_0")
+        m.d.sync += [meta.valid.eq((turn | bubble) & ~self.clear),
+                     meta.last.eq(turn & got.last), meta.row.eq(got.row),
+                     meta.lane_valid.eq(got.lane_valid), meta.chunk.eq(got.chunk)]
+        stages = [meta]
+        for i in range(1, cfg.adder_latency):
             delayed = Signal(late_layout, name=f"meta_add_{i}")
-            m.d.sync += delayed.eq(meta_out)
+            m.d.sync += delayed.eq(stages[-1])
             with m.If(self.clear):
                 m.d.sync += delayed.valid.eq(0)
-            beside.append(delayed)
-            meta_out = delayed
+            stages.append(delayed)
+        return stages
 
-        # -- write-back: a job's last turn writes its W sums as one chunk of the compressed row
-        m.d.comb += [self.wr_addr.eq(meta_out.row), self.wr_chunk.eq(meta_out.chunk),
-                     self.wr_en.eq(meta_out.valid & meta_out.last)]
-        for k in range(W):
-            m.d.comb += self.wr_data.word_select(k, 32).eq(
-                Mux(meta_out.lane_valid[k], adders[k].o.payload, 0))
 
-        pending = Cat(*[(wptr[i] != rptr[i]) | (reserved[i] != 0) for i in range(L)])
-        in_flight = Cat(pending, active, t_turn, t_bubble, *[meta.valid for meta in beside])
-        m.d.comb += self.busy.eq(in_flight.any())
-        return m
+@dataclass
+class _Contexts:
+    """The registers of a group's L job contexts (see :meth:`AggregationGroup._bind_contexts`)."""
+
+    sel: list          # the bound job's lane features
+    job: list          # the bound job's row, chunk and lanes in use
+    wptr: list         # local-buffer write pointer (entries written)
+    rptr: list         # local-buffer read pointer (entries taken by turns)
+    reserved: list     # entries issued by the fetcher and not yet taken
+    active: Signal     # in the middle of a job
+    depth_bits: int    # bits of an entry's index within a local buffer

@@ -1,8 +1,10 @@
-"""Record layouts shared by the S-SpMM blocks (one definition for gateware, model and driver)."""
+"""Record layouts shared by the S-SpMM blocks (one definition for gateware, model and driver),
+and the signature of the links that carry neighbour rows between them."""
 
 from __future__ import annotations
 
-from amaranth.lib import data
+from amaranth.lib import data, wiring
+from amaranth.lib.wiring import Out
 
 from .config import SSpmmConfig
 
@@ -68,6 +70,25 @@ def row_words_shape(config: SSpmmConfig) -> int:
     built from parts on every cycle, while a plain signal passed along is one variable.
     """
     return 32 * config.max_feature_width
+
+
+class RowLinkSignature(wiring.Signature):
+    """One lane of the distribution tree, as its sender sees it: a neighbour row's packet
+    (:func:`packet_layout` with ``dest_bits`` destination contexts) and, beside it, the row.
+
+    Members
+    -------
+    packet : Out(packet_layout(config, dest_bits))
+        ``valid``, ``first`` / ``last`` of its pass, the destination contexts.
+    words : Out(row_words_shape(config))
+        The row's ``max_feature_width`` binary32 words.
+    """
+
+    def __init__(self, config: SSpmmConfig, dest_bits: int):
+        super().__init__({
+            "packet": Out(packet_layout(config, dest_bits)),
+            "words": Out(row_words_shape(config)),
+        })
 
 
 def chunks(config: SSpmmConfig) -> int:

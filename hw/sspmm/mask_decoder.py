@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from amaranth.hdl import Module, Signal
+from amaranth.hdl import Module
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -24,8 +24,8 @@ class MaskDecoder(wiring.Component):
     -------
     mask : In(width)
         The features still to give out (bit f = feature f).
-    sel : Out(range(width)) x lanes
-        Feature index of each lane (``sel_k``).
+    sel : Out(range(width)).array(lanes)
+        Feature index of each lane (``sel[k]``).
     valid : Out(lanes)
         Lane k has a feature (fewer than ``k + 1`` set bits leave it idle).
     rest : Out(width)
@@ -35,21 +35,19 @@ class MaskDecoder(wiring.Component):
     def __init__(self, width: int, lanes: int):
         self._width = width
         self._lanes = lanes
-        members = {"mask": In(width), "valid": Out(lanes), "rest": Out(width)}
-        for k in range(lanes):
-            members[f"sel_{k}"] = Out(range(max(width, 2)))
-        super().__init__(members)
-
-    def sel(self, k: int) -> Signal:
-        """Feature index of lane ``k``."""
-        return getattr(self, f"sel_{k}")
+        super().__init__({
+            "mask": In(width),
+            "sel": Out(range(max(width, 2))).array(lanes),
+            "valid": Out(lanes),
+            "rest": Out(width),
+        })
 
     def elaborate(self, platform):
         m = Module()
         x = self.mask
         for k in range(self._lanes):
             m.d.comb += [self.valid[k].eq(x.any()),
-                         self.sel(k).eq(lowest_set(m, x, name=f"lane{k}"))]
+                         self.sel[k].eq(lowest_set(m, x, name=f"lane{k}"))]
             # clear it for the next lane
             x = wire(m, x & (x - 1)[:self._width], name=f"rest_{k}")
         m.d.comb += self.rest.eq(x)

@@ -8,6 +8,7 @@ from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.wiring import In, Out
 
 from ..common.bits import popcount
+from ..common.ram import RamReadSignature
 from .config import SSpmmConfig
 from .layouts import job_layout, row_record_layout, widths
 from .mask_decoder import MaskDecoder
@@ -33,7 +34,10 @@ class JobScheduler(wiring.Component):
         Pulse: begin at row 0.
     n_rows, n_features, n_edges : In
         Size of the job and the number of column indices loaded.
-    ptr_addr, ptr_data, mask_addr, mask_data : memory read ports (1-cycle latency)
+    ptr : Out(RamReadSignature(row bits + 1, 32))
+        Reads the row pointer ``indptr[ptr.addr]`` (1-cycle latency).
+    mask : Out(RamReadSignature(row bits, max_feature_width))
+        Reads the output-mask row ``mask.addr`` (1-cycle latency).
     job, job_valid : Out
         The offered job.
     job_taken : In(1)
@@ -50,34 +54,42 @@ class JobScheduler(wiring.Component):
     def __init__(self, config: SSpmmConfig):
         self.config = config
         w = widths(config)
+        F = config.max_feature_width
         super().__init__({
             "start": In(1),
             "n_rows": In(w["row"] + 1),
-            "n_features": In(range(config.max_feature_width + 1)),
+            "n_features": In(range(F + 1)),
             "n_edges": In(w["edge"]),
-            "ptr_addr": Out(w["row"] + 1), "ptr_data": In(32),
-            "mask_addr": Out(w["row"]), "mask_data": In(config.max_feature_width),
+            "ptr": Out(RamReadSignature(w["row"] + 1, 32)),
+            "mask": Out(RamReadSignature(w["row"], F)),
             "job": Out(job_layout(config)),
             "job_valid": Out(1),
             "job_taken": In(1),
             "count_en": Out(1), "count_row": Out(w["row"]),
-            "count": Out(range(config.max_feature_width + 1)),
+            "count": Out(range(F + 1)),
             "done": Out(1),
             "err_indptr": Out(1),
         })
 
     def elaborate(self, platform):
         m = Module()
-        cfg = self.config
-        F = cfg.max_feature_width
-        W = cfg.group_lanes
-        rec_layout = row_record_layout(cfg)
+        rec_layout = row_record_layout(self.config)
         m.submodules.queue = queue = SyncFIFO(width=rec_layout.size, depth=ROW_QUEUE_DEPTH)
-        m.submodules.decoder = decoder = MaskDecoder(F, W)
+        fetched, fetched_row, last_ptr, fetch_busy = self._walk_rows(m, queue)
+        self._queue_row(m, queue, fetched, fetched_row, last_ptr)
+        self._emit_jobs(m, queue)
+        m.d.comb += self.done.eq(~fetch_busy & ~queue.r_rdy & ~self.job_valid)
+        return m
 
-        # -- row fetch: rows in order, so each needs one new pointer, indptr[v + 1]; indptr[v]
-        # is the previous row's (indptr[0] is read first) ---------------------------------------
-        row = Signal(range(cfg.max_nodes + 1))
+    def _walk_rows(self, m: Module, queue: SyncFIFO):
+        """Read the rows' pointers and mask rows in order, one row per cycle while the queue
+        has room.
+
+        Rows go in order, so each needs one new pointer, ``indptr[v + 1]``; ``indptr[v]`` is
+        the previous row's (``indptr[0]`` is read first). Returns (a read issued last cycle:
+        its data is on the ports now, its row, ``indptr`` of that row, busy).
+        """
+        row = Signal(range(self.config.max_nodes + 1))
         priming = Signal()            # indptr[0] is being read
         fetching = Signal()
         fetched = Signal()            # a read issued last cycle: its data is on the ports now
@@ -89,7 +101,7 @@ class JobScheduler(wiring.Component):
             m.d.sync += [priming.eq(0), fetching.eq(1)]
         # issue a read only when the queue can take its result even if nothing leaves it
         issue = fetching & (row < self.n_rows) & (queue.level + fetched < ROW_QUEUE_DEPTH)
-        m.d.comb += [self.ptr_addr.eq(Mux(fetching, row + 1, 0)), self.mask_addr.eq(row)]
+        m.d.comb += [self.ptr.addr.eq(Mux(fetching, row + 1, 0)), self.mask.addr.eq(row)]
         m.d.sync += [fetched.eq(issue), fetched_row.eq(row)]
         with m.If(issue):
             m.d.sync += row.eq(row + 1)
@@ -98,11 +110,17 @@ class JobScheduler(wiring.Component):
         primed = Signal()
         m.d.sync += primed.eq(priming)
         with m.If(primed | fetched):
-            m.d.sync += last_ptr.eq(self.ptr_data)
+            m.d.sync += last_ptr.eq(self.ptr.data)
+        return fetched, fetched_row, last_ptr, priming | primed | fetching | fetched
 
-        p0, p1 = last_ptr, self.ptr_data
+    def _queue_row(self, m: Module, queue: SyncFIFO, fetched, fetched_row, last_ptr):
+        """A fetched row: check its pointers, count its computed elements, queue it if it has
+        work."""
+        cfg = self.config
+        F, W = cfg.max_feature_width, cfg.group_lanes
+        p0, p1 = last_ptr, self.ptr.data
         feature_valid = Cat(*[f < self.n_features for f in range(F)])
-        mask = self.mask_data & feature_valid
+        mask = self.mask.data & feature_valid
         unmasked = popcount(m, mask)
         deg = (p1 - p0)[:len(self.job.deg)]
         bad = fetched & ((p1 < p0) | (p1 > self.n_edges))
@@ -111,7 +129,7 @@ class JobScheduler(wiring.Component):
         with m.If(self.start):
             m.d.sync += self.err_indptr.eq(0)
         jobs = (unmasked + (W - 1)) >> (W.bit_length() - 1)
-        record = Signal(rec_layout)
+        record = Signal(row_record_layout(cfg))
         m.d.comb += [record.row.eq(fetched_row), record.ptr.eq(p0), record.deg.eq(deg),
                      record.mask.eq(mask), record.jobs.eq(jobs),
                      queue.w_data.eq(record),
@@ -119,8 +137,12 @@ class JobScheduler(wiring.Component):
         m.d.comb += [self.count_en.eq(fetched & ~bad), self.count_row.eq(fetched_row),
                      self.count.eq(Mux(p1 != p0, unmasked, 0))]
 
-        # -- job emitter -----------------------------------------------------------------------
-        head = data.View(rec_layout, queue.r_data)
+    def _emit_jobs(self, m: Module, queue: SyncFIFO):
+        """Split the head row of the queue into jobs of W features, one offered at a time."""
+        cfg = self.config
+        F, W = cfg.max_feature_width, cfg.group_lanes
+        m.submodules.decoder = decoder = MaskDecoder(F, W)
+        head = data.View(row_record_layout(cfg), queue.r_data)
         chunk = Signal(range(-(-F // W) + 1))
         rest = Signal(F)          # the head row's features not given out yet (after chunk 0)
         m.d.comb += decoder.mask.eq(Mux(chunk == 0, head.mask, rest))
@@ -134,13 +156,9 @@ class JobScheduler(wiring.Component):
                              self.job.chunk.eq(chunk), self.job.row_last.eq(row_last),
                              rest.eq(decoder.rest)]
                 for k in range(W):
-                    m.d.sync += self.job.sel[k].eq(decoder.sel(k))
+                    m.d.sync += self.job.sel[k].eq(decoder.sel[k])
                 with m.If(row_last):
                     m.d.comb += queue.r_en.eq(1)
                     m.d.sync += chunk.eq(0)
                 with m.Else():
                     m.d.sync += chunk.eq(chunk + 1)
-
-        m.d.comb += self.done.eq(~priming & ~primed & ~fetching & ~fetched & ~queue.r_rdy
-                                 & ~self.job_valid)
-        return m

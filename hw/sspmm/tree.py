@@ -7,7 +7,7 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from .config import SSpmmConfig
-from .layouts import packet_layout, row_words_shape
+from .layouts import RowLinkSignature, packet_layout
 from .protocol import tree_depth
 
 
@@ -26,10 +26,11 @@ class DistributionTree(wiring.Component):
 
     Members
     -------
-    root_j : In(packet_layout(config, contexts)), root_words_j : In(32 * F), j < R
-        Packets entering the tree, and their rows.
-    leaf_g_j : Out(packet_layout(config, L)), leaf_words_g_j : Out(32 * F), g < groups, j < R
-        Packets leaving at group g (``dest`` is that group's slice of the mask), and their rows.
+    root : In(RowLinkSignature(config, contexts)).array(R)
+        Packets entering the tree (one per root link) and their rows.
+    leaf : Out(RowLinkSignature(config, L)).array(groups, R)
+        ``leaf[g][j]``: packets of root link j leaving at group g (``dest`` is that group's
+        slice of the mask), and their rows.
     clear : In(1)
         Drop every packet in flight.
     busy : Out(1)
@@ -39,27 +40,11 @@ class DistributionTree(wiring.Component):
     def __init__(self, config: SSpmmConfig):
         self.config = config
         n, L, R = config.contexts, config.adder_latency, config.fetch_rows
-        members = {"clear": In(1), "busy": Out(1)}
-        for j in range(R):
-            members[f"root_{j}"] = In(packet_layout(config, n))
-            members[f"root_words_{j}"] = In(row_words_shape(config))
-        for g in range(config.groups):
-            for j in range(R):
-                members[f"leaf_{g}_{j}"] = Out(packet_layout(config, L))
-                members[f"leaf_words_{g}_{j}"] = Out(row_words_shape(config))
-        super().__init__(members)
-
-    def root(self, j: int):
-        return getattr(self, f"root_{j}")
-
-    def root_words(self, j: int):
-        return getattr(self, f"root_words_{j}")
-
-    def leaf(self, g: int, j: int):
-        return getattr(self, f"leaf_{g}_{j}")
-
-    def leaf_words(self, g: int, j: int):
-        return getattr(self, f"leaf_words_{g}_{j}")
+        super().__init__({
+            "clear": In(1), "busy": Out(1),
+            "root": In(RowLinkSignature(config, n)).array(R),
+            "leaf": Out(RowLinkSignature(config, L)).array(config.groups, R),
+        })
 
     @property
     def depth(self) -> int:
@@ -68,39 +53,47 @@ class DistributionTree(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         cfg = self.config
-        G, L, R, radix = cfg.groups, cfg.adder_latency, cfg.fetch_rows, cfg.tree_radix
-        depth = self.depth
-        layout = packet_layout(cfg, cfg.contexts)
+        G, radix = cfg.groups, cfg.tree_radix
         # level 0: the root; a node covers the leaves [lo, hi); a lane is (valid, packet, row)
-        level = [((0, G), [(self.root(j).valid, self.root(j), self.root_words(j))
-                           for j in range(R)])]
+        level = [((0, G), [(link.packet.valid, link.packet, link.words) for link in self.root])]
         valids = []
-        for d in range(depth):
-            span = radix ** (depth - d - 1)          # leaves under each node of the next level
-            nxt = []
+        for d in range(self.depth):
+            span = radix ** (self.depth - d - 1)     # leaves under each node of the next level
+            children = []
             for (lo, hi), lanes in level:
                 for clo in range(lo, hi, span):
                     chi = min(clo + span, hi)
-                    out_lanes = []
-                    for j, (valid, pkt, words) in enumerate(lanes):
-                        out = Signal(layout, name=f"node_{d + 1}_{clo}_{j}", reset_less=True)
-                        out_words = Signal(len(words), name=f"node_{d + 1}_{clo}_{j}_words",
-                                           reset_less=True)
-                        out_valid = Signal(name=f"node_{d + 1}_{clo}_{j}_valid")
-                        below = valid & pkt.dest[clo * L:chi * L].any()
-                        # the payload only moves into a subtree with a destination
-                        with m.If(below):
-                            m.d.sync += [out.eq(pkt), out_words.eq(words)]
-                        m.d.sync += out_valid.eq(below & ~self.clear)
-                        valids.append(out_valid)
-                        out_lanes.append((out_valid, out, out_words))
-                    nxt.append(((clo, chi), out_lanes))
-            level = nxt
+                    out_lanes = [self._forward(m, lane, clo, chi, f"node_{d + 1}_{clo}_{j}")
+                                 for j, lane in enumerate(lanes)]
+                    valids += [valid for valid, _, _ in out_lanes]
+                    children.append(((clo, chi), out_lanes))
+            level = children
         for (lo, _), lanes in level:
-            for j, (valid, pkt, words) in enumerate(lanes):
-                leaf = self.leaf(lo, j)
-                m.d.comb += [leaf.valid.eq(valid), leaf.first.eq(pkt.first),
-                             leaf.last.eq(pkt.last), self.leaf_words(lo, j).eq(words),
-                             leaf.dest.eq(pkt.dest[lo * L:(lo + 1) * L])]
+            for j, lane in enumerate(lanes):
+                self._drive_leaf(m, self.leaf[lo][j], lane, lo)
         m.d.comb += self.busy.eq(Cat(*valids).any())
         return m
+
+    def _forward(self, m: Module, lane, lo: int, hi: int, name: str):
+        """One switch output: the lane's packet, registered, for the child covering the leaves
+        ``[lo, hi)``; it moves only when a destination lies below that child."""
+        valid, pkt, words = lane
+        L = self.config.adder_latency
+        out = Signal(packet_layout(self.config, self.config.contexts), name=name,
+                     reset_less=True)
+        out_words = Signal(len(words), name=f"{name}_words", reset_less=True)
+        out_valid = Signal(name=f"{name}_valid")
+        below = valid & pkt.dest[lo * L:hi * L].any()
+        # the payload only moves into a subtree with a destination
+        with m.If(below):
+            m.d.sync += [out.eq(pkt), out_words.eq(words)]
+        m.d.sync += out_valid.eq(below & ~self.clear)
+        return out_valid, out, out_words
+
+    def _drive_leaf(self, m: Module, leaf, lane, g: int):
+        """Leaf output of group ``g``: the lane's packet with the group's slice of ``dest``."""
+        valid, pkt, words = lane
+        L = self.config.adder_latency
+        m.d.comb += [leaf.packet.valid.eq(valid), leaf.packet.first.eq(pkt.first),
+                     leaf.packet.last.eq(pkt.last), leaf.words.eq(words),
+                     leaf.packet.dest.eq(pkt.dest[g * L:(g + 1) * L])]

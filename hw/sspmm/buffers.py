@@ -1,0 +1,196 @@
+"""The S-SpMM accelerator's blocks around its buffers: the feature-row loader, word reads from
+buffers stored in load-beat rows, and the output stream."""
+
+from __future__ import annotations
+
+from amaranth.hdl import Module, Mux, Signal
+from amaranth.lib import stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from ..common.bits import select_word
+from ..common.ram import RamReadSignature, RamWriteSignature
+from .config import SSpmmConfig
+from .layouts import chunks, widths
+
+
+class FeatureLoader(wiring.Component):
+    """Fill the node buffer from the feature stream: ``ceil(n_features / load_width)`` beats
+    per row, row after row from row 0.
+
+    A beat goes to its place in its row: the write data repeats the beat across the row and
+    one enable per beat position selects it.
+
+    Members
+    -------
+    beats : In(stream.Signature(32 * load_width))
+        Feature rows (word 0 lowest); ready while ``enable``.
+    enable : In(1)
+        The buffers may be loaded.
+    n_features : In(range(max_feature_width + 1))
+        Features per row (sets the beats per row).
+    write : Out(RamWriteSignature(row bits, 32 * max_feature_width, max_feature_width //
+        load_width))
+        To the node buffer's write port (one enable per beat position).
+    """
+
+    def __init__(self, config: SSpmmConfig):
+        self.config = config
+        F, LW = config.max_feature_width, config.load_width
+        super().__init__({
+            "beats": In(stream.Signature(32 * LW)),
+            "enable": In(1),
+            "n_features": In(range(F + 1)),
+            "write": Out(RamWriteSignature(widths(config)["row"], 32 * F, F // LW)),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        cfg = self.config
+        F, LW = cfg.max_feature_width, cfg.load_width
+        row = Signal(widths(cfg)["row"] + 1)
+        beat = Signal(range(F // LW + 1))
+        beats_per_row = (self.n_features + (LW - 1)) // LW
+        take = self.beats.valid & self.enable
+        m.d.comb += [self.beats.ready.eq(self.enable), self.write.addr.eq(row),
+                     self.write.data.eq(self.beats.payload.replicate(F // LW)),
+                     self.write.en.eq(take << beat)]
+        with m.If(take):
+            with m.If(beat + 1 >= beats_per_row):
+                m.d.sync += [beat.eq(0), row.eq(row + 1)]
+            with m.Else():
+                m.d.sync += beat.eq(beat + 1)
+        return m
+
+
+class WordReader(wiring.Component):
+    """Read single 32-bit words from a buffer stored in rows of ``words_per_row`` words.
+
+    Row ``addr / words_per_row`` is read and the word is picked out of it in the next cycle,
+    so a word read has the RAM's one-cycle latency.
+
+    Members
+    -------
+    word : In(RamReadSignature(word_addr_bits, 32))
+        The word read port offered to the user.
+    row : Out(RamReadSignature(row_addr_bits, 32 * words_per_row))
+        To the buffer's read port.
+    """
+
+    def __init__(self, words_per_row: int, word_addr_bits: int, row_addr_bits: int):
+        if words_per_row < 1 or words_per_row & (words_per_row - 1):
+            raise ValueError(f"words_per_row={words_per_row} must be a power of two")
+        self.words_per_row = words_per_row
+        super().__init__({
+            "word": In(RamReadSignature(word_addr_bits, 32)),
+            "row": Out(RamReadSignature(row_addr_bits, 32 * words_per_row)),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        word_bits = self.words_per_row.bit_length() - 1
+        m.d.comb += [self.row.addr.eq(self.word.addr >> word_bits),
+                     self.row.en.eq(self.word.en)]
+        if self.words_per_row == 1:
+            m.d.comb += self.word.data.eq(self.row.data)
+            return m
+        index = Signal(word_bits, name="word_index")      # the word within the row read
+        with m.If(self.word.en):
+            m.d.sync += index.eq(self.word.addr)
+        m.d.comb += self.word.data.eq(select_word(m, self.row.data, index, name="word"))
+        return m
+
+
+class OutputStream(wiring.Component):
+    """Stream Z out, row by row, each row's computed elements only (compressed).
+
+    For each row the element count (from the count buffer) gives its beats, ``ceil(count /
+    lanes)``; a row with none sends nothing. The beats are read from the output buffer, where
+    row r holds entries ``r * beats .. r * beats + beats - 1``; the words of the last beat past
+    the row's count are sent as zero.
+
+    Members
+    -------
+    start : In(1)
+        Pulse: stream rows ``0 .. n_rows - 1`` (aggregation is over).
+    n_rows : In
+        Rows of the job.
+    out : Out(stream.Signature(32 * lanes))
+        The output stream.
+    beats : Out(beats_port)
+        Read port of the output buffer.
+    counts : Out(counts_port)
+        Read port of the count buffer (computed elements per row).
+    busy : Out(1)
+        Streaming.
+    done : Out(1)
+        The last row has been sent (one-cycle pulse).
+    stall : Out(1)
+        A beat waits on ``out.ready``.
+    """
+
+    def __init__(self, config: SSpmmConfig, beats_port: RamReadSignature,
+                 counts_port: RamReadSignature):
+        self.config = config
+        super().__init__({
+            "start": In(1), "n_rows": In(widths(config)["row"] + 1),
+            "out": Out(stream.Signature(32 * config.lanes)),
+            "beats": Out(beats_port), "counts": Out(counts_port),
+            "busy": Out(1), "done": Out(1), "stall": Out(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        cfg = self.config
+        P, W, C = cfg.lanes, cfg.group_lanes, chunks(cfg)
+        beats = -(-C // cfg.groups)              # output-buffer entries (beats) per row
+        streaming = Signal()
+        out_row = Signal(widths(cfg)["row"] + 1)
+        out_beat = Signal(range(beats + 1))
+        row_beats = Signal(range(beats + 1))
+        row_count = Signal(range(W * C + 1))       # words of the row (its unmasked features)
+        held = Signal()           # the row's beats are being sent
+        fetch_wait = Signal()     # the row's element count is being read
+        sent = held & self.out.ready
+        beat_last = out_beat + 1 >= row_beats
+        last_row = out_row + 1 >= self.n_rows
+        # the beat on the output now was addressed in the previous cycle: beat 0 while the row
+        # is decided, then the next one with each transfer
+        next_beat = Mux(fetch_wait, 0, Mux(sent & ~beat_last, out_beat + 1, out_beat))
+        m.d.comb += [self.beats.addr.eq(out_row * beats + next_beat),
+                     self.counts.addr.eq(out_row)]
+
+        # -- a row's element count decides its beats -------------------------------------------
+        with m.If(streaming & ~held & ~fetch_wait):
+            m.d.sync += fetch_wait.eq(1)
+        count = self.counts.data
+        empty_last = fetch_wait & (count == 0) & last_row
+        with m.If(fetch_wait):
+            # a row without neighbours, or fully masked, sends nothing
+            m.d.sync += [fetch_wait.eq(0), out_beat.eq(0), row_count.eq(count),
+                         row_beats.eq((count + (P - 1)) >> (P.bit_length() - 1))]
+            with m.If(count != 0):
+                m.d.sync += held.eq(1)
+            with m.Else():
+                m.d.sync += out_row.eq(out_row + 1)
+                with m.If(last_row):
+                    m.d.sync += streaming.eq(0)
+
+        # -- the row's beats, the words past its count zero ------------------------------------
+        for k in range(P):
+            m.d.comb += self.out.payload.word_select(k, 32).eq(
+                Mux(out_beat * P + k < row_count, self.beats.data.word_select(k, 32), 0))
+        m.d.comb += self.out.valid.eq(held)
+        sent_last = sent & beat_last & last_row
+        with m.If(sent):
+            with m.If(beat_last):
+                m.d.sync += [held.eq(0), out_row.eq(out_row + 1)]
+                with m.If(last_row):
+                    m.d.sync += streaming.eq(0)
+            with m.Else():
+                m.d.sync += out_beat.eq(out_beat + 1)
+
+        with m.If(self.start):
+            m.d.sync += [streaming.eq(1), out_row.eq(0)]
+        m.d.comb += [self.busy.eq(streaming), self.done.eq(empty_last | sent_last),
+                     self.stall.eq(streaming & held & ~self.out.ready)]
+        return m
