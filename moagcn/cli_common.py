@@ -175,6 +175,18 @@ def add_accelerator_args(parser: argparse.ArgumentParser, *, design: str | None 
                             help=argparse.SUPPRESS)
 
 
+def job_driver(args):
+    """``(choice, spec, config, driver)`` of a command that runs one accelerator job; the
+    output files are checked before anything runs."""
+    from moagcn.sim.driver import Driver
+    choice = accelerator_choice(args)
+    if choice.device == "cpu":
+        raise UserError("--device cpu has no accelerator to run; use --device rtl or model")
+    spec, config = choice.spec, choice.config()
+    output_paths(args, "out", "report", "vcd")
+    return choice, spec, config, Driver(spec, config, choice.device, choice.simulator)
+
+
 def _deprecated(old: str, new: str) -> None:
     print(f"moagcn: {old} is deprecated; use {new}", file=sys.stderr)
 

@@ -6,19 +6,12 @@ import time
 
 import numpy as np
 
-from .cli_common import (accelerator_choice, add_accelerator_args, load_float32, load_graph,
-                         output_paths, write_json)
+from .cli_common import add_accelerator_args, job_driver, load_float32, load_graph, write_json
 from .errors import UserError
 
 
 def cmd_hyscale_run(args) -> int:
-    from moagcn.sim.driver import Driver
-
-    choice = accelerator_choice(args)
-    if choice.device == "cpu":
-        raise UserError("--device cpu has no accelerator to run; use --device rtl or model")
-    spec, config = choice.spec, choice.config()
-    output_paths(args, "out", "report", "vcd")
+    choice, spec, config, driver = job_driver(args)
     indptr, indices, n_cols, data = load_graph(args.graph)
     X = load_float32(args.features, "--features", 2)
     W = load_float32(args.weight, "--weight", 2)
@@ -28,7 +21,6 @@ def cmd_hyscale_run(args) -> int:
                         f"{X.shape[0]} rows")
     job = spec.check(spec.job(indptr, indices, X, W, b, relu=args.relu, data=data), config,
                      what=f"--graph {args.graph}")
-    driver = Driver(spec, config, choice.device, choice.simulator)
     t0 = time.perf_counter()
     # a mini-batch larger than the buffers runs as several jobs, split by destination rows
     res = driver.run(job, checked=True, waves=args.vcd, progress=True)

@@ -6,8 +6,8 @@ import time
 
 import numpy as np
 
-from .cli_common import (accelerator_choice, add_accelerator_args, load_array, load_float32,
-                         load_graph, output_paths, write_json)
+from .cli_common import (add_accelerator_args, job_driver, load_array, load_float32, load_graph,
+                         write_json)
 from .errors import UserError
 
 
@@ -27,14 +27,8 @@ def _load_mask(path: str | None, shape) -> np.ndarray:
 
 
 def cmd_sspmm_run(args) -> int:
-    from moagcn.sim.driver import Driver
-
     from .config import config_dict
-    choice = accelerator_choice(args)
-    if choice.device == "cpu":
-        raise UserError("--device cpu has no accelerator to run; use --device rtl or model")
-    spec, config = choice.spec, choice.config()
-    output_paths(args, "out", "report", "vcd")
+    choice, spec, config, driver = job_driver(args)
     indptr, indices, n_cols, _ = load_graph(args.graph)
     H = load_float32(args.features, "--features", 2)
     n = len(indptr) - 1
@@ -45,7 +39,6 @@ def cmd_sspmm_run(args) -> int:
                         "S-SpMM needs one feature row per node")
     M = _load_mask(args.mask, H.shape)
     job = spec.check(spec.job(indptr, indices, H, M), config, what=f"--graph {args.graph}")
-    driver = Driver(spec, config, choice.device, choice.simulator)
     t0 = time.perf_counter()
     # a job larger than the buffers runs as several tiles; the counters are their sums
     res = driver.run(job, checked=True, waves=args.vcd, progress=True)

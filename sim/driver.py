@@ -91,12 +91,7 @@ class Driver:
         """
         spec, cfg = self.spec, self.config
         t0 = time.perf_counter()
-        if not checked:
-            job = spec.check(job, cfg)
-        parts = spec.split(job, cfg)
-        counters = spec.work(job, cfg)
-        counters.calls, counters.tiles = 1, len(parts)
-        counters.lanes, counters.clock_mhz = spec.lanes(cfg), spec.clock_mhz(cfg)
+        job, parts, counters = self._prepare(job, checked)
         raw: dict = {}
         if self.device == "model":
             out = spec.golden(job, cfg)
@@ -124,6 +119,13 @@ class Driver:
     def estimate(self, job, *, checked: bool = False) -> Counters:
         """The cycle model's counters of ``job`` (split into parts like :meth:`run`), without
         computing the output."""
+        job, parts, counters = self._prepare(job, checked)
+        for part in parts:
+            counters.add(self.spec.cycles(part.job, self.config))
+        return counters
+
+    def _prepare(self, job, checked: bool):
+        """The checked job, its parts, and its counters before any cycles: the job's work."""
         spec, cfg = self.spec, self.config
         if not checked:
             job = spec.check(job, cfg)
@@ -131,9 +133,7 @@ class Driver:
         counters = spec.work(job, cfg)
         counters.calls, counters.tiles = 1, len(parts)
         counters.lanes, counters.clock_mhz = spec.lanes(cfg), spec.clock_mhz(cfg)
-        for part in parts:
-            counters.add(spec.cycles(part.job, cfg))
-        return counters
+        return job, parts, counters
 
     def _simulate(self, job, *, idle_every, stall_every, waves, reset_after, per_cycle):
         """One part on the RTL: (output, counters, raw registers)."""

@@ -47,6 +47,13 @@ class StreamProtocol:
     start: str = "start"
     done: str = "done"
 
+    @classmethod
+    def of(cls, protocol) -> "StreamProtocol":
+        """The protocol a design's plain-Python protocol module states (``STREAMS``,
+        ``OUTPUT``, ``SCALARS``, ``COUNTERS``, ``FLAGS``)."""
+        return cls(loads=protocol.STREAMS, output=protocol.OUTPUT, scalars=protocol.SCALARS,
+                   counters=protocol.COUNTERS, flags=protocol.FLAGS)
+
 
 @dataclass
 class Packed:

@@ -204,9 +204,7 @@ class HyScaleSpec(AcceleratorSpec):
     description = "HyScale-GNN fused layer: scatter-gather aggregation + systolic update"
     config_type = HyScaleConfig
     presets = PRESETS
-    protocol = StreamProtocol(loads=protocol.STREAMS, output=protocol.OUTPUT,
-                              scalars=protocol.SCALARS, counters=protocol.COUNTERS,
-                              flags=protocol.FLAGS)
+    protocol = StreamProtocol.of(protocol)
 
     def lanes(self, config: HyScaleConfig) -> int:
         return config.spes

@@ -83,9 +83,7 @@ class SSpmmSpec(AcceleratorSpec):
     description = "MixGCN S-SpMM sparse accelerator: Z = (A H) * M with CSR and bitmap buffers"
     config_type = SSpmmConfig
     presets = PRESETS
-    protocol = StreamProtocol(loads=protocol.STREAMS, output=protocol.OUTPUT,
-                              scalars=protocol.SCALARS, counters=protocol.COUNTERS,
-                              flags=protocol.FLAGS)
+    protocol = StreamProtocol.of(protocol)
 
     def lanes(self, config: SSpmmConfig) -> int:
         return config.lanes
