@@ -11,7 +11,8 @@ times gives Prop. 3.5: no idleness when ``(n - b) / 2n >= 1 / s``, i.e. with at 
 ``ceil(2n / (n - b))`` stages. Reverse Cuthill-McKee ordering lowers ``b``.
 
 :func:`simulate` runs the two units as an event timeline from per-batch cycle counts: sparse
-batches from the S-SpMM cycle model (``moagcn.sim.sspmm_model.estimate``, output mask of the
+batches from the design's cycle model through the driver (each batch's aggregation job with all
+of its neighbours' feature rows, tiled to the buffers as a device tiles it; output mask of the
 configured density), dense batches from a measured torch update time (or a given rate) at the
 accelerator clock. It reports the makespan, each unit's busy and stall cycles, and
 ``idle_fraction``: the share of the makespan during which the bottleneck unit (the one with more
