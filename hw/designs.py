@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Callable
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
 
 from amaranth.lib import wiring
 
@@ -24,12 +24,15 @@ class Design:
         ``build(config) -> wiring.Component``.
     description : str
         One line for ``moagcn hw list``.
+    presets : mapping
+        Named configurations (``--preset``); empty for designs without presets.
     """
 
     name: str
     config_type: type
     build: Callable[[Any], wiring.Component]
     description: str
+    presets: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def toplevel(self) -> str:
@@ -46,9 +49,12 @@ def _registry() -> dict[str, Design]:
     from .arith import (Fp32AddConfig, Fp32Adder, Fp32MulAdd, Fp32MulAddConfig, Fp32MulConfig,
                         Fp32Multiplier)
 
+    from .hyscale import PRESETS as HYSCALE_PRESETS
     from .hyscale import HyScaleConfig
     from .hyscale.layer import HyScaleLayer, HyScaleSystem
-    from .sspmm import SSpmmAccelerator, SSpmmConfig
+    from .sspmm import PRESETS as SSPMM_PRESETS
+    from .sspmm import SSpmmConfig
+    from .sspmm.top import SSpmmAccelerator
 
     designs = [
         Design("fp32-add", Fp32AddConfig, Fp32Adder,
@@ -58,11 +64,14 @@ def _registry() -> dict[str, Design]:
         Design("fp32-muladd", Fp32MulAddConfig, Fp32MulAdd,
                "binary32 multiply-add a*b+c from the multiplier and the adder (two roundings)"),
         Design("sspmm", SSpmmConfig, SSpmmAccelerator,
-               "MixGCN S-SpMM sparse accelerator: Z = (A H) * M with CSR and bitmap buffers"),
+               "MixGCN S-SpMM sparse accelerator: Z = (A H) * M with CSR and bitmap buffers",
+               SSPMM_PRESETS),
         Design("hyscale-layer", HyScaleConfig, HyScaleLayer,
-               "HyScale-GNN fused layer: scatter-gather aggregation + systolic update"),
+               "HyScale-GNN fused layer: scatter-gather aggregation + systolic update",
+               HYSCALE_PRESETS),
         Design("hyscale-system", HyScaleConfig, HyScaleSystem,
-               "the HyScale-GNN fused layer with a model of its external memory (simulation)"),
+               "the HyScale-GNN fused layer with a model of its external memory (simulation)",
+               HYSCALE_PRESETS),
     ]
     return {d.name: d for d in designs}
 

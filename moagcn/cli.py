@@ -19,12 +19,21 @@ from .cli_common import add_simulator_arg, load_float32, simulator
 from .errors import SimulationError, UserError
 
 
-def _design_and_config(name: str, params: list[str] | None):
+def _design_and_config(name: str, params: list[str] | None, preset: str | None = None):
+    """The design and its configuration: ``--preset`` (default: the dataclass defaults), then
+    every ``--param KEY=VALUE`` on top."""
     from moagcn.hw.designs import get_design
 
-    from .config import apply_params, parse_params
+    from .config import apply_params, lookup_preset, parse_params
     design = get_design(name)
-    return design, apply_params(design.default_config(), parse_params(params))
+    if preset is None:
+        base = design.default_config()
+    elif not design.presets:
+        raise UserError(f"--preset {preset}: design {name!r} has no presets; set its "
+                        "parameters with --param KEY=VALUE")
+    else:
+        base = lookup_preset(design.presets, preset, name)
+    return design, apply_params(base, parse_params(params))
 
 
 # -- hw ------------------------------------------------------------------------------------------
@@ -40,7 +49,7 @@ def cmd_hw_list(args) -> int:
 def cmd_hw_generate(args) -> int:
     from moagcn.sim.build import generate_verilog
     from moagcn.sim.lint import lint_verilog
-    design, config = _design_and_config(args.design, args.param)
+    design, config = _design_and_config(args.design, args.param, args.preset)
     out = Path(args.out)
     generated = generate_verilog(design, config, out_dir=out)
     vfile = out / f"{design.name}.v"
@@ -92,7 +101,7 @@ def cmd_arith(args) -> int:
 
 def cmd_synth(args) -> int:
     from moagcn.synth import synthesize
-    design, config = _design_and_config(args.design, args.param)
+    design, config = _design_and_config(args.design, args.param, args.preset)
     report = synthesize(design, config, args.target, Path(args.out), seed=args.seed,
                         freq_mhz=args.freq)
     print(f"{design.name} on {args.target}: {report['luts']} LUTs, {report['ffs']} FFs, "
@@ -162,6 +171,7 @@ def build_parser() -> argparse.ArgumentParser:
     lst.set_defaults(func=cmd_hw_list)
     gen = hw_sub.add_parser("generate", help="write DIR/<design>.v and DIR/<design>.json")
     gen.add_argument("design", help="design name (see `moagcn hw list`)")
+    gen.add_argument("--preset", metavar="NAME", help="start from a named configuration")
     gen.add_argument("--param", action="append", metavar="KEY=VALUE",
                      help="set a configuration parameter (repeatable)")
     gen.add_argument("--out", required=True, metavar="DIR", help="output directory")
@@ -185,6 +195,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     sy = sub.add_parser("synth", help="yosys + nextpnr: resources and post-route Fmax")
     sy.add_argument("design")
+    sy.add_argument("--preset", metavar="NAME", help="start from a named configuration")
     sy.add_argument("--param", action="append", metavar="KEY=VALUE")
     sy.add_argument("--target", required=True, choices=["ecp5-25k", "ecp5-85k", "ice40-hx8k"])
     sy.add_argument("--out", required=True, metavar="DIR")

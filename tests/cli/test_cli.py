@@ -90,3 +90,13 @@ def test_hw_bad_input_is_one_clear_line(tmp_path, args, needle):
 def device_args(where: str) -> list[str]:
     """The options that run a job on ``where``: ``model`` or a simulator of the RTL."""
     return ["--device", "model"] if where == "model" else ["--device", "rtl", "--simulator", where]
+
+
+def test_hw_generate_takes_a_preset_and_params_on_top(tmp_path):
+    out = moagcn("hw", "generate", "sspmm", "--preset", "tiny", "--param", "lanes=8",
+                 "--out", tmp_path)
+    assert out.returncode == 0, out.stderr
+    config = json.loads((tmp_path / "sspmm.json").read_text())["config"]
+    assert config["lanes"] == 8 and config["max_nodes"] == 256      # tiny's buffers, P = 8
+    out = moagcn("hw", "generate", "fp32-add", "--preset", "tiny", "--out", tmp_path)
+    assert out.returncode == 2 and "has no presets" in out.stderr
