@@ -34,11 +34,10 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import torch
 
+from moagcn.core.counters import Counters
 from moagcn.errors import UserError
 
 from .autograd import PhaseTimer, aggregate
-from moagcn.core.counters import Counters
-
 from .devices import AcceleratorChoice
 from .graph import CSRGraph, contiguous_ranges
 from .models import GNN
