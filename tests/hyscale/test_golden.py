@@ -10,12 +10,16 @@ from .jobs import hub_job, sampled_job
 
 
 def reference_loops(indptr, indices, data, X, W, b, relu):
-    """The documented order written as plain scalar float32 loops."""
-    sched = golden.edge_schedule(indptr, indices, data)
+    """The documented order written as plain scalar float32 loops, from the documented rule
+    alone (no code shared with the golden model or the driver): destination v adds its stored
+    in-edges in ascending source order, edges with the same source in stored order."""
     n_dst = len(indptr) - 1
     Z = np.zeros((n_dst, X.shape[1]), np.float32)
-    for u, v, a in zip(sched.src, sched.dst, sched.weight):
-        Z[v] = Z[v] + np.float32(a) * X[u]
+    for v in range(n_dst):
+        edges = list(range(int(indptr[v]), int(indptr[v + 1])))
+        for k in sorted(edges, key=lambda k: (int(indices[k]), k)):
+            for i in range(X.shape[1]):
+                Z[v, i] = np.float32(Z[v, i] + np.float32(np.float32(data[k]) * X[indices[k], i]))
     Y = np.empty((n_dst, W.shape[1]), np.float32)
     for v in range(n_dst):
         for c in range(W.shape[1]):
@@ -24,6 +28,25 @@ def reference_loops(indptr, indices, data, X, W, b, relu):
                 acc = np.float32(acc + np.float32(Z[v, i] * W[i, c]))
             Y[v, c] = np.float32(0) if relu and np.signbit(acc) else acc
     return Y
+
+
+def test_golden_keeps_duplicate_edges_in_stored_order():
+    """Destination 0 has source 2 three times (weights 0.75, 3e7, -3e7 in stored order) between
+    sources 1 and 3: the documented order adds 0.3 (source 1), then 0.75, 3e7, -3e7 (source 2,
+    stored order: 1.05 + 3e7 rounds to 30000002), then 0.1 (source 3), giving 2.1; the reverse
+    order of the duplicates gives 0.85."""
+    indptr = np.array([0, 5, 6])
+    indices = np.array([3, 2, 1, 2, 2, 0])
+    data = np.array([1.0, 0.75, 1.0, 3.0e7, -3.0e7, 1.0], np.float32)
+    X = np.array([[1.0], [0.3], [1.0], [0.1]], np.float32)
+    W = np.ones((1, 1), np.float32)
+    got = golden.layer(indptr, indices, data, X, W)
+    want = reference_loops(indptr, indices, data, X, W, np.zeros(1, np.float32), False)
+    assert np.array_equal(as_bits(got), as_bits(want))
+    assert got[0, 0] == np.float32(2.1)
+    swapped = reference_loops(indptr, indices, data[[0, 4, 2, 3, 1, 5]], X, W,
+                              np.zeros(1, np.float32), False)
+    assert not np.array_equal(as_bits(want), as_bits(swapped))   # the test can tell
 
 
 @pytest.mark.parametrize("relu", [False, True])
