@@ -16,13 +16,15 @@ def directed_graph(n=60, m=300, seed=0):
 
 
 OPS = {"gcn": AggregationOp.gcn, "mean": AggregationOp.mean, "sum": AggregationOp.sum_with_self}
+#: fixed graph seeds (a hash of the name would change with PYTHONHASHSEED)
+GRAPH_SEEDS = {"gcn": 11, "mean": 12, "sum": 13}
 
 
 @pytest.mark.parametrize("backend", ["model", "cpu"])
 @pytest.mark.parametrize("kind", list(OPS))
 @pytest.mark.parametrize("relu_input", [False, True])
 def test_forward_and_backward_match_float64(backend, kind, relu_input):
-    g = directed_graph(seed=hash(kind) % 100)  # not symmetric: a missing transpose would show
+    g = directed_graph(seed=GRAPH_SEEDS[kind])  # not symmetric: a missing transpose would show
     assert not g.is_symmetric()
     op = OPS[kind](g)
     rng = np.random.default_rng(1)
