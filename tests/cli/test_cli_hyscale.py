@@ -39,8 +39,13 @@ def test_hyscale_run_writes_y_and_report(job_files, backend):
     out = _run(d, "--bias", d / "b.npy", "--relu", *device_args(backend))
     assert out.returncode == 0, out.stderr
     data = golden.gcn_weights(indptr, indices, X.shape[0])
-    want = golden.layer(indptr, indices, data, X, W, b, relu=True)
-    assert np.array_equal(np.load(d / "y.npy").view(np.uint32), want.view(np.uint32))
+    Y = np.load(d / "y.npy")
+    if backend == "model":   # the model against float64 (the golden model is its own code)
+        Y64, bound = golden.float64_layer(indptr, indices, data, X, W, b, relu=True)
+        assert (np.abs(Y - Y64) <= bound + 1e-30).all()
+    else:                    # the RTL against the golden model, bit for bit
+        want = golden.layer(indptr, indices, data, X, W, b, relu=True)
+        assert np.array_equal(Y.view(np.uint32), want.view(np.uint32))
     report = json.loads((d / "r.json").read_text())
     for key in REPORT_KEYS:
         assert key in report, key
