@@ -9,6 +9,9 @@ the cycle model's cycles; ``rtl`` runs the design's RTL (Verilator's lean harnes
 
 from __future__ import annotations
 
+import numpy as np
+
+from moagcn.core.counters import Counters
 from moagcn.core.device import SparseDevice
 from moagcn.core.spec import AcceleratorSpec
 
@@ -17,8 +20,6 @@ from .driver import Driver
 
 class AcceleratorDevice(SparseDevice):
     """Aggregation on an accelerator spec, as its model or its simulated RTL."""
-
-    counts_cycles = True
 
     def __init__(self, spec: AcceleratorSpec, config=None, device: str = "model",
                  simulator: str = "verilator"):
@@ -35,8 +36,11 @@ class AcceleratorDevice(SparseDevice):
         return f"{self.kind}:{self.spec.name}"
 
     def _compute(self, csr, H, M):
+        if csr.n_rows == 0 or H.shape[1] == 0:       # nothing to aggregate: no job runs
+            return np.zeros(M.shape, dtype=np.float32), Counters()
+        # CSRGraph validated the structure and SparseDevice.sspmm the operands: the job is
+        # built checked, not validated again on every call
         job = self.spec.aggregation_job(csr.indptr, csr.indices, H, M, self.config)
-        # the CSR is validated (CSRGraph) and the operands checked by SparseDevice.sspmm
-        res = self.driver.run(self.spec.check(job, self.config))
+        res = self.driver.run(job, checked=True)
         Z = self.spec.aggregation_output(res.output, job, M)
         return Z, res.counters

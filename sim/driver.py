@@ -96,7 +96,7 @@ class Driver:
         if self.device == "model":
             out = spec.golden(job, cfg)
             for part in parts:
-                counters.add(spec.cycles(part.job, cfg))
+                counters.add(spec.part_cycles(part, job, cfg))
         else:
             out = spec.empty_output(job)
             steps = enumerate(parts)
@@ -121,7 +121,7 @@ class Driver:
         computing the output."""
         job, parts, counters = self._prepare(job, checked)
         for part in parts:
-            counters.add(self.spec.cycles(part.job, self.config))
+            counters.add(self.spec.part_cycles(part, job, self.config))
         return counters
 
     def _prepare(self, job, checked: bool):

@@ -2,7 +2,7 @@
 
 Every path that runs an accelerator (the cycle model, the RTL through any simulator, the
 ``model`` / ``rtl`` / ``cpu`` sparse devices, the benchmarks, the CLI reports) returns this type,
-and every derived figure (total cycles, utilisation, time at the clock) is computed here and
+and every derived figure (total cycles, utilisation, simulation speed) is computed here and
 nowhere else.
 
 Definitions (independent of the microarchitecture; see docs/architecture.md):
@@ -77,11 +77,6 @@ class Counters:
         return self.work_adds / (self.lanes * self.cycles_compute)
 
     @property
-    def seconds(self) -> float:
-        """``cycles_total`` at ``clock_mhz`` (0 without a clock)."""
-        return self.cycles_total / (self.clock_mhz * 1e6) if self.clock_mhz else 0.0
-
-    @property
     def sim_cycles_per_s(self) -> float:
         """Simulated cycles per second of simulator wall time (0 without a simulation)."""
         return self.sim_cycles / self.sim_wall_s if self.sim_wall_s > 0 else 0.0
@@ -97,17 +92,6 @@ class Counters:
         self.lanes = self.lanes or other.lanes
         self.clock_mhz = self.clock_mhz or other.clock_mhz
         return self
-
-    def copy(self) -> "Counters":
-        return dataclasses.replace(self, extra=dict(self.extra))
-
-    def minus(self, earlier: "Counters") -> "Counters":
-        """What was counted since the snapshot ``earlier``."""
-        out = self.copy()
-        for name in _SUMMED:
-            setattr(out, name, getattr(self, name) - getattr(earlier, name))
-        out.extra = {k: v - earlier.extra.get(k, 0) for k, v in self.extra.items()}
-        return out
 
     @classmethod
     def total(cls, records) -> "Counters":

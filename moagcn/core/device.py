@@ -25,7 +25,6 @@ from .graph import CSRGraph
 from .names import DEVICE_KINDS  # noqa: F401 (re-exported)
 
 
-
 def _as_numpy(x) -> np.ndarray:
     if isinstance(x, torch.Tensor):
         return x.detach().cpu().numpy()
@@ -42,8 +41,6 @@ class SparseDevice(ABC):
 
     #: ``cpu``, ``model`` or ``rtl``
     kind: str = "?"
-    #: whether :attr:`counters` holds accelerator cycles
-    counts_cycles: bool = False
     #: the device's peak operations per cycle (0: not an accelerator)
     lanes: int = 0
     clock_mhz: float = 0.0

@@ -70,12 +70,25 @@ class Packed:
         return int(sum(s.size for s in self.streams.values()))
 
 
-@dataclass
 class Part:
-    """One accelerator job of a larger one, and where its output goes."""
+    """One accelerator job of a larger one, and where its output goes (``tile``; None when the
+    job runs whole).
 
-    job: Any
-    tile: Tile | None = None
+    A split part's job is built on first use (``make()``): the cycle model of a part needs only
+    its structure (see :meth:`AcceleratorSpec.part_cycles`), so the model device never copies
+    feature rows it does not simulate.
+    """
+
+    def __init__(self, job=None, tile: Tile | None = None, make: Callable[[], Any] | None = None):
+        if (job is None) == (make is None):
+            raise ValueError("a Part takes a job or a function that makes it, not both")
+        self._job, self._make, self.tile = job, make, tile
+
+    @property
+    def job(self):
+        if self._job is None:
+            self._job = self._make()
+        return self._job
 
 
 class AcceleratorSpec(ABC):
@@ -150,7 +163,8 @@ class AcceleratorSpec(ABC):
 
     @abstractmethod
     def work(self, job, config) -> Counters:
-        """The job's work, element and byte counts (no cycles): the same on every device."""
+        """The whole job's work and element counts (no cycles, no bytes): the same on every
+        device."""
 
     # -- models ---------------------------------------------------------------------------------
 
@@ -160,8 +174,13 @@ class AcceleratorSpec(ABC):
 
     @abstractmethod
     def cycles(self, job, config) -> Counters:
-        """Cycle model of one part that fits the buffers: load, compute and output cycles, and
-        design counters in ``extra``."""
+        """Cycle model of one part that fits the buffers: load, compute and output cycles,
+        bytes, and design counters in ``extra``."""
+
+    def part_cycles(self, part: Part, job, config) -> Counters:
+        """:meth:`cycles` of one part of ``job``; a spec may override it to avoid building the
+        part's whole job (the model device's hot path)."""
+        return self.cycles(part.job, config)
 
     # -- the hardware ---------------------------------------------------------------------------
 
@@ -191,8 +210,10 @@ class AcceleratorSpec(ABC):
     # -- aggregation: how the host's sparse devices use the design ------------------------------
 
     def aggregation_job(self, indptr, indices, H, M, config):
-        """The job computing the aggregation ``Z = (A H) ⊙ M`` (A binary, validated) on this
-        design; a design that cannot aggregate raises UserError."""
+        """The job computing the aggregation ``Z = (A H) ⊙ M`` on this design, already in the
+        form :meth:`check` returns: the operands come validated from
+        :meth:`~moagcn.core.device.SparseDevice.sspmm` (int64 CSR, contiguous float32 H, bool
+        M). A design that cannot aggregate raises UserError."""
         raise UserError(f"design {self.name!r} cannot compute an aggregation; choose another "
                         "--design")
 
@@ -206,7 +227,7 @@ class AcceleratorSpec(ABC):
 _SPECS: dict[str, AcceleratorSpec | str] = {}
 
 
-def register_spec(name: str, spec: AcceleratorSpec | str | Callable[[], AcceleratorSpec]) -> None:
+def register_spec(name: str, spec: AcceleratorSpec | str) -> None:
     """Register a spec (or ``"module:attribute"`` naming one, loaded on first use)."""
     _SPECS[name] = spec
 

@@ -114,8 +114,17 @@ class SSpmmSpec(AcceleratorSpec):
         tiles = plan_tiles(job.indptr, job.indices, n, k, job.n_features, self.limits(config))
         if len(tiles) == 1 and n == k:
             return [Part(job)]          # the job fits as it is
-        return [Part(SSpmmJob(t.indptr, t.indices, t.features(job.H), t.mask(job.M)), t)
+        return [Part(tile=t, make=lambda t=t: SSpmmJob(t.indptr, t.indices, t.features(job.H),
+                                                       t.mask(job.M)))
                 for t in tiles]
+
+    def part_cycles(self, part: Part, job: SSpmmJob, config) -> Counters:
+        t = part.tile
+        if t is None:
+            return self.cycles(job, config)
+        # the model reads the structure, the mask and the width only: no feature rows copied
+        shape_only = np.broadcast_to(np.float32(0), (t.size, t.width))
+        return self.cycles(SSpmmJob(t.indptr, t.indices, shape_only, t.mask(job.M)), config)
 
     def empty_output(self, job: SSpmmJob) -> np.ndarray:
         return np.zeros((job.n_rows, job.n_features), dtype=np.float32)
