@@ -51,12 +51,14 @@ class AcceleratorChoice:
         """The design's configuration (a UserError names a bad preset or parameter)."""
         return self.spec.config(self.preset, self.params)
 
-    def make(self) -> SparseDevice:
-        """A new sparse device."""
+    def make(self, config=None) -> SparseDevice:
+        """A new sparse device (``config``: a configuration object instead of preset and
+        params)."""
         if self.device == "cpu":
             return CpuDevice()
         from moagcn.sim.device import AcceleratorDevice
-        return AcceleratorDevice(self.spec, self.config(), self.device, self.simulator)
+        return AcceleratorDevice(self.spec, config if config is not None else self.config(),
+                                 self.device, self.simulator)
 
     def describe(self) -> dict:
         return {"device": self.device, "design": self.design, "preset": self.preset,
@@ -67,12 +69,7 @@ def make_device(device: str = DEFAULT_DEVICE, design: str = DEFAULT_DESIGN, conf
                 simulator: str = DEFAULT_SIMULATOR) -> SparseDevice:
     """A new sparse device: ``cpu``, or ``model`` / ``rtl`` of ``design`` with ``config``
     (default: the design's default preset)."""
-    if device == "cpu":
-        return CpuDevice()
-    choice = AcceleratorChoice(device, design, simulator=simulator)
-    from moagcn.sim.device import AcceleratorDevice
-    return AcceleratorDevice(choice.spec, config if config is not None else choice.config(),
-                             device, simulator)
+    return AcceleratorChoice(device, design, simulator=simulator).make(config)
 
 
 def dense_device(prefer: str = "auto") -> torch.device:

@@ -28,17 +28,19 @@ class MixtureOfAccelerators:
     ----------
     workers : sequence of int
         Ids of the local workers (one sparse device each).
-    choice : AcceleratorChoice or a sequence of them
-        One choice for every worker, or one per worker of ``workers`` (a mixed fleet).
+    choice : AcceleratorChoice, a sequence of them, or a device kind
+        One choice for every worker, or one per worker of ``workers`` (a mixed fleet); a
+        device kind (``"model"``) is that device of the default design.
     dense : torch.device
         Where the dense workers compute.
     """
 
     def __init__(self, workers: Sequence[int],
-                 choice: AcceleratorChoice | Sequence[AcceleratorChoice] | None = None,
+                 choice: AcceleratorChoice | Sequence[AcceleratorChoice] | str | None = None,
                  dense: torch.device | None = None):
         workers = list(workers)
-        choice = AcceleratorChoice() if choice is None else choice
+        if choice is None or isinstance(choice, str):
+            choice = AcceleratorChoice() if choice is None else AcceleratorChoice(choice)
         choices = [choice] * len(workers) if isinstance(choice, AcceleratorChoice) else list(choice)
         if len(choices) != len(workers):
             raise UserError(f"{len(choices)} device choices for {len(workers)} workers; give one "

@@ -190,10 +190,8 @@ class Runtime(ABC):
         self.dense = dense if dense is not None else torch.device("cpu")
         self.op = model.aggregation(graph)
         choices = accelerators
-        if isinstance(accelerators, str):        # a device kind with the default design
-            choices = AcceleratorChoice(accelerators)
-        elif isinstance(accelerators, list) and len(accelerators) == workers:
-            choices = [accelerators[i] for i in self.local]
+        if isinstance(accelerators, list) and len(accelerators) == workers:
+            choices = [accelerators[i] for i in self.local]   # this process's workers
         self.moa = MixtureOfAccelerators(self.local, choices, self.dense)
         self.devices = self.moa.sparse
         self.dense_macs = {i: 0 for i in self.local}
