@@ -88,7 +88,19 @@ def estimate(indptr, mask, n_features: int, config: SSpmmConfig) -> Counters:
     indptr = np.asarray(indptr, dtype=np.int64)
     n = indptr.size - 1
     mask = normalise_mask(mask, (n, n_features))
-    deg, jobs = job_counts(indptr, mask, config)
+    return estimate_rows(degrees(indptr), mask.sum(axis=1), int(indptr[-1]), n_features, config)
+
+
+def estimate_rows(deg, unmasked, n_edges: int, n_features: int,
+                  config: SSpmmConfig) -> Counters:
+    """:func:`estimate` from per-row figures: the degrees and the unmasked features (below
+    ``n_features``) of the job's rows, and its stored entries. Tiles are estimated from slices
+    of the whole job's figures, without copying their masks."""
+    deg = np.asarray(deg, dtype=np.int64)
+    unmasked = np.asarray(unmasked, dtype=np.int64)
+    n = deg.size
+    w = config.group_lanes
+    jobs = np.where(deg > 0, -(-unmasked // w), 0)
     turns = int(np.dot(deg, jobs))
     n_jobs = int(jobs.sum())
     passes = -(-jobs // config.groups)
@@ -116,11 +128,11 @@ def estimate(indptr, mask, n_features: int, config: SSpmmConfig) -> Counters:
     compute = issue + (fill if n_jobs else 0) + 1
     # the load streams fill in parallel, one beat per stream per cycle: the longest one counts
     lw = config.load_width
-    load = max(-(-(n + 1) // lw), -(-int(indptr[-1]) // lw), n, n * -(-n_features // lw))
-    counts = output_counts(indptr, mask, n_features)
+    load = max(-(-(n + 1) // lw), -(-n_edges // lw), n, n * -(-n_features // lw))
+    counts = np.where(deg > 0, unmasked, 0)
     # per row: read its element count, decide; then its beats
     output = 2 * n + int((-(-counts // config.lanes)).sum())
-    work = int(np.dot(deg, mask.sum(axis=1)))
+    work = int(np.dot(deg, unmasked))
     return Counters(work_adds=work, cycles_load=load, cycles_compute=compute,
                     cycles_output=output, lanes=config.lanes, clock_mhz=config.clock_mhz,
                     extra={"turns": turns, "jobs": n_jobs, "rows_fetched": reads})

@@ -9,6 +9,7 @@ tile), so a tiled job is bit for bit the untiled one.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from dataclasses import dataclass
 
 import numpy as np
@@ -96,8 +97,69 @@ def _rows_too_long(indptr: np.ndarray, indices: np.ndarray, limits: TileLimits) 
     return np.nonzero(too_long)[0]
 
 
+def _previous_occurrence(indices: np.ndarray) -> np.ndarray:
+    """Per entry, the position of the previous entry with the same column id (-1 if none)."""
+    order = np.argsort(indices, kind="stable")
+    prev = np.full(indices.size, -1, dtype=np.int64)
+    if order.size > 1:
+        same = indices[order[1:]] == indices[order[:-1]]
+        prev[order[1:][same]] = order[:-1][same]
+    return prev
+
+
+def _row_blocks(indptr: np.ndarray, indices: np.ndarray, n_rows: int,
+                limits: TileLimits) -> list[tuple[int, int]]:
+    """Greedy row blocks: each as long as its rows, entries and distinct columns fit.
+
+    The distinct columns of entries ``lo..hi`` are the entries whose previous occurrence lies
+    before ``lo``, so each block is found with one cumulative sum over its candidate entries
+    (linear in the entries overall), not a row-by-row loop.
+    """
+    prev = _previous_occurrence(indices)
+    blocks = []
+    start = 0
+    while start < n_rows:
+        lo = int(indptr[start])
+        cap = min(n_rows, start + limits.max_rows,
+                  int(np.searchsorted(indptr, lo + limits.max_edges, side="right")) - 1)
+        ends = indptr[start + 1:cap + 1] - lo          # entries of blocks start..s, s > start
+        fresh = np.concatenate([[0], np.cumsum(prev[lo:lo + int(ends[-1])] < lo)]) \
+            if ends.size else np.zeros(1, dtype=np.int64)
+        fits = int(np.count_nonzero(fresh[ends] <= limits.max_cols)) if ends.size else 0
+        stop = start + max(fits, 1)       # a row alone always fits (checked before)
+        blocks.append((start, stop))
+        start = stop
+    return blocks
+
+
+#: plans of read-only graphs (a :class:`~moagcn.core.graph.CSRGraph`'s arrays), most recent
+#: last: training aggregates the same adjacency every step. An entry keeps its arrays alive, so
+#: their ids cannot be reused while it is cached; writeable arrays are never cached.
+_PLANS: OrderedDict = OrderedDict()
+_PLANS_KEPT = 8
+
+
 def plan_tiles(indptr: np.ndarray, indices: np.ndarray, n_rows: int, n_cols: int,
                n_features: int, limits: TileLimits) -> list[Tile]:
+    """:func:`plan_tiles_uncached`, remembered for read-only graphs (tiles are never mutated)."""
+    frozen = (isinstance(indptr, np.ndarray) and isinstance(indices, np.ndarray)
+              and not indptr.flags.writeable and not indices.flags.writeable)
+    if not frozen:
+        return plan_tiles_uncached(indptr, indices, n_rows, n_cols, n_features, limits)
+    key = (id(indptr), id(indices), n_rows, n_cols, n_features, limits)
+    hit = _PLANS.get(key)
+    if hit is not None:
+        _PLANS.move_to_end(key)
+        return list(hit[2])
+    tiles = plan_tiles_uncached(indptr, indices, n_rows, n_cols, n_features, limits)
+    _PLANS[key] = (indptr, indices, tuple(tiles))
+    while len(_PLANS) > _PLANS_KEPT:
+        _PLANS.popitem(last=False)
+    return tiles
+
+
+def plan_tiles_uncached(indptr: np.ndarray, indices: np.ndarray, n_rows: int, n_cols: int,
+                        n_features: int, limits: TileLimits) -> list[Tile]:
     """Cut ``Z = (A H) ⊙ M`` (A: ``n_rows x n_cols``, validated) into jobs within ``limits``.
 
     A job that fits is one tile holding the whole job unchanged. Otherwise rows are grouped
@@ -122,24 +184,7 @@ def plan_tiles(indptr: np.ndarray, indices: np.ndarray, n_rows: int, n_cols: int
                 f"job holds at most {limits.edges_param}={limits.max_edges} entries and "
                 f"{limits.cols_param}={limits.max_cols} distinct feature rows; use a larger "
                 f"configuration (--param {limits.edges_param}=..., {limits.cols_param}=...)")
-        max_rows = limits.max_rows
-        start = 0
-        while start < n_rows:
-            stop = start
-            seen = np.zeros(n_cols, dtype=bool)
-            n_seen = edges = 0
-            while stop < n_rows:
-                cols = indices[indptr[stop]:indptr[stop + 1]]
-                new = np.unique(cols[~seen[cols]])
-                if (stop - start + 1 > max_rows or edges + cols.size > limits.max_edges
-                        or n_seen + new.size > limits.max_cols):
-                    break
-                seen[new] = True
-                n_seen += new.size
-                edges += cols.size
-                stop += 1
-            blocks.append((start, stop))
-            start = stop
+        blocks = _row_blocks(indptr, indices, n_rows, limits)
     width = limits.max_width
     chunks = [(f, min(n_features, f + width)) for f in range(0, n_features, width)] or [(0, 0)]
     tiles = []
@@ -148,8 +193,14 @@ def plan_tiles(indptr: np.ndarray, indices: np.ndarray, n_rows: int, n_cols: int
         whole = r0 == 0 and r1 == n_rows and (n_rows == n_cols or not limits.square) \
             and n_cols <= limits.max_cols
         # the whole graph: no renumbering
-        cols = np.arange(n_cols, dtype=np.int64) if whole else np.unique(indices[lo:hi])
-        local = np.searchsorted(cols, indices[lo:hi])
+        if whole:
+            cols, local = np.arange(n_cols, dtype=np.int64), indices[lo:hi]
+        else:
+            # the block's distinct columns ascending, and each entry's rank among them
+            present = np.zeros(n_cols, dtype=bool)
+            present[indices[lo:hi]] = True
+            cols = np.flatnonzero(present)
+            local = (np.cumsum(present) - 1)[indices[lo:hi]]
         size = max(r1 - r0, cols.size, 1) if limits.square else r1 - r0
         tile_indptr = np.full(size + 1, hi - lo, dtype=np.int64)
         tile_indptr[:r1 - r0 + 1] = indptr[r0:r1 + 1] - lo

@@ -22,7 +22,7 @@ from moagcn.hw.sspmm.config import PRESETS, SSpmmConfig
 
 from ..golden import sspmm as golden
 from ..golden.fp32 import as_bits, as_float
-from ..sspmm_model import estimate, output_counts, streamed_elements
+from ..sspmm_model import estimate, estimate_rows, output_counts, streamed_elements
 
 
 @dataclass
@@ -122,9 +122,17 @@ class SSpmmSpec(AcceleratorSpec):
         t = part.tile
         if t is None:
             return self.cycles(job, config)
-        # the model reads the structure, the mask and the width only: no feature rows copied
-        shape_only = np.broadcast_to(np.float32(0), (t.size, t.width))
-        return self.cycles(SSpmmJob(t.indptr, t.indices, shape_only, t.mask(job.M)), config)
+        # the model reads the tile's slice of the job's degrees and mask counts: no feature rows
+        # or mask copied (rows past the output rows are empty padding)
+        deg = np.zeros(t.size, dtype=np.int64)
+        unmasked = np.zeros(t.size, dtype=np.int64)
+        r = t.rows_stop - t.rows_start
+        deg[:r] = np.diff(t.indptr[:r + 1])
+        unmasked[:r] = np.count_nonzero(
+            job.M[t.rows_start:t.rows_stop, t.feat_start:t.feat_stop], axis=1)
+        edges = int(t.indices.size)
+        return self._counted(estimate_rows(deg, unmasked, edges, t.width, config),
+                             deg, unmasked, edges, t.width, config)
 
     def empty_output(self, job: SSpmmJob) -> np.ndarray:
         return np.zeros((job.n_rows, job.n_features), dtype=np.float32)
@@ -147,9 +155,20 @@ class SSpmmSpec(AcceleratorSpec):
         return golden.sspmm(job.indptr, job.indices, job.H, job.M)
 
     def cycles(self, job: SSpmmJob, config: SSpmmConfig) -> Counters:
-        c = estimate(job.indptr, job.M, job.n_features, config)
-        c.bytes_read, c.bytes_written = self.traffic(job, config)
-        c.work_adds = 0           # the driver counts the work once, for the whole job
+        deg = np.diff(np.asarray(job.indptr, dtype=np.int64))
+        unmasked = np.count_nonzero(np.asarray(job.M, dtype=bool), axis=1)
+        edges = int(job.indices.size)
+        return self._counted(estimate_rows(deg, unmasked, edges, job.n_features, config),
+                             deg, unmasked, edges, job.n_features, config)
+
+    def _counted(self, c: Counters, deg, unmasked, n_edges: int, n_features: int,
+                 config) -> Counters:
+        """The cycle model's counters with the part's traffic (the driver counts the work once,
+        for the whole job)."""
+        out_words = int((-(-np.where(deg > 0, unmasked, 0) // config.lanes)).sum()) * config.lanes
+        c.bytes_read = 4 * load_words(deg.size, n_edges, n_features, config)
+        c.bytes_written = 4 * out_words
+        c.work_adds = 0
         return c
 
     # -- the hardware ---------------------------------------------------------------------------

@@ -61,3 +61,26 @@ def test_work_and_cycle_model_counts():
     assert cycles.extra["jobs"] == 5 + 0 + 3            # ceil(10/2) + ceil(5/2)
     assert cycles.extra["turns"] == 3 * 5 + 2 * 3
     assert cycles.work_adds == 40
+
+
+def test_golden_order_holds_on_adversarial_values():
+    """Subnormals, infinities, NaNs, huge cancellations, duplicate and unsorted columns, a hub:
+    every element equals the plain sequential loop (NaN anywhere there, canonical NaN here)."""
+    rng = np.random.default_rng(11)
+    n, F = 60, 7
+    rows = np.sort(rng.integers(0, n, 500))
+    indices = rng.integers(0, n, rows.size)
+    indices[rows == 3] = 5                                   # duplicates
+    indices[:120] = 0                                        # row(s) with a hub column
+    indptr = np.searchsorted(rows, np.arange(n + 1)).astype(np.int64)
+    H = (rng.standard_normal((n, F)) * np.exp2(rng.integers(-140, 120, (n, F)))).astype(np.float32)
+    H[rng.random(H.shape) < 0.05] = np.float32(3e-45)        # subnormal
+    H[4, 1], H[8, 2], H[9, 2], H[10, 3] = np.inf, -np.inf, np.inf, np.nan
+    M = rng.random((n, F)) < 0.8
+    Z = sspmm(indptr, indices, H, M)
+    ref = loop_reference(indptr, indices, H, M)
+    nan = np.isnan(ref)
+    assert nan.any() and np.isinf(ref).any() and (np.abs(ref[~nan]) < 1e-38).any()
+    assert np.array_equal(np.isnan(Z), nan)
+    assert np.all(Z.view(np.uint32)[nan] == 0x7FC00000)
+    assert np.array_equal(Z.view(np.uint32)[~nan], ref.view(np.uint32)[~nan])
