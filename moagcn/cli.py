@@ -113,7 +113,8 @@ def cmd_synth(args) -> int:
 # -- bench ---------------------------------------------------------------------------------------
 
 #: the benchmark module of each design that has one
-BENCHES = {"sspmm": "moagcn.sim.bench_sspmm", "hyscale": "moagcn.sim.bench_hyscale"}
+BENCHES = {"sspmm": "moagcn.sim.bench_sspmm", "sspmm-model": "moagcn.sim.validate_sspmm",
+           "hyscale": "moagcn.sim.bench_hyscale"}
 
 
 def cmd_bench(args) -> int:
@@ -203,7 +204,8 @@ def build_parser() -> argparse.ArgumentParser:
     sy.add_argument("--freq", type=float, help="nextpnr target frequency in MHz")
     sy.set_defaults(func=cmd_synth)
 
-    from . import cli_host, cli_hyscale, cli_sspmm
+    from . import cli_graph, cli_host, cli_hyscale, cli_sspmm
+    cli_graph.register(sub)
     cli_sspmm.register(sub)
     cli_hyscale.register(sub)
     cli_host.register(sub)

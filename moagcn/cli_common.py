@@ -66,6 +66,9 @@ def load_graph(path: str):
         archive = np.load(p, allow_pickle=False)
     except Exception as exc:
         raise UserError(f"--graph {path}: not an .npz archive ({exc})") from None
+    if not isinstance(archive, np.lib.npyio.NpzFile):
+        raise UserError(f"--graph {path}: a single array, not a graph; give an .npz archive "
+                        "with indptr and indices (CSR), e.g. from `moagcn graph synth`")
     with archive:
         missing = [k for k in ("indptr", "indices") if k not in archive]
         if missing:

@@ -8,6 +8,7 @@ import numpy as np
 
 from .cli_common import (add_accelerator_args, job_driver, load_array, load_float32, load_graph,
                          write_json)
+from .config import parse_params
 from .errors import UserError
 
 
@@ -66,6 +67,55 @@ def cmd_sspmm_run(args) -> int:
     return 0
 
 
+def cmd_sspmm_estimate(args) -> int:
+    from moagcn.core.spec import get_spec
+    from moagcn.sim.sspmm_memory import estimate_graph, unmasked_counts
+
+    from .config import config_dict
+    from .cli_common import output_path
+    output_path(args.report, "--report")
+    spec = get_spec("sspmm")
+    config = spec.config(args.preset, parse_params(args.param))
+    if args.mask and args.mask_density is not None:
+        raise UserError("give --mask or --mask-density, not both")
+    t0 = time.perf_counter()
+    indptr, indices, n_cols, _ = load_graph(args.graph)
+    n = indptr.size - 1
+    if n_cols is not None and n_cols != n:
+        raise UserError(f"--graph {args.graph}: {n} rows x {n_cols} columns; S-SpMM aggregates "
+                        "a square adjacency (one feature row per node)")
+    if indices.size and int(indices.max()) >= n:
+        v = int(np.argmax(indices >= n))
+        raise UserError(f"--graph {args.graph}: entry {v} names column {int(indices[v])} but "
+                        f"the graph has {n} nodes")
+    mask = None
+    if args.mask:
+        mask = np.load(args.mask, mmap_mode="r")
+        if mask.shape != (n, args.width):
+            raise UserError(f"--mask has shape {mask.shape}; expected ({n}, {args.width}) "
+                            "(graph rows x --width)")
+    unmasked = unmasked_counts(n, args.width, args.mask_density, mask, seed=args.seed)
+    progress = None
+    if not args.quiet and n > config.max_nodes:
+        from tqdm import tqdm
+        progress = lambda blocks: tqdm(blocks, unit="block", desc="estimate")  # noqa: E731
+    r = estimate_graph(indptr, indices, args.width, unmasked, config, progress)
+    wall = time.perf_counter() - t0
+    report = {"graph": args.graph, "nodes": n, "entries": int(indices.size), "width": args.width,
+              "mask": args.mask or (f"random, density {args.mask_density}"
+                                    if args.mask_density is not None else "none (all ones)"),
+              "preset": args.preset or spec.default_preset, **r,
+              "clock_mhz": config.clock_mhz, "config": config_dict(config),
+              "wall_s": round(wall, 2)}
+    write_json(args.report, report)
+    print(f"sspmm estimate ({report['preset']}, {config.adders} adders): {n} rows, "
+          f"{indices.size} entries, F={args.width}: {r['cycles_total']} cycles "
+          f"({r['bound']}-bound), utilisation {r['utilization']:.3f}, "
+          f"{r['time_s'] * 1e3:.3f} ms at {config.clock_mhz:g} MHz, HBM/stream bytes "
+          f"{r['hbm_bytes']}, wall {wall:.1f} s -> {args.report}")
+    return 0
+
+
 def register(sub) -> None:
     """Add the ``sspmm`` command to the CLI's sub-parsers."""
     sp = sub.add_parser("sspmm", help="run S-SpMM jobs on the MixGCN sparse accelerator")
@@ -78,6 +128,22 @@ def register(sub) -> None:
     r.add_argument("--report", required=True, metavar="R.json")
     add_accelerator_args(r, design="sspmm", devices=("model", "rtl"),
                          legacy={"--lanes": "lanes"})
+    e = sp_sub.add_parser("estimate", help="the cycle model alone on a graph of any size",
+                          description="Predict the cycles, HBM traffic and utilisation of "
+                                      "Z = (A H) * M without feature values (any preset, "
+                                      "'paper' included); graphs larger than the buffers are "
+                                      "tiled (docs/sspmm.md, 'Memory system and tiling').")
+    e.add_argument("--graph", required=True, metavar="G.npz")
+    e.add_argument("--width", required=True, type=int, metavar="F", help="feature columns")
+    e.add_argument("--mask-density", type=float, metavar="D",
+                   help="a random output mask with this fraction of ones")
+    e.add_argument("--mask", metavar="M.npy", help="the output mask (rows x F, bool)")
+    e.add_argument("--seed", type=int, default=0, help="seed of the random mask")
+    e.add_argument("--preset", metavar="NAME", help="default, tiny, multi, paper")
+    e.add_argument("--param", action="append", metavar="KEY=VALUE")
+    e.add_argument("--report", required=True, metavar="R.json")
+    e.add_argument("--quiet", action="store_true", help="no progress bar")
+    e.set_defaults(func=cmd_sspmm_estimate)
     r.add_argument("--vcd", metavar="FILE",
                    help="write a waveform (one per tile, FILE.tileK.vcd, for a tiled job)")
     r.set_defaults(func=cmd_sspmm_run)

@@ -105,26 +105,25 @@ def estimate_rows(deg, unmasked, n_edges: int, n_features: int,
     n_jobs = int(jobs.sum())
     passes = -(-jobs // config.groups)
     reads = int(np.dot(deg, passes))
-    G, R, L = config.groups, config.fetch_rows, config.adder_latency
-    gap = turn_gap(config)
-    issue = max(int(np.ceil(turns * gap / (L * G))), -(-reads // R), n_jobs)
-    if n_jobs:
-        # a job takes one turn per ``gap`` cycles (a ring period when its local buffer is deep
-        # enough), so a long row bounds the job: its passes run side by side, at most L per
-        # group (the contexts), and it starts once the rows before it have been issued at the
-        # engine's rates
-        def before(x):      # per row, the sum over the rows before it
-            return np.cumsum(x) - x
-
-        row_time = deg * gap * -(-passes // L)
-        start = np.maximum(np.maximum(before(deg * jobs) * gap / (L * G),
-                                      before(deg * passes) / R), before(jobs))
-        has = jobs > 0
-        issue = max(issue, int(np.ceil((start + row_time)[has].max())))
+    # the scheduler walks every row, one per cycle, before any slice can take it
+    arrival = np.arange(n, dtype=np.int64)
+    import os
+    if os.environ.get("MOAGCN_MODEL") == "events":
+        lat = int(os.environ.get("MOAGCN_LAT", "3"))
+        one = lambda d, j, p, a: int(np.ceil(_slice_finish_events(d, j, a + lat, config)))  # noqa
+    else:
+        one = lambda d, j, p, a: _slice_issue(d, j, p, a, config)  # noqa
+    if config.slices == 1:
+        issue = one(deg, jobs, passes, arrival)
+    else:
+        owner = dispatch(deg * jobs, config.slices)
+        issue = max((one(deg[rows], jobs[rows], passes[rows], arrival[rows])
+                     for rows in _rows_of(owner, config.slices)), default=0)
     # fill and drain: a row read's way to a local buffer, the wait for its context's turn
     # (half a ring on average), the buffer read, the adders, the write
     fill = (ISSUE_TO_ROOT + tree_depth(config.groups, config.tree_radix) + 1
-            + config.adder_latency // 2 + FRONT_END_LATENCY + config.adder_latency + 1)
+            + config.adder_latency // 2 + FRONT_END_LATENCY + config.adder_latency + 1
+            + (1 if config.slices > 1 else 0))        # the dispatcher's slice queues
     compute = issue + (fill if n_jobs else 0) + 1
     # the load streams fill in parallel, one beat per stream per cycle: the longest one counts
     lw = config.load_width
@@ -134,5 +133,135 @@ def estimate_rows(deg, unmasked, n_edges: int, n_features: int,
     output = 2 * n + int((-(-counts // config.lanes)).sum())
     work = int(np.dot(deg, unmasked))
     return Counters(work_adds=work, cycles_load=load, cycles_compute=compute,
-                    cycles_output=output, lanes=config.lanes, clock_mhz=config.clock_mhz,
+                    cycles_output=output, lanes=config.adders, clock_mhz=config.clock_mhz,
                     extra={"turns": turns, "jobs": n_jobs, "rows_fetched": reads})
+
+
+def dispatch(turns, slices: int) -> np.ndarray:
+    """The slice each row goes to (-1: a row without work), as the row dispatcher decides:
+    rows in order, each to the slice with the fewest turns assigned so far (lowest index on a
+    tie)."""
+    import heapq
+    turns = np.asarray(turns, dtype=np.int64)
+    owner = np.full(turns.size, -1, dtype=np.int64)
+    heap = [(0, k) for k in range(slices)]
+    for v in np.flatnonzero(turns > 0).tolist():
+        work, k = heap[0]
+        owner[v] = k
+        heapq.heapreplace(heap, (work + int(turns[v]), k))
+    return owner
+
+
+def _rows_of(owner: np.ndarray, slices: int):
+    """Per slice, its rows in order."""
+    order = np.argsort(owner, kind="stable")
+    bounds = np.searchsorted(owner[order], np.arange(slices + 1))
+    for k in range(slices):
+        yield order[bounds[k]:bounds[k + 1]]
+
+
+def _slice_issue(deg, jobs, passes, arrival, config: SSpmmConfig) -> int:
+    """Cycles until one slice (or the whole engine, with one slice) has issued its last turn:
+    the largest of its turn rate, its fetch rate, one job per cycle, and its longest row's
+    latency from when the row can start.
+
+    A job takes one turn per ``gap`` cycles (a ring period when its local buffer is deep
+    enough), so a long row bounds the job: its passes run side by side, at most L per group (the
+    contexts), and it starts once the rows before it have been issued at the engine's rates and
+    the scheduler has walked to it.
+    """
+    G, R, L = config.groups, config.fetch_rows, config.adder_latency
+    gap = turn_gap(config)
+    turns = deg * jobs
+    has = jobs > 0
+    if not has.any():
+        return int(arrival[-1]) + 1 if arrival.size else 0
+
+    def before(x):      # per row, the sum over the rows before it
+        return np.cumsum(x) - x
+
+    issue = max(int(np.ceil(turns.sum() * gap / (L * G))), -(-int(np.dot(deg, passes)) // R),
+                int(jobs.sum()))
+    row_time = deg * gap * -(-passes // L)
+    start = np.maximum(np.maximum(before(turns) * gap / (L * G), before(deg * passes) / R),
+                       np.maximum(before(jobs), arrival))
+    return max(issue, int(np.ceil((start + row_time)[has].max())))
+
+
+def _slice_finish_events(deg, jobs, ready, config: SSpmmConfig) -> float:
+    """When one slice issues its last neighbour read: an event simulation of its passes.
+
+    Jobs are bound in order, one per cycle, each to a free context in a group its pass does not
+    use yet (preferring the group after the last one used); a row's consecutive jobs form
+    passes of up to G members. A closed pass reads its ``deg`` neighbours; the open passes
+    share the fetcher's R reads per cycle, each at most one read per turn gap of its contexts
+    (processor sharing with a cap). A pass's contexts are free again when its last entry is in
+    their local buffers.
+    """
+    import heapq
+    G, L, R = config.groups, config.adder_latency, config.fetch_rows
+    cap = min(1.0, 1.0 / turn_gap(config))
+    release = ISSUE_TO_ROOT + tree_depth(G, config.tree_radix) + 1
+    free = [[0.0] * L for _ in range(G)]          # per group: free times of its contexts
+    active: list = []                             # (virtual finish, seq, groups)
+    state = {"T": 0.0, "V": 0.0, "last": 0.0}
+    seq = 0
+
+    def rate(n):
+        return min(cap, R / n) if n else 0.0
+
+    def advance(t):
+        T, V = state["T"], state["V"]
+        while active:
+            vmin, _, groups = active[0]
+            dt = (vmin - V) / rate(len(active))
+            if T + dt > t:
+                break
+            T += dt
+            V = vmin
+            heapq.heappop(active)
+            for g in groups:
+                heapq.heappush(free[g], T + release)
+            state["last"] = T
+        if active and t > T:
+            V += rate(len(active)) * (t - T)
+        state["T"], state["V"] = max(T, t), V
+
+    def next_departure():
+        if not active:
+            return None
+        return state["T"] + (active[0][0] - state["V"]) / rate(len(active))
+
+    t = 0.0
+    next_group = 0
+    for d, j, r in zip(deg.tolist(), jobs.tolist(), ready.tolist()):
+        if j <= 0:
+            continue
+        t = max(t, float(r))
+        left = j
+        while left > 0:
+            k = min(G, left)
+            used: list[int] = []
+            for _ in range(k):
+                while True:
+                    advance(t)
+                    order = [(next_group + i) % G for i in range(G)]
+                    allowed = [g for g in order if g not in used]
+                    pick = next((g for g in allowed if free[g] and free[g][0] <= t), None)
+                    if pick is not None:
+                        heapq.heappop(free[pick])
+                        used.append(pick)
+                        next_group = (pick + 1) % G
+                        t += 1.0
+                        break
+                    waits = [free[g][0] for g in allowed if free[g]]
+                    nd = next_departure()
+                    if nd is not None:
+                        waits.append(nd + release)
+                    t = max(t, float(np.ceil(min(waits))))
+            advance(t)
+            seq += 1
+            heapq.heappush(active, (state["V"] + d, seq, used))
+            left -= k
+    advance(float("inf"))
+    return state["last"]

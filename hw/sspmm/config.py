@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from moagcn.config import lookup_preset
 
 LANE_CHOICES = (2, 4, 8, 16, 32)
+#: the most slices a configuration that can be built may have
+MAX_SLICES = 64
 
 
 @dataclass(frozen=True)
@@ -20,8 +22,13 @@ class SSpmmConfig:
 
     Parameters
     ----------
+    slices : int
+        S, the number of slices: each has its own job emitter, neighbour fetcher, distribution
+        tree and aggregation groups (``lanes`` adders), and rows are dispatched to the slice
+        with the least work assigned so far. 1..64 can be built; the cycle model takes any S.
     lanes : int
-        P, the number of binary32 adders in the reduction engine (2, 4, 8, 16 or 32).
+        P, the number of binary32 adders of one slice (2, 4, 8, 16 or 32); the accelerator has
+        S x P (:attr:`adders`).
     groups : int
         Independent feature groups the lanes are split into (1, 2 or 4). Each group works on its
         own (row, feature-chunk) jobs with ``lanes // groups`` lanes, so a row whose unmasked
@@ -49,10 +56,16 @@ class SSpmmConfig:
         reduction of the current one.
     clock_mhz : float
         Clock used to turn cycles into time in reports.
+    hbm_gb_per_s : float
+        Bandwidth of an HBM that feeds the buffers, double-buffered against compute, for
+        graphs larger than the buffers (see :mod:`moagcn.sim.sspmm_memory`); 0 (every
+        configuration that can be built): the host fills the buffers through the load
+        streams, not overlapped with compute, as the RTL does.
     simulate : bool
         False for configurations that only the cycle model may use.
     """
 
+    slices: int = 1
     lanes: int = 16
     groups: int = 2
     max_feature_width: int = 64
@@ -64,9 +77,16 @@ class SSpmmConfig:
     tree_radix: int = 2
     local_depth: int = 4
     clock_mhz: float = 200.0
+    hbm_gb_per_s: float = 0.0
     simulate: bool = True
 
     def __post_init__(self):
+        if not isinstance(self.slices, int) or self.slices < 1:
+            raise ValueError(f"slices={self.slices} must be a positive integer (1..{MAX_SLICES} "
+                             "to simulate; any number for the cycle model)")
+        if self.simulate and self.slices > MAX_SLICES:
+            raise ValueError(f"slices={self.slices} is too many to simulate (at most "
+                             f"{MAX_SLICES}); use simulate=False and `moagcn sspmm estimate`")
         if self.lanes not in LANE_CHOICES:
             raise ValueError(f"lanes={self.lanes} is not supported; choose one of "
                              f"{', '.join(map(str, LANE_CHOICES))}")
@@ -87,6 +107,18 @@ class SSpmmConfig:
             raise ValueError(f"tree_radix={self.tree_radix} must be 2 or 4")
         if self.local_depth < 2 or self.local_depth & (self.local_depth - 1):
             raise ValueError(f"local_depth={self.local_depth} must be a power of two >= 2")
+        if not self.clock_mhz > 0:
+            raise ValueError(f"clock_mhz={self.clock_mhz} must be > 0")
+        if self.hbm_gb_per_s < 0:
+            raise ValueError(f"hbm_gb_per_s={self.hbm_gb_per_s} must be >= 0 (0: no HBM)")
+        if self.hbm_gb_per_s > 0 and self.simulate:
+            raise ValueError(f"hbm_gb_per_s={self.hbm_gb_per_s}: the RTL has no HBM interface; "
+                             "an HBM configuration is for the cycle model only (simulate=False)")
+
+    @property
+    def adders(self) -> int:
+        """Binary32 adders of the whole accelerator: S x P."""
+        return self.slices * self.lanes
 
     @property
     def group_lanes(self) -> int:
@@ -103,15 +135,19 @@ PRESETS = {
     "tiny": SSpmmConfig(lanes=4, groups=2, max_feature_width=16, max_nodes=256, max_edges=4096,
                         adder_latency=3, load_width=2),
     "default": SSpmmConfig(),
-    # MixGCN Sec. 4.1: 16,384 adders at 500 MHz; 32 MB node, output and index buffers, 4 MB mask
-    # buffer, 1024 GB/s HBM (= 512 words per 500 MHz cycle).
-    "paper": SSpmmConfig(lanes=32, groups=1, max_feature_width=256,
+    # four slices of P = 8: the smallest multi-slice accelerator worth simulating
+    "multi": SSpmmConfig(slices=4, lanes=8, groups=2),
+    # MixGCN Sec. 4.1: 16,384 adders at 500 MHz (512 slices of P = 32); 32 MB node, output and
+    # index buffers, 4 MB mask buffer, 1024 GB/s HBM (= 512 words per 500 MHz cycle).
+    "paper": SSpmmConfig(slices=512, lanes=32, groups=1, max_feature_width=256,
                          max_nodes=(32 << 20) // (4 * 256), max_edges=(32 << 20) // 4,
-                         adder_latency=7, load_width=512, clock_mhz=500.0, simulate=False),
+                         adder_latency=7, load_width=512, clock_mhz=500.0, hbm_gb_per_s=1024.0,
+                         simulate=False),
 }
 
-#: adders of the paper's configuration (the dataclass models one P = 32 slice of it)
+#: adders of the paper's configuration
 PAPER_ADDERS = 16384
+assert PRESETS["paper"].adders == PAPER_ADDERS
 
 
 def preset(name: str, **overrides):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from amaranth.hdl import Cat, Module, Mux, Signal
-from amaranth.lib import data, wiring
+from amaranth.lib import data, stream, wiring
 from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.wiring import In, Out
 
@@ -17,16 +17,14 @@ ROW_QUEUE_DEPTH = 4
 
 
 class JobScheduler(wiring.Component):
-    """Walk the rows, turn each into jobs, offer one job per cycle.
+    """Walk the rows and queue those with work as row records.
 
     Row fetch (one row per cycle, after reading ``indptr[0]``): read ``indptr[v + 1]`` (the
     previous row's gives ``indptr[v]``) and the mask row ``v``;
     next cycle compute the degree and the unmasked-feature count ``|S_v|``, check the row
     pointers, and queue rows that have work (``deg > 0`` and ``|S_v| > 0``): rows without
-    neighbours or fully masked cost one fetch cycle and no compute. The emitter splits a queued
-    row into ``ceil(|S_v| / W)`` jobs, decoding each job's lane features with the
-    :class:`MaskDecoder` (the W lowest features the row has not given out yet), and offers them
-    one at a time.
+    neighbours or fully masked cost one fetch cycle and no compute. A :class:`JobEmitter` (one
+    per slice, behind a :class:`RowDispatcher` when there are several) takes the queued rows.
 
     Members
     -------
@@ -38,15 +36,13 @@ class JobScheduler(wiring.Component):
         Reads the row pointer ``indptr[ptr.addr]`` (1-cycle latency).
     mask : Out(RamReadSignature(row bits, max_feature_width))
         Reads the output-mask row ``mask.addr`` (1-cycle latency).
-    job, job_valid : Out
-        The offered job.
-    job_taken : In(1)
-        A group takes the offered job this cycle.
+    rows : Out(stream.Signature(row_record_layout))
+        The queued rows with work, in row order.
     count_en, count_row, count : Out
         Each fetched row's number of computed output elements (``|S_v|``, 0 for a row without
         neighbours), for the output stream.
     done : Out(1)
-        Every row has been fetched and every job taken.
+        Every row has been fetched and every queued row taken.
     err_indptr : Out(1)
         A row pointer decreased or points beyond the loaded column indices (sticky).
     """
@@ -62,9 +58,7 @@ class JobScheduler(wiring.Component):
             "n_edges": In(w["edge"]),
             "ptr": Out(RamReadSignature(w["row"] + 1, 32)),
             "mask": Out(RamReadSignature(w["row"], F)),
-            "job": Out(job_layout(config)),
-            "job_valid": Out(1),
-            "job_taken": In(1),
+            "rows": Out(stream.Signature(row_record_layout(config))),
             "count_en": Out(1), "count_row": Out(w["row"]),
             "count": Out(range(F + 1)),
             "done": Out(1),
@@ -77,8 +71,9 @@ class JobScheduler(wiring.Component):
         m.submodules.queue = queue = SyncFIFO(width=rec_layout.size, depth=ROW_QUEUE_DEPTH)
         fetched, fetched_row, last_ptr, fetch_busy = self._walk_rows(m, queue)
         self._queue_row(m, queue, fetched, fetched_row, last_ptr)
-        self._emit_jobs(m, queue)
-        m.d.comb += self.done.eq(~fetch_busy & ~queue.r_rdy & ~self.job_valid)
+        m.d.comb += [self.rows.valid.eq(queue.r_rdy), self.rows.payload.eq(queue.r_data),
+                     queue.r_en.eq(self.rows.ready),
+                     self.done.eq(~fetch_busy & ~queue.r_rdy)]
         return m
 
     def _walk_rows(self, m: Module, queue: SyncFIFO):
@@ -122,7 +117,7 @@ class JobScheduler(wiring.Component):
         feature_valid = Cat(*[f < self.n_features for f in range(F)])
         mask = self.mask.data & feature_valid
         unmasked = popcount(m, mask)
-        deg = (p1 - p0)[:len(self.job.deg)]
+        deg = (p1 - p0)[:widths(cfg)["edge"]]
         bad = fetched & ((p1 < p0) | (p1 > self.n_edges))
         with m.If(bad):
             m.d.sync += self.err_indptr.eq(1)
@@ -137,20 +132,49 @@ class JobScheduler(wiring.Component):
         m.d.comb += [self.count_en.eq(fetched & ~bad), self.count_row.eq(fetched_row),
                      self.count.eq(Mux(p1 != p0, unmasked, 0))]
 
-    def _emit_jobs(self, m: Module, queue: SyncFIFO):
-        """Split the head row of the queue into jobs of W features, one offered at a time."""
+
+class JobEmitter(wiring.Component):
+    """Split each row record into jobs of W features and offer them one at a time.
+
+    A row becomes ``ceil(|S_v| / W)`` jobs; each job's lane features are decoded by the
+    :class:`MaskDecoder` (the W lowest features the row has not given out yet).
+
+    Members
+    -------
+    rows : In(stream.Signature(row_record_layout))
+        Row records; a record is taken with its row's last job.
+    job, job_valid : Out
+        The offered job.
+    job_taken : In(1)
+        A group takes the offered job this cycle.
+    done : Out(1)
+        No record waiting and no job offered.
+    """
+
+    def __init__(self, config: SSpmmConfig):
+        self.config = config
+        super().__init__({
+            "rows": In(stream.Signature(row_record_layout(config))),
+            "job": Out(job_layout(config)),
+            "job_valid": Out(1),
+            "job_taken": In(1),
+            "done": Out(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
         cfg = self.config
         F, W = cfg.max_feature_width, cfg.group_lanes
         m.submodules.decoder = decoder = MaskDecoder(F, W)
-        head = data.View(row_record_layout(cfg), queue.r_data)
+        head = self.rows.payload
         chunk = Signal(range(-(-F // W) + 1))
         rest = Signal(F)          # the head row's features not given out yet (after chunk 0)
         m.d.comb += decoder.mask.eq(Mux(chunk == 0, head.mask, rest))
         refill = ~self.job_valid | self.job_taken
         row_last = chunk + 1 == head.jobs
         with m.If(refill):
-            m.d.sync += self.job_valid.eq(queue.r_rdy)
-            with m.If(queue.r_rdy):
+            m.d.sync += self.job_valid.eq(self.rows.valid)
+            with m.If(self.rows.valid):
                 m.d.sync += [self.job.row.eq(head.row), self.job.ptr.eq(head.ptr),
                              self.job.deg.eq(head.deg), self.job.lane_valid.eq(decoder.valid),
                              self.job.chunk.eq(chunk), self.job.row_last.eq(row_last),
@@ -158,7 +182,82 @@ class JobScheduler(wiring.Component):
                 for k in range(W):
                     m.d.sync += self.job.sel[k].eq(decoder.sel[k])
                 with m.If(row_last):
-                    m.d.comb += queue.r_en.eq(1)
+                    m.d.comb += self.rows.ready.eq(1)
                     m.d.sync += chunk.eq(0)
                 with m.Else():
                     m.d.sync += chunk.eq(chunk + 1)
+        m.d.comb += self.done.eq(~self.rows.valid & ~self.job_valid)
+        return m
+
+
+class RowDispatcher(wiring.Component):
+    """Hand each row record to the slice with the least work assigned so far.
+
+    A row's work is its turns, ``deg * jobs``. The head record goes to the slice whose
+    assigned turns are the smallest (the lowest index on a tie) once that slice's row queue
+    has room; it waits otherwise (the choice never depends on timing, so the cycle model can
+    replay it). Assignments of one job are counted from ``start``.
+
+    Members
+    -------
+    rows : In(stream.Signature(row_record_layout))
+        The scheduler's row records.
+    start : In(1)
+        A job begins: clear the assigned work.
+    slice_rows : Out(stream.Signature(row_record_layout)).array(slices)
+        Each slice's row queue (``ROW_QUEUE_DEPTH`` records).
+    idle : Out(1)
+        No record in any slice queue.
+    """
+
+    def __init__(self, config: SSpmmConfig):
+        self.config = config
+        layout = row_record_layout(config)
+        super().__init__({
+            "rows": In(stream.Signature(layout)),
+            "start": In(1),
+            "slice_rows": Out(stream.Signature(layout)).array(config.slices),
+            "idle": Out(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        cfg = self.config
+        S = cfg.slices
+        layout = row_record_layout(cfg)
+        work_bits = 40
+        assigned = [Signal(work_bits, name=f"assigned_{k}") for k in range(S)]
+        # argmin over the slices as a tree of (work, index) pairs: the left one wins a tie
+        level = [(a, k) for k, a in enumerate(assigned)]
+        while len(level) > 1:
+            nxt = []
+            for i in range(0, len(level) - 1, 2):
+                (wa, ia), (wb, ib) = level[i], level[i + 1]
+                take_b = Signal(name=f"take_b_{len(level)}_{i}")
+                m.d.comb += take_b.eq(wb < wa)
+                nxt.append((Mux(take_b, wb, wa), Mux(take_b, ib, ia)))
+            if len(level) % 2:
+                nxt.append(level[-1])
+            level = nxt
+        target = Signal(range(max(S, 2)))
+        m.d.comb += target.eq(level[0][1])
+        head = self.rows.payload
+        turns = Signal(work_bits)
+        m.d.comb += turns.eq(head.deg * head.jobs)
+        empties = []
+        for k in range(S):
+            fifo = SyncFIFO(width=layout.size, depth=ROW_QUEUE_DEPTH)
+            m.submodules[f"queue_{k}"] = fifo
+            go = self.rows.valid & (target == k)
+            m.d.comb += [fifo.w_data.eq(head), fifo.w_en.eq(go),
+                         self.slice_rows[k].valid.eq(fifo.r_rdy),
+                         self.slice_rows[k].payload.eq(fifo.r_data),
+                         fifo.r_en.eq(self.slice_rows[k].ready)]
+            with m.If(go & fifo.w_rdy):
+                m.d.comb += self.rows.ready.eq(1)
+                m.d.sync += assigned[k].eq(assigned[k] + turns)
+            empties.append(~fifo.r_rdy)
+        with m.If(self.start):
+            m.d.sync += [a.eq(0) for a in assigned]
+        m.d.comb += self.idle.eq(Cat(*empties).all())
+        return m

@@ -18,7 +18,7 @@ from .fetch import NeighbourFetcher
 from .group import AggregationGroup
 from .layouts import chunks, widths
 from .protocol import COUNTER_BITS, COUNTERS
-from .scheduler import JobScheduler
+from .scheduler import JobEmitter, JobScheduler, RowDispatcher
 
 
 class SSpmmAccelerator(wiring.Component):
@@ -130,19 +130,21 @@ class SSpmmAccelerator(wiring.Component):
         # One read port for the pointers (the scheduler walks the rows, reading one new pointer
         # per row); the fetcher reads R column indices and R neighbour rows per cycle
         indptr = Ram(32 * LW, -(-(cfg.max_nodes + 1) // LW), read_ports=1)
-        index = Ram(32 * LW, -(-cfg.max_edges // LW), read_ports=R)
+        S = cfg.slices
+        index = Ram(32 * LW, -(-cfg.max_edges // LW), read_ports=S * R)
         mask = Ram(F, cfg.max_nodes, read_ports=1)
         # each row's number of computed elements, written by the scheduler as it fetches the
         # row, read by the output stream (which thus needs neither the mask nor the pointers)
         count = Ram(len(Signal(range(F + 1))), cfg.max_nodes)
-        node = Ram(32 * F, cfg.max_nodes, read_ports=R, granularity=32 * LW)
+        node = Ram(32 * F, cfg.max_nodes, read_ports=S * R, granularity=32 * LW)
         # the output buffer holds each row *compressed*: chunk c = the sums of the row's unmasked
         # features c*W .. c*W + W - 1 (in feature order), written whole by the job of chunk c.
         # An entry is one output beat (P = G*W words, i.e. G chunks): row r takes entries
         # r*beats .. r*beats + beats - 1, so the output stream reads beat by beat and no row is
         # ever held in registers
         beats = -(-chunks(cfg) // G)
-        out = Ram(32 * P, cfg.max_nodes * beats, write_ports=G, granularity=32 * cfg.group_lanes)
+        out = Ram(32 * P, cfg.max_nodes * beats, write_ports=S * G,
+                  granularity=32 * cfg.group_lanes)
         m.submodules.indptr_buf = indptr
         m.submodules.index_buf = index
         m.submodules.mask_buf = mask
@@ -186,9 +188,10 @@ class SSpmmAccelerator(wiring.Component):
 
     def _engine(self, m: Module, buf: "_Buffers", start, running, n_rows, n_features,
                 n_edges) -> "_Engine":
-        """The scheduler, the neighbour fetcher and the aggregation groups, on the buffers."""
+        """The scheduler, the row dispatcher and the slices (job emitter, neighbour fetcher,
+        aggregation groups), on the buffers."""
         cfg = self.config
-        LW = cfg.load_width
+        LW, S = cfg.load_width, cfg.slices
         m.submodules.scheduler = sched = JobScheduler(cfg)
         m.submodules.ptr_read = ptr_read = WordReader(LW, len(sched.ptr.addr),
                                                       buf.indptr.addr_bits)
@@ -200,34 +203,54 @@ class SSpmmAccelerator(wiring.Component):
                      count_write.en.eq(sched.count_en & running),
                      sched.start.eq(start), sched.n_rows.eq(n_rows),
                      sched.n_features.eq(n_features), sched.n_edges.eq(n_edges)]
-
-        m.submodules.fetcher = fetcher = NeighbourFetcher(cfg)
         # the engine's state is dropped in the cycle after start (from a register, so that the
         # simulators need not re-evaluate it whenever the inputs change); it works from the next
         clear = Signal()
         m.d.sync += clear.eq(start)
         work = running & ~clear
-        m.d.comb += [fetcher.job.eq(sched.job), fetcher.job_valid.eq(sched.job_valid),
-                     sched.job_taken.eq(fetcher.job_taken), fetcher.run.eq(work),
-                     fetcher.clear.eq(clear), fetcher.n_rows.eq(n_rows)]
-        for j in range(cfg.fetch_rows):
-            index_read = WordReader(LW, len(fetcher.idx[j].addr), buf.index.addr_bits)
-            m.submodules[f"index_read_{j}"] = index_read
-            wiring.connect(m, fetcher.idx[j], index_read.word)
-            wiring.connect(m, index_read.row, buf.index.read[j])
-            wiring.connect(m, fetcher.row[j], buf.node.read[j])
-        groups = [self._group(m, g, fetcher, buf, work, clear, running)
-                  for g in range(cfg.groups)]
-        return _Engine(sched, fetcher, groups)
+        if S == 1:
+            row_streams, dispatcher = [sched.rows], None
+        else:
+            m.submodules.dispatcher = dispatcher = RowDispatcher(cfg)
+            wiring.connect(m, sched.rows, dispatcher.rows)
+            m.d.comb += dispatcher.start.eq(start)
+            row_streams = list(dispatcher.slice_rows)
+        slices = [self._slice(m, k, rows, buf, work, clear, running, n_rows)
+                  for k, rows in enumerate(row_streams)]
+        return _Engine(sched, dispatcher, slices)
 
-    def _group(self, m: Module, g: int, fetcher: NeighbourFetcher, buf: "_Buffers", work, clear,
-               running) -> AggregationGroup:
-        """Aggregation group ``g``: its contexts' bindings and neighbour rows from the fetcher,
-        its chunks into its word lanes of the output buffer."""
+    def _slice(self, m: Module, k: int, rows, buf: "_Buffers", work, clear, running,
+               n_rows) -> "_Slice":
+        """Slice ``k``: its job emitter on its row stream, its fetcher on its read ports of
+        the index and node buffers, its groups on its write ports of the output buffer."""
+        cfg = self.config
+        LW, R = cfg.load_width, cfg.fetch_rows
+        tag = "" if cfg.slices == 1 else f"_s{k}"
+        m.submodules[f"emitter{tag}"] = emitter = JobEmitter(cfg)
+        wiring.connect(m, rows, emitter.rows)
+        m.submodules[f"fetcher{tag}"] = fetcher = NeighbourFetcher(cfg)
+        m.d.comb += [fetcher.job.eq(emitter.job), fetcher.job_valid.eq(emitter.job_valid),
+                     emitter.job_taken.eq(fetcher.job_taken), fetcher.run.eq(work),
+                     fetcher.clear.eq(clear), fetcher.n_rows.eq(n_rows)]
+        for j in range(R):
+            port = k * R + j
+            index_read = WordReader(LW, len(fetcher.idx[j].addr), buf.index.addr_bits)
+            m.submodules[f"index_read{tag}_{j}"] = index_read
+            wiring.connect(m, fetcher.idx[j], index_read.word)
+            wiring.connect(m, index_read.row, buf.index.read[port])
+            wiring.connect(m, fetcher.row[j], buf.node.read[port])
+        groups = [self._group(m, k, g, tag, fetcher, buf, work, clear, running)
+                  for g in range(cfg.groups)]
+        return _Slice(emitter, fetcher, groups)
+
+    def _group(self, m: Module, k: int, g: int, tag: str, fetcher: NeighbourFetcher,
+               buf: "_Buffers", work, clear, running) -> AggregationGroup:
+        """Aggregation group ``g`` of slice ``k``: its contexts' bindings and neighbour rows
+        from the slice's fetcher, its chunks into its word lanes of the output buffer."""
         cfg = self.config
         G, L = cfg.groups, cfg.adder_latency
         g_bits = G.bit_length() - 1
-        m.submodules[f"group_{g}"] = grp = AggregationGroup(cfg)
+        m.submodules[f"group{tag}_{g}"] = grp = AggregationGroup(cfg)
         contexts = slice(g * L, (g + 1) * L)
         m.d.comb += [grp.bind_valid.eq(fetcher.bind_valid & (fetcher.bind_group == g)),
                      grp.bind_slot.eq(fetcher.bind_slot), grp.bind_job.eq(fetcher.bind_job),
@@ -238,7 +261,7 @@ class SSpmmAccelerator(wiring.Component):
         for j in range(cfg.fetch_rows):
             wiring.connect(m, fetcher.leaf[g][j], grp.leaf[j])
         # chunk c of row r is word lane c mod G of entry r * beats + c / G
-        write = buf.out.write[g]
+        write = buf.out.write[k * G + g]
         m.d.comb += [write.addr.eq(grp.wr_addr * buf.beats + (grp.wr_chunk >> g_bits)),
                      write.data.eq(grp.wr_data.replicate(G)),
                      write.en.eq((grp.wr_en & running) << grp.wr_chunk[:g_bits])]
@@ -246,9 +269,13 @@ class SSpmmAccelerator(wiring.Component):
 
     def _sequence(self, m: Module, start, running, engine: "_Engine", output: OutputStream):
         """Aggregate from start until the engine is idle, then stream out; stop at an error."""
-        sched, fetcher = engine.scheduler, engine.fetcher
-        error = fetcher.err_index | sched.err_indptr
-        idle = sched.done & ~fetcher.busy & ~Cat(*[g.busy for g in engine.groups]).any()
+        sched, slices = engine.scheduler, engine.slices
+        err_index = Cat(*[s.fetcher.err_index for s in slices]).any()
+        error = err_index | sched.err_indptr
+        idle = (sched.done & (engine.dispatcher.idle if engine.dispatcher is not None else 1)
+                & Cat(*[s.emitter.done for s in slices]).all()
+                & ~Cat(*[s.fetcher.busy for s in slices]).any()
+                & ~Cat(*[g.busy for s in slices for g in s.groups]).any())
         with m.If(start):
             m.d.sync += running.eq(1)
             with m.If(self.n_rows == 0):
@@ -262,24 +289,29 @@ class SSpmmAccelerator(wiring.Component):
         m.d.comb += output.start.eq(running & ~error & idle)
         with m.If(output.done):
             m.d.sync += self.done.eq(1)
-        with m.If(running & fetcher.err_index):
+        with m.If(running & err_index):
             m.d.sync += self.err_index.eq(1)
         m.d.comb += self.err_indptr.eq(sched.err_indptr)
 
     def _count(self, m: Module, running, streaming, load_transfer, engine: "_Engine",
                output: OutputStream):
-        """The status counters."""
-        fetcher = engine.fetcher
+        """The status counters (events of all slices summed)."""
+        slices = engine.slices
+        sched_done = engine.scheduler.done
+        if engine.dispatcher is not None:
+            sched_done = sched_done & engine.dispatcher.idle
+        # a slice's context was free and no job came although rows were still to come to it
+        no_job = [s.fetcher.no_job & ~(sched_done & s.emitter.done) for s in slices]
         count_events(m, counters_of(self, COUNTERS), {
             "cycles_total": running | streaming,
             "cycles_load": load_transfer,
             "cycles_compute": running,
             "cycles_output": streaming,
-            "stall_no_job": fetcher.no_job & ~engine.scheduler.done,
+            "stall_no_job": popcount(m, Cat(*no_job)),
             "stall_output": output.stall,
-            "stall_no_context": fetcher.no_context,
-            "bubbles": popcount(m, Cat(*[g.bubble for g in engine.groups])),
-            "rows_fetched": fetcher.issued,
+            "stall_no_context": popcount(m, Cat(*[s.fetcher.no_context for s in slices])),
+            "bubbles": popcount(m, Cat(*[g.bubble for s in slices for g in s.groups])),
+            "rows_fetched": sum(s.fetcher.issued for s in slices),
         })
 
 
@@ -297,9 +329,18 @@ class _Buffers:
 
 
 @dataclass
+class _Slice:
+    """One slice's compute blocks (see :meth:`SSpmmAccelerator._slice`)."""
+
+    emitter: JobEmitter
+    fetcher: NeighbourFetcher
+    groups: list
+
+
+@dataclass
 class _Engine:
     """The compute blocks (see :meth:`SSpmmAccelerator._engine`)."""
 
     scheduler: JobScheduler
-    fetcher: NeighbourFetcher
-    groups: list
+    dispatcher: RowDispatcher | None
+    slices: list

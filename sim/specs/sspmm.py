@@ -86,7 +86,10 @@ class SSpmmSpec(AcceleratorSpec):
     protocol = StreamProtocol.of(protocol)
 
     def lanes(self, config: SSpmmConfig) -> int:
-        return config.lanes
+        return config.adders            # S x P adders (utilisation is over all of them)
+
+    def output_words(self, config: SSpmmConfig) -> int:
+        return config.lanes             # one slice's P words per output beat
 
     def job(self, indptr, indices, H, M=None) -> SSpmmJob:
         return SSpmmJob(indptr, indices, H, M)

@@ -75,51 +75,81 @@ def test_ram_reads_old_data_and_honours_word_enables():
     assert log == [0x1111_1111_2222_2222, 0xAAAA_AAAA_2222_2222, 0xBBBB_BBBB]
 
 
-def _scheduler_bench(indptr, masks, n_features, take_every=1):
-    """Drive a JobScheduler with memories emulated in the testbench; return the offered jobs."""
+def _scheduler_bench(indptr, masks, n_features, take_every=1, slices=1):
+    """Drive a JobScheduler (with a RowDispatcher and one JobEmitter per slice when slices > 1)
+    with memories emulated in the testbench; return the jobs each slice offered."""
     from amaranth.hdl import Module
+    from amaranth.lib import wiring
 
     from moagcn.hw.sspmm import preset
-    from moagcn.hw.sspmm.scheduler import JobScheduler
+    from moagcn.hw.sspmm.scheduler import JobEmitter, JobScheduler, RowDispatcher
 
-    cfg = preset("tiny")
-    dut = JobScheduler(cfg)
+    cfg = preset("tiny", slices=slices)
+    m = Module()
+    m.submodules.sched = sched = JobScheduler(cfg)
+    emitters = [JobEmitter(cfg) for _ in range(slices)]
+    for k, e in enumerate(emitters):
+        m.submodules[f"emitter_{k}"] = e
+    if slices == 1:
+        wiring.connect(m, sched.rows, emitters[0].rows)
+        idle = None
+    else:
+        m.submodules.dispatch = disp = RowDispatcher(cfg)
+        wiring.connect(m, sched.rows, disp.rows)
+        m.d.comb += disp.start.eq(sched.start)
+        for k, e in enumerate(emitters):
+            wiring.connect(m, disp.slice_rows[k], e.rows)
+        idle = disp.idle
     n = len(indptr) - 1
-    jobs, flags = [], {}
+    jobs, flags = [[] for _ in range(slices)], {}
 
     async def bench(ctx):
-        ctx.set(dut.n_rows, n)
-        ctx.set(dut.n_features, n_features)
-        ctx.set(dut.n_edges, int(indptr[-1]))
-        ctx.set(dut.start, 1)
+        ctx.set(sched.n_rows, n)
+        ctx.set(sched.n_features, n_features)
+        ctx.set(sched.n_edges, int(indptr[-1]))
+        ctx.set(sched.start, 1)
         await ctx.tick()
-        ctx.set(dut.start, 0)
-        for cycle in range(20 * n + 50):
+        ctx.set(sched.start, 0)
+        for cycle in range(40 * n + 50):
             # 1-cycle read latency: data for the addresses presented before this edge
-            a1, am = ctx.get(dut.ptr.addr), ctx.get(dut.mask.addr)
-            take = ctx.get(dut.job_valid) and cycle % take_every == 0
-            ctx.set(dut.job_taken, int(take))
-            if take:
-                lanes = cfg.group_lanes
-                valid = ctx.get(dut.job.lane_valid)
-                jobs.append((ctx.get(dut.job.row), ctx.get(dut.job.ptr), ctx.get(dut.job.deg),
-                             tuple(ctx.get(dut.job.sel[k]) for k in range(lanes)
-                                   if valid >> k & 1)))
+            a1, am = ctx.get(sched.ptr.addr), ctx.get(sched.mask.addr)
+            for k, e in enumerate(emitters):
+                take = ctx.get(e.job_valid) and (cycle + k) % take_every == 0
+                ctx.set(e.job_taken, int(take))
+                if take:
+                    lanes = cfg.group_lanes
+                    valid = ctx.get(e.job.lane_valid)
+                    jobs[k].append((ctx.get(e.job.row), ctx.get(e.job.ptr), ctx.get(e.job.deg),
+                                    tuple(ctx.get(e.job.sel[i]) for i in range(lanes)
+                                          if valid >> i & 1)))
             await ctx.tick()
-            ctx.set(dut.ptr.data, int(indptr[min(a1, n)]))
-            ctx.set(dut.mask.data, int(masks[min(am, n - 1)]))
-            if ctx.get(dut.done) and cycle > 3:
+            ctx.set(sched.ptr.data, int(indptr[min(a1, n)]))
+            ctx.set(sched.mask.data, int(masks[min(am, n - 1)]))
+            done = ctx.get(sched.done) and all(ctx.get(e.done) for e in emitters) \
+                and (idle is None or ctx.get(idle))
+            if done and cycle > 3:
                 break
-        flags["err"] = ctx.get(dut.err_indptr)
-        flags["done"] = ctx.get(dut.done)
+        flags["err"] = ctx.get(sched.err_indptr)
+        flags["done"] = int(done)
 
-    m = Module()
-    m.submodules.dut = dut
     sim = Simulator(m)
     sim.add_clock(1e-8)
     sim.add_testbench(bench)
     sim.run()
     return cfg, jobs, flags
+
+
+def _expected_jobs(indptr, masks, F, w):
+    """Per row with work, its jobs (row, ptr, deg, features), from the documented rule."""
+    deg = np.diff(indptr)
+    out = {}
+    for v in range(len(indptr) - 1):
+        feats = [f for f in range(F) if masks[v] >> f & 1]
+        if deg[v] == 0 or not feats:
+            continue
+        out[v] = [(v, int(indptr[v]), int(deg[v]), tuple(feats[c:c + w]))
+                  for c in range(0, len(feats), w)]
+    return out
 
 
 @pytest.mark.parametrize("take_every", [1, 3])
@@ -131,16 +161,33 @@ def test_job_scheduler_emits_every_chunk_of_every_row_with_work(take_every):
     masks = [int(x) for x in rng.integers(0, 1 << 16, n)]   # bits >= F must be ignored
     masks[2] = 0
     cfg, jobs, flags = _scheduler_bench(indptr, masks, F, take_every)
-    expected = []
-    for v in range(n):
-        feats = [f for f in range(F) if masks[v] >> f & 1]
-        if deg[v] == 0 or not feats:
-            continue
-        w = cfg.group_lanes
-        for c in range(0, len(feats), w):
-            expected.append((v, int(indptr[v]), int(deg[v]), tuple(feats[c:c + w])))
-    assert jobs == expected
+    expected = [j for js in _expected_jobs(indptr, masks, F, cfg.group_lanes).values()
+                for j in js]
+    assert jobs[0] == expected
     assert flags == {"err": 0, "done": 1}
+
+
+@pytest.mark.parametrize("take_every", [1, 4])
+def test_row_dispatcher_gives_each_row_to_the_least_loaded_slice(take_every):
+    """Three slices: every row's jobs go, whole and in order, to the slice with the fewest
+    turns (degree x jobs) assigned before it, the lowest index on a tie; slow slices (taking a
+    job every fourth cycle) do not change the assignment."""
+    rng = np.random.default_rng(8)
+    n, F = 45, 13
+    deg = rng.integers(0, 6, n)
+    deg[7] = 30                                  # a hub: its slice gets no row for a while
+    indptr = np.concatenate([[0], np.cumsum(deg)])
+    masks = [int(x) for x in rng.integers(0, 1 << 16, n)]
+    cfg, jobs, flags = _scheduler_bench(indptr, masks, F, take_every, slices=3)
+    per_row = _expected_jobs(indptr, masks, F, cfg.group_lanes)
+    assigned = [0, 0, 0]
+    expected = [[], [], []]
+    for v, js in per_row.items():
+        k = min(range(3), key=lambda i: (assigned[i], i))
+        expected[k] += js
+        assigned[k] += int(deg[v]) * len(js)
+    assert jobs == expected
+    assert all(jobs) and flags == {"err": 0, "done": 1}
 
 
 def test_job_scheduler_flags_decreasing_row_pointers():

@@ -1,0 +1,189 @@
+"""The S-SpMM accelerator on graphs larger than its buffers: tiles through HBM.
+
+:func:`estimate_graph` runs the cycle model (:func:`moagcn.sim.sspmm_model.estimate_rows`) on
+any graph, without feature values, in bounded memory.
+
+*Configurations without HBM* (``hbm_gb_per_s = 0``: every configuration that can be built) are
+fed by the host through the load streams, as the RTL is: a graph that does not fit is cut into
+the driver's row tiles (:func:`moagcn.core.tiling.plan_tiles`) and every tile loads, computes
+and streams out in turn, exactly what ``moagcn sspmm run`` simulates.
+
+*Configurations with HBM* (the ``paper`` preset; model only) tile the graph in two dimensions,
+output-stationary:
+
+- a *destination block* is a run of rows whose outputs fit half the output buffer;
+- each destination block meets the *source blocks*, runs of node ids whose feature rows fit half
+  the node buffer, in ascending order, so that every output element is still one sum in
+  ascending column order (the partial sums stay in the output buffer between source blocks);
+- a tile (destination block x source block) loads its column indices and row pointers (4 bytes
+  each) and the feature rows of the distinct sources its entries name (4 F bytes each), plus
+  the block's mask rows with its first tile; a block's outputs (its computed elements, 4 bytes
+  each) are written back after its last tile;
+- buffers are double-buffered (the halves above): a tile's loads overlap the previous tile's
+  compute, so the time is ``load_0 + sum_k max(compute_k, memory_{k+1}) + compute_last +
+  write-back_last``, and the job is ``memory``-bound when the HBM cycles exceed the compute
+  cycles.
+
+Rows are processed a destination block at a time, so beyond the graph itself the memory used
+is a block's entries, not the graph's.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from moagcn.core.counters import Counters
+from moagcn.core.tiling import plan_tiles
+from moagcn.errors import UserError
+from moagcn.hw.sspmm.config import SSpmmConfig
+
+from .sspmm_model import estimate_rows
+
+
+def unmasked_counts(n_rows: int, width: int, density: float | None, mask=None,
+                    seed: int = 0, block: int = 1 << 16) -> np.ndarray:
+    """Per row, the unmasked features: from ``mask`` (rows x width, read a block at a time, so
+    a memory-mapped .npy works) or drawn for a random mask of ``density``."""
+    if mask is not None:
+        out = np.empty(n_rows, dtype=np.int64)
+        for lo in range(0, n_rows, block):
+            out[lo:lo + block] = np.count_nonzero(np.asarray(mask[lo:lo + block]), axis=1)
+        return out
+    d = 1.0 if density is None else float(density)
+    if not 0.0 <= d <= 1.0:
+        raise UserError(f"--mask-density {density} must be in [0, 1]")
+    if d == 1.0:
+        return np.full(n_rows, width, dtype=np.int64)
+    return np.random.default_rng(seed).binomial(width, d, n_rows).astype(np.int64)
+
+
+def hbm_bytes_per_cycle(config: SSpmmConfig) -> float:
+    return config.hbm_gb_per_s * 1e9 / (config.clock_mhz * 1e6)
+
+
+def estimate_graph(indptr, indices, width: int, unmasked, config: SSpmmConfig,
+                   progress=None) -> dict:
+    """The cycle model of ``Z = (A H) ⊙ M`` on a graph of any size (see the module docstring).
+
+    ``unmasked``: per row, its unmasked features (:func:`unmasked_counts`). Returns the report's
+    figures: ``cycles_total``, ``cycles_compute``, ``cycles_memory``, ``cycles_output``,
+    ``work_adds``, ``adders``, ``utilization``, ``hbm_bytes``, ``bound``, ``time_s``,
+    ``tiles``.
+    """
+    indptr = np.asarray(indptr, dtype=np.int64)
+    n = indptr.size - 1
+    if width < 1:
+        raise UserError(f"--width {width} must be >= 1")
+    if width > config.max_feature_width:
+        raise UserError(f"--width {width} is wider than this configuration's buffers "
+                        f"(max_feature_width={config.max_feature_width}); set --param "
+                        f"max_feature_width={width} or more")
+    unmasked = np.minimum(np.asarray(unmasked, dtype=np.int64), width)
+    deg = np.diff(indptr)
+    work = int(np.dot(deg, unmasked))
+    if config.hbm_gb_per_s > 0:
+        r = _tiled_hbm(indptr, indices, width, unmasked, config, progress)
+    else:
+        r = _tiled_streams(indptr, indices, width, unmasked, config)
+    r["work_adds"] = work
+    r["adders"] = config.adders
+    r["utilization"] = work / (config.adders * r["cycles_total"]) if r["cycles_total"] else 0.0
+    r["time_s"] = r["cycles_total"] / (config.clock_mhz * 1e6)
+    return r
+
+
+def _tiled_streams(indptr, indices, width, unmasked, config: SSpmmConfig) -> dict:
+    """Row tiles fed by the load streams, one after another (what the RTL does)."""
+    from moagcn.sim.specs.sspmm import load_words
+    n = indptr.size - 1
+    limits_tiles = plan_tiles(indptr, np.asarray(indices, dtype=np.int64), n, n, width,
+                              _limits(config))
+    total = Counters()
+    words = 0
+    for t in limits_tiles:
+        r = t.rows_stop - t.rows_start
+        deg = np.zeros(t.size, dtype=np.int64)
+        um = np.zeros(t.size, dtype=np.int64)
+        deg[:r] = np.diff(t.indptr[:r + 1])
+        um[:r] = np.minimum(unmasked[t.rows_start:t.rows_stop], t.width)
+        c = estimate_rows(deg, um, int(t.indices.size), t.width, config)
+        total.add(c)
+        words += load_words(t.size, int(t.indices.size), t.width, config)
+    out_bytes = 4 * int(np.where(np.diff(indptr) > 0, unmasked, 0).sum())
+    return {"cycles_total": total.cycles_load + total.cycles_compute + total.cycles_output,
+            "cycles_compute": total.cycles_compute, "cycles_memory": total.cycles_load,
+            "cycles_output": total.cycles_output, "hbm_bytes": 4 * words + out_bytes,
+            "bound": "compute" if total.cycles_compute >= total.cycles_load else "memory",
+            "memory": "load streams (not overlapped with compute)",
+            "tiles": len(limits_tiles)}
+
+
+def _limits(config: SSpmmConfig):
+    from moagcn.core.tiling import TileLimits
+    return TileLimits(config.max_nodes, config.max_nodes, config.max_edges,
+                      config.max_feature_width, square=True)
+
+
+def _tiled_hbm(indptr, indices, width, unmasked, config: SSpmmConfig, progress) -> dict:
+    """Output-stationary 2-D tiles through HBM, double-buffered (module docstring)."""
+    n = indptr.size - 1
+    words = config.max_nodes * config.max_feature_width        # node (and output) buffer
+    half_rows = max(1, words // width // 2)                    # rows of one half, at this width
+    half_edges = max(1, config.max_edges // 2)
+    mask_bytes_per_row = -(-width // 8)
+    bpc = hbm_bytes_per_cycle(config)
+    n_src = -(-n // half_rows)
+    computes, memories, outs = [], [], []
+    hbm = 0
+    # destination blocks: rows whose outputs fit half the output buffer; a block's tiles must
+    # each fit half the index buffer, which a block of few rows always does unless one row
+    # alone has more entries than that (then its tile is cut by entries, see below)
+    starts = list(range(0, n, half_rows))
+    blocks = [(s, min(n, s + half_rows)) for s in starts]
+    steps = blocks if progress is None else progress(blocks)
+    for r0, r1 in steps:
+        lo, hi = int(indptr[r0]), int(indptr[r1])
+        rows = r1 - r0
+        cols = np.asarray(indices[lo:hi], dtype=np.int64)
+        src = cols // half_rows
+        row_of = np.repeat(np.arange(rows, dtype=np.int64), np.diff(indptr[r0:r1 + 1]))
+        deg_k = np.bincount(row_of * n_src + src, minlength=rows * n_src).reshape(rows, n_src)
+        edges_k = deg_k.sum(axis=0)
+        um = unmasked[r0:r1]
+        first = True
+        for k in np.flatnonzero(edges_k):
+            in_k = src == k
+            distinct = int(np.count_nonzero(np.bincount(cols[in_k] - k * half_rows,
+                                                        minlength=half_rows)))
+            e = int(edges_k[k])
+            # a tile with more entries than half the index buffer is loaded in pieces, each
+            # overlapped like a tile of its own: same bytes, same compute
+            pieces = -(-e // half_edges)
+            b = 4 * (e + (rows + 1) * pieces) + 4 * width * distinct
+            if first:
+                b += mask_bytes_per_row * rows
+                first = False
+            c = estimate_rows(deg_k[:, k], um, e, width, config)
+            computes.append(c.cycles_compute)
+            memories.append(b / bpc)
+            outs.append(0.0)
+            hbm += b
+        out_b = 4 * int(np.where(np.diff(indptr[r0:r1 + 1]) > 0, um, 0).sum())
+        if computes:
+            outs[-1] = out_b / bpc
+        hbm += out_b
+    if not computes:
+        return {"cycles_total": 0, "cycles_compute": 0, "cycles_memory": 0, "cycles_output": 0,
+                "hbm_bytes": 0, "bound": "compute", "tiles": 0,
+                "memory": "HBM, output-stationary 2-D tiles, double-buffered"}
+    # a tile's loads overlap the previous tile's compute (and a block's write-back the next
+    # tile's compute): the pipeline of the module docstring
+    mem = np.asarray(memories) + np.concatenate([[0.0], np.asarray(outs)[:-1]])
+    comp = np.asarray(computes, dtype=np.float64)
+    total = mem[0] + float(np.maximum(comp[:-1], mem[1:]).sum()) + comp[-1] + outs[-1]
+    return {"cycles_total": int(np.ceil(total)), "cycles_compute": int(comp.sum()),
+            "cycles_memory": int(np.ceil(mem.sum() + outs[-1])), "cycles_output": int(np.ceil(sum(outs))),
+            "hbm_bytes": int(hbm), "bound": "memory" if mem.sum() + outs[-1] > comp.sum() else "compute",
+            "tiles": len(computes), "hbm_bytes_per_cycle": bpc,
+            "memory": "HBM, output-stationary 2-D tiles, double-buffered",
+            "destination_blocks": len(blocks), "source_blocks": n_src, "tile_rows": half_rows}
