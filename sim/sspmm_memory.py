@@ -11,7 +11,7 @@ and streams out in turn, exactly what ``moagcn sspmm run`` simulates.
 *Configurations with HBM* (the ``paper`` preset; model only) tile the graph in two dimensions,
 output-stationary:
 
-- a *destination block* is a run of rows whose outputs fit half the output buffer;
+- a *destination block* is a run of rows whose outputs fill the output buffer;
 - each destination block meets the *source blocks*, runs of node ids whose feature rows fit half
   the node buffer, in ascending order, so that every output element is still one sum in
   ascending column order (the partial sums stay in the output buffer between source blocks);
@@ -19,10 +19,12 @@ output-stationary:
   each) and the feature rows of the distinct sources its entries name (4 F bytes each), plus
   the block's mask rows with its first tile; a block's outputs (its computed elements, 4 bytes
   each) are written back after its last tile;
-- buffers are double-buffered (the halves above): a tile's loads overlap the previous tile's
-  compute, so the time is ``load_0 + sum_k max(compute_k, memory_{k+1}) + compute_last +
-  write-back_last``, and the job is ``memory``-bound when the HBM cycles exceed the compute
-  cycles.
+- the node and index buffers are double-buffered (hence the halves): a tile's loads overlap the
+  previous tile's compute. The output buffer is not (a whole buffer per block halves the
+  feature reloads, which dominate the traffic): a block's write-back and the next block's first
+  loads come before that block computes. Per block, ``write-back_prev + load_0 + sum_k
+  max(compute_k, load_{k+1}) + compute_last``; the job is ``memory``-bound when its HBM cycles
+  exceed its compute cycles.
 
 Rows are processed a destination block at a time, so beyond the graph itself the memory used
 is a block's entries, not the graph's.
@@ -125,65 +127,66 @@ def _limits(config: SSpmmConfig):
 
 
 def _tiled_hbm(indptr, indices, width, unmasked, config: SSpmmConfig, progress) -> dict:
-    """Output-stationary 2-D tiles through HBM, double-buffered (module docstring)."""
+    """Output-stationary 2-D tiles through HBM (module docstring)."""
     n = indptr.size - 1
     words = config.max_nodes * config.max_feature_width        # node (and output) buffer
-    half_rows = max(1, words // width // 2)                    # rows of one half, at this width
+    dst_rows = max(1, words // width)                          # the whole output buffer
+    src_rows = max(1, words // width // 2)                     # half the node buffer
     half_edges = max(1, config.max_edges // 2)
     mask_bytes_per_row = -(-width // 8)
     bpc = hbm_bytes_per_cycle(config)
-    n_src = -(-n // half_rows)
-    computes, memories, outs = [], [], []
-    hbm = 0
-    # destination blocks: rows whose outputs fit half the output buffer; a block's tiles must
-    # each fit half the index buffer, which a block of few rows always does unless one row
-    # alone has more entries than that (then its tile is cut by entries, see below)
-    starts = list(range(0, n, half_rows))
-    blocks = [(s, min(n, s + half_rows)) for s in starts]
+    n_src = -(-n // src_rows)
+    blocks = [(s, min(n, s + dst_rows)) for s in range(0, n, dst_rows)]
     steps = blocks if progress is None else progress(blocks)
+    timeline = 0.0
+    comp_total = mem_total = out_total = 0.0
+    hbm = 0
+    tiles = 0
+    out_prev = 0.0
     for r0, r1 in steps:
         lo, hi = int(indptr[r0]), int(indptr[r1])
         rows = r1 - r0
         cols = np.asarray(indices[lo:hi], dtype=np.int64)
-        src = cols // half_rows
+        src = cols // src_rows
         row_of = np.repeat(np.arange(rows, dtype=np.int64), np.diff(indptr[r0:r1 + 1]))
         deg_k = np.bincount(row_of * n_src + src, minlength=rows * n_src).reshape(rows, n_src)
         edges_k = deg_k.sum(axis=0)
         um = unmasked[r0:r1]
-        first = True
-        for k in np.flatnonzero(edges_k):
-            in_k = src == k
-            distinct = int(np.count_nonzero(np.bincount(cols[in_k] - k * half_rows,
-                                                        minlength=half_rows)))
+        comps, mems = [], []
+        for j, k in enumerate(np.flatnonzero(edges_k)):
+            distinct = int(np.count_nonzero(np.bincount(cols[src == k] - k * src_rows,
+                                                        minlength=src_rows)))
             e = int(edges_k[k])
             # a tile with more entries than half the index buffer is loaded in pieces, each
-            # overlapped like a tile of its own: same bytes, same compute
+            # overlapped like a tile of its own: the same bytes and the same compute
             pieces = -(-e // half_edges)
             b = 4 * (e + (rows + 1) * pieces) + 4 * width * distinct
-            if first:
+            if j == 0:
                 b += mask_bytes_per_row * rows
-                first = False
-            c = estimate_rows(deg_k[:, k], um, e, width, config)
-            computes.append(c.cycles_compute)
-            memories.append(b / bpc)
-            outs.append(0.0)
+            comps.append(estimate_rows(deg_k[:, k], um, e, width, config).cycles_compute)
+            mems.append(b / bpc)
             hbm += b
         out_b = 4 * int(np.where(np.diff(indptr[r0:r1 + 1]) > 0, um, 0).sum())
-        if computes:
-            outs[-1] = out_b / bpc
         hbm += out_b
-    if not computes:
-        return {"cycles_total": 0, "cycles_compute": 0, "cycles_memory": 0, "cycles_output": 0,
-                "hbm_bytes": 0, "bound": "compute", "tiles": 0,
-                "memory": "HBM, output-stationary 2-D tiles, double-buffered"}
-    # a tile's loads overlap the previous tile's compute (and a block's write-back the next
-    # tile's compute): the pipeline of the module docstring
-    mem = np.asarray(memories) + np.concatenate([[0.0], np.asarray(outs)[:-1]])
-    comp = np.asarray(computes, dtype=np.float64)
-    total = mem[0] + float(np.maximum(comp[:-1], mem[1:]).sum()) + comp[-1] + outs[-1]
-    return {"cycles_total": int(np.ceil(total)), "cycles_compute": int(comp.sum()),
-            "cycles_memory": int(np.ceil(mem.sum() + outs[-1])), "cycles_output": int(np.ceil(sum(outs))),
-            "hbm_bytes": int(hbm), "bound": "memory" if mem.sum() + outs[-1] > comp.sum() else "compute",
-            "tiles": len(computes), "hbm_bytes_per_cycle": bpc,
-            "memory": "HBM, output-stationary 2-D tiles, double-buffered",
-            "destination_blocks": len(blocks), "source_blocks": n_src, "tile_rows": half_rows}
+        if not comps:
+            out_prev += out_b / bpc
+            continue
+        # the previous block's write-back and this block's first loads before any compute
+        # (the output buffer is not free before), then loads overlapped with compute
+        comp = np.asarray(comps, dtype=np.float64)
+        mem = np.asarray(mems)
+        timeline += out_prev + mem[0] + float(np.maximum(comp[:-1], mem[1:]).sum()) + comp[-1]
+        comp_total += comp.sum()
+        mem_total += mem.sum()
+        out_total += out_b / bpc
+        out_prev = out_b / bpc
+        tiles += len(comps)
+    timeline += out_prev
+    memory = mem_total + out_total
+    return {"cycles_total": int(np.ceil(timeline)), "cycles_compute": int(np.ceil(comp_total)),
+            "cycles_memory": int(np.ceil(memory)), "cycles_output": int(np.ceil(out_total)),
+            "hbm_bytes": int(hbm), "bound": "memory" if memory > comp_total else "compute",
+            "tiles": tiles, "hbm_bytes_per_cycle": bpc,
+            "memory": "HBM, output-stationary 2-D tiles, loads double-buffered",
+            "destination_blocks": len(blocks), "source_blocks": n_src,
+            "destination_rows": dst_rows, "source_rows": src_rows}

@@ -13,7 +13,13 @@ and reads ``fetch_rows`` rows per cycle. Hence
     cycles_compute ~ max(turns / G, rows fetched / fetch_rows, jobs bound at one per cycle,
                          max_v start(v) + deg(v) * L * ceil(passes_v / L))
                      + pipeline fill and drain
-    utilisation    = work_adds / (lanes * cycles_compute)
+    utilisation    = work_adds / (S * lanes * cycles_compute)
+
+With S slices the scheduler still walks one row per cycle (a row can start no earlier than its
+index), the row dispatcher's choice is replayed exactly (:func:`dispatch`: each row with work
+to the slice with the fewest turns assigned so far), each slice's rows are estimated as above
+with their own rates, and the job ends with the slowest slice (one more cycle of latency for
+the slice queues).
 
 The fourth term is the latency of a long row: a job takes one turn per ring period of L =
 ``adder_latency`` cycles, so a hub row of degree d needs d * L cycles however idle the other
@@ -101,40 +107,53 @@ def estimate_rows(deg, unmasked, n_edges: int, n_features: int,
     n = deg.size
     w = config.group_lanes
     jobs = np.where(deg > 0, -(-unmasked // w), 0)
+    # the scheduler walks every row, walk_rows per cycle, before any slice can take it
+    arrival = np.arange(n, dtype=np.int64) // config.walk_rows
+    row_deg, merges = deg, 0
+    if config.split_degree and deg.size and deg.max() > config.split_degree:
+        deg, jobs, arrival, merges = split_rows(deg, jobs, arrival, config.split_degree)
     turns = int(np.dot(deg, jobs))
     n_jobs = int(jobs.sum())
     passes = -(-jobs // config.groups)
     reads = int(np.dot(deg, passes))
-    # the scheduler walks every row, one per cycle, before any slice can take it
-    arrival = np.arange(n, dtype=np.int64)
-    import os
-    if os.environ.get("MOAGCN_MODEL") == "events":
-        lat = int(os.environ.get("MOAGCN_LAT", "3"))
-        one = lambda d, j, p, a: int(np.ceil(_slice_finish_events(d, j, a + lat, config)))  # noqa
-    else:
-        one = lambda d, j, p, a: _slice_issue(d, j, p, a, config)  # noqa
     if config.slices == 1:
-        issue = one(deg, jobs, passes, arrival)
+        issue = _slice_issue(deg, jobs, passes, arrival, config)
     else:
+        # each slice works on the rows the dispatcher gives it; its queue is deep enough that
+        # the dispatcher practically never waits (see hw/sspmm/scheduler.py)
         owner = dispatch(deg * jobs, config.slices)
-        issue = max((one(deg[rows], jobs[rows], passes[rows], arrival[rows])
+        issue = max((_slice_issue(deg[rows], jobs[rows], passes[rows], arrival[rows], config)
                      for rows in _rows_of(owner, config.slices)), default=0)
     # fill and drain: a row read's way to a local buffer, the wait for its context's turn
     # (half a ring on average), the buffer read, the adders, the write
     fill = (ISSUE_TO_ROOT + tree_depth(config.groups, config.tree_radix) + 1
             + config.adder_latency // 2 + FRONT_END_LATENCY + config.adder_latency + 1
             + (1 if config.slices > 1 else 0))        # the dispatcher's slice queues
-    compute = issue + (fill if n_jobs else 0) + 1
+    # merging a split row's pieces, in order: one add (L cycles) per further piece
+    merge = config.adder_latency * (merges - 1) if merges else 0
+    compute = issue + (fill if n_jobs else 0) + 1 + merge
     # the load streams fill in parallel, one beat per stream per cycle: the longest one counts
     lw = config.load_width
     load = max(-(-(n + 1) // lw), -(-n_edges // lw), n, n * -(-n_features // lw))
-    counts = np.where(deg > 0, unmasked, 0)
+    counts = np.where(row_deg > 0, unmasked, 0)
     # per row: read its element count, decide; then its beats
     output = 2 * n + int((-(-counts // config.lanes)).sum())
-    work = int(np.dot(deg, unmasked))
+    work = int(np.dot(row_deg, unmasked))
     return Counters(work_adds=work, cycles_load=load, cycles_compute=compute,
                     cycles_output=output, lanes=config.adders, clock_mhz=config.clock_mhz,
                     extra={"turns": turns, "jobs": n_jobs, "rows_fetched": reads})
+
+
+def split_rows(deg, jobs, arrival, split: int):
+    """Rows longer than ``split`` as pieces of at most ``split`` neighbours, in place of the row
+    (same jobs, same arrival); returns the per-piece arrays and the most pieces of one row."""
+    pieces = np.maximum(-(-deg // split), 1)
+    rep = np.repeat(np.arange(deg.size), pieces)
+    first = np.concatenate([[0], np.cumsum(pieces)[:-1]])
+    k = np.arange(rep.size) - np.repeat(first, pieces)          # piece index within its row
+    piece_deg = np.minimum(deg[rep] - k * split, split)
+    piece_deg = np.where(deg[rep] == 0, 0, piece_deg)
+    return piece_deg, jobs[rep], arrival[rep], int(pieces.max())
 
 
 def dispatch(turns, slices: int) -> np.ndarray:
@@ -187,81 +206,3 @@ def _slice_issue(deg, jobs, passes, arrival, config: SSpmmConfig) -> int:
                        np.maximum(before(jobs), arrival))
     return max(issue, int(np.ceil((start + row_time)[has].max())))
 
-
-def _slice_finish_events(deg, jobs, ready, config: SSpmmConfig) -> float:
-    """When one slice issues its last neighbour read: an event simulation of its passes.
-
-    Jobs are bound in order, one per cycle, each to a free context in a group its pass does not
-    use yet (preferring the group after the last one used); a row's consecutive jobs form
-    passes of up to G members. A closed pass reads its ``deg`` neighbours; the open passes
-    share the fetcher's R reads per cycle, each at most one read per turn gap of its contexts
-    (processor sharing with a cap). A pass's contexts are free again when its last entry is in
-    their local buffers.
-    """
-    import heapq
-    G, L, R = config.groups, config.adder_latency, config.fetch_rows
-    cap = min(1.0, 1.0 / turn_gap(config))
-    release = ISSUE_TO_ROOT + tree_depth(G, config.tree_radix) + 1
-    free = [[0.0] * L for _ in range(G)]          # per group: free times of its contexts
-    active: list = []                             # (virtual finish, seq, groups)
-    state = {"T": 0.0, "V": 0.0, "last": 0.0}
-    seq = 0
-
-    def rate(n):
-        return min(cap, R / n) if n else 0.0
-
-    def advance(t):
-        T, V = state["T"], state["V"]
-        while active:
-            vmin, _, groups = active[0]
-            dt = (vmin - V) / rate(len(active))
-            if T + dt > t:
-                break
-            T += dt
-            V = vmin
-            heapq.heappop(active)
-            for g in groups:
-                heapq.heappush(free[g], T + release)
-            state["last"] = T
-        if active and t > T:
-            V += rate(len(active)) * (t - T)
-        state["T"], state["V"] = max(T, t), V
-
-    def next_departure():
-        if not active:
-            return None
-        return state["T"] + (active[0][0] - state["V"]) / rate(len(active))
-
-    t = 0.0
-    next_group = 0
-    for d, j, r in zip(deg.tolist(), jobs.tolist(), ready.tolist()):
-        if j <= 0:
-            continue
-        t = max(t, float(r))
-        left = j
-        while left > 0:
-            k = min(G, left)
-            used: list[int] = []
-            for _ in range(k):
-                while True:
-                    advance(t)
-                    order = [(next_group + i) % G for i in range(G)]
-                    allowed = [g for g in order if g not in used]
-                    pick = next((g for g in allowed if free[g] and free[g][0] <= t), None)
-                    if pick is not None:
-                        heapq.heappop(free[pick])
-                        used.append(pick)
-                        next_group = (pick + 1) % G
-                        t += 1.0
-                        break
-                    waits = [free[g][0] for g in allowed if free[g]]
-                    nd = next_departure()
-                    if nd is not None:
-                        waits.append(nd + release)
-                    t = max(t, float(np.ceil(min(waits))))
-            advance(t)
-            seq += 1
-            heapq.heappush(active, (state["V"] + d, seq, used))
-            left -= k
-    advance(float("inf"))
-    return state["last"]

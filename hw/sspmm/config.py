@@ -56,6 +56,16 @@ class SSpmmConfig:
         reduction of the current one.
     clock_mhz : float
         Clock used to turn cycles into time in reports.
+    walk_rows : int
+        Rows the scheduler walks per cycle. The RTL walks one; more is a model-only assumption
+        for configurations far larger than can be built (hundreds of slices need rows faster
+        than one per cycle).
+    split_degree : int
+        0: a row is one sum, however long (bit for bit the golden model's order). > 0 (model
+        only): a row with more neighbours is cut into pieces of at most this many, dispatched
+        like rows of their own (so a hub's latency spreads over slices), and the reduction
+        network adds the pieces' sums in order; the golden model follows the same order (see
+        :func:`moagcn.sim.golden.sspmm.sspmm`).
     hbm_gb_per_s : float
         Bandwidth of an HBM that feeds the buffers, double-buffered against compute, for
         graphs larger than the buffers (see :mod:`moagcn.sim.sspmm_memory`); 0 (every
@@ -77,6 +87,8 @@ class SSpmmConfig:
     tree_radix: int = 2
     local_depth: int = 4
     clock_mhz: float = 200.0
+    walk_rows: int = 1
+    split_degree: int = 0
     hbm_gb_per_s: float = 0.0
     simulate: bool = True
 
@@ -109,6 +121,17 @@ class SSpmmConfig:
             raise ValueError(f"local_depth={self.local_depth} must be a power of two >= 2")
         if not self.clock_mhz > 0:
             raise ValueError(f"clock_mhz={self.clock_mhz} must be > 0")
+        if self.walk_rows < 1:
+            raise ValueError(f"walk_rows={self.walk_rows} must be >= 1")
+        if self.walk_rows > 1 and self.simulate:
+            raise ValueError(f"walk_rows={self.walk_rows}: the RTL's scheduler walks one row per "
+                             "cycle; more is for the cycle model only (simulate=False)")
+        if self.split_degree < 0:
+            raise ValueError(f"split_degree={self.split_degree} must be >= 0 (0: never split)")
+        if self.split_degree and self.simulate:
+            raise ValueError(f"split_degree={self.split_degree}: the RTL sums a row in one job "
+                             "context; splitting rows is for the cycle model only "
+                             "(simulate=False)")
         if self.hbm_gb_per_s < 0:
             raise ValueError(f"hbm_gb_per_s={self.hbm_gb_per_s} must be >= 0 (0: no HBM)")
         if self.hbm_gb_per_s > 0 and self.simulate:
@@ -138,11 +161,15 @@ PRESETS = {
     # four slices of P = 8: the smallest multi-slice accelerator worth simulating
     "multi": SSpmmConfig(slices=4, lanes=8, groups=2),
     # MixGCN Sec. 4.1: 16,384 adders at 500 MHz (512 slices of P = 32); 32 MB node, output and
-    # index buffers, 4 MB mask buffer, 1024 GB/s HBM (= 512 words per 500 MHz cycle).
+    # index buffers, 4 MB mask buffer, 1024 GB/s HBM (= 512 words per 500 MHz cycle). The paper
+    # does not describe its scheduler; 512 slices need rows faster than one per cycle, so this
+    # preset assumes one that walks 8, and splits hub rows into pieces of 256 neighbours (a
+    # 20,000-neighbour row would otherwise take 140,000 cycles in one context); docs/sspmm.md
+    # gives the figures without either.
     "paper": SSpmmConfig(slices=512, lanes=32, groups=1, max_feature_width=256,
                          max_nodes=(32 << 20) // (4 * 256), max_edges=(32 << 20) // 4,
-                         adder_latency=7, load_width=512, clock_mhz=500.0, hbm_gb_per_s=1024.0,
-                         simulate=False),
+                         adder_latency=7, load_width=512, clock_mhz=500.0, walk_rows=8,
+                         split_degree=256, hbm_gb_per_s=1024.0, simulate=False),
 }
 
 #: adders of the paper's configuration

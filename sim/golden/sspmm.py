@@ -31,13 +31,21 @@ def normalise_mask(mask, shape) -> np.ndarray:
     return np.asarray(mask).astype(bool, copy=False)
 
 
-def sspmm(indptr, indices, H, mask=None) -> np.ndarray:
-    """Bit-exact ``Z = (A H) ⊙ M`` (float32, N x F); see the module docstring for the order."""
+def sspmm(indptr, indices, H, mask=None, split: int = 0) -> np.ndarray:
+    """Bit-exact ``Z = (A H) ⊙ M`` (float32, N x F); see the module docstring for the order.
+
+    ``split`` > 0 (a model-only configuration, ``SSpmmConfig.split_degree``): a row with more
+    than ``split`` neighbours is summed in pieces of ``split`` consecutive neighbours (in the
+    ascending order above), each piece from ``+0``, and the pieces' sums are added in order:
+    ``((p0 + p1) + p2) + ...``."""
     indptr = np.asarray(indptr, dtype=np.int64)
     H = np.ascontiguousarray(H, dtype=np.float32)
     n = indptr.size - 1
     mask = normalise_mask(mask, (n, H.shape[1]))
     cols = sort_rows(indptr, indices)
+    deg = np.diff(indptr)
+    if split and n and deg.max() > split:
+        return _split_sspmm(indptr, cols, H, mask, split)
     # scipy's CSR x dense kernel (csr_matvecs) computes each output row as y = +0, then
     # y += 1.0 * H[u] for the row's stored entries in order: with the columns sorted (stably)
     # that is exactly the sequential binary32 sum above (1.0 * x is exact, so a fused
@@ -48,6 +56,33 @@ def sspmm(indptr, indices, H, mask=None) -> np.ndarray:
     with np.errstate(all="ignore"):
         acc = np.asarray(A @ H, dtype=np.float32).reshape(n, H.shape[1])
     acc[~mask] = 0.0                      # masked elements are +0 (never inf * 0 = NaN)
+    nan = np.isnan(acc)
+    if nan.any():
+        acc[nan] = as_float(CANONICAL_NAN)
+    return acc
+
+
+def _split_sspmm(indptr, cols, H, mask, split: int) -> np.ndarray:
+    """:func:`sspmm` with rows cut into pieces of ``split`` neighbours (sorted ``cols``)."""
+    n = indptr.size - 1
+    deg = np.diff(indptr)
+    pieces = np.maximum(-(-deg // split), 1)
+    # piece rows: piece k of row v holds its neighbours k*split .. (k+1)*split - 1
+    rep = np.repeat(np.arange(n), pieces)
+    first = np.concatenate([[0], np.cumsum(pieces)[:-1]])
+    k = np.arange(rep.size) - np.repeat(first, pieces)
+    start = indptr[rep] + k * split
+    stop = np.minimum(start + split, indptr[rep + 1])
+    piece_ptr = np.concatenate([[0], np.cumsum(np.maximum(stop - start, 0))])
+    A = sp.csr_matrix((np.ones(cols.size, dtype=np.float32), cols, piece_ptr),
+                      shape=(rep.size, H.shape[0]))
+    with np.errstate(all="ignore"):
+        part = np.asarray(A @ H, dtype=np.float32)
+        acc = part[first].copy()
+        for j in range(1, int(pieces.max())):
+            more = np.flatnonzero(pieces > j)
+            acc[more] += part[first[more] + j]
+    acc[~mask] = 0.0
     nan = np.isnan(acc)
     if nan.any():
         acc[nan] = as_float(CANONICAL_NAN)

@@ -155,7 +155,7 @@ class SSpmmSpec(AcceleratorSpec):
     # -- models ---------------------------------------------------------------------------------
 
     def golden(self, job: SSpmmJob, config) -> np.ndarray:
-        return golden.sspmm(job.indptr, job.indices, job.H, job.M)
+        return golden.sspmm(job.indptr, job.indices, job.H, job.M, split=config.split_degree)
 
     def cycles(self, job: SSpmmJob, config: SSpmmConfig) -> Counters:
         deg = np.diff(np.asarray(job.indptr, dtype=np.int64))

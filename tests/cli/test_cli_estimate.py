@@ -30,16 +30,16 @@ def test_graph_synth_has_the_dataset_shape(orkut_like):
     assert info["max_degree"] == deg.max()
 
 
-def hbm_reference(indptr, indices, width, unmasked, half_rows):
+def hbm_reference(indptr, indices, width, unmasked, dst_rows, src_rows):
     """Bytes of the output-stationary 2-D tiling, entry by entry with Python sets."""
     n = len(indptr) - 1
     total = 0
-    for r0 in range(0, n, half_rows):
-        r1 = min(n, r0 + half_rows)
+    for r0 in range(0, n, dst_rows):
+        r1 = min(n, r0 + dst_rows)
         per_src = {}
         for v in range(r0, r1):
             for u in indices[indptr[v]:indptr[v + 1]]:
-                per_src.setdefault(int(u) // half_rows, []).append(int(u))
+                per_src.setdefault(int(u) // src_rows, []).append(int(u))
         for k, (src, cols) in enumerate(sorted(per_src.items())):
             total += 4 * (len(cols) + (r1 - r0 + 1)) + 4 * width * len(set(cols))
             if k == 0:
@@ -58,15 +58,15 @@ def test_estimate_tiles_through_hbm_as_documented(tmp_path):
     np.savez(tmp_path / "g.npz", indptr=indptr, indices=indices)
     M = rng.random((n, width)) < 0.5
     np.save(tmp_path / "m.npy", M)
-    # the paper's accelerator with small buffers: 2-D tiles of 16 x 128 / 24 / 2 = 42 rows
+    # the paper's accelerator with small buffers: blocks of 16 x 128 / 24 = 85 destination
+    # rows and 42 source rows (half the node buffer)
     out = moagcn("sspmm", "estimate", "--graph", tmp_path / "g.npz", "--width", width,
                  "--mask", tmp_path / "m.npy", "--preset", "paper", "--param", "max_nodes=16",
                  "--param", "max_feature_width=128", "--report", tmp_path / "r.json", "--quiet")
     assert out.returncode == 0, out.stderr
     r = json.loads((tmp_path / "r.json").read_text())
-    half = 16 * 128 // width // 2
-    assert r["tile_rows"] == half and r["tiles"] > 20
-    assert r["hbm_bytes"] == hbm_reference(indptr, indices, width, M.sum(1), half)
+    assert r["destination_rows"] == 85 and r["source_rows"] == 42 and r["tiles"] > 20
+    assert r["hbm_bytes"] == hbm_reference(indptr, indices, width, M.sum(1), 85, 42)
     assert r["work_adds"] == int(np.dot(deg, M.sum(1)))
     assert r["utilization"] == pytest.approx(r["work_adds"] / (16384 * r["cycles_total"]))
     assert r["bound"] in ("compute", "memory")

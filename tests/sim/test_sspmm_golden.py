@@ -84,3 +84,31 @@ def test_golden_order_holds_on_adversarial_values():
     assert np.array_equal(np.isnan(Z), nan)
     assert np.all(Z.view(np.uint32)[nan] == 0x7FC00000)
     assert np.array_equal(Z.view(np.uint32)[~nan], ref.view(np.uint32)[~nan])
+
+
+def test_split_rows_are_summed_in_pieces_then_folded():
+    """``split``: each row's sorted neighbours in pieces of ``split``, every piece from +0, the
+    pieces added in order; rows no longer than ``split`` are unchanged."""
+    indptr, indices, H, M = power_law_job(60, 5, 4, hub=45)
+    split = 4
+    Z = sspmm(indptr, indices, H, M, split=split)
+    ref = np.zeros_like(H)
+    for v in range(60):
+        cols = sorted(indices[indptr[v]:indptr[v + 1]])
+        for f in range(5):
+            if not M[v, f]:
+                continue
+            sums = []
+            for p in range(0, len(cols), split):
+                acc = np.float32(0.0)
+                for u in cols[p:p + split]:
+                    acc = np.float32(acc + H[u, f])
+                sums.append(acc)
+            total = sums[0] if sums else np.float32(0.0)
+            for s in sums[1:]:
+                total = np.float32(total + s)
+            ref[v, f] = total
+    assert np.array_equal(Z.view(np.uint32), ref.view(np.uint32))
+    assert not np.array_equal(Z.view(np.uint32), sspmm(indptr, indices, H, M).view(np.uint32))
+    short = np.diff(indptr) <= split
+    assert np.array_equal(Z[short].view(np.uint32), sspmm(indptr, indices, H, M)[short].view(np.uint32))
