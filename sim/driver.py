@@ -72,7 +72,8 @@ class Driver:
                                 f"{', '.join(SIMULATORS)}")
             if not spec.simulable(config):
                 raise UserError(f"this {spec.name} configuration is for the cycle model only "
-                                "(too large to simulate); use --device model or another preset")
+                                "(too large to simulate); use --device model, another preset, "
+                                f"or `moagcn {spec.name} estimate` for the cycles alone")
         self.spec = spec
         self.config = config
         self.device = device

@@ -1,7 +1,9 @@
 """The S-SpMM cycle model against the RTL over slices and lanes.
 
 ``moagcn bench sspmm-model [--slices 1,2,4,8] [--lanes 4,8,16] [--nodes 1200] [--seed 0]
-[--simulator verilator] [--out DIR]`` builds the default preset with every (S, P) pair, runs
+[--simulator verilator] [--out DIR]`` builds the default preset's buffers with every (S, P)
+pair (two groups, one node-buffer read per slice and cycle, so that P = 4 has two lanes per
+group and the design stays small enough to build 12 times), runs
 held-out-style jobs on its RTL and on the cycle model, and prints the error of each counter:
 
 - a power-law graph with a hub row, 10 % isolated rows, self loops and duplicate indices, a
@@ -95,7 +97,7 @@ def table(slices, lanes, nodes: int, seed: int, simulator: str) -> list[dict]:
     cases = [(S, P, j) for S in slices for P in lanes for j in jobs(nodes, P)]
     for k, (S, P, (name, n, F, degree, density)) in enumerate(cases):
         print(f"[{k + 1}/{len(cases)}] S={S} P={P}: {name}", file=sys.stderr, flush=True)
-        cfg = preset("default", slices=S, lanes=P)
+        cfg = preset("default", slices=S, lanes=P, groups=2, fetch_rows=1)
         indptr, indices, H, M = held_out_job(n, F, degree, density, seed + k % 3)
         rtl = _rtl_counters(cfg, f"{n}/{F}/{degree}/{density}/{seed + k % 3}", indptr, indices,
                             H, M, simulator)

@@ -77,13 +77,13 @@ class SSpmmConfig:
 
     slices: int = 1
     lanes: int = 16
-    groups: int = 2
+    groups: int = 4
     max_feature_width: int = 64
     max_nodes: int = 4096
     max_edges: int = 65536
     adder_latency: int = 7
     load_width: int = 4
-    fetch_rows: int = 1
+    fetch_rows: int = 2
     tree_radix: int = 2
     local_depth: int = 4
     clock_mhz: float = 200.0
@@ -156,17 +156,17 @@ class SSpmmConfig:
 
 PRESETS = {
     "tiny": SSpmmConfig(lanes=4, groups=2, max_feature_width=16, max_nodes=256, max_edges=4096,
-                        adder_latency=3, load_width=2),
+                        adder_latency=3, load_width=2, fetch_rows=1),
     "default": SSpmmConfig(),
     # four slices of P = 8: the smallest multi-slice accelerator worth simulating
-    "multi": SSpmmConfig(slices=4, lanes=8, groups=2),
+    "multi": SSpmmConfig(slices=4, lanes=8, groups=2, fetch_rows=1),
     # MixGCN Sec. 4.1: 16,384 adders at 500 MHz (512 slices of P = 32); 32 MB node, output and
     # index buffers, 4 MB mask buffer, 1024 GB/s HBM (= 512 words per 500 MHz cycle). The paper
     # does not describe its scheduler; 512 slices need rows faster than one per cycle, so this
     # preset assumes one that walks 8, and splits hub rows into pieces of 256 neighbours (a
     # 20,000-neighbour row would otherwise take 140,000 cycles in one context); docs/sspmm.md
     # gives the figures without either.
-    "paper": SSpmmConfig(slices=512, lanes=32, groups=1, max_feature_width=256,
+    "paper": SSpmmConfig(slices=512, lanes=32, groups=1, fetch_rows=1, max_feature_width=256,
                          max_nodes=(32 << 20) // (4 * 256), max_edges=(32 << 20) // 4,
                          adder_latency=7, load_width=512, clock_mhz=500.0, walk_rows=8,
                          split_degree=256, hbm_gb_per_s=1024.0, simulate=False),
