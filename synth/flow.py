@@ -16,6 +16,7 @@ an iCE40 run needs the ports to fit the package.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -73,11 +74,34 @@ def _tool(name: str) -> str:
     return found
 
 
-def _run(cmd: list[str], log: Path, what: str) -> None:
+_UTIL_LINE = re.compile(r"^Info:\s+(\w+):\s+(\d+)/\s*(\d+)\s+(\d+)%")
+
+
+def overfull(log_text: str) -> list[tuple[str, int, int]]:
+    """The resources a nextpnr log's device utilisation lists above 100 %: (name, used,
+    available)."""
+    over = []
+    for line in log_text.splitlines():
+        match = _UTIL_LINE.match(line.strip() if line.startswith("Info:") else line)
+        if match:
+            name, used, avail = match.group(1), int(match.group(2)), int(match.group(3))
+            if used > avail and (name, used, avail) not in over:
+                over.append((name, used, avail))
+    return over
+
+
+def _run(cmd: list[str], log: Path, what: str, device: str = "") -> None:
     with open(log, "w") as fh:
         proc = subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT, cwd=log.parent)
     if proc.returncode != 0:
-        tail = "\n".join(log.read_text().splitlines()[-15:])
+        text = log.read_text()
+        over = overfull(text)
+        if over:
+            parts = ", ".join(f"{name} {used:,} of {avail:,} ({100 * used / avail:.0f} %)"
+                              for name, used, avail in over)
+            raise UserError(f"the design does not fit {device}: it needs {parts}; use a smaller "
+                            f"configuration (see {log})")
+        tail = "\n".join(text.splitlines()[-15:])
         raise UserError(f"{what} failed (exit {proc.returncode}); see {log}:\n{tail}")
 
 
@@ -113,7 +137,7 @@ def synthesize(design, config, target_name: str, out_dir: Path, seed: int = 1,
            "--seed", str(seed), "--timing-allow-fail"]
     if target.family == "ecp5":
         cmd.append("--out-of-context")
-    _run(cmd, out_dir / "nextpnr.log", "nextpnr")
+    _run(cmd, out_dir / "nextpnr.log", "nextpnr", target.name)
     pnr = json.loads((out_dir / "nextpnr.json").read_text())
     t2 = time.perf_counter()
 

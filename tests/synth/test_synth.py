@@ -30,3 +30,18 @@ def test_synth_ecp5_report(tmp_path):
 def test_unknown_target(tmp_path):
     with pytest.raises(UserError, match="unknown target"):
         synthesize(get_design("fp32-add"), None, "xc7a35t", tmp_path)
+
+
+def test_a_design_that_does_not_fit_is_named_with_its_overflow():
+    """nextpnr's utilisation lines above 100 % become the error's figures (the log excerpt is
+    nextpnr's format for an ECP5 run that did not place)."""
+    from moagcn.synth.flow import overfull
+    log = """Info: Device utilisation:
+Info:             TRELLIS_IO:       0/    365     0%
+Info:           TRELLIS_COMB:  263615/  83640   315%
+Info:            TRELLIS_FF:    4137/  83640     4%
+Info:                 DP16KD:      32/    208    15%
+ERROR: Unable to place cell 'x', no BELs remaining to implement cell type 'TRELLIS_COMB'
+"""
+    assert overfull(log) == [("TRELLIS_COMB", 263615, 83640)]
+    assert overfull(log.replace("263615", "83000")) == []
