@@ -96,34 +96,25 @@ def estimate_graph(indptr, indices, width: int, unmasked, config: SSpmmConfig,
 
 def _tiled_streams(indptr, indices, width, unmasked, config: SSpmmConfig) -> dict:
     """Row tiles fed by the load streams, one after another (what the RTL does)."""
-    from moagcn.sim.specs.sspmm import load_words
+    from moagcn.sim.specs.sspmm import SPEC, load_words
     n = indptr.size - 1
-    limits_tiles = plan_tiles(indptr, np.asarray(indices, dtype=np.int64), n, n, width,
-                              _limits(config))
+    tiles = plan_tiles(indptr, np.asarray(indices, dtype=np.int64), n, n, width,
+                       SPEC.limits(config))
     total = Counters()
     words = 0
-    for t in limits_tiles:
-        r = t.rows_stop - t.rows_start
-        deg = np.zeros(t.size, dtype=np.int64)
-        um = np.zeros(t.size, dtype=np.int64)
-        deg[:r] = np.diff(t.indptr[:r + 1])
-        um[:r] = np.minimum(unmasked[t.rows_start:t.rows_stop], t.width)
-        c = estimate_rows(deg, um, int(t.indices.size), t.width, config)
-        total.add(c)
-        words += load_words(t.size, int(t.indices.size), t.width, config)
+    for t in tiles:
+        deg = np.diff(t.indptr)
+        um = np.minimum(unmasked[t.rows_start:t.rows_stop], t.width)
+        k = int(t.cols.size)
+        total.add(estimate_rows(deg, um, int(t.indices.size), t.width, config, n_cols=k))
+        words += load_words(deg.size, int(t.indices.size), t.width, config, k)
     out_bytes = 4 * int(np.where(np.diff(indptr) > 0, unmasked, 0).sum())
     return {"cycles_total": total.cycles_load + total.cycles_compute + total.cycles_output,
             "cycles_compute": total.cycles_compute, "cycles_memory": total.cycles_load,
             "cycles_output": total.cycles_output, "hbm_bytes": 4 * words + out_bytes,
             "bound": "compute" if total.cycles_compute >= total.cycles_load else "memory",
             "memory": "load streams (not overlapped with compute)",
-            "tiles": len(limits_tiles)}
-
-
-def _limits(config: SSpmmConfig):
-    from moagcn.core.tiling import TileLimits
-    return TileLimits(config.max_nodes, config.max_nodes, config.max_edges,
-                      config.max_feature_width, square=True)
+            "tiles": len(tiles)}
 
 
 def _tiled_hbm(indptr, indices, width, unmasked, config: SSpmmConfig, progress) -> dict:

@@ -85,8 +85,10 @@ def turn_gap(config: SSpmmConfig) -> float:
     return max(D * L, -(-round_trip // L) * L) / D
 
 
-def estimate(indptr, mask, n_features: int, config: SSpmmConfig) -> Counters:
-    """Predicted cycles of a job that fits ``config`` (mask ``None``: all ones).
+def estimate(indptr, mask, n_features: int, config: SSpmmConfig,
+             n_cols: int | None = None) -> Counters:
+    """Predicted cycles of a job that fits ``config`` (mask ``None``: all ones); ``n_cols``: the
+    feature rows loaded (default: as many as rows, a square job).
 
     Load, compute and output cycles and the work; ``extra`` holds the model's ``turns``,
     ``jobs`` and ``rows_fetched`` (the last equals the RTL's counter exactly).
@@ -94,11 +96,12 @@ def estimate(indptr, mask, n_features: int, config: SSpmmConfig) -> Counters:
     indptr = np.asarray(indptr, dtype=np.int64)
     n = indptr.size - 1
     mask = normalise_mask(mask, (n, n_features))
-    return estimate_rows(degrees(indptr), mask.sum(axis=1), int(indptr[-1]), n_features, config)
+    return estimate_rows(degrees(indptr), mask.sum(axis=1), int(indptr[-1]), n_features, config,
+                         n_cols=n_cols)
 
 
 def estimate_rows(deg, unmasked, n_edges: int, n_features: int,
-                  config: SSpmmConfig) -> Counters:
+                  config: SSpmmConfig, n_cols: int | None = None) -> Counters:
     """:func:`estimate` from per-row figures: the degrees and the unmasked features (below
     ``n_features``) of the job's rows, and its stored entries. Tiles are estimated from slices
     of the whole job's figures, without copying their masks."""
@@ -134,7 +137,8 @@ def estimate_rows(deg, unmasked, n_edges: int, n_features: int,
     compute = issue + (fill if n_jobs else 0) + 1 + merge
     # the load streams fill in parallel, one beat per stream per cycle: the longest one counts
     lw = config.load_width
-    load = max(-(-(n + 1) // lw), -(-n_edges // lw), n, n * -(-n_features // lw))
+    k = n if n_cols is None else n_cols
+    load = max(-(-(n + 1) // lw), -(-n_edges // lw), n, k * -(-n_features // lw))
     counts = np.where(row_deg > 0, unmasked, 0)
     # per row: read its element count, decide; then its beats
     output = 2 * n + int((-(-counts // config.lanes)).sum())

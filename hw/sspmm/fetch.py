@@ -390,7 +390,7 @@ class NeighbourFetcher(wiring.Component):
     run, clear : In(1)
         Work (the accelerator is computing); drop every pass, binding and packet (start).
     n_rows : In
-        Rows of the job, for the column-index check.
+        Feature rows of the job (columns of A), for the column-index check.
     bind_valid, bind_group, bind_slot, bind_job : Out
         Context ``bind_slot`` of group ``bind_group`` takes ``bind_job``.
     reserve : Out(contexts)

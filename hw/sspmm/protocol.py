@@ -8,8 +8,9 @@ from __future__ import annotations
 STREAMS = ("indptr_in", "indices_in", "mask_in", "feat_in")
 #: the output stream (compressed rows of Z, ``lanes`` words per beat)
 OUTPUT = "out"
-#: job scalars set before ``start``
-SCALARS = ("n_rows", "n_features")
+#: job scalars set before ``start``: rows of A (and Z), columns of A (= rows of H loaded in the
+#: node buffer), features
+SCALARS = ("n_rows", "n_cols", "n_features")
 COUNTER_BITS = 32
 #: status counters of the top level (``cycles_total`` = compute + output in the hardware)
 COUNTERS = ("cycles_total", "cycles_load", "cycles_compute", "cycles_output",

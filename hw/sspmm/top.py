@@ -44,13 +44,15 @@ class SSpmmAccelerator(wiring.Component):
         ``n_features``, in feature order; none for a row without neighbours) in ``ceil(k /
         lanes)`` beats, the last one zero-padded. Masked elements are +0 and never move; the
         host, which has the mask, puts the words back in place.
-    n_rows, n_features, start : In
-        Job size (sampled at ``start``; ``n_features`` also sets the feature-row beats while
-        loading), and the start pulse.
+    n_rows, n_cols, n_features, start : In
+        Job size: rows of A and Z, columns of A (the feature rows loaded; a column index must
+        be below it), features (sampled at ``start``; ``n_features`` also sets the feature-row
+        beats while loading), and the start pulse. A tile of a larger job has only its output
+        rows and the feature rows its entries name: no padding rows.
     busy, done : Out(1)
         Computing or streaming out; finished (also after an error).
     err_index, err_indptr : Out(1)
-        A column index was >= n_rows; a row pointer decreased or went past the loaded indices.
+        A column index was >= n_cols; a row pointer decreased or went past the loaded indices.
     cycles_total, cycles_load, cycles_compute, cycles_output : Out(32)
         Cycles from start to done; cycles with a load transfer; aggregation; output streaming.
     stall_no_job, stall_no_context, stall_output : Out(32)
@@ -81,6 +83,7 @@ class SSpmmAccelerator(wiring.Component):
             "feat_in": In(stream.Signature(32 * config.load_width)),
             "out": Out(stream.Signature(32 * config.lanes)),
             "n_rows": In(w["row"] + 1),
+            "n_cols": In(w["row"] + 1),
             "n_features": In(range(F + 1)),
             "start": In(1),
             "busy": Out(1),
@@ -105,10 +108,12 @@ class SSpmmAccelerator(wiring.Component):
         n_edges, load_transfer = self._load(m, buf, loading)
         # -- job size, sampled at start ----------------------------------------------------------
         n_rows = Signal.like(self.n_rows)
+        n_cols = Signal.like(self.n_cols)
         n_features = Signal.like(self.n_features)
         with m.If(start):
-            m.d.sync += [n_rows.eq(self.n_rows), n_features.eq(self.n_features)]
-        engine = self._engine(m, buf, start, running, n_rows, n_features, n_edges)
+            m.d.sync += [n_rows.eq(self.n_rows), n_cols.eq(self.n_cols),
+                         n_features.eq(self.n_features)]
+        engine = self._engine(m, buf, start, running, n_rows, n_cols, n_features, n_edges)
 
         # -- output stream: each row's computed elements only, compressed ----------------------
         m.d.comb += output.n_rows.eq(n_rows)
@@ -186,7 +191,7 @@ class SSpmmAccelerator(wiring.Component):
         load_transfer = Cat(*[p.valid & loading for p in streams]).any()
         return loaders["index_load"][0].count, load_transfer
 
-    def _engine(self, m: Module, buf: "_Buffers", start, running, n_rows, n_features,
+    def _engine(self, m: Module, buf: "_Buffers", start, running, n_rows, n_cols, n_features,
                 n_edges) -> "_Engine":
         """The scheduler, the row dispatcher and the slices (job emitter, neighbour fetcher,
         aggregation groups), on the buffers."""
@@ -215,12 +220,12 @@ class SSpmmAccelerator(wiring.Component):
             wiring.connect(m, sched.rows, dispatcher.rows)
             m.d.comb += dispatcher.start.eq(start)
             row_streams = list(dispatcher.slice_rows)
-        slices = [self._slice(m, k, rows, buf, work, clear, running, n_rows)
+        slices = [self._slice(m, k, rows, buf, work, clear, running, n_cols)
                   for k, rows in enumerate(row_streams)]
         return _Engine(sched, dispatcher, slices)
 
     def _slice(self, m: Module, k: int, rows, buf: "_Buffers", work, clear, running,
-               n_rows) -> "_Slice":
+               n_cols) -> "_Slice":
         """Slice ``k``: its job emitter on its row stream, its fetcher on its read ports of
         the index and node buffers, its groups on its write ports of the output buffer."""
         cfg = self.config
@@ -231,7 +236,7 @@ class SSpmmAccelerator(wiring.Component):
         m.submodules[f"fetcher{tag}"] = fetcher = NeighbourFetcher(cfg)
         m.d.comb += [fetcher.job.eq(emitter.job), fetcher.job_valid.eq(emitter.job_valid),
                      emitter.job_taken.eq(fetcher.job_taken), fetcher.run.eq(work),
-                     fetcher.clear.eq(clear), fetcher.n_rows.eq(n_rows)]
+                     fetcher.clear.eq(clear), fetcher.n_rows.eq(n_cols)]
         for j in range(R):
             port = k * R + j
             index_read = WordReader(LW, len(fetcher.idx[j].addr), buf.index.addr_bits)

@@ -50,12 +50,15 @@ def pack_beats(words: np.ndarray, per_beat: int) -> np.ndarray:
     return out.reshape(-1, per_beat)
 
 
-def load_words(n: int, nnz: int, n_features: int, config: SSpmmConfig) -> int:
-    """32-bit words the load streams carry for a square job of ``n`` rows (padding included)."""
+def load_words(n: int, nnz: int, n_features: int, config: SSpmmConfig,
+               n_cols: int | None = None) -> int:
+    """32-bit words the load streams carry for a job of ``n`` rows and ``n_cols`` feature rows
+    (default ``n``), beat padding included."""
     lw = config.load_width
+    k = n if n_cols is None else n_cols
     mask_words = -(-config.max_feature_width // 32)
     return (-(-(n + 1) // lw) * lw + -(-nnz // lw) * lw + n * mask_words
-            + n * -(-n_features // lw) * lw)
+            + k * -(-n_features // lw) * lw)
 
 
 def beats_to_z(words: np.ndarray, indptr, mask, n_features: int, lanes: int) -> np.ndarray:
@@ -110,12 +113,12 @@ class SSpmmSpec(AcceleratorSpec):
 
     def limits(self, config: SSpmmConfig) -> TileLimits:
         return TileLimits(config.max_nodes, config.max_nodes, config.max_edges,
-                          config.max_feature_width, square=True)
+                          config.max_feature_width, square=False)
 
     def split(self, job: SSpmmJob, config) -> list[Part]:
         n, k = job.n_rows, job.H.shape[0]
         tiles = plan_tiles(job.indptr, job.indices, n, k, job.n_features, self.limits(config))
-        if len(tiles) == 1 and n == k:
+        if len(tiles) == 1 and k <= config.max_nodes:
             return [Part(job)]          # the job fits as it is
         return [Part(tile=t, make=lambda t=t: SSpmmJob(t.indptr, t.indices, t.features(job.H),
                                                        t.mask(job.M)))
@@ -126,16 +129,14 @@ class SSpmmSpec(AcceleratorSpec):
         if t is None:
             return self.cycles(job, config)
         # the model reads the tile's slice of the job's degrees and mask counts: no feature rows
-        # or mask copied (rows past the output rows are empty padding)
-        deg = np.zeros(t.size, dtype=np.int64)
-        unmasked = np.zeros(t.size, dtype=np.int64)
-        r = t.rows_stop - t.rows_start
-        deg[:r] = np.diff(t.indptr[:r + 1])
-        unmasked[:r] = np.count_nonzero(
+        # or mask copied
+        deg = np.diff(t.indptr)
+        unmasked = np.count_nonzero(
             job.M[t.rows_start:t.rows_stop, t.feat_start:t.feat_stop], axis=1)
         edges = int(t.indices.size)
-        return self._counted(estimate_rows(deg, unmasked, edges, t.width, config),
-                             deg, unmasked, edges, t.width, config)
+        k = int(t.cols.size)
+        return self._counted(estimate_rows(deg, unmasked, edges, t.width, config, n_cols=k),
+                             deg, unmasked, edges, t.width, config, k)
 
     def empty_output(self, job: SSpmmJob) -> np.ndarray:
         return np.zeros((job.n_rows, job.n_features), dtype=np.float32)
@@ -146,11 +147,11 @@ class SSpmmSpec(AcceleratorSpec):
                         elements=int(job.M.size), unmasked=int(job.M.sum()))
 
     def traffic(self, job: SSpmmJob, config: SSpmmConfig) -> tuple[int, int]:
-        """Bytes in (load streams) and out (output beats) of one square part."""
+        """Bytes in (load streams) and out (output beats) of one part."""
         out_words = int((-(-output_counts(job.indptr, job.M, job.n_features)
                             // config.lanes)).sum()) * config.lanes
-        return (4 * load_words(job.n_rows, int(job.indices.size), job.n_features, config),
-                4 * out_words)
+        return (4 * load_words(job.n_rows, int(job.indices.size), job.n_features, config,
+                               int(job.H.shape[0])), 4 * out_words)
 
     # -- models ---------------------------------------------------------------------------------
 
@@ -161,15 +162,17 @@ class SSpmmSpec(AcceleratorSpec):
         deg = np.diff(np.asarray(job.indptr, dtype=np.int64))
         unmasked = np.count_nonzero(np.asarray(job.M, dtype=bool), axis=1)
         edges = int(job.indices.size)
-        return self._counted(estimate_rows(deg, unmasked, edges, job.n_features, config),
-                             deg, unmasked, edges, job.n_features, config)
+        k = int(job.H.shape[0])
+        return self._counted(estimate_rows(deg, unmasked, edges, job.n_features, config,
+                                           n_cols=k),
+                             deg, unmasked, edges, job.n_features, config, k)
 
     def _counted(self, c: Counters, deg, unmasked, n_edges: int, n_features: int,
-                 config) -> Counters:
+                 config, n_cols: int) -> Counters:
         """The cycle model's counters with the part's traffic (the driver counts the work once,
         for the whole job)."""
         out_words = int((-(-np.where(deg > 0, unmasked, 0) // config.lanes)).sum()) * config.lanes
-        c.bytes_read = 4 * load_words(deg.size, n_edges, n_features, config)
+        c.bytes_read = 4 * load_words(deg.size, n_edges, n_features, config, n_cols)
         c.bytes_written = 4 * out_words
         c.work_adds = 0
         return c
@@ -178,7 +181,9 @@ class SSpmmSpec(AcceleratorSpec):
 
     def pack(self, job: SSpmmJob, config: SSpmmConfig) -> Packed:
         indptr, H, n, F = job.indptr, job.H, job.n_rows, job.n_features
+        k = int(H.shape[0])
         limits = (("rows", n, config.max_nodes, "max_nodes"),
+                  ("feature rows", k, config.max_nodes, "max_nodes"),
                   ("edges", int(job.indices.size), config.max_edges, "max_edges"),
                   ("features", F, config.max_feature_width, "max_feature_width"))
         for what, value, limit, param in limits:
@@ -187,8 +192,8 @@ class SSpmmSpec(AcceleratorSpec):
                                 f"{limit}; use a larger preset or --param {param}=...")
         lw = config.load_width
         beats_per_row = -(-F // lw)
-        feat = np.zeros((n, beats_per_row * lw), dtype=np.uint32)
-        feat[:, :F] = as_bits(H).reshape(n, F)
+        feat = np.zeros((k, beats_per_row * lw), dtype=np.uint32)
+        feat[:, :F] = as_bits(H).reshape(k, F)
         mask_words = -(-config.max_feature_width // 32)
         bits = np.zeros((n, mask_words * 32), dtype=np.uint8)
         bits[:, :F] = np.asarray(job.M, dtype=bool)
@@ -197,8 +202,8 @@ class SSpmmSpec(AcceleratorSpec):
             "indptr_in": pack_beats(np.asarray(indptr, dtype=np.uint32), lw),
             "indices_in": pack_beats(sort_rows(indptr, job.indices).astype(np.uint32), lw),
             "mask_in": packed_mask.view("<u4").reshape(n, mask_words),
-            "feat_in": feat.reshape(n * beats_per_row, lw),
-        }, {"n_rows": n, "n_features": F})
+            "feat_in": feat.reshape(k * beats_per_row, lw),
+        }, {"n_rows": n, "n_cols": k, "n_features": F})
 
     def unpack(self, words, packed: Packed, job: SSpmmJob, config) -> np.ndarray:
         return beats_to_z(words, job.indptr, job.M, job.n_features, config.lanes)
@@ -213,7 +218,7 @@ class SSpmmSpec(AcceleratorSpec):
         return c
 
     def max_cycles(self, job: SSpmmJob, packed: Packed, config) -> int:
-        bound = estimate(job.indptr, job.M, job.n_features, config)
+        bound = self.cycles(job, config)
         return 4 * bound.cycles_total + 8 * (len(packed.streams["feat_in"]) + job.n_rows) + 10_000
 
     # -- aggregation ----------------------------------------------------------------------------

@@ -203,3 +203,21 @@ def test_other_parameterisations_bit_exact_and_modelled(params):
             assert c["cycles_output"] == model.cycles_output
         assert c["cycles_compute"] == pytest.approx(model.cycles_compute, rel=0.05), \
             (width, density)
+
+
+def test_non_square_job_loads_only_its_feature_rows():
+    """A of 30 x 70 (columns beyond the rows are legal, up to n_cols): bit for bit, every
+    column's feature row loaded, and the RTL's counters as the model says."""
+    rng = np.random.default_rng(21)
+    n, k, F = 30, 70, 9
+    indptr = np.concatenate([[0], np.cumsum(rng.integers(0, 8, n))])
+    indices = rng.integers(0, k, indptr[-1])
+    indices[0] = k - 1                                   # the last feature row
+    H = rng.standard_normal((k, F)).astype(np.float32)
+    M = rng.random((n, F)) < 0.6
+    res = drive(TINY, "verilator", indptr, indices, H, M)
+    check(res, indptr, indices, H, M)
+    model = estimate(indptr, M, F, TINY, n_cols=k)
+    assert res.raw["cycles_output"] == model.cycles_output
+    assert res.raw["rows_fetched"] == model.extra["rows_fetched"]
+    assert res.raw["cycles_load"] == model.cycles_load    # the feature stream is the longest

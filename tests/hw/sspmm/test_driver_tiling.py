@@ -64,7 +64,8 @@ def test_model_device_tiles_the_same_way(big_job):
     res = drive(TINY, "model", indptr, indices, H, M)
     assert res.tiles == len(tiles)
     assert np.array_equal(res.output.view(np.uint32), sspmm(indptr, indices, H, M).view(np.uint32))
-    per_tile = [estimate(t.indptr, t.mask(M), t.feat_stop - t.feat_start, TINY) for t in tiles]
+    per_tile = [estimate(t.indptr, t.mask(M), t.feat_stop - t.feat_start, TINY, n_cols=t.cols.size)
+                for t in tiles]
     c = res.counters
     assert c.cycles_compute == sum(e.cycles_compute for e in per_tile)
     assert c.cycles_load == sum(e.cycles_load for e in per_tile)
