@@ -118,16 +118,24 @@ def _row_blocks(indptr: np.ndarray, indices: np.ndarray, n_rows: int,
     prev = _previous_occurrence(indices)
     blocks = []
     start = 0
+    window = 1024                 # entries scanned first; doubled while the block may go on
     while start < n_rows:
         lo = int(indptr[start])
         cap = min(n_rows, start + limits.max_rows,
                   int(np.searchsorted(indptr, lo + limits.max_edges, side="right")) - 1)
-        ends = indptr[start + 1:cap + 1] - lo          # entries of blocks start..s, s > start
-        fresh = np.concatenate([[0], np.cumsum(prev[lo:lo + int(ends[-1])] < lo)]) \
-            if ends.size else np.zeros(1, dtype=np.int64)
-        fits = int(np.count_nonzero(fresh[ends] <= limits.max_cols)) if ends.size else 0
+        while True:
+            # the rows whose entries lie within the window (all up to cap when it covers them)
+            last = min(cap, int(np.searchsorted(indptr, lo + window, side="right")) - 1)
+            ends = indptr[start + 1:last + 1] - lo     # entries of blocks start..s, s > start
+            fresh = np.concatenate([[0], np.cumsum(prev[lo:lo + int(ends[-1])] < lo)]) \
+                if ends.size else np.zeros(1, dtype=np.int64)
+            fits = int(np.count_nonzero(fresh[ends] <= limits.max_cols)) if ends.size else 0
+            if fits < ends.size or last >= cap:
+                break             # the block ends inside the window, or cannot grow further
+            window *= 2
         stop = start + max(fits, 1)       # a row alone always fits (checked before)
         blocks.append((start, stop))
+        window = max(1024, 2 * int(indptr[stop] - lo))
         start = stop
     return blocks
 
@@ -197,10 +205,8 @@ def plan_tiles_uncached(indptr: np.ndarray, indices: np.ndarray, n_rows: int, n_
             cols, local = np.arange(n_cols, dtype=np.int64), indices[lo:hi]
         else:
             # the block's distinct columns ascending, and each entry's rank among them
-            present = np.zeros(n_cols, dtype=bool)
-            present[indices[lo:hi]] = True
-            cols = np.flatnonzero(present)
-            local = (np.cumsum(present) - 1)[indices[lo:hi]]
+            cols, local = np.unique(indices[lo:hi], return_inverse=True)
+            local = local.astype(np.int64, copy=False)
         size = max(r1 - r0, cols.size, 1) if limits.square else r1 - r0
         tile_indptr = np.full(size + 1, hi - lo, dtype=np.int64)
         tile_indptr[:r1 - r0 + 1] = indptr[r0:r1 + 1] - lo
