@@ -8,7 +8,7 @@ from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.wiring import In, Out
 
 from ..common.bits import popcount
-from ..common.ram import RamReadSignature
+from ..common.ram import RamReadSignature, RamWriteSignature
 from .config import SSpmmConfig
 from .layouts import job_layout, row_record_layout, widths
 from .mask_decoder import MaskDecoder
@@ -211,6 +211,9 @@ class RowDispatcher(wiring.Component):
         A job begins: clear the assigned work.
     slice_rows : Out(stream.Signature(row_record_layout)).array(slices)
         Each slice's row queue (``SLICE_QUEUE_DEPTH`` records).
+    owner : Out(RamWriteSignature(row bits, slice bits))
+        Writes each dispatched row's slice into the owner table (the output stream reads the
+        row from that slice's output bank).
     idle : Out(1)
         No record in any slice queue.
     """
@@ -222,6 +225,8 @@ class RowDispatcher(wiring.Component):
             "rows": In(stream.Signature(layout)),
             "start": In(1),
             "slice_rows": Out(stream.Signature(layout)).array(config.slices),
+            "owner": Out(RamWriteSignature(widths(config)["row"],
+                                           max(1, (config.slices - 1).bit_length()))),
             "idle": Out(1),
         })
 
@@ -259,9 +264,10 @@ class RowDispatcher(wiring.Component):
                          self.slice_rows[k].payload.eq(fifo.r_data),
                          fifo.r_en.eq(self.slice_rows[k].ready)]
             with m.If(go & fifo.w_rdy):
-                m.d.comb += self.rows.ready.eq(1)
+                m.d.comb += [self.rows.ready.eq(1), self.owner.en.eq(1)]
                 m.d.sync += assigned[k].eq(assigned[k] + turns)
             empties.append(~fifo.r_rdy)
+        m.d.comb += [self.owner.addr.eq(head.row), self.owner.data.eq(target)]
         with m.If(self.start):
             m.d.sync += [a.eq(0) for a in assigned]
         m.d.comb += self.idle.eq(Cat(*empties).all())

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from amaranth.hdl import Cat, Module, Signal
+from amaranth.hdl import Array, Cat, Module, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -98,7 +98,7 @@ class SSpmmAccelerator(wiring.Component):
         m = Module()
         buf = self._buffers(m)
         running = Signal()      # aggregation
-        m.submodules.output = output = OutputStream(self.config, buf.out.read_signature,
+        m.submodules.output = output = OutputStream(self.config, buf.out[0].read_signature,
                                                     buf.count.read_signature)
         streaming = output.busy
         m.d.comb += self.busy.eq(running | streaming)
@@ -117,7 +117,18 @@ class SSpmmAccelerator(wiring.Component):
 
         # -- output stream: each row's computed elements only, compressed ----------------------
         m.d.comb += output.n_rows.eq(n_rows)
-        wiring.connect(m, output.beats, buf.out.read[0])
+        if buf.owner is None:
+            wiring.connect(m, output.beats, buf.out[0].read[0])
+        else:
+            # every bank reads the same entry; the row's owner (read with its count, steady
+            # while the row streams) picks the bank
+            owner = buf.owner.read[0]
+            m.d.comb += owner.addr.eq(output.counts.addr)
+            for bank in buf.out:
+                m.d.comb += [bank.read[0].addr.eq(output.beats.addr),
+                             bank.read[0].en.eq(output.beats.en)]
+            m.d.comb += output.beats.data.eq(
+                Array([bank.read[0].data for bank in buf.out])[owner.data])
         wiring.connect(m, output.counts, buf.count.read[0])
         wiring.connect(m, output.out, wiring.flipped(self.out))
 
@@ -136,27 +147,36 @@ class SSpmmAccelerator(wiring.Component):
         # per row); the fetcher reads R column indices and R neighbour rows per cycle
         indptr = Ram(32 * LW, -(-(cfg.max_nodes + 1) // LW), read_ports=1)
         S = cfg.slices
-        index = Ram(32 * LW, -(-cfg.max_edges // LW), read_ports=S * R)
+        # every slice reads its own copy of the column indices and feature rows (written
+        # together while loading): each copy keeps one write port and R read ports, as a block
+        # RAM has, whatever S
+        index = [Ram(32 * LW, -(-cfg.max_edges // LW), read_ports=R) for _ in range(S)]
         mask = Ram(F, cfg.max_nodes, read_ports=1)
         # each row's number of computed elements, written by the scheduler as it fetches the
         # row, read by the output stream (which thus needs neither the mask nor the pointers)
         count = Ram(len(Signal(range(F + 1))), cfg.max_nodes)
-        node = Ram(32 * F, cfg.max_nodes, read_ports=S * R, granularity=32 * LW)
+        node = [Ram(32 * F, cfg.max_nodes, read_ports=R, granularity=32 * LW) for _ in range(S)]
         # the output buffer holds each row *compressed*: chunk c = the sums of the row's unmasked
         # features c*W .. c*W + W - 1 (in feature order), written whole by the job of chunk c.
         # An entry is one output beat (P = G*W words, i.e. G chunks): row r takes entries
         # r*beats .. r*beats + beats - 1, so the output stream reads beat by beat and no row is
-        # ever held in registers
+        # ever held in registers. One bank per slice (its groups' write ports); with S > 1 an
+        # owner table says which slice's bank holds a row (written by the dispatcher)
         beats = -(-chunks(cfg) // G)
-        out = Ram(32 * P, cfg.max_nodes * beats, write_ports=S * G,
-                  granularity=32 * cfg.group_lanes)
+        out = [Ram(32 * P, cfg.max_nodes * beats, write_ports=G,
+                   granularity=32 * cfg.group_lanes) for _ in range(S)]
+        owner = Ram(max(1, (S - 1).bit_length()), cfg.max_nodes) if S > 1 else None
         m.submodules.indptr_buf = indptr
-        m.submodules.index_buf = index
         m.submodules.mask_buf = mask
         m.submodules.count_buf = count
-        m.submodules.node_buf = node
-        m.submodules.out_buf = out
-        return _Buffers(indptr, index, mask, count, node, out, beats)
+        for k in range(S):
+            tag = "" if S == 1 else f"_s{k}"
+            m.submodules[f"index_buf{tag}"] = index[k]
+            m.submodules[f"node_buf{tag}"] = node[k]
+            m.submodules[f"out_buf{tag}"] = out[k]
+        if owner is not None:
+            m.submodules.owner_buf = owner
+        return _Buffers(indptr, index, mask, count, node, out, owner, beats)
 
     def _load(self, m: Module, buf: "_Buffers", loading):
         """Fill each buffer from its load stream, from its start.
@@ -173,8 +193,8 @@ class SSpmmAccelerator(wiring.Component):
             "indptr_load": (BufferLoader(32 * LW, buf.indptr.addr_bits, w["row"] + 2, step=LW,
                                          capacity=buf.indptr.depth, overflow="drop"),
                             self.indptr_in, buf.indptr),
-            "index_load": (BufferLoader(32 * LW, buf.index.addr_bits, w["edge"] + 1, step=LW,
-                                        capacity=buf.index.depth, overflow="drop"),
+            "index_load": (BufferLoader(32 * LW, buf.index[0].addr_bits, w["edge"] + 1, step=LW,
+                                        capacity=buf.index[0].depth, overflow="drop"),
                            self.indices_in, buf.index),
             "mask_load": (BufferLoader(cfg.max_feature_width, buf.mask.addr_bits, w["row"] + 1),
                           self.mask_in, buf.mask),
@@ -183,11 +203,11 @@ class SSpmmAccelerator(wiring.Component):
             m.submodules[name] = loader
             m.d.comb += loader.enable.eq(loading)
             wiring.connect(m, wiring.flipped(port), loader.beats)
-            wiring.connect(m, loader.write, ram.write[0])
+            _write_all(m, loader.write, ram if isinstance(ram, list) else [ram])
         m.submodules.feat_load = feat = FeatureLoader(cfg)
         m.d.comb += [feat.enable.eq(loading), feat.n_features.eq(self.n_features)]
         wiring.connect(m, wiring.flipped(self.feat_in), feat.beats)
-        wiring.connect(m, feat.write, buf.node.write[0])
+        _write_all(m, feat.write, buf.node)
         load_transfer = Cat(*[p.valid & loading for p in streams]).any()
         return loaders["index_load"][0].count, load_transfer
 
@@ -219,6 +239,7 @@ class SSpmmAccelerator(wiring.Component):
             m.submodules.dispatcher = dispatcher = RowDispatcher(cfg)
             wiring.connect(m, sched.rows, dispatcher.rows)
             m.d.comb += dispatcher.start.eq(start)
+            wiring.connect(m, dispatcher.owner, buf.owner.write[0])
             row_streams = list(dispatcher.slice_rows)
         slices = [self._slice(m, k, rows, buf, work, clear, running, n_cols)
                   for k, rows in enumerate(row_streams)]
@@ -239,11 +260,11 @@ class SSpmmAccelerator(wiring.Component):
                      fetcher.clear.eq(clear), fetcher.n_rows.eq(n_cols)]
         for j in range(R):
             port = k * R + j
-            index_read = WordReader(LW, len(fetcher.idx[j].addr), buf.index.addr_bits)
+            index_read = WordReader(LW, len(fetcher.idx[j].addr), buf.index[k].addr_bits)
             m.submodules[f"index_read{tag}_{j}"] = index_read
             wiring.connect(m, fetcher.idx[j], index_read.word)
-            wiring.connect(m, index_read.row, buf.index.read[port])
-            wiring.connect(m, fetcher.row[j], buf.node.read[port])
+            wiring.connect(m, index_read.row, buf.index[k].read[j])
+            wiring.connect(m, fetcher.row[j], buf.node[k].read[j])
         groups = [self._group(m, k, g, tag, fetcher, buf, work, clear, running)
                   for g in range(cfg.groups)]
         return _Slice(emitter, fetcher, groups)
@@ -266,7 +287,7 @@ class SSpmmAccelerator(wiring.Component):
         for j in range(cfg.fetch_rows):
             wiring.connect(m, fetcher.leaf[g][j], grp.leaf[j])
         # chunk c of row r is word lane c mod G of entry r * beats + c / G
-        write = buf.out.write[k * G + g]
+        write = buf.out[k].write[g]
         m.d.comb += [write.addr.eq(grp.wr_addr * buf.beats + (grp.wr_chunk >> g_bits)),
                      write.data.eq(grp.wr_data.replicate(G)),
                      write.en.eq((grp.wr_en & running) << grp.wr_chunk[:g_bits])]
@@ -320,16 +341,25 @@ class SSpmmAccelerator(wiring.Component):
         })
 
 
+def _write_all(m: Module, port, rams) -> None:
+    """Drive the first write port of every RAM in ``rams`` from one writer ``port``."""
+    wiring.connect(m, port, rams[0].write[0])
+    for ram in rams[1:]:
+        w = ram.write[0]
+        m.d.comb += [w.addr.eq(port.addr), w.data.eq(port.data), w.en.eq(port.en)]
+
+
 @dataclass
 class _Buffers:
     """The accelerator's RAMs (see :meth:`SSpmmAccelerator._buffers`)."""
 
     indptr: Ram     # row pointers, load_width per row
-    index: Ram      # column indices, load_width per row
+    index: list     # column indices, load_width per row: one copy per slice
     mask: Ram       # output-mask rows
     count: Ram      # computed elements per row
-    node: Ram       # feature rows
-    out: Ram        # compressed output rows, ``beats`` entries each
+    node: list      # feature rows: one copy per slice
+    out: list       # compressed output rows, ``beats`` entries each: one bank per slice
+    owner: Ram | None   # the slice whose bank holds each row (S > 1)
     beats: int
 
 
