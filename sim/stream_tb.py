@@ -30,22 +30,42 @@ def int_words(beats: list[int], words: int) -> np.ndarray:
                     dtype=np.uint32).reshape(-1, words)
 
 
+async def _status(io, proto: StreamProtocol) -> dict:
+    """The counters, the flags and ``done`` as they are now."""
+    names = (*proto.counters, *proto.flags, proto.done)
+    return {name: await io.get(name) for name in names}
+
+
 async def stream_job(io, proto: StreamProtocol, streams: dict[str, np.ndarray],
                      scalars: dict[str, int], idle_every: int = 0, stall_every: int = 0,
-                     reset_after: int | None = None) -> dict:
+                     reset_after: int | None = None, reset_during_load: int | None = None,
+                     before: tuple | None = None) -> dict:
     """Run one job; returns the counters, the flags and ``beats`` (Python integers).
 
     ``idle_every = k``: every k-th load cycle the load streams are idle; ``stall_every = k``:
     every k-th output cycle ``ready`` is low; ``reset_after = c``: reset ``c`` cycles after the
-    start and run the whole job again.
+    start and run the whole job again; ``reset_during_load = c``: reset after ``c`` load cycles
+    and run the whole job again. With either reset, ``pre_reset`` holds the status read just
+    before it (proof of where it landed). ``before = (streams, scalars)``: first run that job
+    to ``done`` (e.g. one that raises an error flag), keep its status as ``before``, reset, then
+    run this one.
     """
+    result_before = None
+    if before is not None:
+        first = await stream_job(io, proto, before[0], before[1])
+        result_before = first
+        await io.reset(1)
     for name, value in scalars.items():
         io.set(name, value)
     beats_in = {s: beat_ints(streams[s]) for s in proto.loads}
-    for attempt in range(2 if reset_after is not None else 1):
+    pre_reset = None
+    resets = reset_after is not None or reset_during_load is not None
+    for attempt in range(2 if resets else 1):
         pos = {s: 0 for s in proto.loads}
         cycle = 0
         while any(pos[s] < len(beats_in[s]) for s in proto.loads):
+            if attempt == 0 and reset_during_load is not None and cycle == reset_during_load:
+                break
             idle = idle_every and cycle % idle_every == idle_every - 1
             valid = {}
             for s in proto.loads:
@@ -60,11 +80,17 @@ async def stream_job(io, proto: StreamProtocol, streams: dict[str, np.ndarray],
                 pos[s] += r
         for s in proto.loads:
             io.set(f"{s}__valid", 0)
+        if attempt == 0 and reset_during_load is not None:
+            pre_reset = await _status(io, proto)
+            pre_reset["loaded"] = dict(pos)
+            await io.reset(1)
+            continue
         io.set(proto.start, 1)
         await io.tick()
         io.set(proto.start, 0)
         if attempt == 0 and reset_after is not None:
             await io.tick(reset_after)
+            pre_reset = await _status(io, proto)
             await io.reset(1)
     beats = []
     cycle = 0
@@ -81,4 +107,8 @@ async def stream_job(io, proto: StreamProtocol, streams: dict[str, np.ndarray],
     io.set(f"{out}__ready", 0)
     result = {name: await io.get(name) for name in (*proto.counters, *proto.flags)}
     result["beats"] = beats
+    if pre_reset is not None:
+        result["pre_reset"] = pre_reset
+    if result_before is not None:
+        result["before"] = result_before
     return result
