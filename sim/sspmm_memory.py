@@ -73,7 +73,6 @@ def estimate_graph(indptr, indices, width: int, unmasked, config: SSpmmConfig,
     ``tiles``.
     """
     indptr = np.asarray(indptr, dtype=np.int64)
-    n = indptr.size - 1
     if width < 1:
         raise UserError(f"--width {width} must be >= 1")
     if width > config.max_feature_width:
@@ -96,22 +95,18 @@ def estimate_graph(indptr, indices, width: int, unmasked, config: SSpmmConfig,
 
 def _tiled_streams(indptr, indices, width, unmasked, config: SSpmmConfig) -> dict:
     """Row tiles fed by the load streams, one after another (what the RTL does)."""
-    from moagcn.sim.specs.sspmm import SPEC, load_words
+    from moagcn.sim.specs.sspmm import SPEC
     n = indptr.size - 1
     tiles = plan_tiles(indptr, np.asarray(indices, dtype=np.int64), n, n, width,
                        SPEC.limits(config))
     total = Counters()
-    words = 0
     for t in tiles:
-        deg = np.diff(t.indptr)
-        um = np.minimum(unmasked[t.rows_start:t.rows_stop], t.width)
-        k = int(t.cols.size)
-        total.add(estimate_rows(deg, um, int(t.indices.size), t.width, config, n_cols=k))
-        words += load_words(deg.size, int(t.indices.size), t.width, config, k)
-    out_bytes = 4 * int(np.where(np.diff(indptr) > 0, unmasked, 0).sum())
+        total.add(SPEC.tile_cycles(t, np.minimum(unmasked[t.rows_start:t.rows_stop], t.width),
+                                   config))
     return {"cycles_total": total.cycles_load + total.cycles_compute + total.cycles_output,
             "cycles_compute": total.cycles_compute, "cycles_memory": total.cycles_load,
-            "cycles_output": total.cycles_output, "hbm_bytes": 4 * words + out_bytes,
+            "cycles_output": total.cycles_output,
+            "hbm_bytes": total.bytes_read + total.bytes_written,
             "bound": "compute" if total.cycles_compute >= total.cycles_load else "memory",
             "memory": "load streams (not overlapped with compute)",
             "tiles": len(tiles)}
@@ -138,15 +133,21 @@ def _tiled_hbm(indptr, indices, width, unmasked, config: SSpmmConfig, progress) 
         lo, hi = int(indptr[r0]), int(indptr[r1])
         rows = r1 - r0
         cols = np.asarray(indices[lo:hi], dtype=np.int64)
-        src = cols // src_rows
         row_of = np.repeat(np.arange(rows, dtype=np.int64), np.diff(indptr[r0:r1 + 1]))
-        deg_k = np.bincount(row_of * n_src + src, minlength=rows * n_src).reshape(rows, n_src)
-        edges_k = deg_k.sum(axis=0)
+        # the block's entries grouped by source block (memory: the block's entries, never
+        # rows x source blocks), and each source block's distinct columns
+        src = (cols // src_rows).astype(np.uint16 if n_src < 1 << 16 else np.int64)
+        by_src = np.argsort(src, kind="stable")     # a radix sort for 16-bit keys
+        edges_k = np.bincount(src, minlength=n_src)
+        bounds = np.concatenate([[0], np.cumsum(edges_k)])
+        present = np.zeros(n, dtype=bool)
+        present[cols] = True
+        distinct_k = np.bincount(np.flatnonzero(present) // src_rows, minlength=n_src)
         um = unmasked[r0:r1]
         comps, mems = [], []
         for j, k in enumerate(np.flatnonzero(edges_k)):
-            distinct = int(np.count_nonzero(np.bincount(cols[src == k] - k * src_rows,
-                                                        minlength=src_rows)))
+            deg = np.bincount(row_of[by_src[bounds[k]:bounds[k + 1]]], minlength=rows)
+            distinct = int(distinct_k[k])
             e = int(edges_k[k])
             # a tile with more entries than half the index buffer is loaded in pieces, each
             # overlapped like a tile of its own: the same bytes and the same compute
@@ -154,7 +155,7 @@ def _tiled_hbm(indptr, indices, width, unmasked, config: SSpmmConfig, progress) 
             b = 4 * (e + (rows + 1) * pieces) + 4 * width * distinct
             if j == 0:
                 b += mask_bytes_per_row * rows
-            comps.append(estimate_rows(deg_k[:, k], um, e, width, config).cycles_compute)
+            comps.append(estimate_rows(deg, um, e, width, config).cycles_compute)
             mems.append(b / bpc)
             hbm += b
         out_b = 4 * int(np.where(np.diff(indptr[r0:r1 + 1]) > 0, um, 0).sum())

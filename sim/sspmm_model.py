@@ -47,15 +47,6 @@ from moagcn.hw.sspmm.protocol import FRONT_END_LATENCY, ISSUE_TO_ROOT, tree_dept
 from .golden.sspmm import normalise_mask
 
 
-def job_counts(indptr, mask, config: SSpmmConfig) -> tuple[np.ndarray, np.ndarray]:
-    """Per row: degree and number of jobs (feature chunks of W lanes)."""
-    deg = degrees(indptr)
-    unmasked = np.asarray(mask).astype(bool).sum(axis=1)
-    w = config.group_lanes
-    jobs = np.where(deg > 0, -(-unmasked // w), 0)
-    return deg, jobs
-
-
 def streamed_elements(indptr, mask, n_features: int) -> np.ndarray:
     """Which elements of Z the output stream carries (bool, n_rows x n_features): the unmasked
     features below ``n_features`` of rows with at least one neighbour, in row-major order."""
@@ -127,6 +118,8 @@ def estimate_rows(deg, unmasked, n_edges: int, n_features: int,
         owner = dispatch(deg * jobs, config.slices)
         issue = max((_slice_issue(deg[rows], jobs[rows], passes[rows], arrival[rows], config)
                      for rows in _rows_of(owner, config.slices)), default=0)
+    # the scheduler walks every row, those without work too, before the job can end
+    issue = max(issue, -(-n // config.walk_rows))
     # fill and drain: a row read's way to a local buffer, the wait for its context's turn
     # (half a ring on average), the buffer read, the adders, the write
     fill = (ISSUE_TO_ROOT + tree_depth(config.groups, config.tree_radix) + 1
@@ -198,7 +191,7 @@ def _slice_issue(deg, jobs, passes, arrival, config: SSpmmConfig) -> int:
     turns = deg * jobs
     has = jobs > 0
     if not has.any():
-        return int(arrival[-1]) + 1 if arrival.size else 0
+        return 0
 
     def before(x):      # per row, the sum over the rows before it
         return np.cumsum(x) - x

@@ -55,7 +55,12 @@ def sspmm(indptr, indices, H, mask=None, split: int = 0) -> np.ndarray:
                       shape=(n, H.shape[0]))
     with np.errstate(all="ignore"):
         acc = np.asarray(A @ H, dtype=np.float32).reshape(n, H.shape[1])
-    acc[~mask] = 0.0                      # masked elements are +0 (never inf * 0 = NaN)
+    return _masked_canonical(acc, mask)
+
+
+def _masked_canonical(acc: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """``acc`` with masked elements +0 (never inf * 0 = NaN) and every NaN canonical."""
+    acc[~mask] = 0.0
     nan = np.isnan(acc)
     if nan.any():
         acc[nan] = as_float(CANONICAL_NAN)
@@ -82,11 +87,7 @@ def _split_sspmm(indptr, cols, H, mask, split: int) -> np.ndarray:
         for j in range(1, int(pieces.max())):
             more = np.flatnonzero(pieces > j)
             acc[more] += part[first[more] + j]
-    acc[~mask] = 0.0
-    nan = np.isnan(acc)
-    if nan.any():
-        acc[nan] = as_float(CANONICAL_NAN)
-    return acc
+    return _masked_canonical(acc, mask)
 
 
 def float64_bound(indptr, indices, H, mask=None) -> np.ndarray:

@@ -22,7 +22,7 @@ from moagcn.hw.sspmm.config import PRESETS, SSpmmConfig
 
 from ..golden import sspmm as golden
 from ..golden.fp32 import as_bits, as_float
-from ..sspmm_model import estimate, estimate_rows, output_counts, streamed_elements
+from ..sspmm_model import estimate_rows, streamed_elements
 
 
 @dataclass
@@ -80,6 +80,14 @@ def beats_to_z(words: np.ndarray, indptr, mask, n_features: int, lanes: int) -> 
     return as_float(bits)
 
 
+def _traffic(deg, unmasked, n_edges: int, n_features: int, n_cols: int,
+             config: SSpmmConfig) -> tuple[int, int]:
+    """Bytes in (load streams) and out (the computed elements, whole output beats) of a job of
+    ``deg.size`` rows and ``n_cols`` feature rows."""
+    out_words = int((-(-np.where(deg > 0, unmasked, 0) // config.lanes)).sum()) * config.lanes
+    return 4 * load_words(deg.size, n_edges, n_features, config, n_cols), 4 * out_words
+
+
 class SSpmmSpec(AcceleratorSpec):
     name = "sspmm"
     design = "sspmm"
@@ -128,15 +136,15 @@ class SSpmmSpec(AcceleratorSpec):
         t = part.tile
         if t is None:
             return self.cycles(job, config)
-        # the model reads the tile's slice of the job's degrees and mask counts: no feature rows
-        # or mask copied
-        deg = np.diff(t.indptr)
-        unmasked = np.count_nonzero(
-            job.M[t.rows_start:t.rows_stop, t.feat_start:t.feat_stop], axis=1)
-        edges = int(t.indices.size)
-        k = int(t.cols.size)
-        return self._counted(estimate_rows(deg, unmasked, edges, t.width, config, n_cols=k),
-                             deg, unmasked, edges, t.width, config, k)
+        # the model reads the tile's slice of the job's mask counts: no feature rows or mask
+        # copied
+        return self.tile_cycles(t, np.count_nonzero(
+            job.M[t.rows_start:t.rows_stop, t.feat_start:t.feat_stop], axis=1), config)
+
+    def tile_cycles(self, t, unmasked, config: SSpmmConfig) -> Counters:
+        """The cycle model of tile ``t`` whose rows have ``unmasked`` features in its chunk."""
+        return self._modelled(np.diff(t.indptr), unmasked, int(t.indices.size), t.width,
+                              int(t.cols.size), config)
 
     def empty_output(self, job: SSpmmJob) -> np.ndarray:
         return np.zeros((job.n_rows, job.n_features), dtype=np.float32)
@@ -148,10 +156,9 @@ class SSpmmSpec(AcceleratorSpec):
 
     def traffic(self, job: SSpmmJob, config: SSpmmConfig) -> tuple[int, int]:
         """Bytes in (load streams) and out (output beats) of one part."""
-        out_words = int((-(-output_counts(job.indptr, job.M, job.n_features)
-                            // config.lanes)).sum()) * config.lanes
-        return (4 * load_words(job.n_rows, int(job.indices.size), job.n_features, config,
-                               int(job.H.shape[0])), 4 * out_words)
+        return _traffic(np.diff(np.asarray(job.indptr, dtype=np.int64)),
+                        np.count_nonzero(np.asarray(job.M, dtype=bool), axis=1),
+                        int(job.indices.size), job.n_features, int(job.H.shape[0]), config)
 
     # -- models ---------------------------------------------------------------------------------
 
@@ -159,21 +166,17 @@ class SSpmmSpec(AcceleratorSpec):
         return golden.sspmm(job.indptr, job.indices, job.H, job.M, split=config.split_degree)
 
     def cycles(self, job: SSpmmJob, config: SSpmmConfig) -> Counters:
-        deg = np.diff(np.asarray(job.indptr, dtype=np.int64))
-        unmasked = np.count_nonzero(np.asarray(job.M, dtype=bool), axis=1)
-        edges = int(job.indices.size)
-        k = int(job.H.shape[0])
-        return self._counted(estimate_rows(deg, unmasked, edges, job.n_features, config,
-                                           n_cols=k),
-                             deg, unmasked, edges, job.n_features, config, k)
+        return self._modelled(np.diff(np.asarray(job.indptr, dtype=np.int64)),
+                              np.count_nonzero(np.asarray(job.M, dtype=bool), axis=1),
+                              int(job.indices.size), job.n_features, int(job.H.shape[0]), config)
 
-    def _counted(self, c: Counters, deg, unmasked, n_edges: int, n_features: int,
-                 config, n_cols: int) -> Counters:
+    def _modelled(self, deg, unmasked, n_edges: int, n_features: int, n_cols: int,
+                  config) -> Counters:
         """The cycle model's counters with the part's traffic (the driver counts the work once,
         for the whole job)."""
-        out_words = int((-(-np.where(deg > 0, unmasked, 0) // config.lanes)).sum()) * config.lanes
-        c.bytes_read = 4 * load_words(deg.size, n_edges, n_features, config, n_cols)
-        c.bytes_written = 4 * out_words
+        c = estimate_rows(deg, unmasked, n_edges, n_features, config, n_cols=n_cols)
+        c.bytes_read, c.bytes_written = _traffic(deg, unmasked, n_edges, n_features, n_cols,
+                                                 config)
         c.work_adds = 0
         return c
 

@@ -80,17 +80,23 @@ def test_verilator_reset_mid_job_then_complete_run():
     check(res, *job)
 
 
-def _raw_run(indptr, indices, n_features=4, backend="verilator"):
-    """Run a job without host-side validation, to reach the hardware error checks."""
+def _raw_packed(indptr, indices, n_features=4, cfg=TINY):
+    """The streams of a job with the given arrays as they are (no host-side validation)."""
     n = len(indptr) - 1
     H = np.ones((n, n_features), np.float32)
     M = np.ones((n, n_features), bool)
     # pack a well-formed job of the same size, then put the bad arrays in as they are
     packed = SPEC.pack(SPEC.check(SPEC.job(np.zeros(n + 1, np.int64), np.zeros(0, np.int64), H,
-                                           M), TINY), TINY)
-    packed.streams["indptr_in"] = pack_beats(np.asarray(indptr, np.uint32), TINY.load_width)
-    packed.streams["indices_in"] = pack_beats(np.asarray(indices, np.uint32), TINY.load_width)
-    return run(get_design("sspmm"), TINY, stream_job, backend, proto=SPEC.protocol,
+                                           M), cfg), cfg)
+    packed.streams["indptr_in"] = pack_beats(np.asarray(indptr, np.uint32), cfg.load_width)
+    packed.streams["indices_in"] = pack_beats(np.asarray(indices, np.uint32), cfg.load_width)
+    return packed
+
+
+def _raw_run(indptr, indices, n_features=4, backend="verilator", cfg=TINY):
+    """Run a job without host-side validation, to reach the hardware error checks."""
+    packed = _raw_packed(indptr, indices, n_features, cfg)
+    return run(get_design("sspmm"), cfg, stream_job, backend, proto=SPEC.protocol,
                streams=packed.streams, scalars=packed.scalars, max_cycles=5000).value
 
 
@@ -293,12 +299,7 @@ def test_reset_during_loading_then_the_job_runs_whole():
 def test_a_good_job_after_a_flagged_one():
     """A job with a column index out of range stops with err_index; after a reset the next,
     valid job is bit-exact with clear flags."""
-    n = 3
-    bad_H = np.ones((n, 4), np.float32)
-    bad = SPEC.pack(SPEC.check(SPEC.job(np.zeros(n + 1, np.int64), np.zeros(0, np.int64), bad_H,
-                                        np.ones((n, 4), bool)), TINY), TINY)
-    bad.streams["indptr_in"] = pack_beats(np.array([0, 2, 3, 4], np.uint32), TINY.load_width)
-    bad.streams["indices_in"] = pack_beats(np.array([1, 7, 0, 2], np.uint32), TINY.load_width)
+    bad = _raw_packed([0, 2, 3, 4], [1, 7, 0, 2])             # 7 >= 3 rows
     job = power_law_job(40, 6, seed=9, max_deg=20)
     out = _stream_run(job, before=(bad.streams, bad.scalars))
     assert out["before"]["err_index"] == 1 and out["before"]["beats"] == []

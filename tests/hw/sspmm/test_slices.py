@@ -6,18 +6,13 @@ power-law graphs with hubs, empty rows, self loops and duplicates, masks of dens
 rows fetched and output cycles equal the cycle model's.
 """
 
-import numpy as np
 import pytest
 
-from moagcn.hw.designs import get_design
 from moagcn.hw.sspmm import preset
-from moagcn.sim.backends import run
-from moagcn.sim.specs.sspmm import SPEC, pack_beats
 from moagcn.sim.sspmm_model import estimate
-from moagcn.sim.stream_tb import stream_job
 
 from .graphs import drive, power_law_job
-from .test_accelerator import check
+from .test_accelerator import _raw_run, check
 
 pytestmark = pytest.mark.xdist_group("verilator-sspmm-slices")
 
@@ -62,24 +57,12 @@ def test_slices_reset_mid_job_then_complete_run():
     check(res, *job)
 
 
-def _raw_run(cfg, indptr, indices, n_features=4):
-    n = len(indptr) - 1
-    H = np.ones((n, n_features), np.float32)
-    M = np.ones((n, n_features), bool)
-    packed = SPEC.pack(SPEC.check(SPEC.job(np.zeros(n + 1, np.int64), np.zeros(0, np.int64), H,
-                                           M), cfg), cfg)
-    packed.streams["indptr_in"] = pack_beats(np.asarray(indptr, np.uint32), cfg.load_width)
-    packed.streams["indices_in"] = pack_beats(np.asarray(indices, np.uint32), cfg.load_width)
-    return run(get_design("sspmm"), cfg, stream_job, "verilator", proto=SPEC.protocol,
-               streams=packed.streams, scalars=packed.scalars, max_cycles=5000).value
-
-
 def test_slices_error_flags_stop_cleanly():
     cfg = SLICED[2]
     # an out-of-range index in a row that goes to the second slice (the first takes row 0)
-    out = _raw_run(cfg, [0, 2, 3, 4], [1, 0, 7, 2])
+    out = _raw_run([0, 2, 3, 4], [1, 0, 7, 2], cfg=cfg)
     assert out["err_index"] == 1 and out["err_indptr"] == 0 and out["beats"] == []
-    out = _raw_run(cfg, [0, 3, 1, 4], [0, 1, 2, 0])
+    out = _raw_run([0, 3, 1, 4], [0, 1, 2, 0], cfg=cfg)
     assert out["err_indptr"] == 1 and out["beats"] == []
 
 
