@@ -165,9 +165,10 @@ class Driver:
                       reset_after=reset_after)
             raw = dict(res.value)
             beats = int_words(raw.pop("beats"), words)
-            # the testbench's view before a reset is for its own tests, not a counter
-            raw.pop("pre_reset", None)
             sim_cycles, sim_s = res.cycles, res.wall_s
+        # the registers the design reports (the testbench may return more, e.g. its view
+        # before a reset): these are what parts sum
+        raw = {k: int(raw[k]) for k in (*proto.counters, *proto.flags) if k in raw}
         flags = {f: raw.get(f, 0) for f in proto.flags}
         if any(flags.values()):
             # the host validated the job, so a flag means the hardware and the host disagree
