@@ -5,8 +5,11 @@ turns into a non-zero exit status. The message names the input, the problem and 
 """
 
 
-class UserError(Exception):
-    """Bad input or a missing tool; the message says what to change."""
+class UserError(ValueError):
+    """Bad input or a missing tool; the message says what to change.
+
+    A ``ValueError``, so library users (``moagcn.nn``, ``moagcn.interop``) can catch it as the
+    usual error for a bad argument."""
 
 
 class SimulatorNotFound(UserError):

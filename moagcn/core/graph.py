@@ -248,9 +248,16 @@ class CSRGraph:
 
         Nodes that already have a loop keep exactly one copy, so every diagonal entry is 1.
         """
+        rows = self.row_ids()
+        loop = rows == self.indices
+        keep = ~loop
+        if loop.any():  # the first stored loop of each node stays, repeated loops go
+            first = np.nonzero(loop)[0]
+            first = first[np.unique(rows[first], return_index=True)[1]]
+            keep[first] = True
         missing = np.nonzero(~self.has_self_loops())[0]
-        src = np.concatenate([self.row_ids(), missing])
-        dst = np.concatenate([self.indices, missing])
+        src = np.concatenate([rows[keep], missing])
+        dst = np.concatenate([self.indices[keep], missing])
         return CSRGraph.from_edges(src, dst, self.n_nodes, dedupe=False)
 
     def without_self_loops(self) -> "CSRGraph":
