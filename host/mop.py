@@ -44,7 +44,7 @@ from .models import GNN
 from .moa import MixtureOfAccelerators
 
 PARALLELISMS = ("mop", "partition")
-PARTITION_METHODS = ("contiguous", "rcm", "kway")
+PARTITION_METHODS = ("contiguous", "rcm", "kway", "metis")
 FLOAT_BYTES = 4
 
 
@@ -348,10 +348,14 @@ def partition_nodes(graph: CSRGraph, parts: int, method: str = "contiguous") -> 
 
     ``contiguous``: id ranges; ``rcm``: consecutive runs of the reverse Cuthill-McKee order, so
     that neighbours tend to share a part; ``kway``: the ``rcm`` split refined by greedy k-way
-    boundary moves (:func:`refine_kway`, the refinement step of METIS without its coarsening).
-    Each set is sorted.
+    boundary moves (:func:`refine_kway`, the refinement step of METIS without its coarsening);
+    ``metis``: multilevel k-way METIS (pymetis) on the symmetrised graph without self loops
+    (:func:`metis_owner`). Each set is sorted.
     """
     n = graph.n_nodes
+    if method == "metis":
+        owner = metis_owner(graph, parts)
+        return [np.nonzero(owner == j)[0] for j in range(parts)]
     if method == "contiguous":
         order = np.arange(n)
     elif method in ("rcm", "kway"):
@@ -367,6 +371,49 @@ def partition_nodes(graph: CSRGraph, parts: int, method: str = "contiguous") -> 
         owner = refine_kway(graph.symmetrized(), owner, parts)
         sets = [np.nonzero(owner == j)[0] for j in range(parts)]
     return sets
+
+
+def metis_owner(graph: CSRGraph, parts: int, weights=None) -> np.ndarray:
+    """The part of every node from METIS's multilevel k-way partitioner (pymetis).
+
+    METIS needs a symmetric graph without self loops, so it partitions ``A + Aᵀ`` with the
+    diagonal removed; ``weights`` (one non-negative int per node) balance a node load other than
+    the node count. Deterministic: METIS runs with its fixed default seed.
+    """
+    n = graph.n_nodes
+    if parts < 1:
+        raise UserError(f"cannot split {n} nodes into {parts} parts; use at least 1 part")
+    if parts == 1 or n == 0:
+        return np.zeros(n, dtype=np.int64)
+    try:
+        import pymetis
+    except ImportError:
+        raise UserError("--partition metis needs pymetis (a dependency of moagcn: reinstall "
+                        "with `pip install -e .`, or `make test`)") from None
+    sym = graph.symmetrized().without_self_loops()
+    if sym.nnz == 0:  # no edges: METIS has nothing to cut; split the ids evenly
+        owner = np.empty(n, dtype=np.int64)
+        for j, (a, b) in enumerate(contiguous_ranges(n, parts)):
+            owner[a:b] = j
+        return owner
+    kw = {}
+    if weights is not None:
+        kw["vweights"] = np.asarray(weights, dtype=np.int64).tolist()
+    adjacency = pymetis.CSRAdjacency(sym.indptr.tolist(), sym.indices.tolist())
+    _, membership = pymetis.part_graph(parts, adjacency, **kw)
+    return np.asarray(membership, dtype=np.int64)
+
+
+def partition_quality(graph: CSRGraph, parts: list[np.ndarray]) -> dict:
+    """Edge cut (stored entries between parts, both directions of an edge counted) and balance
+    (largest part over the mean part) of a node partition."""
+    owner = np.empty(graph.n_nodes, dtype=np.int64)
+    for j, p in enumerate(parts):
+        owner[p] = j
+    sizes = [int(p.size) for p in parts]
+    return {"edge_cut": edge_cut(graph, owner), "entries": graph.nnz,
+            "cut_fraction": edge_cut(graph, owner) / max(graph.nnz, 1),
+            "part_sizes": sizes, "balance": imbalance(sizes)}
 
 
 def edge_cut(graph: CSRGraph, owner: np.ndarray) -> int:
@@ -423,7 +470,7 @@ def refine_kway(graph: CSRGraph, owner: np.ndarray, parts: int, imbalance: float
 class PartitionRuntime(Runtime):
     """Partition parallelism (Alg. 1): each worker owns a node set and exchanges its halo.
 
-    Extra parameter ``partition``: ``contiguous``, ``rcm`` or ``kway`` (see
+    Extra parameter ``partition``: ``contiguous``, ``rcm``, ``kway`` or ``metis`` (see
     :func:`partition_nodes`).
     """
 
@@ -491,6 +538,10 @@ class PartitionRuntime(Runtime):
                 H_local = {j: torch.cat([P[j]] + [recv[j][i] for i in range(m)], dim=0)
                            .cpu()[self.assemble[j]] for j in self.local}
         return P
+
+    def quality(self) -> dict:
+        """The partition's method, edge cut and balance (:func:`partition_quality`)."""
+        return {"method": self.partition, **partition_quality(self.graph, self.parts)}
 
     def halo_sizes(self) -> list[int]:
         """|R_j|: remote neighbours of every worker."""

@@ -120,6 +120,8 @@ class TrainResult:
     comm_bytes_analytic: int = 0
     device_counters: list[dict] = field(default_factory=list)
     halo_sizes: list[int] | None = None
+    #: partition runs: method, edge_cut, entries, cut_fraction, part_sizes, balance
+    partition: dict | None = None
     processes: int = 1
     dense_device: str = "cpu"
     clock_mhz: float = 200.0
@@ -174,6 +176,7 @@ class TrainResult:
             "worker_ops_max_over_avg": {k: imbalance(v) for k, v in ops.items()},
             "feature_bytes": self.feature_bytes,
             "halo_sizes": self.halo_sizes,
+            "partition": self.partition,
             "sim_cycles": {
                 "total": total_cycles,
                 "per_epoch": h[-1].sim_cycles,
@@ -252,6 +255,7 @@ def train(dataset: Dataset, cfg: TrainConfig, comm: Communicator | None = None,
     result.comm_bytes_analytic = runtime.comm_bytes_analytic(backward=True)
     result.feature_bytes = runtime.feature_bytes()
     result.halo_sizes = runtime.halo_sizes() if hasattr(runtime, "halo_sizes") else None
+    result.partition = runtime.quality() if hasattr(runtime, "quality") else None
     for epoch in range(cfg.epochs):
         runtime.reset_counters()
         timer.reset()
