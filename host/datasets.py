@@ -1,5 +1,7 @@
 """Datasets: a built-in stochastic block model, an R-MAT power-law graph, and .npz files.
 
+:func:`load_dataset` also reads PyG Data objects saved as .pt (see :mod:`moagcn.host.formats`).
+
 The .npz format (the one of ``../shared/datasets/cora.npz``): ``indptr``, ``indices`` (binary
 CSR, usually symmetric, no self loops), ``features`` (float32, N x F, raw), ``labels`` (int64,
 -1 for unlabelled), ``train_mask``, ``val_mask``, ``test_mask`` (bool, N). :func:`save_npz`
@@ -20,8 +22,18 @@ from .graph import CSRGraph, check_permutation
 
 NPZ_KEYS = ("indptr", "indices", "features", "labels", "train_mask", "val_mask", "test_mask")
 
-#: names :func:`load_dataset` accepts besides a path
-BUILTIN = ("sbm", "rmat")
+#: names :func:`load_dataset` accepts besides a path: generated graphs, then bundled files
+BUILTIN = ("sbm", "rmat", "cora", "citeseer")
+#: the public Planetoid datasets shipped in moagcn/data (see its README.md)
+BUNDLED = ("cora", "citeseer")
+
+
+def bundled_path(name: str) -> Path:
+    """The .npz of a bundled dataset (``cora``, ``citeseer``) inside the installed package."""
+    from importlib.resources import files
+    if name not in BUNDLED:
+        raise UserError(f"{name!r} is not a bundled dataset; choose one of {', '.join(BUNDLED)}")
+    return Path(str(files("moagcn") / "data" / f"{name}.npz"))
 
 
 @dataclass(eq=False)
@@ -291,13 +303,22 @@ def rmat(scale: int = 11, edge_factor: int = 8, a: float = 0.57, b: float = 0.19
     return Dataset("rmat", graph, X, labels.astype(np.int64), train, val, test)
 
 
-def load_dataset(spec: str, seed: int = 0) -> Dataset:
-    """``sbm``, ``rmat`` (generated with ``seed``) or the path of an .npz file."""
-    if spec == "sbm":
-        return sbm(seed=seed)
-    if spec == "rmat":
-        return rmat(seed=seed)
-    if not str(spec).endswith(".npz") and not Path(spec).exists():
+def load_dataset(spec: str, seed: int = 0, undirected: bool = False) -> Dataset:
+    """``sbm``, ``rmat`` (generated with ``seed``), ``cora``, ``citeseer`` (bundled, with the
+    public Planetoid split) or the path of a dataset file.
+
+    A path is read by :func:`moagcn.host.formats.read_dataset`: an .npz dataset or a PyG Data
+    object saved as .pt; a graph-only file (.mtx, an edge list, an .npz CSR) is a
+    :class:`UserError` saying how to get a dataset. ``undirected`` stores every edge in both
+    directions (:func:`moagcn.host.formats.make_undirected`; the built-in graphs already are).
+    """
+    from .formats import SUFFIXES, read_dataset
+    if spec in BUNDLED:
+        return load_npz(bundled_path(spec))
+    if spec in BUILTIN:
+        return sbm(seed=seed) if spec == "sbm" else rmat(seed=seed)
+    known = any(str(spec).lower().endswith((s, s + ".gz")) for s in SUFFIXES)
+    if not known and not Path(spec).exists():
         raise UserError(f"unknown dataset {spec!r}: use one of {', '.join(BUILTIN)} or the "
-                        "path of an .npz file")
-    return load_npz(spec)
+                        "path of a dataset file (.npz, or a PyG Data object saved as .pt)")
+    return read_dataset(spec, undirected=undirected)

@@ -16,13 +16,14 @@ deprecation line naming the new option.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
+import warnings
 from pathlib import Path
 
 import numpy as np
 
-from .core.graph import validate_csr
 from .errors import UserError
 
 from .core.names import DEFAULT_DESIGN, DEFAULT_DEVICE, DEFAULT_SIMULATOR, SIMULATORS
@@ -52,44 +53,54 @@ def load_float32(path: str, what: str, ndim: int | None = None) -> np.ndarray:
     return arr
 
 
-def load_graph(path: str):
-    """``(indptr, indices, n_cols, data)`` from an .npz with ``indptr``, ``indices`` and the
-    optional ``shape`` and ``data`` (float32 edge weights; None when absent).
+def load_graph(path: str, undirected: bool = False):
+    """``(indptr, indices, n_cols, data)`` of the ``--graph`` file, in any format of
+    :mod:`moagcn.host.formats` (by suffix): an .npz CSR (``indptr``, ``indices``, optional
+    ``shape`` and float32 ``data``), Matrix Market, an edge list or a PyG ``.pt``.
 
-    The arrays and row pointers are checked here; the column range once the caller knows the
-    columns (the spec's check names ``--graph PATH`` in its messages).
+    ``n_cols`` is None for an .npz without ``shape``; ``data`` (float32 edge weights, one per
+    entry) is None when the file has none. For an .npz the arrays and row pointers are checked
+    here and the column range once the caller knows the columns (the spec's check names
+    ``--graph PATH`` in its messages); the other formats are fully checked. ``undirected``
+    stores every edge in both directions (:func:`moagcn.host.formats.make_undirected`).
+    Warnings (an attribute not read) are printed as one line each.
     """
+    from moagcn.host import formats
+    what = f"--graph {path}"
     p = Path(path)
-    if not p.exists():
-        raise UserError(f"--graph {path}: no such file")
-    try:
-        archive = np.load(p, allow_pickle=False)
-    except Exception as exc:
-        raise UserError(f"--graph {path}: not an .npz archive ({exc})") from None
-    if not isinstance(archive, np.lib.npyio.NpzFile):
-        raise UserError(f"--graph {path}: a single array, not a graph; give an .npz archive "
-                        "with indptr and indices (CSR), e.g. from `moagcn graph synth`")
-    with archive:
-        missing = [k for k in ("indptr", "indices") if k not in archive]
-        if missing:
-            raise UserError(f"--graph {path}: missing array(s) {', '.join(missing)}; an .npz "
-                            "graph holds indptr and indices (and optionally shape and data)")
-        indptr, indices = validate_csr(archive["indptr"], archive["indices"],
-                                       what=f"--graph {path}", columns=False)
-        n_cols = None
-        if "shape" in archive:
-            shape = tuple(int(x) for x in np.asarray(archive["shape"]).ravel())
-            if len(shape) != 2 or shape[0] != len(indptr) - 1:
-                raise UserError(f"--graph {path}: shape {shape} does not match "
-                                f"{len(indptr) - 1} rows in indptr")
-            n_cols = shape[1]
-        data = None
-        if "data" in archive:
-            data = archive["data"]
-            if data.dtype != np.float32:
-                raise UserError(f"--graph {path}: data (edge weights) must be float32, got "
-                                f"{data.dtype}")
-    return indptr, indices, n_cols, data
+    with one_line_warnings():
+        if p.exists() and not p.is_dir() and formats.file_format(p, what)[0] == "npz":
+            indptr, indices, n_cols, data = formats.read_npz_csr(p, what)
+            if not undirected:
+                return indptr, indices, n_cols, data
+            g = formats.read(p, what=what, undirected=True)
+        else:
+            g = formats.read(p, what=what, undirected=undirected)
+    return g.graph.indptr, g.graph.indices, g.graph.n_cols, g.data
+
+
+@contextlib.contextmanager
+def one_line_warnings():
+    """Print the :class:`~moagcn.host.formats.FormatWarning` and other ``UserWarning`` s raised
+    inside as ``moagcn: warning: ...`` lines on stderr (no source lines)."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", UserWarning)
+        try:
+            yield
+        finally:
+            for w in caught:
+                if issubclass(w.category, UserWarning):
+                    print(f"moagcn: warning: {w.message}", file=sys.stderr)
+                else:
+                    warnings.showwarning(w.message, w.category, w.filename, w.lineno)
+
+
+def add_undirected_arg(parser: argparse.ArgumentParser) -> None:
+    """``--undirected``, on every command that reads a ``--graph`` or ``--dataset`` file."""
+    parser.add_argument("--undirected", action="store_true",
+                        help="store every edge in both directions (for an edge list with one "
+                             "line per undirected edge): adds each missing reverse entry; a "
+                             "symmetric graph is unchanged (docs/formats.md)")
 
 
 def output_path(path: str | None, what: str) -> Path | None:

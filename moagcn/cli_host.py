@@ -10,7 +10,8 @@ import sys
 import time
 from pathlib import Path
 
-from .cli_common import accelerator_choice, add_accelerator_args, report_path, write_json
+from .cli_common import (accelerator_choice, add_accelerator_args, add_undirected_arg,
+                         one_line_warnings, report_path, write_json)
 from .errors import UserError
 
 DEFAULT_TRAIN_REPORT = "reports/train/report.json"
@@ -117,7 +118,8 @@ def cmd_train(args) -> int:
                       workers=args.workers, parallelism=args.parallelism,
                       partition=args.partition, reorder=args.reorder,
                       normalize_features=not args.raw_features).validate()
-    dataset = load_dataset(args.dataset, seed=args.seed)
+    with one_line_warnings():
+        dataset = load_dataset(args.dataset, seed=args.seed, undirected=args.undirected)
     rank0 = True
     if args.distributed and _under_torchrun():
         import os
@@ -227,7 +229,8 @@ def cmd_pipeline(args) -> int:
         raise UserError(f"--dense-macs-per-cycle {args.dense_macs_per_cycle}: must be > 0")
     if not 0 < args.mask_density <= 1:
         raise UserError(f"--mask-density {args.mask_density}: must be in (0, 1]")
-    dataset = load_dataset(args.dataset, seed=args.seed)
+    with one_line_warnings():
+        dataset = load_dataset(args.dataset, seed=args.seed, undirected=args.undirected)
     choice = accelerator_choice(args)
     config = choice.config()
     widths = [dataset.n_features] + [args.hidden] * (args.layers - 1) + [dataset.n_classes]
@@ -277,8 +280,11 @@ def register(subparsers) -> None:
                     "under Mixture of Parallelism or partition parallelism. Defaults follow "
                     "Kipf & Welling (hidden 16, dropout 0.5, Adam lr 0.01, weight decay 5e-4, "
                     "200 epochs, row-normalised features).")
-    tr.add_argument("--dataset", default="sbm", metavar="sbm|rmat|PATH.npz",
-                    help="built-in synthetic graph or an .npz file (default: sbm)")
+    tr.add_argument("--dataset", default="sbm", metavar="sbm|rmat|cora|citeseer|PATH",
+                    help="built-in synthetic graph (sbm, rmat), bundled Planetoid data (cora, "
+                         "citeseer), an .npz dataset or a PyG Data .pt "
+                         "(docs/formats.md; default: sbm)")
+    add_undirected_arg(tr)
     tr.add_argument("--model", default="gcn", choices=MODELS)
     add_accelerator_args(tr, design=None)
     tr.add_argument("--workers", type=int, default=1, metavar="M",
@@ -315,7 +321,11 @@ def register(subparsers) -> None:
         "pipeline", help="simulate the fine-grain sparse/dense pipeline (Prop. 3.5, RCM)",
         description="Cut the nodes into s batches and simulate aggregation on the S-SpMM cycle "
                     "model against dense updates, with and without RCM reordering.")
-    pp.add_argument("--dataset", default="sbm", metavar="sbm|rmat|PATH.npz")
+    pp.add_argument("--dataset", default="sbm", metavar="sbm|rmat|cora|citeseer|PATH",
+                    help="built-in synthetic graph (sbm, rmat), bundled Planetoid data (cora, "
+                         "citeseer), an .npz dataset or a PyG Data .pt "
+                         "(docs/formats.md; default: sbm)")
+    add_undirected_arg(pp)
     pp.add_argument("--batches", type=int, required=True, metavar="S")
     pp.add_argument("--reorder", default="rcm", choices=["rcm", "none"])
     pp.add_argument("--hidden", type=int, default=16)

@@ -6,13 +6,14 @@ import time
 
 import numpy as np
 
-from .cli_common import add_accelerator_args, job_driver, load_float32, load_graph, write_json
+from .cli_common import (add_accelerator_args, add_undirected_arg, job_driver, load_float32,
+                         load_graph, write_json)
 from .errors import UserError
 
 
 def cmd_hyscale_run(args) -> int:
     choice, spec, config, driver = job_driver(args)
-    indptr, indices, n_cols, data = load_graph(args.graph)
+    indptr, indices, n_cols, data = load_graph(args.graph, args.undirected)
     X = load_float32(args.features, "--features", 2)
     W = load_float32(args.weight, "--weight", 2)
     b = load_float32(args.bias, "--bias", 1) if args.bias else None
@@ -45,9 +46,12 @@ def register(sub) -> None:
     hp_sub = hp.add_subparsers(dest="hyscale_command", required=True, metavar="HYSCALE_COMMAND")
     r = hp_sub.add_parser("run", help="Y = act((A X) W + b) on the RTL or model; writes Y and "
                                       "a report")
-    r.add_argument("--graph", required=True, metavar="G.npz",
+    r.add_argument("--graph", required=True, metavar="G",
                    help="CSR: row v lists v's in-neighbours (rows of X); optional data "
-                        "(float32 edge weights; default GCN normalisation) and shape")
+                        "(float32 edge weights; default GCN normalisation) and shape; or "
+                        ".mtx (values: the weights), an edge list or a PyG .pt "
+                        "(docs/formats.md)")
+    add_undirected_arg(r)
     r.add_argument("--features", required=True, metavar="X.npy")
     r.add_argument("--weight", required=True, metavar="W.npy")
     r.add_argument("--bias", metavar="b.npy")

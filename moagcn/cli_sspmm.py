@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import sys
 import time
 
 import numpy as np
 
-from .cli_common import (add_accelerator_args, job_driver, load_array, load_float32, load_graph,
-                         write_json)
+from .cli_common import (add_accelerator_args, add_undirected_arg, job_driver, load_array,
+                         load_float32, load_graph, write_json)
 from .config import parse_params
 from .errors import UserError
 
@@ -27,10 +28,18 @@ def _load_mask(path: str | None, shape) -> np.ndarray:
     return M.astype(bool)
 
 
+def _weights_note(path: str, data) -> None:
+    """S-SpMM multiplies by the binary structure: say so when the graph file has weights."""
+    if data is not None:
+        print(f"moagcn: note: --graph {path} has edge weights; S-SpMM multiplies by the binary "
+              "structure, so they are not used", file=sys.stderr)
+
+
 def cmd_sspmm_run(args) -> int:
     from .config import config_dict
     choice, spec, config, driver = job_driver(args)
-    indptr, indices, n_cols, _ = load_graph(args.graph)
+    indptr, indices, n_cols, data = load_graph(args.graph, args.undirected)
+    _weights_note(args.graph, data)
     H = load_float32(args.features, "--features", 2)
     n = len(indptr) - 1
     if n_cols is not None and n_cols != H.shape[0]:
@@ -79,7 +88,8 @@ def cmd_sspmm_estimate(args) -> int:
     if args.mask and args.mask_density is not None:
         raise UserError("give --mask or --mask-density, not both")
     t0 = time.perf_counter()
-    indptr, indices, n_cols, _ = load_graph(args.graph)
+    indptr, indices, n_cols, data = load_graph(args.graph, args.undirected)
+    _weights_note(args.graph, data)
     n = indptr.size - 1
     if n_cols is not None and n_cols != n:
         raise UserError(f"--graph {args.graph}: {n} rows x {n_cols} columns; S-SpMM aggregates "
@@ -121,7 +131,10 @@ def register(sub) -> None:
     sp = sub.add_parser("sspmm", help="run S-SpMM jobs on the MixGCN sparse accelerator")
     sp_sub = sp.add_subparsers(dest="sspmm_command", required=True, metavar="SSPMM_COMMAND")
     r = sp_sub.add_parser("run", help="Z = (A H) * M on the RTL or model; writes Z and a report")
-    r.add_argument("--graph", required=True, metavar="G.npz")
+    r.add_argument("--graph", required=True, metavar="G",
+                   help="the graph: .npz CSR, .mtx, edge list (.txt/.tsv/.csv/.edges/.el) or "
+                        "PyG .pt (docs/formats.md)")
+    add_undirected_arg(r)
     r.add_argument("--features", required=True, metavar="H.npy")
     r.add_argument("--mask", metavar="M.npy")
     r.add_argument("--out", required=True, metavar="Z.npy")
@@ -133,7 +146,9 @@ def register(sub) -> None:
                                       "Z = (A H) * M without feature values (any preset, "
                                       "'paper' included); graphs larger than the buffers are "
                                       "tiled (docs/sspmm.md, 'Memory system and tiling').")
-    e.add_argument("--graph", required=True, metavar="G.npz")
+    e.add_argument("--graph", required=True, metavar="G",
+                   help="the graph: .npz CSR, .mtx, edge list or PyG .pt (docs/formats.md)")
+    add_undirected_arg(e)
     e.add_argument("--width", required=True, type=int, metavar="F", help="feature columns")
     e.add_argument("--mask-density", type=float, metavar="D",
                    help="a random output mask with this fraction of ones")

@@ -93,8 +93,19 @@ def test_npz_errors_name_the_problem(tmp_path):
     (tmp_path / "junk.npz").write_text("not a zip")
     with pytest.raises(UserError, match="not a readable .npz"):
         load_npz(tmp_path / "junk.npz")
-    with pytest.raises(UserError, match="unknown dataset 'cora'"):
-        load_dataset("cora")
+    with pytest.raises(UserError, match="unknown dataset 'pubmed'"):
+        load_dataset("pubmed")
+
+
+def test_bundled_planetoid_datasets():
+    """Cora and CiteSeer ship with the package, with the public split (counts from
+    Yang et al. 2016: 20 per class for training, 500 validation, 1,000 test)."""
+    for name, n, classes, feats in (("cora", 2708, 7, 1433), ("citeseer", 3327, 6, 3703)):
+        d = load_dataset(name)
+        assert (d.n_nodes, d.n_classes, d.n_features) == (n, classes, feats)
+        assert int(d.train_mask.sum()) == 20 * classes
+        assert (int(d.val_mask.sum()), int(d.test_mask.sum())) == (500, 1000)
+        assert d.graph.is_symmetric() and not d.graph.has_self_loops().any()
 
 
 def test_keys_constant():
