@@ -15,6 +15,13 @@ Backward (the ReLU mask of the previous layer as output mask)::
 
     dP = c ⊙ S-SpMM(Aᵀ, s · r ⊙ (G ⊙ M_drop), 1[P > 0])
 
+With the dropout on the layer's input instead (``in_mask``; PyG's and Kipf & Welling's
+placement, ``moagcn train --dropout-at input``) the forward product has no output mask and the
+backward one masks by both::
+
+    Z  = r ⊙ S-SpMM(A, c ⊙ s · (relu?(P) ⊙ M_drop), none)
+    dP = s · c ⊙ S-SpMM(Aᵀ, r ⊙ G, M_drop ⊙ 1[P > 0])
+
 Row scaling commutes with an element-wise mask, so the device only ever sees a binary matrix,
 a feature block and a bitmap. ``relu?`` is applied when the input is the previous layer's
 pre-activation (every layer after the first); then the backward product directly yields the
@@ -145,18 +152,20 @@ class SSpmmAggregate(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, P, op: AggregationOp, device: SparseDevice, mask, out_scale: float,
-                relu_input: bool, timer: PhaseTimer | None):
+                relu_input: bool, timer: PhaseTimer | None, in_mask, in_scale: float):
         t0 = time.perf_counter()
         H = torch.relu(P) if relu_input else P
+        if in_mask is not None:
+            H = H * in_mask * in_scale if in_scale != 1.0 else H * in_mask
         Hs = _rowscale(H, op.scale("col", P.device))
         Z = device.sspmm(op.adj, Hs, mask)
         r = op.scale("row", Z.device)
         Z = _rowscale(Z, r)
         if out_scale != 1.0:
             Z = Z * out_scale
-        ctx.op, ctx.device, ctx.out_scale, ctx.relu_input, ctx.timer = \
-            op, device, out_scale, relu_input, timer
-        ctx.save_for_backward(P if relu_input else None, mask)
+        ctx.op, ctx.device, ctx.out_scale, ctx.relu_input, ctx.timer, ctx.in_scale = \
+            op, device, out_scale, relu_input, timer, in_scale
+        ctx.save_for_backward(P if relu_input else None, mask, in_mask)
         if timer is not None:
             timer.add("aggregate", time.perf_counter() - t0)
         return Z
@@ -164,9 +173,9 @@ class SSpmmAggregate(torch.autograd.Function):
     @staticmethod
     def backward(ctx, G):
         if not ctx.needs_input_grad[0]:
-            return (None,) * 7
+            return (None,) * 9
         t0 = time.perf_counter()
-        P, mask = ctx.saved_tensors
+        P, mask, in_mask = ctx.saved_tensors
         op = ctx.op
         G = _rowscale(G, op.scale("row", G.device))
         if ctx.out_scale != 1.0:
@@ -174,16 +183,21 @@ class SSpmmAggregate(torch.autograd.Function):
         if mask is not None:
             G = G * mask
         relu_mask = (P > 0) if ctx.relu_input else None
+        if in_mask is not None:
+            relu_mask = in_mask if relu_mask is None else relu_mask & in_mask
         dP = ctx.device.sspmm(op.adj.transpose(), G.contiguous(), relu_mask)
         dP = _rowscale(dP, op.scale("col", dP.device))
+        if in_mask is not None and ctx.in_scale != 1.0:
+            dP = dP * ctx.in_scale
         if ctx.timer is not None:
             ctx.timer.add("aggregate", time.perf_counter() - t0)
-        return dP, None, None, None, None, None, None
+        return dP, None, None, None, None, None, None, None, None
 
 
 def aggregate(op: AggregationOp, P: torch.Tensor, device: SparseDevice, mask=None,
               out_scale: float = 1.0, relu_input: bool = False,
-              timer: PhaseTimer | None = None) -> torch.Tensor:
+              timer: PhaseTimer | None = None, in_mask=None,
+              in_scale: float = 1.0) -> torch.Tensor:
     """S-SpMM aggregation with autograd; see the module docstring for the formulas.
 
     Parameters
@@ -198,6 +212,9 @@ def aggregate(op: AggregationOp, P: torch.Tensor, device: SparseDevice, mask=Non
         Output mask (the dropout keep-mask in training); ``None`` computes every output.
     out_scale : float
         Multiplies the result (``1 / (1 - p)`` for inverted dropout).
+    in_mask : torch.Tensor of bool, optional
+        Dropout keep-mask of the (activated) input, ``n_cols x F``; the kept inputs are
+        multiplied by ``in_scale``.
     """
     if P.dim() != 2 or P.shape[0] != op.adj.n_cols:
         raise UserError(f"aggregate: input has shape {tuple(P.shape)}; the operator needs "
@@ -207,8 +224,13 @@ def aggregate(op: AggregationOp, P: torch.Tensor, device: SparseDevice, mask=Non
         if tuple(mask.shape) != (op.adj.n_rows, P.shape[1]):
             raise UserError(f"aggregate: mask has shape {tuple(mask.shape)}; expected "
                             f"{(op.adj.n_rows, P.shape[1])}")
+    if in_mask is not None:
+        in_mask = torch.as_tensor(in_mask, dtype=torch.bool, device=P.device)
+        if tuple(in_mask.shape) != tuple(P.shape):
+            raise UserError(f"aggregate: in_mask has shape {tuple(in_mask.shape)}; expected "
+                            f"the input's {tuple(P.shape)}")
     return SSpmmAggregate.apply(P.contiguous(), op, device, mask, float(out_scale),
-                                bool(relu_input), timer)
+                                bool(relu_input), timer, in_mask, float(in_scale))
 
 
 def reference_aggregate(op: AggregationOp, P: torch.Tensor, mask=None, out_scale: float = 1.0,

@@ -134,17 +134,23 @@ class DropoutMasks:
 
 
 def reference_forward(model: GNN, op: AggregationOp, X: torch.Tensor, masks: list | None,
-                      out_scale: float = 1.0) -> torch.Tensor:
+                      out_scale: float = 1.0, dropout_at: str = "aggregate") -> torch.Tensor:
     """Plain torch forward of ``model`` (torch.sparse aggregation): the reference path.
 
-    ``op`` is the model's aggregation operator, ``masks[l]`` layer l's output mask (or ``None``).
+    ``op`` is the model's aggregation operator, ``masks[l]`` layer l's dropout mask (or
+    ``None``), applied to the aggregation's output (``dropout_at="aggregate"``) or to its input
+    (``"input"``; the SAGE self term is not dropped).
     """
     P = X
     H_self = X
     for layer in range(model.n_layers):
         mask = masks[layer] if masks else None
-        Z = reference_aggregate(op, P, mask, out_scale if mask is not None else 1.0,
-                                relu_input=layer > 0)
+        if dropout_at == "input" and mask is not None:
+            H = torch.relu(P) if layer > 0 else P
+            Z = reference_aggregate(op, H * mask * out_scale)
+        else:
+            Z = reference_aggregate(op, P, mask, out_scale if mask is not None else 1.0,
+                                    relu_input=layer > 0)
         P = model.update(layer, Z, H_self)
         H_self = torch.relu(P)
     return P

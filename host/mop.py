@@ -45,6 +45,8 @@ from .moa import MixtureOfAccelerators
 
 PARALLELISMS = ("mop", "partition")
 PARTITION_METHODS = ("contiguous", "rcm", "kway", "metis")
+#: where dropout acts: on the aggregation output (MixGCN Eq. 4) or on the layer input (PyG)
+DROPOUT_PLACES = ("aggregate", "input")
 FLOAT_BYTES = 4
 
 
@@ -166,7 +168,11 @@ class Runtime(ABC):
     def __init__(self, model: GNN, graph: CSRGraph, features: np.ndarray, workers: int = 1,
                  accelerators: AcceleratorChoice | list | None = None,
                  comm: Communicator | None = None, dense: torch.device | None = None,
-                 timer: PhaseTimer | None = None):
+                 timer: PhaseTimer | None = None, dropout_at: str = "aggregate"):
+        if dropout_at not in DROPOUT_PLACES:
+            raise UserError(f"dropout_at = {dropout_at!r}: choose one of "
+                            f"{', '.join(DROPOUT_PLACES)}")
+        self.dropout_at = dropout_at
         if workers < 1:
             raise UserError(f"workers = {workers}; use at least 1")
         n = graph.n_nodes
@@ -240,16 +246,25 @@ class Runtime(ABC):
         self.dense_macs = {i: 0 for i in self.local}
         self.comm.counters = CommCounters()
 
-    def _aggregate(self, op, H, i, mask, out_scale, layer):
+    def _aggregate(self, op, H, i, mask, out_scale, layer, in_mask=None):
+        """``op`` on the sparse device of worker ``i``; ``mask`` / ``in_mask``: the layer's
+        dropout mask on the output rows / on the input rows, one of which is used
+        (``dropout_at``)."""
         if H.shape[1] == 0:  # a worker with no feature columns (d < m) has nothing to do
             return H.new_zeros((op.adj.n_rows, 0)).requires_grad_(H.requires_grad)
+        if self.dropout_at == "input":
+            mask = None
+        else:
+            in_mask = None
         # evaluation repeats the first layer's unmasked product of the fixed input features:
         # compute it once per run
-        cacheable = layer == 0 and mask is None and not torch.is_grad_enabled()
+        cacheable = (layer == 0 and mask is None and in_mask is None
+                     and not torch.is_grad_enabled())
         if cacheable and i in self._first_layer_eval:
             return self._first_layer_eval[i]
         Z = aggregate(op, H, self.devices[i], mask, out_scale if mask is not None else 1.0,
-                      relu_input=layer > 0, timer=self.timer)
+                      relu_input=layer > 0, timer=self.timer, in_mask=in_mask,
+                      in_scale=out_scale if in_mask is not None else 1.0)
         if cacheable:
             self._first_layer_eval[i] = Z
         return Z
@@ -289,9 +304,10 @@ class MoPRuntime(Runtime):
         for layer in range(L):
             fr = self.feat_ranges[layer]
             mask = mask_fn(layer, (self.n, self.widths[layer])) if mask_fn else None
-            Z_cols = {i: self._aggregate(self.op, H_cols[i], i,
-                                         None if mask is None else mask[:, slice(*fr[i])],
-                                         out_scale, layer) for i in self.local}
+            # the square operator's input and output rows are the same nodes: one slice
+            cols = {i: None if mask is None else mask[:, slice(*fr[i])] for i in self.local}
+            Z_cols = {i: self._aggregate(self.op, H_cols[i], i, cols[i], out_scale, layer,
+                                         in_mask=cols[i]) for i in self.local}
             recv = self.comm.all_to_all(
                 {i: [Z_cols[i][slice(*nr[j])] for j in range(m)] for i in self.local},
                 {j: [(_width(nr[j]), _width(fr[i])) for i in range(m)] for j in self.local})
@@ -524,7 +540,9 @@ class PartitionRuntime(Runtime):
                 own = self.parts[j]
                 Z = self._aggregate(self.ops[j], H_local[j], j,
                                     None if mask is None else mask[torch.from_numpy(own)],
-                                    out_scale, layer)
+                                    out_scale, layer,
+                                    in_mask=None if mask is None else
+                                    mask[torch.from_numpy(self.local_cols[j])])
                 P[j] = model.update(layer, Z.to(self.dense), H_self.get(j))
                 if count_ops:
                     self.dense_macs[j] += model.update_macs(layer, own.size, layer > 0)

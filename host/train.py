@@ -29,7 +29,8 @@ from .devices import (DEFAULT_DESIGN, DEFAULT_DEVICE, DEFAULT_SIMULATOR, Acceler
                       dense_device)
 from .graph import row_normalize
 from .models import MODELS, GNN, DropoutMasks, reference_forward
-from .mop import PARALLELISMS, PARTITION_METHODS, Communicator, imbalance, make_runtime
+from .mop import (DROPOUT_PLACES, PARALLELISMS, PARTITION_METHODS, Communicator, imbalance,
+                  make_runtime)
 
 REORDERS = ("none", "rcm")
 
@@ -59,6 +60,9 @@ class TrainConfig:
     partition: str = "contiguous"
     normalize_features: bool = True
     reorder: str = "none"
+    #: where dropout acts: ``aggregate`` (the S-SpMM output mask, MixGCN Eq. 4) or ``input``
+    #: (each layer's input, as PyG and Kipf & Welling; see docs/pyg.md for the trade-off)
+    dropout_at: str = "aggregate"
 
     def validate(self) -> "TrainConfig":
         """Raise :class:`UserError` naming the first bad field."""
@@ -77,6 +81,8 @@ class TrainConfig:
              f"--partition {self.partition!r}: choose one of {', '.join(PARTITION_METHODS)}"),
             (self.reorder in REORDERS,
              f"--reorder {self.reorder!r}: choose one of {', '.join(REORDERS)}"),
+            (self.dropout_at in DROPOUT_PLACES,
+             f"--dropout-at {self.dropout_at!r}: choose one of {', '.join(DROPOUT_PLACES)}"),
         ]
         for ok, msg in checks:
             if not ok:
@@ -236,7 +242,7 @@ def train(dataset: Dataset, cfg: TrainConfig, comm: Communicator | None = None,
     choice = cfg.accelerators()
     runtime = make_runtime(cfg.parallelism, model, dataset.graph, X, cfg.workers, choice,
                            comm=comm, dense=dense, timer=timer,
-                           partition=cfg.partition)
+                           partition=cfg.partition, dropout_at=cfg.dropout_at)
     comm = runtime.comm
     labels = torch.from_numpy(dataset.labels).to(dense)
     split = {"train": dataset.train_mask, "val": dataset.val_mask, "test": dataset.test_mask}
@@ -332,7 +338,7 @@ def train_reference(dataset: Dataset, cfg: TrainConfig,
         opt.zero_grad()
         masks = [drop.mask(epoch, l, (dataset.n_nodes, model.dims[l]))
                  for l in range(model.n_layers)]
-        logits = reference_forward(model, op, Xt, masks, drop.scale)
+        logits = reference_forward(model, op, Xt, masks, drop.scale, cfg.dropout_at)
         loss = F.cross_entropy(logits[tr], y[tr])
         loss.backward()
         opt.step()

@@ -111,7 +111,8 @@ def cmd_train(args) -> int:
     if args.distributed and args.workers < 2 and not _under_torchrun():
         raise UserError("--distributed runs one process per worker: give --workers 2 or more")
     cfg = TrainConfig(model=args.model, layers=args.layers, hidden=args.hidden,
-                      dropout=args.dropout, lr=args.lr, weight_decay=args.weight_decay,
+                      dropout=args.dropout, dropout_at=args.dropout_at, lr=args.lr,
+                      weight_decay=args.weight_decay,
                       epochs=args.epochs, seed=args.seed, device=choice.device,
                       design=choice.design, preset=choice.preset, params=dict(choice.params),
                       simulator=choice.simulator,
@@ -300,6 +301,10 @@ def register(subparsers) -> None:
     tr.add_argument("--lr", type=float, default=0.01)
     tr.add_argument("--weight-decay", type=float, default=5e-4)
     tr.add_argument("--dropout", type=float, default=0.5)
+    tr.add_argument("--dropout-at", default="aggregate", choices=("aggregate", "input"),
+                    help="where dropout acts: on the aggregation output, as the S-SpMM output "
+                         "mask (MixGCN Eq. 4; default), or on each layer's input, as PyG "
+                         "(docs/pyg.md: accuracy against skipped work)")
     tr.add_argument("--seed", type=int, default=0)
     tr.add_argument("--reorder", default="none", choices=["none", "rcm"],
                     help="relabel the nodes before training")
