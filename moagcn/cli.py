@@ -114,7 +114,7 @@ def cmd_synth(args) -> int:
 
 #: the benchmark module of each design that has one
 BENCHES = {"sspmm": "moagcn.sim.bench_sspmm", "sspmm-model": "moagcn.sim.validate_sspmm",
-           "hyscale": "moagcn.sim.bench_hyscale"}
+           "hyscale": "moagcn.sim.bench_hyscale", "pyg": "moagcn.host.bench_pyg"}
 
 
 def cmd_bench(args) -> int:
@@ -210,11 +210,13 @@ def build_parser() -> argparse.ArgumentParser:
     cli_hyscale.register(sub)
     cli_host.register(sub)
 
-    be = sub.add_parser("bench", help="benchmark an accelerator: RTL against its models",
-                        description="Run the benchmark of DESIGN (sspmm or hyscale); the "
-                                    "arguments after DESIGN are the benchmark's own (see "
-                                    "moagcn bench DESIGN --help).")
-    be.add_argument("bench_design", metavar="DESIGN", choices=sorted(BENCHES))
+    be = sub.add_parser("bench", help="benchmark an accelerator (RTL against its models) or "
+                                      "moagcn against PyG",
+                        description="Run the benchmark NAME: sspmm, sspmm-model, hyscale (RTL "
+                                    "against the models) or pyg (moagcn's layers and training "
+                                    "against PyTorch Geometric); the arguments after NAME are "
+                                    "the benchmark's own (see moagcn bench NAME --help).")
+    be.add_argument("bench_design", metavar="NAME", choices=sorted(BENCHES))
     be.add_argument("bench_args", nargs=argparse.REMAINDER, metavar="...")
     be.set_defaults(func=cmd_bench)
 

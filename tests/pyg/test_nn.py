@@ -197,3 +197,18 @@ def test_layers_share_one_device_and_count_its_work():
     nnz = int((src != dst).sum()) + n
     assert dev.counters.spmm_adds == 2 * nnz * 8 + 2 * nnz * 3
     assert np.isclose(dev.counters.calls, 4)
+
+
+def test_training_pyg_s_gcn_example_with_moagcn_layers_follows_pyg():
+    """PyG's examples/gcn.py model (dropout, conv, relu, dropout, conv) on Cora, trained with
+    PyG's layers and with moagcn's on the `model` device from the same seed: the same loss
+    curve (same weights, same dropout draws) and the same predictions."""
+    from moagcn.host.bench_pyg import bundled, run_conv_model
+    d = bundled("cora")
+    curves = {}
+    for kind in ("pyg", "nn:model"):
+        curves[kind] = run_conv_model(kind, d, seed=2, epochs=40, record=True)
+    a, b = curves["pyg"], curves["nn:model"]
+    np.testing.assert_allclose(b["loss_curve"], a["loss_curve"], rtol=1e-4)
+    assert b["loss_curve"][-1] < 0.75 * b["loss_curve"][0]         # it did learn
+    assert b["test_acc"] == pytest.approx(a["test_acc"], abs=2e-3)  # at most 2 of 1,000 flip
