@@ -96,7 +96,7 @@ def run_conv_model(kind: str, d: Dataset, seed: int, epochs: int, record: bool =
         loss.backward()
         opt.step()
         if record:
-            losses.append(float(loss))
+            losses.append(loss.item())
         t1 = time.perf_counter()
         net.eval()
         with torch.no_grad():
