@@ -37,7 +37,7 @@ import torch
 from moagcn.core.counters import Counters
 from moagcn.errors import UserError
 
-from .autograd import PhaseTimer, aggregate
+from .autograd import AggregationOp, PhaseTimer, aggregate
 from .devices import AcceleratorChoice
 from .graph import CSRGraph, contiguous_ranges
 from .models import GNN
@@ -47,6 +47,9 @@ PARALLELISMS = ("mop", "partition")
 PARTITION_METHODS = ("contiguous", "rcm", "kway", "metis")
 #: where dropout acts: on the aggregation output (MixGCN Eq. 4) or on the layer input (PyG)
 DROPOUT_PLACES = ("aggregate", "input")
+#: how cut entries are aggregated (:mod:`moagcn.host.prepost`) and message widths
+AGGREGATIONS = ("post", "pre", "prepost")
+COMM_BITS = (32, 16, 8, 4, 2)
 FLOAT_BYTES = 4
 
 
@@ -59,6 +62,9 @@ class CommCounters:
     bytes_forward: int = 0
     bytes_backward: int = 0
     exchanges: int = 0
+    #: of the bytes above, the quantiser's per-row parameters (zero point and scale)
+    param_bytes_forward: int = 0
+    param_bytes_backward: int = 0
 
     @property
     def bytes_total(self) -> int:
@@ -78,6 +84,44 @@ class Communicator(ABC):
         self.local = local
         self.counters = CommCounters()
         self.timer = timer
+        self.bits = 32
+        self.wire_seed = 0
+        self._wire_calls = 0    # all-to-alls so far (never reset): seeds the rounding draws
+
+    def set_wire(self, bits: int = 32, seed: int = 0) -> None:
+        """Quantise every block that crosses a worker boundary to ``bits`` (32: fp32 as is;
+        16: bf16; 8/4/2: per-row zero point and scale, stochastic rounding; see
+        :mod:`moagcn.host.quant`), in both directions. ``seed`` fixes the rounding draws: the
+        draw of block ``i -> j`` of the ``k``-th all-to-all depends on ``(seed, k, i, j)``
+        only, so every process of a distributed run draws what the in-process run draws."""
+        from .quant import BITS
+        if bits not in BITS:
+            raise UserError(f"--comm-bits {bits}: choose one of {', '.join(map(str, BITS))}")
+        self.bits, self.wire_seed = int(bits), int(seed)
+
+    def _generator(self, call: int, src: int, dst: int, backward: bool) -> torch.Generator:
+        state = np.random.SeedSequence([self.wire_seed, call, src, dst, int(backward)])
+        return torch.Generator().manual_seed(int(state.generate_state(1, np.uint64)[0] >> 1))
+
+    def _wire(self, x: torch.Tensor, call: int, src: int, dst: int, backward: bool
+              ) -> torch.Tensor:
+        """``x`` as the receiver sees it after the wire (quantised and back), counted."""
+        if self.bits == 32:
+            data, params, y = x.numel() * x.element_size(), 0, x.view_as(x)
+        else:
+            from .quant import dequantize, quantize
+            packet = quantize(x.detach().float().cpu(), self.bits,
+                              self._generator(call, src, dst, backward))
+            data, params = packet.data_bytes, packet.param_bytes
+            y = dequantize(packet).to(x.device)
+        c = self.counters
+        if backward:
+            c.bytes_backward += data + params
+            c.param_bytes_backward += params
+        else:
+            c.bytes_forward += data + params
+            c.param_bytes_forward += params
+        return y
 
     @abstractmethod
     def all_to_all(self, send: dict[int, list[torch.Tensor]],
@@ -105,18 +149,18 @@ class Communicator(ABC):
 
 
 class _Transfer(torch.autograd.Function):
-    """Identity that counts a block as sent (forward) and its gradient as returned (backward)."""
+    """Block ``src -> dst`` through the wire (the identity at 32 bits, else quantised), counted
+    as sent (forward); its gradient goes back through the wire the other way (backward)."""
 
     @staticmethod
-    def forward(ctx, x, comm):
-        ctx.comm = comm
-        comm.counters.bytes_forward += x.numel() * x.element_size()
-        return x.view_as(x)
+    def forward(ctx, x, comm, call, src, dst):
+        ctx.comm, ctx.call, ctx.src, ctx.dst = comm, call, src, dst
+        return comm._wire(x, call, src, dst, backward=False)
 
     @staticmethod
     def backward(ctx, g):
-        ctx.comm.counters.bytes_backward += g.numel() * g.element_size()
-        return g, None
+        return ctx.comm._wire(g, ctx.call, ctx.dst, ctx.src, backward=True), None, None, None, \
+            None
 
 
 class LocalComm(Communicator):
@@ -135,8 +179,10 @@ class LocalComm(Communicator):
                 if tuple(block.shape) != tuple(recv_shapes[j][i]):
                     raise RuntimeError(f"all_to_all: block {i}->{j} has shape "
                                        f"{tuple(block.shape)}, expected {recv_shapes[j][i]}")
-                recv[j][i] = _Transfer.apply(block, self) if i != j else block
+                recv[j][i] = _Transfer.apply(block, self, self._wire_calls, i, j) \
+                    if i != j else block
         self.counters.exchanges += 1
+        self._wire_calls += 1
         self._time(time.perf_counter() - t0)
         return recv
 
@@ -486,16 +532,26 @@ def refine_kway(graph: CSRGraph, owner: np.ndarray, parts: int, imbalance: float
 class PartitionRuntime(Runtime):
     """Partition parallelism (Alg. 1): each worker owns a node set and exchanges its halo.
 
-    Extra parameter ``partition``: ``contiguous``, ``rcm``, ``kway`` or ``metis`` (see
-    :func:`partition_nodes`).
+    Extra parameters: ``partition``: ``contiguous``, ``rcm``, ``kway`` or ``metis`` (see
+    :func:`partition_nodes`); ``aggregation``: how the cut entries of every layer after the
+    first are aggregated (SuperGCN Sec. 5, :mod:`moagcn.host.prepost`): ``post`` (the halo
+    exchange: sources sent as rows, summed at the receiver), ``pre`` (partial sums computed on
+    the sender's device and sent per destination) or ``prepost`` (a minimum vertex cover of
+    each pair's cut entries decides, so the fewest rows cross). The first layer aggregates its
+    input features, loaded once with the halo, without communication.
     """
 
     name = "partition"
 
-    def __init__(self, *args, partition: str = "contiguous", **kwargs):
+    def __init__(self, *args, partition: str = "contiguous", aggregation: str = "post",
+                 **kwargs):
         super().__init__(*args, **kwargs)
+        from .prepost import MODES
+        if aggregation not in MODES:
+            raise UserError(f"--aggregation {aggregation!r}: choose one of {', '.join(MODES)}")
         X = self.features
         self.partition = partition
+        self.aggregation = aggregation
         self.parts = partition_nodes(self.graph, self.m, partition)
         owner = np.empty(self.n, dtype=np.int64)
         for j, p in enumerate(self.parts):
@@ -525,6 +581,52 @@ class PartitionRuntime(Runtime):
                        for j in self.local} if self.model.uses_self else {}
         self._send_t = {(i, j): torch.from_numpy(self.send_idx[i][j]).to(self.dense)
                         for i in self.local for j in range(self.m)}
+        self._plan_exchange(owner)
+
+    def _plan_exchange(self, owner) -> None:
+        """The exchange of the layers after the first: which rows cross as rows (post) and which
+        as partial sums (pre), the operators of both, and where received rows go."""
+        from .prepost import plan_prepost
+        m, op = self.m, self.op
+        self.plan = plan = plan_prepost(op.adj, owner, m, self.aggregation)
+        r = op.row_scale
+        c = op.col_scale
+        self.n_post = [[int(plan.post_src[i][j].size) for j in range(m)] for i in range(m)]
+        self.n_pre = [[int(plan.pre_dst[i][j].size) for j in range(m)] for i in range(m)]
+        self.xops, self.xcols, self.xassemble = {}, {}, {}
+        self.pre_ops, self.pre_at = {}, {}
+        for j in self.local:
+            own = self.parts[j]
+            if self.aggregation == "post":   # the first layer's operator: every entry is local
+                self.xops[j], self.xcols[j] = self.ops[j], self.local_cols[j]
+                self.xassemble[j] = self.assemble[j]
+            else:
+                block, cols = plan.local_block(j)
+                self.xops[j] = AggregationOp(block, None if r is None else r[own],
+                                             None if c is None else c[cols], op.kind)
+                self.xcols[j] = cols
+                ids = np.concatenate([own] + [plan.post_src[i][j] for i in range(m)])
+                self.xassemble[j] = torch.from_numpy(np.argsort(ids, kind="stable"))
+            self.pre_at[j] = {i: torch.from_numpy(plan.pre_index(i, j)) for i in range(m)
+                              if self.n_pre[i][j]}
+        for i in self.local:
+            self._send_t.update({(i, j): torch.from_numpy(plan.send_index(i, j)).to(self.dense)
+                                 for j in range(m)})
+            for j in range(m):
+                if self.n_pre[i][j]:
+                    dst = plan.pre_dst[i][j]
+                    self.pre_ops[i, j] = AggregationOp(
+                        plan.pre_block(i, j), None if r is None else r[dst],
+                        None if c is None else c[self.parts[i]], op.kind)
+
+    def exchange_summary(self) -> dict:
+        """Rows sent per exchange (one layer, one direction) and how the cut entries split."""
+        s = self.plan.summary()
+        return {"aggregation": self.aggregation, "rows_sent": s["rows_sent"],
+                "post_rows": s["post_rows"], "pre_rows": s["pre_rows"],
+                "vertex_cover": s["cover_size"], "cut_entries": s["cut_entries"],
+                "pre_entries": s["pre_entries"], "post_entries": s["post_entries"],
+                "rows_if_post": s["rows_if_post"], "rows_if_pre": s["rows_if_pre"]}
 
     def rows(self, j):
         return self.parts[j]
@@ -534,28 +636,59 @@ class PartitionRuntime(Runtime):
         H_local = dict(self.X_local)
         H_self = dict(self.X_rows)
         P = {}
+        def rows(mask, ids):
+            return None if mask is None else mask[torch.from_numpy(ids)]
+
         for layer in range(L):
             mask = mask_fn(layer, (self.n, self.widths[layer])) if mask_fn else None
+            partial = {j: [] for j in self.local}
+            ops, cols = self.ops, self.local_cols
+            if layer > 0:
+                ops, cols = self.xops, self.xcols
+                H_local, partial = self._exchange(P, mask, out_scale, layer)
             for j in self.local:
                 own = self.parts[j]
-                Z = self._aggregate(self.ops[j], H_local[j], j,
-                                    None if mask is None else mask[torch.from_numpy(own)],
-                                    out_scale, layer,
-                                    in_mask=None if mask is None else
-                                    mask[torch.from_numpy(self.local_cols[j])])
+                Z = self._aggregate(ops[j], H_local[j], j, rows(mask, own), out_scale, layer,
+                                    in_mask=rows(mask, cols[j]))
+                for at, Zp in partial[j]:   # partial sums aggregated on the senders
+                    Z = Z.index_add(0, at, Zp.to(Z.device))
                 P[j] = model.update(layer, Z.to(self.dense), H_self.get(j))
                 if count_ops:
                     self.dense_macs[j] += model.update_macs(layer, own.size, layer > 0)
                 if model.uses_self:
                     H_self[j] = torch.relu(P[j])
-            if layer < L - 1:
-                w = model.dims[layer + 1]
-                recv = self.comm.all_to_all(
-                    {i: [P[i][self._send_t[i, j]] for j in range(m)] for i in self.local},
-                    {j: [(self.send_idx[i][j].size, w) for i in range(m)] for j in self.local})
-                H_local = {j: torch.cat([P[j]] + [recv[j][i] for i in range(m)], dim=0)
-                           .cpu()[self.assemble[j]] for j in self.local}
         return P
+
+    def _exchange(self, P, mask, out_scale, layer):
+        """Send every worker's post rows and pre partial sums of ``layer``'s input (the previous
+        pre-activations ``P``) in one all-to-all; return the receivers' input rows (own and
+        post, in column order) and their partial sums with the rows they add to."""
+        m, w = self.m, self.widths[layer]
+        send = {}
+        for i in self.local:
+            blocks = []
+            for j in range(m):
+                post = P[i][self._send_t[i, j]]
+                if self.n_pre[i][j]:
+                    dst = self.plan.pre_dst[i][j]
+                    Zp = self._aggregate(
+                        self.pre_ops[i, j], P[i].cpu(), i,
+                        None if mask is None else mask[torch.from_numpy(dst)], out_scale,
+                        layer, in_mask=None if mask is None else
+                        mask[torch.from_numpy(self.parts[i])])
+                    post = torch.cat([post, Zp.to(post.device)], dim=0)
+                blocks.append(post)
+            send[i] = blocks
+        shapes = {j: [(self.n_post[i][j] + self.n_pre[i][j], w) for i in range(m)]
+                  for j in self.local}
+        recv = self.comm.all_to_all(send, shapes)
+        H_local, partial = {}, {}
+        for j in self.local:
+            got = [recv[j][i][:self.n_post[i][j]] for i in range(m)]
+            H_local[j] = torch.cat([P[j]] + got, dim=0).cpu()[self.xassemble[j]]
+            partial[j] = [(self.pre_at[j][i], recv[j][i][self.n_post[i][j]:])
+                          for i in range(m) if self.n_pre[i][j]]
+        return H_local, partial
 
     def quality(self) -> dict:
         """The partition's method, edge cut and balance (:func:`partition_quality`)."""
@@ -566,9 +699,12 @@ class PartitionRuntime(Runtime):
         return [int(h.size) for h in self.halo]
 
     def comm_bytes_analytic(self, backward=True):
+        """Bytes from the plan's row counts and the wire format alone: every layer after the
+        first sends ``rows_sent`` rows of its width forward and as many gradient rows back."""
+        from .quant import wire_bytes
         d, L = self.model.dims, self.model.n_layers
-        halo = sum(self.halo_sizes())
-        fwd = sum(FLOAT_BYTES * d[l + 1] * halo for l in range(L - 1))
+        rows = int(self.plan.rows_matrix().sum())
+        fwd = sum(sum(wire_bytes(rows, d[l + 1], self.comm.bits)) for l in range(L - 1))
         return 2 * fwd if backward else fwd
 
     def feature_bytes(self):
@@ -586,12 +722,18 @@ class PartitionRuntime(Runtime):
         return out
 
 
-def make_runtime(parallelism: str, *args, partition: str = "contiguous", **kwargs) -> Runtime:
+def make_runtime(parallelism: str, *args, partition: str = "contiguous",
+                 aggregation: str = "post", **kwargs) -> Runtime:
     """``mop`` -> :class:`MoPRuntime`, ``partition`` -> :class:`PartitionRuntime`."""
     if parallelism == "mop":
+        if aggregation != "post":
+            raise UserError(f"--aggregation {aggregation} needs --parallelism partition: under "
+                            "mop no aggregation crosses a worker boundary (workers exchange "
+                            "feature slices, not cut edges)")
         return MoPRuntime(*args, **kwargs)
     if parallelism == "partition":
-        return PartitionRuntime(*args, partition=partition, **kwargs)
+        return PartitionRuntime(*args, partition=partition, aggregation=aggregation,
+                                **kwargs)
     raise UserError(f"unknown parallelism {parallelism!r}; choose one of "
                     f"{', '.join(PARALLELISMS)}")
 

@@ -29,7 +29,7 @@ from .devices import (DEFAULT_DESIGN, DEFAULT_DEVICE, DEFAULT_SIMULATOR, Acceler
                       dense_device)
 from .graph import row_normalize
 from .models import MODELS, GNN, DropoutMasks, reference_forward
-from .mop import (DROPOUT_PLACES, PARALLELISMS, PARTITION_METHODS, Communicator, imbalance,
+from .mop import (AGGREGATIONS, COMM_BITS, DROPOUT_PLACES, PARALLELISMS, PARTITION_METHODS, Communicator, imbalance,
                   make_runtime)
 
 REORDERS = ("none", "rcm")
@@ -63,6 +63,10 @@ class TrainConfig:
     #: where dropout acts: ``aggregate`` (the S-SpMM output mask, MixGCN Eq. 4) or ``input``
     #: (each layer's input, as PyG and Kipf & Welling; see docs/pyg.md for the trade-off)
     dropout_at: str = "aggregate"
+    #: partition parallelism: ``post`` (halo rows), ``pre`` or ``prepost`` (SuperGCN Sec. 5)
+    aggregation: str = "post"
+    #: bits per value of every message between workers (32, 16 = bf16, 8, 4, 2; SuperGCN Sec. 6)
+    comm_bits: int = 32
 
     def validate(self) -> "TrainConfig":
         """Raise :class:`UserError` naming the first bad field."""
@@ -81,6 +85,13 @@ class TrainConfig:
              f"--partition {self.partition!r}: choose one of {', '.join(PARTITION_METHODS)}"),
             (self.reorder in REORDERS,
              f"--reorder {self.reorder!r}: choose one of {', '.join(REORDERS)}"),
+            (self.aggregation in AGGREGATIONS,
+             f"--aggregation {self.aggregation!r}: choose one of {', '.join(AGGREGATIONS)}"),
+            (self.aggregation == "post" or self.parallelism == "partition",
+             f"--aggregation {self.aggregation} needs --parallelism partition: under "
+             f"{self.parallelism} no aggregation crosses a worker boundary"),
+            (self.comm_bits in COMM_BITS,
+             f"--comm-bits {self.comm_bits}: choose one of {', '.join(map(str, COMM_BITS))}"),
             (self.dropout_at in DROPOUT_PLACES,
              f"--dropout-at {self.dropout_at!r}: choose one of {', '.join(DROPOUT_PLACES)}"),
         ]
@@ -112,6 +123,8 @@ class EpochRecord:
     comm_bytes: int
     sim_cycles: int
     sim_cycles_max_device: int
+    #: of ``comm_bytes``, the quantiser's per-row zero points and scales
+    comm_param_bytes: int = 0
 
 
 @dataclass
@@ -126,6 +139,8 @@ class TrainResult:
     comm_bytes_analytic: int = 0
     device_counters: list[dict] = field(default_factory=list)
     halo_sizes: list[int] | None = None
+    #: partition runs: rows per exchange and the pre/post split of the cut entries
+    exchange: dict | None = None
     #: partition runs: method, edge_cut, entries, cut_fraction, part_sizes, balance
     partition: dict | None = None
     processes: int = 1
@@ -178,6 +193,10 @@ class TrainResult:
             "comm_bytes": h[-1].comm_bytes,
             "comm_bytes_analytic": self.comm_bytes_analytic,
             "comm_bytes_curve": [r.comm_bytes for r in h],
+            "comm_bytes_per_epoch": {"data": h[-1].comm_bytes - h[-1].comm_param_bytes,
+                                     "params": h[-1].comm_param_bytes,
+                                     "bits": self.config.comm_bits},
+            "exchange": self.exchange,
             "worker_ops": self.worker_ops,
             "worker_ops_max_over_avg": {k: imbalance(v) for k, v in ops.items()},
             "feature_bytes": self.feature_bytes,
@@ -242,8 +261,10 @@ def train(dataset: Dataset, cfg: TrainConfig, comm: Communicator | None = None,
     choice = cfg.accelerators()
     runtime = make_runtime(cfg.parallelism, model, dataset.graph, X, cfg.workers, choice,
                            comm=comm, dense=dense, timer=timer,
-                           partition=cfg.partition, dropout_at=cfg.dropout_at)
+                           partition=cfg.partition, dropout_at=cfg.dropout_at,
+                           aggregation=cfg.aggregation)
     comm = runtime.comm
+    comm.set_wire(cfg.comm_bits, cfg.seed)
     labels = torch.from_numpy(dataset.labels).to(dense)
     split = {"train": dataset.train_mask, "val": dataset.val_mask, "test": dataset.test_mask}
     n_train = int(dataset.train_mask.sum())
@@ -262,6 +283,8 @@ def train(dataset: Dataset, cfg: TrainConfig, comm: Communicator | None = None,
     result.feature_bytes = runtime.feature_bytes()
     result.halo_sizes = runtime.halo_sizes() if hasattr(runtime, "halo_sizes") else None
     result.partition = runtime.quality() if hasattr(runtime, "quality") else None
+    result.exchange = runtime.exchange_summary() if hasattr(runtime, "exchange_summary") \
+        else None
     for epoch in range(cfg.epochs):
         runtime.reset_counters()
         timer.reset()
@@ -284,6 +307,7 @@ def train(dataset: Dataset, cfg: TrainConfig, comm: Communicator | None = None,
         counters = runtime.device_counters()
         cycles = [c.cycles_total for c in counters.values()]
         comm_bytes = comm.counters.bytes_total
+        comm_params = comm.counters.param_bytes_forward + comm.counters.param_bytes_backward
         loss_value = float(loss.detach())
         if epoch == cfg.epochs - 1:
             ops = runtime.worker_ops()
@@ -295,14 +319,14 @@ def train(dataset: Dataset, cfg: TrainConfig, comm: Communicator | None = None,
             eval_logits = runtime.forward(None, count_ops=False)
         counts = _split_counts(eval_logits, runtime, labels, split)
         eval_s = time.perf_counter() - t1
-        totals = comm.sum(np.array([loss_value, comm_bytes, sum(cycles)] + counts,
-                                   dtype=np.float64))
+        totals = comm.sum(np.array([loss_value, comm_bytes, sum(cycles)] + counts
+                                   + [comm_params], dtype=np.float64))
         max_cycles = max(c for c in comm.gather(max(cycles, default=0)))
         loss_value, comm_bytes, cycle_sum = totals[0], int(totals[1]), int(totals[2])
         acc = [totals[3 + 2 * k] / max(totals[4 + 2 * k], 1) for k in range(3)]
         record = EpochRecord(epoch, float(loss_value), float(acc[0]), float(acc[1]),
                              float(acc[2]), step_s, eval_s, phases, comm_bytes, cycle_sum,
-                             int(max_cycles))
+                             int(max_cycles), int(totals[-1]))
         result.history.append(record)
         if on_epoch is not None:
             on_epoch(record)

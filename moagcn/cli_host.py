@@ -117,7 +117,8 @@ def cmd_train(args) -> int:
                       design=choice.design, preset=choice.preset, params=dict(choice.params),
                       simulator=choice.simulator,
                       workers=args.workers, parallelism=args.parallelism,
-                      partition=args.partition, reorder=args.reorder,
+                      partition=args.partition, aggregation=args.aggregation,
+                      comm_bits=args.comm_bits, reorder=args.reorder,
                       normalize_features=not args.raw_features).validate()
     with one_line_warnings():
         dataset = load_dataset(args.dataset, seed=args.seed, undirected=args.undirected)
@@ -293,6 +294,13 @@ def register(subparsers) -> None:
     tr.add_argument("--parallelism", default="mop", choices=PARALLELISMS)
     tr.add_argument("--partition", default="contiguous", choices=PARTITION_METHODS,
                     help="node partition of --parallelism partition")
+    tr.add_argument("--aggregation", default="post", choices=("post", "pre", "prepost"),
+                    help="--parallelism partition: aggregate cut edges at the receiver (post, "
+                         "the halo exchange), at the sender (pre) or as a minimum vertex cover "
+                         "decides (prepost; SuperGCN, docs/runtime.md)")
+    tr.add_argument("--comm-bits", type=int, default=32, choices=(32, 16, 8, 4, 2),
+                    help="bits per value of every message between workers: 32 (fp32), 16 "
+                         "(bf16), 8/4/2 (per-row zero point and scale, stochastic rounding)")
     tr.add_argument("--distributed", action="store_true",
                     help="one torch.distributed process per worker (spawned, or torchrun's)")
     tr.add_argument("--epochs", type=int, default=200)
