@@ -45,7 +45,7 @@ class GNN(nn.Module):
     """
 
     def __init__(self, kind: str, in_features: int, hidden: int, n_classes: int,
-                 layers: int = 2):
+                 layers: int = 2, label_embedding: bool = False, layer_norm: bool = False):
         super().__init__()
         if kind not in MODELS:
             raise UserError(f"unknown model {kind!r}; choose one of {', '.join(MODELS)}")
@@ -64,11 +64,28 @@ class GNN(nn.Module):
                 self.updates.append(nn.Linear(d_in, d_out))
             if kind == "sage":
                 self.selfs.append(nn.Linear(d_in, d_out, bias=False))
+        #: masked label propagation (SuperGCN Sec. 6.3): a learned embedding of a class, added
+        #: to the input features; the last row (index n_classes) stands for "no label" and is 0
+        self.label_embed = (nn.Embedding(n_classes + 1, in_features, padding_idx=n_classes)
+                            if label_embedding else None)
+        #: LayerNorm of every layer's aggregation input (its rows before they are sent)
+        self.norms = (nn.ModuleList(nn.LayerNorm(d) for d in self.dims[:-1])
+                      if layer_norm else None)
         for m in self.modules():
             if isinstance(m, nn.Linear):
                 nn.init.xavier_uniform_(m.weight)  # Glorot, as Kipf & Welling
                 if m.bias is not None:
                     nn.init.zeros_(m.bias)
+        if self.label_embed is not None:
+            nn.init.xavier_uniform_(self.label_embed.weight)
+            with torch.no_grad():
+                self.label_embed.weight[n_classes].zero_()
+
+    def label_input(self, labels: torch.Tensor) -> torch.Tensor:
+        """Embedded labels to add to the input features: ``labels`` per row, -1 for a row whose
+        label is not shown (a zero row)."""
+        idx = torch.where(labels < 0, torch.full_like(labels, self.dims[-1]), labels)
+        return self.label_embed(idx)
 
     @property
     def n_layers(self) -> int:

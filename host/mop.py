@@ -214,7 +214,14 @@ class Runtime(ABC):
     def __init__(self, model: GNN, graph: CSRGraph, features: np.ndarray, workers: int = 1,
                  accelerators: AcceleratorChoice | list | None = None,
                  comm: Communicator | None = None, dense: torch.device | None = None,
-                 timer: PhaseTimer | None = None, dropout_at: str = "aggregate"):
+                 timer: PhaseTimer | None = None, dropout_at: str = "aggregate",
+                 layer_norm: bool = False):
+        if layer_norm and self.name != "partition":
+            raise UserError("--layer-norm needs --parallelism partition: it normalises whole "
+                            "rows before they are sent, and MoP's sparse devices hold column "
+                            "slices")
+        self.layer_norm = bool(layer_norm)
+        self._dynamic_input = False
         if dropout_at not in DROPOUT_PLACES:
             raise UserError(f"dropout_at = {dropout_at!r}: choose one of "
                             f"{', '.join(DROPOUT_PLACES)}")
@@ -257,12 +264,14 @@ class Runtime(ABC):
         """Global ids of the nodes dense worker ``j`` updates (its logits' rows)."""
 
     @abstractmethod
-    def forward(self, mask_fn=None, out_scale: float = 1.0, count_ops: bool = True
-                ) -> dict[int, torch.Tensor]:
+    def forward(self, mask_fn=None, out_scale: float = 1.0, count_ops: bool = True,
+                inputs=None) -> dict[int, torch.Tensor]:
         """Logits of every local dense worker's rows.
 
         ``mask_fn(layer, (N, d))`` returns the global dropout keep-mask of a layer (or ``None``
-        for no dropout); ``out_scale`` is the inverted-dropout factor.
+        for no dropout); ``out_scale`` is the inverted-dropout factor. ``inputs(rows)``, when
+        given, returns a tensor added to the input features of those global rows (masked
+        label propagation's label embeddings; differentiable).
         """
 
     @abstractmethod
@@ -305,11 +314,12 @@ class Runtime(ABC):
         # evaluation repeats the first layer's unmasked product of the fixed input features:
         # compute it once per run
         cacheable = (layer == 0 and mask is None and in_mask is None
-                     and not torch.is_grad_enabled())
+                     and not torch.is_grad_enabled() and not self._dynamic_input)
         if cacheable and i in self._first_layer_eval:
             return self._first_layer_eval[i]
         Z = aggregate(op, H, self.devices[i], mask, out_scale if mask is not None else 1.0,
-                      relu_input=layer > 0, timer=self.timer, in_mask=in_mask,
+                      relu_input=layer > 0 and not self.layer_norm, timer=self.timer,
+                      in_mask=in_mask,
                       in_scale=out_scale if in_mask is not None else 1.0)
         if cacheable:
             self._first_layer_eval[i] = Z
@@ -341,11 +351,17 @@ class MoPRuntime(Runtime):
     def rows(self, j):
         return np.arange(*self.node_ranges[j])
 
-    def forward(self, mask_fn=None, out_scale=1.0, count_ops=True):
+    def forward(self, mask_fn=None, out_scale=1.0, count_ops=True, inputs=None):
         model, m, L = self.model, self.m, self.model.n_layers
         nr = self.node_ranges
         H_cols = dict(self.X_cols)
         H_self = dict(self.X_rows)
+        self._dynamic_input = inputs is not None
+        if inputs is not None:
+            extra = inputs(np.arange(self.n))
+            fr0 = self.feat_ranges[0]
+            H_cols = {i: H_cols[i] + extra[:, slice(*fr0[i])].cpu() for i in self.local}
+            H_self = {j: H_self[j] + extra[slice(*nr[j])].to(self.dense) for j in H_self}
         P = {}
         for layer in range(L):
             fr = self.feat_ranges[layer]
@@ -631,10 +647,16 @@ class PartitionRuntime(Runtime):
     def rows(self, j):
         return self.parts[j]
 
-    def forward(self, mask_fn=None, out_scale=1.0, count_ops=True):
+    def forward(self, mask_fn=None, out_scale=1.0, count_ops=True, inputs=None):
         model, m, L = self.model, self.m, self.model.n_layers
         H_local = dict(self.X_local)
         H_self = dict(self.X_rows)
+        self._dynamic_input = inputs is not None
+        if inputs is not None:
+            H_local = {j: H_local[j] + inputs(self.local_cols[j]).cpu() for j in self.local}
+            H_self = {j: H_self[j] + inputs(self.parts[j]).to(self.dense) for j in H_self}
+        if self.layer_norm:   # LayerNorm before the first layer: the owner's rows and the halo
+            H_local = {j: model.norms[0](H.to(self.dense)).cpu() for j, H in H_local.items()}
         P = {}
         def rows(mask, ids):
             return None if mask is None else mask[torch.from_numpy(ids)]
@@ -664,6 +686,8 @@ class PartitionRuntime(Runtime):
         pre-activations ``P``) in one all-to-all; return the receivers' input rows (own and
         post, in column order) and their partial sums with the rows they add to."""
         m, w = self.m, self.widths[layer]
+        if self.layer_norm:   # normalise the activated rows before they are sent or summed
+            P = {i: self.model.norms[layer](torch.relu(p)) for i, p in P.items()}
         send = {}
         for i in self.local:
             blocks = []

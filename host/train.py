@@ -67,6 +67,11 @@ class TrainConfig:
     aggregation: str = "post"
     #: bits per value of every message between workers (32, 16 = bf16, 8, 4, 2; SuperGCN Sec. 6)
     comm_bits: int = 32
+    #: masked label propagation: the fraction of training nodes whose labels are input (embedded
+    #: and added to their features) each epoch, re-drawn every epoch; the others give the loss
+    label_prop: float = 0.0
+    #: LayerNorm of every layer's input rows before they are aggregated or sent (partition)
+    layer_norm: bool = False
 
     def validate(self) -> "TrainConfig":
         """Raise :class:`UserError` naming the first bad field."""
@@ -92,6 +97,12 @@ class TrainConfig:
              f"{self.parallelism} no aggregation crosses a worker boundary"),
             (self.comm_bits in COMM_BITS,
              f"--comm-bits {self.comm_bits}: choose one of {', '.join(map(str, COMM_BITS))}"),
+            (0.0 <= self.label_prop < 1.0,
+             f"--label-prop {self.label_prop}: must be in [0, 1) (the fraction of training "
+             "labels shown as input; the rest give the loss)"),
+            (not self.layer_norm or self.parallelism == "partition",
+             "--layer-norm needs --parallelism partition (it normalises whole rows before "
+             "they are sent; MoP's devices hold column slices)"),
             (self.dropout_at in DROPOUT_PLACES,
              f"--dropout-at {self.dropout_at!r}: choose one of {', '.join(DROPOUT_PLACES)}"),
         ]
@@ -256,24 +267,45 @@ def train(dataset: Dataset, cfg: TrainConfig, comm: Communicator | None = None,
     dataset, X, order = prepare(dataset, cfg)
     dense = dense if dense is not None else dense_device()
     torch.manual_seed(cfg.seed)
-    model = GNN(cfg.model, dataset.n_features, cfg.hidden, dataset.n_classes, cfg.layers).to(dense)
+    if cfg.label_prop > 0 and int(round(cfg.label_prop * dataset.train_mask.sum())) >= \
+            dataset.train_mask.sum():
+        raise UserError(f"--label-prop {cfg.label_prop} leaves no training node for the loss "
+                        f"({int(dataset.train_mask.sum())} training nodes); use a smaller "
+                        "fraction")
+    model = GNN(cfg.model, dataset.n_features, cfg.hidden, dataset.n_classes, cfg.layers,
+                label_embedding=cfg.label_prop > 0, layer_norm=cfg.layer_norm).to(dense)
     timer = PhaseTimer()
     choice = cfg.accelerators()
     runtime = make_runtime(cfg.parallelism, model, dataset.graph, X, cfg.workers, choice,
                            comm=comm, dense=dense, timer=timer,
                            partition=cfg.partition, dropout_at=cfg.dropout_at,
-                           aggregation=cfg.aggregation)
+                           aggregation=cfg.aggregation, layer_norm=cfg.layer_norm)
     comm = runtime.comm
     comm.set_wire(cfg.comm_bits, cfg.seed)
     labels = torch.from_numpy(dataset.labels).to(dense)
     split = {"train": dataset.train_mask, "val": dataset.val_mask, "test": dataset.test_mask}
-    n_train = int(dataset.train_mask.sum())
-    train_rows = {}
-    for j in runtime.local:
-        rows = runtime.rows(j)
-        sel = np.nonzero(dataset.train_mask[rows])[0]
-        train_rows[j] = (torch.from_numpy(sel).to(dense), labels[torch.from_numpy(rows[sel])
-                                                                  .to(dense)])
+    train_ids = np.nonzero(dataset.train_mask)[0]
+
+    def loss_rows(shown):
+        """Per local worker, its training rows whose labels are not shown as input."""
+        out = {}
+        for j in runtime.local:
+            rows = runtime.rows(j)
+            sel = np.nonzero(dataset.train_mask[rows] & ~shown[rows])[0]
+            out[j] = (torch.from_numpy(sel).to(dense),
+                      labels[torch.from_numpy(rows[sel]).to(dense)])
+        return out, int(dataset.train_mask.sum() - shown.sum())
+
+    def label_inputs(shown):
+        """``inputs`` of the runtime: the embedded labels of the shown nodes (None: no LP)."""
+        if cfg.label_prop == 0:
+            return None
+        shown_labels = torch.from_numpy(np.where(shown, dataset.labels, -1)).to(dense)
+        return lambda ids: model.label_input(shown_labels[torch.from_numpy(ids).to(dense)])
+
+    no_labels = np.zeros(dataset.n_nodes, dtype=bool)
+    train_rows, n_train = loss_rows(no_labels)
+    k_shown = int(round(cfg.label_prop * train_ids.size))
     opt = torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     drop = DropoutMasks(cfg.dropout, cfg.seed, order)
     result = TrainResult(cfg, dataset.name, processes=len(comm.gather(0)),
@@ -291,7 +323,14 @@ def train(dataset: Dataset, cfg: TrainConfig, comm: Communicator | None = None,
         model.train()
         t0 = time.perf_counter()
         opt.zero_grad()
-        logits = runtime.forward(lambda layer, shape: drop.mask(epoch, layer, shape), drop.scale)
+        shown = no_labels
+        if k_shown:   # masked label propagation: a fresh draw of shown labels every epoch
+            rng = np.random.default_rng([cfg.seed, epoch, 0x4C50])
+            shown = np.zeros(dataset.n_nodes, dtype=bool)
+            shown[rng.choice(train_ids, k_shown, replace=False)] = True
+            train_rows, n_train = loss_rows(shown)
+        logits = runtime.forward(lambda layer, shape: drop.mask(epoch, layer, shape), drop.scale,
+                                 inputs=label_inputs(shown))
         loss = sum(F.cross_entropy(logits[j][idx], y, reduction="sum")
                    for j, (idx, y) in train_rows.items()) / n_train
         loss.backward()
@@ -316,7 +355,9 @@ def train(dataset: Dataset, cfg: TrainConfig, comm: Communicator | None = None,
         t1 = time.perf_counter()
         model.eval()
         with torch.no_grad():
-            eval_logits = runtime.forward(None, count_ops=False)
+            # every training label is shown when evaluating (never a validation or test one)
+            eval_logits = runtime.forward(None, count_ops=False,
+                                          inputs=label_inputs(dataset.train_mask))
         counts = _split_counts(eval_logits, runtime, labels, split)
         eval_s = time.perf_counter() - t1
         totals = comm.sum(np.array([loss_value, comm_bytes, sum(cycles)] + counts

@@ -118,7 +118,8 @@ def cmd_train(args) -> int:
                       simulator=choice.simulator,
                       workers=args.workers, parallelism=args.parallelism,
                       partition=args.partition, aggregation=args.aggregation,
-                      comm_bits=args.comm_bits, reorder=args.reorder,
+                      comm_bits=args.comm_bits, label_prop=args.label_prop,
+                      layer_norm=args.layer_norm, reorder=args.reorder,
                       normalize_features=not args.raw_features).validate()
     with one_line_warnings():
         dataset = load_dataset(args.dataset, seed=args.seed, undirected=args.undirected)
@@ -301,6 +302,13 @@ def register(subparsers) -> None:
     tr.add_argument("--comm-bits", type=int, default=32, choices=(32, 16, 8, 4, 2),
                     help="bits per value of every message between workers: 32 (fp32), 16 "
                          "(bf16), 8/4/2 (per-row zero point and scale, stochastic rounding)")
+    tr.add_argument("--label-prop", type=float, default=0.0, metavar="R",
+                    help="masked label propagation: each epoch, embed the labels of a random "
+                         "fraction R of the training nodes into their input features and train "
+                         "on the others (SuperGCN; default 0: off)")
+    tr.add_argument("--layer-norm", action="store_true",
+                    help="LayerNorm of every layer's input rows before they are aggregated or "
+                         "sent (--parallelism partition; SuperGCN uses it with --comm-bits 2)")
     tr.add_argument("--distributed", action="store_true",
                     help="one torch.distributed process per worker (spawned, or torchrun's)")
     tr.add_argument("--epochs", type=int, default=200)

@@ -99,3 +99,80 @@ def test_bad_options_are_one_line():
                         "--aggregation 'both'")):
         with pytest.raises(UserError, match=words):
             train(d, cfg)
+
+
+def test_layer_norm_and_label_inputs_equal_a_dense_reference():
+    """LayerNorm of every layer's input rows (before they are sent) and embedded labels added
+    to the input features: logits and gradients of the partition runtime (post and prepost, 2-3
+    workers, 2-bit messages off) against dense torch with the same modules."""
+    n, f, C = 50, 5, 3
+    g = power_law_graph(n, seed=8)
+    A = np.zeros((n, n))
+    for r, c in zip(g.row_ids(), g.indices):
+        A[r, c] += 1.0
+    np.fill_diagonal(A, 1.0)                        # GCN: A + I, one loop per node
+    d = 1 / np.sqrt(A.sum(1))
+    At = torch.from_numpy((d[:, None] * A * d[None, :]).astype(np.float32))
+    rng = np.random.default_rng(2)
+    X = rng.standard_normal((n, f)).astype(np.float32)
+    shown = torch.from_numpy(np.where(rng.random(n) < 0.3, rng.integers(0, C, n), -1))
+    torch.manual_seed(1)
+    model = GNN("gcn", f, 4, C, 3, label_embedding=True, layer_norm=True)
+    with torch.no_grad():                           # non-trivial LayerNorm affine parameters
+        for norm in model.norms:
+            norm.weight.uniform_(0.5, 1.5)
+            norm.bias.uniform_(-0.2, 0.2)
+    w = torch.randn(n, C, generator=torch.Generator().manual_seed(3))
+
+    model.zero_grad()
+    H = torch.from_numpy(X) + model.label_input(shown)
+    for layer in range(3):
+        H = model.norms[layer](H if layer == 0 else torch.relu(H))
+        H = model.update(layer, At @ H)
+    (H * w).sum().backward()
+    ref_out, ref_grads = H.detach(), {k: p.grad.clone() for k, p in model.named_parameters()}
+
+    for agg in ("post", "prepost"):
+        for m in (2, 3):
+            model.zero_grad()
+            rt = PartitionRuntime(model, g, X, m, "model", partition="metis", aggregation=agg,
+                                  layer_norm=True)
+            logits = rt.forward(inputs=lambda ids: model.label_input(shown[torch.from_numpy(ids)]))
+            out = torch.zeros(n, C)
+            loss = 0
+            for j, lg in logits.items():
+                rows = torch.from_numpy(rt.rows(j))
+                out[rows] = lg.detach()
+                loss = loss + (lg * w[rows]).sum()
+            loss.backward()
+            np.testing.assert_allclose(out, ref_out, rtol=1e-4, atol=1e-5)
+            for k, p in model.named_parameters():
+                np.testing.assert_allclose(p.grad, ref_grads[k], rtol=1e-4, atol=1e-5,
+                                           err_msg=k)
+
+
+def test_label_propagation_never_sees_validation_or_test_labels():
+    d = sbm(n_nodes=300, n_features=24, n_val=60, n_test=100, seed=6)
+    cfg = TrainConfig(epochs=15, workers=2, parallelism="partition", partition="metis",
+                      label_prop=0.5, layer_norm=True, device="cpu")
+    a = train(d, cfg)
+    # relabel every node outside the training set: nothing the model computes may change
+    other = ~d.train_mask
+    d.labels = np.where(other & (d.labels >= 0), (d.labels + 1) % d.n_classes, d.labels)
+    b = train(d, cfg)
+    assert [r.loss for r in a.history] == [r.loss for r in b.history]
+    assert a.history[-1].train_acc == b.history[-1].train_acc
+    # half of the 20 x 5 training labels are shown each epoch; the loss uses the other half
+    assert a.history[-1].loss != train(d, TrainConfig(**{**cfg.__dict__, "label_prop": 0.0})
+                                       ).history[-1].loss
+
+
+def test_label_prop_and_layer_norm_errors():
+    d = sbm(n_nodes=60, n_val=10, n_test=10)
+    for cfg, words in ((TrainConfig(label_prop=1.0), r"--label-prop 1.0: must be in \[0, 1\)"),
+                       (TrainConfig(layer_norm=True), "--layer-norm needs --parallelism "
+                                                      "partition"),
+                       (TrainConfig(label_prop=0.999, parallelism="partition", workers=2),
+                        "leaves no training node")):
+        with pytest.raises(UserError, match=words):
+            train(d, cfg)
