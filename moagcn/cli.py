@@ -117,6 +117,16 @@ BENCHES = {"sspmm": "moagcn.sim.bench_sspmm", "sspmm-model": "moagcn.sim.validat
            "hyscale": "moagcn.sim.bench_hyscale", "pyg": "moagcn.host.bench_pyg"}
 
 
+#: the experiments that reproduce a paper's tables
+EXPERIMENTS = {"supergcn": "moagcn.host.exp_supergcn"}
+
+
+def cmd_experiment(args) -> int:
+    import importlib
+    module = importlib.import_module(EXPERIMENTS[args.experiment])
+    return module.main(args.experiment_args) or 0
+
+
 def cmd_bench(args) -> int:
     import importlib
     module = importlib.import_module(BENCHES[args.bench_design])
@@ -218,6 +228,14 @@ def build_parser() -> argparse.ArgumentParser:
                                     "the benchmark's own (see moagcn bench NAME --help).")
     be.add_argument("bench_design", metavar="NAME", choices=sorted(BENCHES))
     be.add_argument("bench_args", nargs=argparse.REMAINDER, metavar="...")
+    ex = sub.add_parser("experiment", help="reproduce a paper's experiment (supergcn)",
+                        description="Run the experiment NAME (supergcn: SuperGCN's Table 5 "
+                                    "communication volumes and Table 3 accuracy settings); the "
+                                    "arguments after NAME are the experiment's own (see moagcn "
+                                    "experiment NAME --help).")
+    ex.add_argument("experiment", metavar="NAME", choices=sorted(EXPERIMENTS))
+    ex.add_argument("experiment_args", nargs=argparse.REMAINDER, metavar="...")
+    ex.set_defaults(func=cmd_experiment)
     be.set_defaults(func=cmd_bench)
 
     de = sub.add_parser("demo", help="end-to-end check of the binary32 units on a simulator")
