@@ -68,8 +68,10 @@ class GNN(nn.Module):
         #: to the input features; the last row (index n_classes) stands for "no label" and is 0
         self.label_embed = (nn.Embedding(n_classes + 1, in_features, padding_idx=n_classes)
                             if label_embedding else None)
-        #: LayerNorm of every layer's aggregation input (its rows before they are sent)
-        self.norms = (nn.ModuleList(nn.LayerNorm(d) for d in self.dims[:-1])
+        #: LayerNorm of the aggregation input of every layer after the first (the rows that
+        #: are sent between workers; the first layer's input features are not), by layer
+        self.norms = (nn.ModuleDict({str(l): nn.LayerNorm(d)
+                                     for l, d in enumerate(self.dims[:-1]) if l > 0})
                       if layer_norm else None)
         for m in self.modules():
             if isinstance(m, nn.Linear):

@@ -655,8 +655,6 @@ class PartitionRuntime(Runtime):
         if inputs is not None:
             H_local = {j: H_local[j] + inputs(self.local_cols[j]).cpu() for j in self.local}
             H_self = {j: H_self[j] + inputs(self.parts[j]).to(self.dense) for j in H_self}
-        if self.layer_norm:   # LayerNorm before the first layer: the owner's rows and the halo
-            H_local = {j: model.norms[0](H.to(self.dense)).cpu() for j, H in H_local.items()}
         P = {}
         def rows(mask, ids):
             return None if mask is None else mask[torch.from_numpy(ids)]
@@ -686,8 +684,8 @@ class PartitionRuntime(Runtime):
         pre-activations ``P``) in one all-to-all; return the receivers' input rows (own and
         post, in column order) and their partial sums with the rows they add to."""
         m, w = self.m, self.widths[layer]
-        if self.layer_norm:   # normalise the activated rows before they are sent or summed
-            P = {i: self.model.norms[layer](torch.relu(p)) for i, p in P.items()}
+        if self.layer_norm:   # normalise the rows, then activate, before they are sent or summed
+            P = {i: torch.relu(self.model.norms[str(layer)](p)) for i, p in P.items()}
         send = {}
         for i in self.local:
             blocks = []

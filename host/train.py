@@ -70,7 +70,8 @@ class TrainConfig:
     #: masked label propagation: the fraction of training nodes whose labels are input (embedded
     #: and added to their features) each epoch, re-drawn every epoch; the others give the loss
     label_prop: float = 0.0
-    #: LayerNorm of every layer's input rows before they are aggregated or sent (partition)
+    #: LayerNorm of every later layer's input rows before they are aggregated or sent
+    #: (partition; the first layer's input features are loaded once, never sent)
     layer_norm: bool = False
 
     def validate(self) -> "TrainConfig":
