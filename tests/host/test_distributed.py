@@ -1,38 +1,119 @@
-"""torch.distributed (gloo): two processes reproduce the in-process MoP run."""
+"""torch.distributed (gloo): spawned processes and a torchrun launch reproduce the in-process run.
+
+Every distributed run here is compared with ``train(d, cfg)`` in this process (LocalComm, the
+same code path the single-process tests check against plain torch): the losses agree within
+float tolerance (the processes sum the loss in another order), and the bytes the processes
+actually sent agree with the in-process count and with the sizes alone (MoP: Prop. 3.4;
+partition parallelism: the halos, counted here from the graph).
+"""
+
+import dataclasses
+import json
+import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
 
 from moagcn.errors import UserError
-from moagcn.host.datasets import sbm
-from moagcn.host.distributed import DistComm, process_group_backend, train_distributed
+from moagcn.host.datasets import load_dataset, sbm
+from moagcn.host.distributed import (DistComm, process_group_backend, train_distributed,
+                                     train_from_env)
+from moagcn.host.mop import partition_nodes
 from moagcn.host.train import TrainConfig, train
 
 
+def small():
+    return sbm(n_nodes=300, n_features=48, n_val=100, n_test=100, seed=5)
+
+
+def assert_same_run(rd: dict, rl: dict):
+    """A distributed report ``rd`` against the in-process report ``rl`` of the same config."""
+    np.testing.assert_allclose(rd["train_loss"], rl["train_loss"], rtol=1e-5, atol=1e-6)
+    assert rd["test_acc"] == pytest.approx(rl["test_acc"], abs=0.01)
+    assert rd["comm_bytes_curve"] == rl["comm_bytes_curve"]
+    assert rd["comm_bytes"] == rl["comm_bytes"] == rl["comm_bytes_analytic"] \
+        == rd["comm_bytes_analytic"]
+    # every process's counters reach rank 0; the performed adds depend on ReLU masks, which a
+    # different reduction order could flip for a pre-activation within rounding of 0
+    assert [w["worker"] for w in rd["worker_ops"]] == list(range(rl["workers"]))
+    for a, b in zip(rd["worker_ops"], rl["worker_ops"], strict=True):
+        assert (a["worker"], a["spmm_adds"], a["dense_macs"]) == \
+            (b["worker"], b["spmm_adds"], b["dense_macs"])
+        assert a["sparse_adds"] == pytest.approx(b["sparse_adds"], rel=1e-3)
+    assert rd["sim_cycles"]["per_epoch"] == rl["sim_cycles"]["per_epoch"] > 0
+
+
 def test_two_gloo_processes_match_the_in_process_run():
-    d = sbm(n_nodes=300, n_features=48, n_val=100, n_test=100, seed=5)
+    d = small()
     cfg = TrainConfig(epochs=6, workers=2, parallelism="mop", device="model", lr=0.05)
     local = train(d, cfg)
     seen = []
     dist = train_distributed(d, cfg, on_epoch=lambda rec: seen.append(rec.epoch))
     assert dist.processes == 2 and seen == list(range(6))
-    np.testing.assert_allclose(dist.train_loss, local.train_loss, rtol=1e-5, atol=1e-6)
-    assert dist.test_acc == pytest.approx(local.test_acc, abs=0.01)
     rd, rl = dist.report(), local.report()
-    assert rd["comm_bytes"] == rl["comm_bytes"] == rl["comm_bytes_analytic"]
-    # both processes' counters reach rank 0; the performed adds depend on ReLU masks, which a
-    # different reduction order could flip for a pre-activation within rounding of 0
-    for a, b in zip(rd["worker_ops"], rl["worker_ops"]):
-        assert (a["worker"], a["spmm_adds"], a["dense_macs"]) == \
-            (b["worker"], b["spmm_adds"], b["dense_macs"])
-        assert a["sparse_adds"] == pytest.approx(b["sparse_adds"], rel=1e-3)
-    assert rd["sim_cycles"]["per_epoch"] == rl["sim_cycles"]["per_epoch"]
+    assert_same_run(rd, rl)
+    # Prop. 3.4: 4 (N w - sum_i n_i w_i) bytes per all-to-all of width w (N = 300 nodes, two
+    # workers of 150 rows and w / 2 columns); forward: widths 48 (features), 16, 16 (hidden);
+    # backward: 16, 16 (no gradient flows into the input features)
+    assert rd["comm_bytes"] == sum(4 * (300 * w - 2 * 150 * w // 2) for w in (48, 16, 16, 16, 16))
 
 
-def test_errors_without_a_process_group():
+def halo_sizes(d, sets) -> list[int]:
+    """|R_j|: the remote in-neighbours of every part, from the graph's CSR arrays."""
+    g = d.graph
+    out = []
+    for own in sets:
+        cols = np.concatenate([g.indices[g.indptr[v]:g.indptr[v + 1]] for v in own])
+        out.append(len(set(cols.tolist()) - set(own.tolist())))
+    return out
+
+
+@pytest.mark.parametrize("workers, partition", [(2, "contiguous"), (4, "kway")])
+def test_partition_parallelism_over_processes_matches_the_in_process_run(workers, partition):
+    d = small()
+    cfg = TrainConfig(epochs=4, workers=workers, parallelism="partition", partition=partition,
+                      device="model", lr=0.05)
+    local = train(d, cfg)
+    dist = train_distributed(d, cfg)
+    assert dist.processes == workers
+    rd, rl = dist.report(), local.report()
+    assert_same_run(rd, rl)
+    halo = halo_sizes(d, partition_nodes(d.graph, workers, partition))
+    assert rd["halo_sizes"] == rl["halo_sizes"] == halo
+    # the hidden layer's rows of every halo, forward and back: 2 x 4 bytes x 16 x sum |R_j|
+    assert rd["comm_bytes"] == 2 * 4 * 16 * sum(halo)
+
+
+def test_torchrun_launch_matches_the_in_process_run(tmp_path):
+    report = tmp_path / "R.json"
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+           "-m", "moagcn", "train", "--distributed", "--dataset", "sbm", "--epochs", "3",
+           "--device", "model", "--parallelism", "partition", "--partition", "rcm", "--quiet",
+           "--report", str(report)]
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "LOCAL_RANK")}
+    run = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=tmp_path, env=env)
+    assert run.returncode == 0, run.stderr[-3000:]
+    rd = json.loads(report.read_text())
+    assert rd["processes"] == 2 and rd["workers"] == 2
+    cfg = TrainConfig(epochs=3, workers=2, device="model", parallelism="partition",
+                      partition="rcm")
+    assert rd["config"] == json.loads(json.dumps(dataclasses.asdict(cfg)))
+    local = train(load_dataset("sbm", seed=0), cfg)
+    assert_same_run(rd, local.report())
+    assert f"report: {report}" in run.stdout
+
+
+def test_errors_without_a_process_group(monkeypatch):
     assert process_group_backend() in ("gloo", "nccl")
     with pytest.raises(UserError, match="initialised torch.distributed process group"):
         DistComm()
     d = sbm(n_nodes=100, n_val=10, n_test=10, seed=0)
     with pytest.raises(UserError, match="at least 2"):
         train_distributed(d, TrainConfig(workers=1))
+    for key in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
+        monkeypatch.delenv(key, raising=False)
+    with pytest.raises(UserError, match="RANK is not set: run under torchrun"):
+        train_from_env(d, TrainConfig(workers=2))

@@ -32,6 +32,7 @@ def test_gather_pe_accumulates_each_element_in_arrival_order():
     rows = [0, 1, 0, 2, 0, 1]
     values = rng.standard_normal((len(rows), F)).astype(np.float32)
     values[1, 3] = -0.0
+    values[3, 3] = -0.0          # row 2's only edge: +0 + -0 = +0 (from -0 it would stay -0)
     expect = {}
     for r, vals in zip(rows, values):
         expect[r] = add(expect.get(r, np.zeros(F, np.uint32)), as_bits(vals))
@@ -63,6 +64,7 @@ def test_gather_pe_accumulates_each_element_in_arrival_order():
     _simulate(dut, bench)
     for r in expect:
         assert np.array_equal(got[r], expect[r]), r
+    assert got[2][3] == 0
 
 
 def test_scatter_pe_streams_weighted_products_after_its_grant():

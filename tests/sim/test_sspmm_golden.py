@@ -65,7 +65,8 @@ def test_work_and_cycle_model_counts():
 
 def test_golden_order_holds_on_adversarial_values():
     """Subnormals, infinities, NaNs, huge cancellations, duplicate and unsorted columns, a hub:
-    every element equals the plain sequential loop (NaN anywhere there, canonical NaN here)."""
+    every element equals the plain sequential loop (NaN anywhere there, canonical NaN here,
+    also where the loop keeps an input NaN's sign and payload)."""
     rng = np.random.default_rng(11)
     n, F = 60, 7
     rows = np.sort(rng.integers(0, n, 500))
@@ -75,12 +76,14 @@ def test_golden_order_holds_on_adversarial_values():
     indptr = np.searchsorted(rows, np.arange(n + 1)).astype(np.int64)
     H = (rng.standard_normal((n, F)) * np.exp2(rng.integers(-140, 120, (n, F)))).astype(np.float32)
     H[rng.random(H.shape) < 0.05] = np.float32(3e-45)        # subnormal
-    H[4, 1], H[8, 2], H[9, 2], H[10, 3] = np.inf, -np.inf, np.inf, np.nan
+    H[4, 1], H[8, 2], H[9, 2] = np.inf, -np.inf, np.inf
+    H[10, 3] = np.uint32(0xFFC00001).view(np.float32)        # a NaN with sign and payload
     M = rng.random((n, F)) < 0.8
     Z = sspmm(indptr, indices, H, M)
     ref = loop_reference(indptr, indices, H, M)
     nan = np.isnan(ref)
     assert nan.any() and np.isinf(ref).any() and (np.abs(ref[~nan]) < 1e-38).any()
+    assert np.all(ref.view(np.uint32)[nan] == 0xFFC00001)    # numpy keeps it: the test can tell
     assert np.array_equal(np.isnan(Z), nan)
     assert np.all(Z.view(np.uint32)[nan] == 0x7FC00000)
     assert np.array_equal(Z.view(np.uint32)[~nan], ref.view(np.uint32)[~nan])

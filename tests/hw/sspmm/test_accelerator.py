@@ -102,7 +102,7 @@ def _raw_run(indptr, indices, n_features=4, backend="verilator", cfg=TINY):
 
 @pytest.mark.parametrize("backend", ["pysim", "verilator"])
 def test_error_flag_index_out_of_range_stops_cleanly(backend):
-    out = _raw_run([0, 2, 3, 4], [1, 7, 0, 2], backend=backend)   # 7 >= 3 rows
+    out = _raw_run([0, 2, 3, 4], [1, 3, 0, 2], backend=backend)   # 3 rows: 3 is the first bad
     assert out["err_index"] == 1 and out["err_indptr"] == 0
     assert out["beats"] == []
 
