@@ -15,7 +15,8 @@ process, one after the other for every seed:
   input, as PyG; the forward S-SpMM then has no mask to skip).
 
 An epoch is one training step plus one evaluation forward pass, for every row. Accuracy is the
-test accuracy after the last epoch. Writes ``bench_pyg.json`` and ``bench_pyg.csv`` to ``--out``
+test accuracy after the last epoch. The conv models are also timed stepped round-robin, one
+epoch each in turn (median seconds per epoch), which a busy machine slows alike. Writes ``bench_pyg.json`` and ``bench_pyg.csv`` to ``--out``
 and prints a table (mean ± std over seeds).
 """
 
@@ -111,6 +112,43 @@ def run_conv_model(kind: str, d: Dataset, seed: int, epochs: int, record: bool =
     return out
 
 
+def time_interleaved(d: Dataset, kinds: list[str], epochs: int, seed: int = 0) -> dict:
+    """Median seconds per epoch of the conv models ``kinds`` (``pyg``, ``nn:cpu``,
+    ``nn:model``), stepped round-robin one epoch each, so that a busy spell of the machine
+    slows them alike."""
+    x = torch.from_numpy(row_normalize(d.features))
+    y = torch.from_numpy(d.labels)
+    ei = to_edge_index(d.graph)
+    tr = torch.from_numpy(d.train_mask)
+    nets = {}
+    for kind in kinds:
+        torch.manual_seed(seed)
+        if kind == "pyg":
+            tg = require_pyg()
+            net = Net(tg.nn.GCNConv(d.n_features, 16), tg.nn.GCNConv(16, d.n_classes))
+        else:
+            from moagcn.core.device import CpuDevice
+
+            from .nn import GCNConv
+            dev = CpuDevice() if kind == "nn:cpu" else AcceleratorChoice("model").make()
+            net = Net(GCNConv(d.n_features, 16, device=dev),
+                      GCNConv(16, d.n_classes, device=dev))
+        nets[kind] = (net, torch.optim.Adam(net.parameters(), lr=0.01, weight_decay=5e-4))
+    times = {k: [] for k in kinds}
+    for _ in range(epochs):
+        for kind, (net, opt) in nets.items():
+            t0 = time.perf_counter()
+            net.train()
+            opt.zero_grad()
+            F.cross_entropy(net(x, ei)[tr], y[tr]).backward()
+            opt.step()
+            net.eval()
+            with torch.no_grad():
+                net(x, ei).argmax(1)
+            times[kind].append(time.perf_counter() - t0)
+    return {k: float(np.median(v)) for k, v in times.items()}
+
+
 def run_train(kind: str, d: Dataset, seed: int, epochs: int) -> dict:
     """``moagcn train`` on ``cpu`` or ``model`` (``train:DEVICE[:input-dropout]``)."""
     parts = kind.split(":")
@@ -175,13 +213,21 @@ def main(argv=None) -> int:
                 print(f"{name:9s} {impl:24s} seed {seed}  test {r['test_acc']:.3f}  "
                       f"{r['s_per_epoch'] * 1e3:7.1f} ms/epoch", flush=True)
     summary = summarize(rows)
+    conv = [i for i in impls if i.split(":")[0] in ("pyg", "nn")]
+    interleaved = {}
+    if len(conv) > 1:
+        for name, d in datasets.items():
+            interleaved[name] = time_interleaved(d, conv, args.epochs)
+            print(f"{name}: median s/epoch, interleaved: " + ", ".join(
+                f"{k} {v * 1e3:.1f} ms" for k, v in interleaved[name].items()), flush=True)
     with open(out / "bench_pyg.csv", "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=FIELDS)
         w.writeheader()
         w.writerows({k: r[k] for k in FIELDS} for r in rows)
     (out / "bench_pyg.json").write_text(json.dumps(
         {"threads": args.threads, "epochs": args.epochs, "seeds": args.seeds,
-         "torch": torch.__version__, "summary": summary, "runs": rows}, indent=2) + "\n")
+         "torch": torch.__version__, "summary": summary, "interleaved_s_per_epoch": interleaved,
+         "runs": rows}, indent=2) + "\n")
     print(f"\n| dataset | implementation | test accuracy (mean ± std, {args.seeds} seeds) | "
           "s/epoch | time / PyG |")
     print("|---|---|---|---|---|")
