@@ -121,7 +121,8 @@ def test_cycle_model_tracks_rtl():
     c = res.raw
     err = c["cycles_compute"] / model.cycles_compute - 1
     print(f"compute rtl {c['cycles_compute']} model {model.cycles_compute} ({err:+.3f})")
-    assert abs(err) < 0.1, f"model {model.cycles_compute}, rtl {c['cycles_compute']}"
+    # measured +3.9 % (the tiny preset's two-entry local buffers; docs/sspmm.md)
+    assert abs(err) < 0.05, f"model {model.cycles_compute}, rtl {c['cycles_compute']}"
     # multicast: each neighbour row is read once per pass of up to one job per group
     assert c["rows_fetched"] == model.extra["rows_fetched"] < model.extra["turns"]
     assert c["cycles_output"] == model.cycles_output
