@@ -50,17 +50,18 @@ class _AllToAll(torch.autograd.Function):
     """Differentiable variable-size all-to-all of 2-D blocks (one per peer)."""
 
     @staticmethod
-    def forward(ctx, comm, recv_shapes, *blocks):
-        ctx.comm = comm
+    def forward(ctx, comm, recv_shapes, call, *blocks):
+        ctx.comm, ctx.call = comm, call
         ctx.send_shapes = [tuple(b.shape) for b in blocks]
         ctx.send_devices = [b.device for b in blocks]
         ctx.recv_shapes = [tuple(s) for s in recv_shapes]
-        return tuple(comm._exchange(list(blocks), ctx.recv_shapes, "forward"))
+        return tuple(comm._exchange(list(blocks), ctx.recv_shapes, "forward", call))
 
     @staticmethod
     def backward(ctx, *grads):
-        back = ctx.comm._exchange([g.contiguous() for g in grads], ctx.send_shapes, "backward")
-        return (None, None) + tuple(g.to(d) for g, d in zip(back, ctx.send_devices))
+        back = ctx.comm._exchange([g.contiguous() for g in grads], ctx.send_shapes, "backward",
+                                  ctx.call)
+        return (None, None, None) + tuple(g.to(d) for g, d in zip(back, ctx.send_devices))
 
 
 class DistComm(Communicator):
@@ -77,7 +78,9 @@ class DistComm(Communicator):
         self.device = (torch.device("cuda", torch.cuda.current_device())
                        if self.backend == "nccl" else torch.device("cpu"))
 
-    def _exchange(self, blocks, recv_shapes, direction: str):
+    def _exchange(self, blocks, recv_shapes, direction: str, call: int = 0):
+        if self.bits != 32:
+            return self._exchange_packed(blocks, recv_shapes, direction, call)
         t0 = time.perf_counter()
         send_sizes = [b.numel() for b in blocks]
         recv_sizes = [int(np.prod(s)) for s in recv_shapes]
@@ -94,10 +97,50 @@ class DistComm(Communicator):
         self._time(time.perf_counter() - t0)
         return [p.reshape(s) for p, s in zip(parts, recv_shapes)]
 
+    def _exchange_packed(self, blocks, recv_shapes, direction: str, call: int):
+        """The all-to-all with quantised messages: every block for another rank is quantised
+        here (the draws seeded as :class:`~moagcn.host.mop.LocalComm`'s, so the run equals the
+        in-process one), packed into bytes (payload, then per-row parameters) and sent as one
+        uint8 buffer; the receiver unpacks and dequantises. A rank's own block stays here."""
+        from .quant import dequantize, from_bytes, quantize, to_bytes, wire_bytes
+        t0 = time.perf_counter()
+        backward = direction == "backward"
+        r, bits = self.rank, self.bits
+        bufs, data, params = [], 0, 0
+        for k, b in enumerate(blocks):
+            if k == r:
+                bufs.append(torch.zeros(0, dtype=torch.uint8))
+                continue
+            packet = quantize(b.detach().float().cpu(), bits,
+                              self._generator(call, r, k, backward))
+            data += packet.data_bytes
+            params += packet.param_bytes
+            bufs.append(to_bytes(packet))
+        send_sizes = [int(x.numel()) for x in bufs]
+        recv_sizes = [0 if k == r else sum(wire_bytes(s[0], s[1], bits))
+                      for k, s in enumerate(recv_shapes)]
+        out = torch.empty(sum(recv_sizes), dtype=torch.uint8, device=self.device)
+        dist.all_to_all_single(out, torch.cat(bufs).to(self.device), recv_sizes, send_sizes)
+        if backward:
+            self.counters.bytes_backward += data + params
+            self.counters.param_bytes_backward += params
+        else:
+            self.counters.bytes_forward += data + params
+            self.counters.param_bytes_forward += params
+        result = []
+        for k, (part, shape) in enumerate(zip(torch.split(out.cpu(), recv_sizes), recv_shapes)):
+            if k == r:
+                result.append(blocks[r].detach().float().reshape(shape))
+            else:
+                result.append(dequantize(from_bytes(part, tuple(shape), bits)))
+        self._time(time.perf_counter() - t0)
+        return [x.to(self.device) for x in result]
+
     def all_to_all(self, send, recv_shapes):
         r = self.rank
-        out = _AllToAll.apply(self, recv_shapes[r], *send[r])
+        out = _AllToAll.apply(self, recv_shapes[r], self._wire_calls, *send[r])
         self.counters.exchanges += 1
+        self._wire_calls += 1
         return {r: list(out)}
 
     def all_reduce_grads(self, params) -> None:
