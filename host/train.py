@@ -98,6 +98,9 @@ class TrainConfig:
              f"{self.parallelism} no aggregation crosses a worker boundary"),
             (self.comm_bits in COMM_BITS,
              f"--comm-bits {self.comm_bits}: choose one of {', '.join(map(str, COMM_BITS))}"),
+            (self.comm_bits == 32 or self.parallelism == "partition",
+             f"--comm-bits {self.comm_bits} needs --parallelism partition (SuperGCN quantises "
+             "the halo exchange; MoP's feature-slice all-to-all stays fp32)"),
             (0.0 <= self.label_prop < 1.0,
              f"--label-prop {self.label_prop}: must be in [0, 1) (the fraction of training "
              "labels shown as input; the rest give the loss)"),

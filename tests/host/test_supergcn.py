@@ -95,6 +95,7 @@ def test_bad_options_are_one_line():
     d = sbm(n_nodes=60, n_val=10, n_test=10)
     for cfg, words in ((TrainConfig(aggregation="prepost"), "needs --parallelism partition"),
                        (TrainConfig(comm_bits=3), "--comm-bits 3: choose one of"),
+                       (TrainConfig(comm_bits=2), "--comm-bits 2 needs --parallelism partition"),
                        (TrainConfig(aggregation="both", parallelism="partition"),
                         "--aggregation 'both'")):
         with pytest.raises(UserError, match=words):
