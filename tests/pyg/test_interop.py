@@ -63,7 +63,7 @@ def test_from_pyg_accepts_column_labels_and_graph_only_data():
     (lambda d: delattr(d, "val_mask"), r"data has no val_mask; set data.val_mask"),
     (lambda d: setattr(d, "train_mask", d.train_mask.view(-1, 1).repeat(1, 3)),
      r"one column per split; pick one"),
-    (lambda d: setattr(d, "y", torch.randn(d.num_nodes, 3)), r"single-label"),
+    (lambda d: setattr(d, "y", torch.randn(d.num_nodes, 3, generator=torch.Generator().manual_seed(0))), r"single-label"),
     (lambda d: setattr(d, "edge_index", d.edge_index.t().contiguous()),
      r"data.edge_index has shape \(\d+, 2\).*transpose"),
 ])
