@@ -244,13 +244,21 @@ def train_distributed(dataset: Dataset, cfg: TrainConfig, on_epoch=None,
     store = _store_server()
     procs = mp.start_processes(_spawned, nprocs=world, join=False, start_method=method,
                                args=(world, store.port, backend, dataset, cfg, events, threads))
-    result, error = None, None
+    result, error, stopped = None, None, set()
     while result is None and error is None:
         try:
             kind, payload = events.get(timeout=1.0)
         except queue_mod.Empty:
             if all(not p.is_alive() for p in procs.processes):
                 break
+            dead = [(k, p.exitcode) for k, p in enumerate(procs.processes)
+                    if not p.is_alive() and p.exitcode != 0]
+            if dead:   # the others could wait in a collective until gloo's timeout: stop them
+                for p in procs.processes:
+                    if p.is_alive():
+                        stopped.add(p.pid)
+                        p.terminate()
+                error = "a worker died"
             continue
         if kind == "epoch" and on_epoch is not None:
             on_epoch(payload)
@@ -263,6 +271,16 @@ def train_distributed(dataset: Dataset, cfg: TrainConfig, on_epoch=None,
             pass
     except Exception as exc:  # ProcessRaisedException / ProcessExitedException
         error = error or str(exc).strip().splitlines()[-1]
+    for p in procs.processes:  # a terminated worker's exception above is expected
+        p.join(timeout=10)
+    dead = [(k, p.exitcode) for k, p in enumerate(procs.processes)
+            if p.exitcode is not None and p.exitcode < 0 and p.pid not in stopped]
+    if dead:   # killed by a signal (out of memory, kill): say so before what the others saw
+        # SIGTERM is how torch's join stops the survivors once one has failed: name the first
+        # worker that died otherwise
+        k, code = sorted(dead, key=lambda d: d[1] == -15)[0]
+        error = (f"worker process {k} died (exit code {code}) before the run finished; the "
+                 "other workers were stopped")
     del store  # the workers have exited
     if error is not None or result is None:
         raise UserError(f"distributed training failed: {error or 'no result from rank 0'}")

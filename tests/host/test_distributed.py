@@ -106,6 +106,34 @@ def test_supergcn_over_processes_matches_the_in_process_run(bits, label_prop):
     assert rd["exchange"] == rl["exchange"]
 
 
+def test_a_worker_that_dies_ends_the_run_with_one_line():
+    """SIGKILL one worker mid-run: the parent stops the others (which would otherwise wait in a
+    collective for gloo's 30-minute timeout) and raises a UserError naming the worker."""
+    import multiprocessing
+    import signal
+    import threading
+
+    d = small()
+    cfg = TrainConfig(epochs=100_000, workers=2, parallelism="partition", device="cpu")
+    started, outcome = threading.Event(), {}
+
+    def run():
+        try:
+            train_distributed(d, cfg, on_epoch=lambda rec: started.set())
+        except UserError as exc:
+            outcome["error"] = str(exc)
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    assert started.wait(120), "no epoch reported"
+    workers = [p for p in multiprocessing.active_children() if p.name != "SyncManager"]
+    victim = max(workers, key=lambda p: p.pid)
+    os.kill(victim.pid, signal.SIGKILL)
+    t.join(60)
+    assert not t.is_alive(), "the run did not end after a worker died"
+    assert "died (exit code -9)" in outcome["error"] and "\n" not in outcome["error"]
+
+
 def test_torchrun_launch_matches_the_in_process_run(tmp_path):
     report = tmp_path / "R.json"
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
