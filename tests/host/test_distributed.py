@@ -123,10 +123,12 @@ def test_a_worker_that_dies_ends_the_run_with_one_line():
         except UserError as exc:
             outcome["error"] = str(exc)
 
+    before = {p.pid for p in multiprocessing.active_children()}
     t = threading.Thread(target=run, daemon=True)
     t.start()
     assert started.wait(120), "no epoch reported"
-    workers = [p for p in multiprocessing.active_children() if p.name != "SyncManager"]
+    workers = [p for p in multiprocessing.active_children() if p.pid not in before]
+    assert len(workers) == 2, workers               # this run's two workers, nothing else
     victim = max(workers, key=lambda p: p.pid)
     os.kill(victim.pid, signal.SIGKILL)
     t.join(60)
