@@ -26,7 +26,6 @@ import argparse
 import csv
 import json
 import time
-import warnings
 from pathlib import Path
 
 import numpy as np
@@ -67,6 +66,20 @@ class Net(torch.nn.Module):
         return self.conv2(x, edge_index)
 
 
+def make_net(kind: str, d: Dataset, seed: int) -> Net:
+    """The :class:`Net` of ``kind``: PyG's ``GCNConv`` (``pyg``) or moagcn's on the ``cpu`` or
+    ``model`` device (``nn:cpu``, ``nn:model``), from ``seed``."""
+    torch.manual_seed(seed)
+    if kind == "pyg":
+        tg = require_pyg()
+        return Net(tg.nn.GCNConv(d.n_features, 16), tg.nn.GCNConv(16, d.n_classes))
+    from moagcn.core.device import CpuDevice
+
+    from .nn import GCNConv
+    dev = CpuDevice() if kind == "nn:cpu" else AcceleratorChoice("model").make()
+    return Net(GCNConv(d.n_features, 16, device=dev), GCNConv(16, d.n_classes, device=dev))
+
+
 def run_conv_model(kind: str, d: Dataset, seed: int, epochs: int, record: bool = False) -> dict:
     """Train the :class:`Net` of ``kind`` (``pyg``, ``nn:cpu``, ``nn:model``); ``record``
     adds the training loss of every epoch (``loss_curve``)."""
@@ -74,18 +87,7 @@ def run_conv_model(kind: str, d: Dataset, seed: int, epochs: int, record: bool =
     y = torch.from_numpy(d.labels)
     ei = to_edge_index(d.graph)
     tr, te = torch.from_numpy(d.train_mask), torch.from_numpy(d.test_mask)
-    torch.manual_seed(seed)
-    if kind == "pyg":
-        tg = require_pyg()
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            import torch_geometric.nn as pyg_nn  # noqa: F401
-        net = Net(tg.nn.GCNConv(d.n_features, 16), tg.nn.GCNConv(16, d.n_classes))
-    else:
-        from moagcn.core.device import CpuDevice
-        dev = CpuDevice() if kind == "nn:cpu" else AcceleratorChoice("model").make()
-        from .nn import GCNConv
-        net = Net(GCNConv(d.n_features, 16, device=dev), GCNConv(16, d.n_classes, device=dev))
+    net = make_net(kind, d, seed)
     opt = torch.optim.Adam(net.parameters(), lr=0.01, weight_decay=5e-4)
     t_train = t_eval = 0.0
     losses = []
@@ -122,17 +124,7 @@ def time_interleaved(d: Dataset, kinds: list[str], epochs: int, seed: int = 0) -
     tr = torch.from_numpy(d.train_mask)
     nets = {}
     for kind in kinds:
-        torch.manual_seed(seed)
-        if kind == "pyg":
-            tg = require_pyg()
-            net = Net(tg.nn.GCNConv(d.n_features, 16), tg.nn.GCNConv(16, d.n_classes))
-        else:
-            from moagcn.core.device import CpuDevice
-
-            from .nn import GCNConv
-            dev = CpuDevice() if kind == "nn:cpu" else AcceleratorChoice("model").make()
-            net = Net(GCNConv(d.n_features, 16, device=dev),
-                      GCNConv(16, d.n_classes, device=dev))
+        net = make_net(kind, d, seed)
         nets[kind] = (net, torch.optim.Adam(net.parameters(), lr=0.01, weight_decay=5e-4))
     times = {k: [] for k in kinds}
     for _ in range(epochs):

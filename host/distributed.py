@@ -88,11 +88,7 @@ class DistComm(Communicator):
             if blocks else torch.zeros(0, device=self.device)
         out = torch.empty(sum(recv_sizes), dtype=torch.float32, device=self.device)
         dist.all_to_all_single(out, flat, recv_sizes, send_sizes)
-        moved = 4 * (sum(send_sizes) - send_sizes[self.rank])
-        if direction == "forward":
-            self.counters.bytes_forward += moved
-        else:
-            self.counters.bytes_backward += moved
+        self._count(4 * (sum(send_sizes) - send_sizes[self.rank]), 0, direction == "backward")
         parts = torch.split(out, recv_sizes)
         self._time(time.perf_counter() - t0)
         return [p.reshape(s) for p, s in zip(parts, recv_shapes)]
@@ -121,12 +117,7 @@ class DistComm(Communicator):
                       for k, s in enumerate(recv_shapes)]
         out = torch.empty(sum(recv_sizes), dtype=torch.uint8, device=self.device)
         dist.all_to_all_single(out, torch.cat(bufs).to(self.device), recv_sizes, send_sizes)
-        if backward:
-            self.counters.bytes_backward += data + params
-            self.counters.param_bytes_backward += params
-        else:
-            self.counters.bytes_forward += data + params
-            self.counters.param_bytes_forward += params
+        self._count(data, params, backward)
         result = []
         for k, (part, shape) in enumerate(zip(torch.split(out.cpu(), recv_sizes), recv_shapes)):
             if k == r:

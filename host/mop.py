@@ -114,6 +114,11 @@ class Communicator(ABC):
                               self._generator(call, src, dst, backward))
             data, params = packet.data_bytes, packet.param_bytes
             y = dequantize(packet).to(x.device)
+        self._count(data, params, backward)
+        return y
+
+    def _count(self, data: int, params: int, backward: bool) -> None:
+        """Count bytes that crossed a worker boundary (``params``: the quantiser's part)."""
         c = self.counters
         if backward:
             c.bytes_backward += data + params
@@ -121,7 +126,6 @@ class Communicator(ABC):
         else:
             c.bytes_forward += data + params
             c.param_bytes_forward += params
-        return y
 
     @abstractmethod
     def all_to_all(self, send: dict[int, list[torch.Tensor]],

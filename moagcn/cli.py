@@ -121,16 +121,18 @@ BENCHES = {"sspmm": "moagcn.sim.bench_sspmm", "sspmm-model": "moagcn.sim.validat
 EXPERIMENTS = {"supergcn": "moagcn.host.exp_supergcn"}
 
 
-def cmd_experiment(args) -> int:
+def _run_module(module_name: str, argv: list[str]) -> int:
+    """Run a benchmark or experiment module's ``main(argv)``."""
     import importlib
-    module = importlib.import_module(EXPERIMENTS[args.experiment])
-    return module.main(args.experiment_args) or 0
+    return importlib.import_module(module_name).main(argv) or 0
+
+
+def cmd_experiment(args) -> int:
+    return _run_module(EXPERIMENTS[args.experiment], args.experiment_args)
 
 
 def cmd_bench(args) -> int:
-    import importlib
-    module = importlib.import_module(BENCHES[args.bench_design])
-    return module.main(args.bench_args) or 0
+    return _run_module(BENCHES[args.bench_design], args.bench_args)
 
 
 # -- demo (the main job until training lands) ----------------------------------------------------
