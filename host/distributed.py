@@ -199,17 +199,20 @@ def _dense_for_rank(backend: str, rank: int) -> torch.device:
     return torch.device("cpu")
 
 
-def _spawned(rank: int, world: int, port: int, backend: str, dataset: Dataset,
-             cfg: TrainConfig, events, threads: int):
+def _entry(rank: int, world: int, port: int, backend: str, worker, args, events, threads: int,
+           timeout_s: float | None):
+    """A spawned process: join the group, run ``worker(rank, world, dense, emit, *args)``, and
+    report its result (or its error) to the parent."""
+    import datetime
     torch.set_num_threads(threads)
     try:
         store = dist.TCPStore("127.0.0.1", port, is_master=False)
-        _init_group(backend, store=store, rank=rank, world_size=world)
+        extra = {} if timeout_s is None else {"timeout": datetime.timedelta(seconds=timeout_s)}
+        _init_group(backend, store=store, rank=rank, world_size=world, **extra)
         dense = _dense_for_rank(backend, rank)
-        report = (lambda rec: events.put(("epoch", rec))) if rank == 0 else None
-        result = train(dataset, cfg, comm=DistComm(), on_epoch=report, dense=dense)
-        if rank == 0:
-            events.put(("done", result))
+        result = worker(rank, world, dense, lambda payload: events.put(("event", payload)),
+                        *args)
+        events.put(("done", (rank, result)))
     except Exception as exc:  # the parent re-raises it with the rank
         events.put(("error", f"rank {rank}: {type(exc).__name__}: {exc}"))
         raise
@@ -218,25 +221,26 @@ def _spawned(rank: int, world: int, port: int, backend: str, dataset: Dataset,
             dist.destroy_process_group()
 
 
-def train_distributed(dataset: Dataset, cfg: TrainConfig, on_epoch=None,
-                      backend: str | None = None) -> TrainResult:
-    """Train with ``cfg.workers`` local processes (one worker each) and return rank 0's result.
+def launch(worker, world: int, args: tuple, on_event=None, backend: str | None = None,
+           what: str = "distributed run", timeout_s: float | None = None) -> list:
+    """Run ``worker(rank, world, dense, emit, *args)`` in ``world`` local processes that form
+    one torch.distributed group; return the workers' results by rank.
 
-    ``on_epoch`` runs in this process for every epoch record rank 0 reports.
+    ``emit(payload)`` in a worker calls ``on_event(payload)`` here. A worker that raises ends
+    the run with its message; a worker that dies (killed, out of memory) ends it at once with
+    one line naming it, the others stopped rather than left waiting in a collective; with
+    ``timeout_s``, a collective or message that waits longer fails (a hung peer).
     """
-    cfg.validate()
-    world = cfg.workers
-    if world < 2:
-        raise UserError("--distributed needs --workers of at least 2 (one process per worker)")
     backend = backend or process_group_backend()
     threads = max(1, (os.cpu_count() or 1) // world)
     method = _start_method()
     events = mp.get_context(method).Queue()
     store = _store_server()
-    procs = mp.start_processes(_spawned, nprocs=world, join=False, start_method=method,
-                               args=(world, store.port, backend, dataset, cfg, events, threads))
-    result, error, stopped = None, None, set()
-    while result is None and error is None:
+    procs = mp.start_processes(_entry, nprocs=world, join=False, start_method=method,
+                               args=(world, store.port, backend, worker, args, events, threads,
+                                     timeout_s))
+    results, error, stopped = {}, None, set()
+    while len(results) < world and error is None:
         try:
             kind, payload = events.get(timeout=1.0)
         except queue_mod.Empty:
@@ -251,12 +255,17 @@ def train_distributed(dataset: Dataset, cfg: TrainConfig, on_epoch=None,
                         p.terminate()
                 error = "a worker died"
             continue
-        if kind == "epoch" and on_epoch is not None:
-            on_epoch(payload)
+        if kind == "event" and on_event is not None:
+            on_event(payload)
         elif kind == "done":
-            result = payload
+            results[payload[0]] = payload[1]
         elif kind == "error":
             error = payload
+    if error is not None:   # the survivors may wait for the failed one: stop them
+        for p in procs.processes:
+            if p.is_alive():
+                stopped.add(p.pid)
+                p.terminate()
     try:
         while not procs.join():
             pass
@@ -273,9 +282,31 @@ def train_distributed(dataset: Dataset, cfg: TrainConfig, on_epoch=None,
         error = (f"worker process {k} died (exit code {code}) before the run finished; the "
                  "other workers were stopped")
     del store  # the workers have exited
-    if error is not None or result is None:
-        raise UserError(f"distributed training failed: {error or 'no result from rank 0'}")
-    return result
+    if error is None and len(results) < world:
+        error = f"no result from rank(s) {sorted(set(range(world)) - set(results))}"
+    if error is not None:
+        raise UserError(f"{what} failed: {error}")
+    return [results[k] for k in range(world)]
+
+
+def _train_worker(rank: int, world: int, dense, emit, dataset: Dataset, cfg: TrainConfig):
+    result = train(dataset, cfg, comm=DistComm(), on_epoch=emit if rank == 0 else None,
+                   dense=dense)
+    return result if rank == 0 else None
+
+
+def train_distributed(dataset: Dataset, cfg: TrainConfig, on_epoch=None,
+                      backend: str | None = None) -> TrainResult:
+    """Train with ``cfg.workers`` local processes (one worker each) and return rank 0's result.
+
+    ``on_epoch`` runs in this process for every epoch record rank 0 reports.
+    """
+    cfg.validate()
+    world = cfg.workers
+    if world < 2:
+        raise UserError("--distributed needs --workers of at least 2 (one process per worker)")
+    return launch(_train_worker, world, (dataset, cfg), on_event=on_epoch, backend=backend,
+                  what="distributed training")[0]
 
 
 def train_from_env(dataset: Dataset, cfg: TrainConfig, on_epoch=None) -> TrainResult:

@@ -12,7 +12,7 @@ The neighbours come from :func:`~moagcn.host.sampling.sample_rows`, which draws 
 neighbours for a node at a layer as DEAL's shared sampler, so with the same seed and fanouts
 the embeddings equal DEAL's (up to fp32 summation order) and the comparison is of the work
 only. GCN's column scale needs each source's degree in its own layer sample, so for GCN the
-sources' rows are sampled too.
+sources that have stored self loops are sampled too (to count their loops).
 """
 
 from __future__ import annotations
@@ -29,12 +29,19 @@ from .models import GNN
 from .sampling import sample_rows
 
 
-def _gcn_degree(graph: CSRGraph, nodes: np.ndarray, k, layer: int, seed: int) -> np.ndarray:
-    """Degree of ``A + I`` (one loop) of ``nodes`` in layer ``layer``'s sample."""
-    indptr, idx = sample_rows(graph, nodes, k, layer, seed)
-    row = np.repeat(np.arange(nodes.size), np.diff(indptr))
-    nonloop = idx != nodes[row]
-    return np.bincount(row[nonloop], minlength=nodes.size) + 1
+def _gcn_degree(graph: CSRGraph, has_loop: np.ndarray, nodes: np.ndarray, k, layer: int,
+                seed: int) -> np.ndarray:
+    """Degree of ``A + I`` (one loop) of ``nodes`` in layer ``layer``'s sample: ``min(deg, k)
+    + 1`` for a node without stored self loops; the others' rows are sampled to count theirs."""
+    deg = (graph.indptr[nodes + 1] - graph.indptr[nodes]).astype(np.int64)
+    out = (deg if k is None else np.minimum(deg, k)) + 1
+    looped = np.nonzero(has_loop[nodes])[0]
+    if looped.size:
+        indptr, idx = sample_rows(graph, nodes[looped], k, layer, seed)
+        row = np.repeat(np.arange(looped.size), np.diff(indptr))
+        nonloop = idx != nodes[looped][row]
+        out[looped] = np.bincount(row[nonloop], minlength=looped.size) + 1
+    return out
 
 
 def ego_forward(model: GNN, graph: CSRGraph, X: np.ndarray, fanout: list, seed: int = 0,
@@ -57,6 +64,7 @@ def ego_forward(model: GNN, graph: CSRGraph, X: np.ndarray, fanout: list, seed: 
     edges = 0
     mem = MemTracker()
     t_start = time.perf_counter()
+    has_loop = graph.has_self_loops() if kind == "gcn" else None   # once, like building the CSR
     batches = range(0, N, batch_size)
     for b0 in batches:
         t0 = time.perf_counter()
@@ -71,7 +79,7 @@ def ego_forward(model: GNN, graph: CSRGraph, X: np.ndarray, fanout: list, seed: 
             adj, rs, cs = local_operator(kind, rows, tgt)
             src = np.union1d(adj.indices, tgt)
             if kind == "gcn":   # the sources' own degrees in this layer's sample
-                cs = (1.0 / np.sqrt(_gcn_degree(graph, src, fanout[layer], layer, seed))
+                cs = (1.0 / np.sqrt(_gcn_degree(graph, has_loop, src, fanout[layer], layer, seed))
                       ).astype(np.float32)
             local = CSRGraph(adj.indptr, np.searchsorted(src, adj.indices), n_cols=src.size,
                              what="ego layer")

@@ -1,18 +1,19 @@
-"""Neighbour sampling without replacement, deterministic per (seed, layer, edge).
+"""Neighbour sampling without replacement, deterministic per (seed, layer, node).
 
-Every stored entry (edge slot) ``e`` of a CSR graph gets, for layer ``l``, a 64-bit key
-``splitmix64(e + base(seed, l))``; a row with more than ``k`` entries keeps the ``k`` entries of
-smallest key (ties, which need equal 32-bit key prefixes, go to the earlier slot). So a node's
-sample at a layer depends only on the seed, the layer and its own row, never on which other rows
-are sampled with it, in what order, or by which process: the sample of one partition's rows
-equals the same rows of the whole graph's sample, and an ego-network sampler that visits a node
-in many batches draws the same neighbours every time. Duplicate entries are separate slots (a
-repeated edge can be drawn twice, as its multiplicity says); self loops are ordinary entries.
+Node ``v`` with ``d`` stored entries (edge slots) keeps, at layer ``l`` with fanout ``k < d``,
+the slots ``π(0), ..., π(k - 1)`` of a keyed pseudo-random permutation ``π`` of ``[0, d)``: a
+four-round Feistel network on the smallest even number of bits covering ``d``, cycle-walked
+back into ``[0, d)`` (Black and Rogaway's construction), keyed by ``(seed, l, v)`` through
+SplitMix64. Sampling a row costs ``O(k)``, however large its degree, and the sample depends only
+on the seed, the layer and the node: one partition's rows sample exactly as the same rows of the
+whole graph, and an ego-network sampler that meets a node in many batches draws the same
+neighbours each time. Duplicate entries are separate slots (a repeated edge can be drawn as
+often as it is stored); self loops are ordinary entries. A row keeps its slots in stored order.
 
 :class:`LayerSampler` is DEAL's shared sampler (Sec. 3.2): it builds the per-row state of a row
-range once (slot positions, row of every slot, and per fanout the capped rows and their slots)
-and reuses it for every layer, drawing only fresh keys. :func:`sample_rows` samples arbitrary
-rows from scratch (what an ego-network sampler does per batch).
+range once (degrees, which rows are capped, the Feistel widths, the output layout) and reuses it
+for every layer, drawing only the new layer's keys. :func:`sample_rows` samples arbitrary rows
+from scratch (what an ego-network sampler does per batch).
 """
 
 from __future__ import annotations
@@ -36,12 +37,51 @@ def splitmix64(x: np.ndarray) -> np.ndarray:
     return z ^ (z >> np.uint64(31))
 
 
-def slot_keys(seed: int, layer: int, slots: np.ndarray) -> np.ndarray:
-    """The uint64 sampling keys of edge ``slots`` (global positions in ``indices``)."""
+def node_keys(seed: int, layer: int, nodes: np.ndarray) -> np.ndarray:
+    """The uint64 permutation keys of ``nodes`` at ``layer``."""
     base = splitmix64(np.array([(int(seed) & 0xFFFFFFFF) << 20 | (int(layer) & 0xFFFFF)],
                                dtype=np.uint64))[0]
     with np.errstate(over="ignore"):
-        return splitmix64(np.asarray(slots, dtype=np.uint64) + base)
+        return splitmix64(np.asarray(nodes, dtype=np.uint64) * _M2 ^ base)
+
+
+_ROUNDS = 4
+
+
+def permute_positions(i: np.ndarray, n: np.ndarray, key: np.ndarray) -> np.ndarray:
+    """``π_key(i)`` for each element: a pseudo-random permutation of ``[0, n)`` (per element
+    ``n``, ``key``), by a cycle-walking Feistel network. ``i < n`` everywhere."""
+    n = np.asarray(n, dtype=np.int64)
+    bits = np.maximum(1, np.ceil(np.log2(np.maximum(n, 2))).astype(np.int64))
+    half = ((bits + 1) // 2).astype(np.uint64)
+    mask = (np.uint64(1) << half) - np.uint64(1)
+    x = np.asarray(i, dtype=np.uint64).copy()
+    key = np.asarray(key, dtype=np.uint64)
+    todo = np.arange(x.size)
+    nn = n.astype(np.uint64)
+    while todo.size:
+        h, m, k = half[todo], mask[todo], key[todo]
+        v = x[todo]
+        left, right = v >> h, v & m
+        for rnd in range(_ROUNDS):
+            with np.errstate(over="ignore"):
+                f = splitmix64(k + (right << np.uint64(3)) + np.uint64(rnd)) & m
+            left, right = right, left ^ f
+        x[todo] = (left << h) | right
+        out = x[todo] >= nn[todo]
+        todo = todo[out]          # cycle walking: apply π again until back inside [0, n)
+    return x.astype(np.int64)
+
+
+def _capped_slots(indptr_rows: np.ndarray, deg: np.ndarray, nodes: np.ndarray, k: int,
+                  seed: int, layer: int) -> np.ndarray:
+    """Global slots of the ``k`` sampled entries of each row (rows with ``deg > k``), row by
+    row, each row's slots in stored order."""
+    rep = np.repeat(np.arange(deg.size), k)
+    i = np.tile(np.arange(k, dtype=np.int64), deg.size)
+    pos = permute_positions(i, deg[rep], node_keys(seed, layer, nodes)[rep])
+    pos = np.sort(pos.reshape(deg.size, k), axis=1).reshape(-1)
+    return indptr_rows[rep] + pos
 
 
 def parse_fanout(text: str | None, layers: int) -> list[int | None]:
@@ -72,28 +112,12 @@ def parse_fanout(text: str | None, layers: int) -> list[int | None]:
     return out
 
 
-def _select(row_of: np.ndarray, slots: np.ndarray, k: int, seed: int, layer: int) -> np.ndarray:
-    """Boolean keep-mask over the slots of capped rows (``row_of`` ascending by row, every row
-    listed here having more than ``k`` slots): the ``k`` smallest keys of each row."""
-    keys = slot_keys(seed, layer, slots)
-    combined = (row_of.astype(np.uint64) << np.uint64(32)) | (keys >> np.uint64(32))
-    order = np.argsort(combined, kind="stable")
-    srow = row_of[order]
-    # rank of each sorted slot within its row: position minus the row's first position
-    first = np.r_[0, np.nonzero(srow[1:] != srow[:-1])[0] + 1]
-    start = np.repeat(first, np.diff(np.r_[first, srow.size]))
-    keep_sorted = (np.arange(srow.size) - start) < k
-    keep = np.zeros(slots.size, dtype=bool)
-    keep[order[keep_sorted]] = True
-    return keep
-
-
 class LayerSampler:
     """The shared per-row sampling state of rows ``[lo, hi)`` of ``graph`` (DEAL Sec. 3.2).
 
     Built once; :meth:`sample` draws a layer's 1-hop graph of those rows (global column ids,
     ``hi - lo`` rows, ``graph.n_cols`` columns) from it. :attr:`states_built` counts how many
-    times per-row state was built (once per row range, plus once per distinct fanout).
+    times per-row state was built (once for the range, plus once per distinct fanout).
     """
 
     def __init__(self, graph: CSRGraph, lo: int = 0, hi: int | None = None, seed: int = 0):
@@ -102,33 +126,47 @@ class LayerSampler:
             raise UserError(f"LayerSampler: rows [{lo}, {hi}) are not inside the graph's "
                             f"{graph.n_rows} rows")
         self.graph, self.lo, self.hi, self.seed = graph, lo, hi, int(seed)
-        self.first = int(graph.indptr[lo])
+        self.starts = graph.indptr[lo:hi].astype(np.int64)
         self.deg = np.diff(graph.indptr[lo:hi + 1]).astype(np.int64)
-        self.indices = graph.indices[graph.indptr[lo]:graph.indptr[hi]]
-        self.row_of = np.repeat(np.arange(hi - lo, dtype=np.int64), self.deg)
-        self._capped: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        self._layout: dict[int, tuple] = {}
         self.states_built = 1
 
     def _state(self, k: int):
-        if k not in self._capped:
+        """Per fanout: the capped rows, the output row pointers, and where the uncapped rows'
+        slots and the capped rows' samples go in the output."""
+        if k not in self._layout:
             capped = self.deg > k
-            slots = np.nonzero(capped[self.row_of])[0]
-            self._capped[k] = (slots, self.row_of[slots], np.where(capped, k, self.deg))
+            new_deg = np.where(capped, k, self.deg)
+            indptr = np.r_[0, np.cumsum(new_deg)].astype(np.int64)
+            rows = np.nonzero(capped)[0]
+            free = np.nonzero(~capped)[0]
+            fd = self.deg[free]
+            # uncapped rows: all their slots, at their output positions
+            rep = np.repeat(np.arange(free.size), fd)
+            within = np.arange(int(fd.sum()), dtype=np.int64) - np.repeat(
+                np.r_[0, np.cumsum(fd)[:-1]] if free.size else np.zeros(0, np.int64), fd)
+            free_src = self.starts[free][rep] + within
+            free_dst = indptr[free][rep] + within
+            cap_dst = (indptr[rows][:, None] + np.arange(k)).reshape(-1)
+            self._layout[k] = (indptr, rows, free_src, free_dst, cap_dst)
             self.states_built += 1
-        return self._capped[k]
+        return self._layout[k]
 
     def sample(self, k: int | None, layer: int) -> CSRGraph:
         """Layer ``layer``'s sampled rows: at most ``k`` neighbours each (None: all)."""
-        n_cols = self.graph.n_cols
+        g = self.graph
         if k is None:
             indptr = np.r_[0, np.cumsum(self.deg)].astype(np.int64)
-            return CSRGraph(indptr, self.indices, n_cols=n_cols, what="sampled graph")
-        slots, rows, new_deg = self._state(k)
-        keep = np.ones(self.indices.size, dtype=bool)
-        if slots.size:
-            keep[slots] = _select(rows, slots + self.first, k, self.seed, layer)
-        indptr = np.r_[0, np.cumsum(new_deg)].astype(np.int64)
-        return CSRGraph(indptr, self.indices[keep], n_cols=n_cols, what="sampled graph")
+            return CSRGraph(indptr, g.indices[g.indptr[self.lo]:g.indptr[self.hi]],
+                            n_cols=g.n_cols, what="sampled graph")
+        indptr, rows, free_src, free_dst, cap_dst = self._state(k)
+        out = np.empty(int(indptr[-1]), dtype=g.indices.dtype)
+        out[free_dst] = g.indices[free_src]
+        if rows.size:
+            slots = _capped_slots(self.starts[rows], self.deg[rows], rows + self.lo, k,
+                                  self.seed, layer)
+            out[cap_dst] = g.indices[slots]
+        return CSRGraph(indptr, out, n_cols=g.n_cols, what="sampled graph")
 
 
 def sample_rows(graph: CSRGraph, rows: np.ndarray, k: int | None, layer: int,
@@ -136,21 +174,23 @@ def sample_rows(graph: CSRGraph, rows: np.ndarray, k: int | None, layer: int,
     """``(indptr, indices)`` of the sampled neighbours of ``rows`` (any order, repeats allowed),
     drawn from scratch: the same neighbours :class:`LayerSampler` draws for those rows."""
     rows = np.asarray(rows, dtype=np.int64)
-    deg = (graph.indptr[rows + 1] - graph.indptr[rows]).astype(np.int64)
-    n = int(deg.sum())
-    row_of = np.repeat(np.arange(rows.size, dtype=np.int64), deg)
-    offs = np.r_[0, np.cumsum(deg)[:-1]] if rows.size else np.zeros(0, dtype=np.int64)
-    slots = (np.repeat(graph.indptr[rows].astype(np.int64) - offs, deg)
-             + np.arange(n, dtype=np.int64))
-    if k is None:
-        return np.r_[0, np.cumsum(deg)].astype(np.int64), graph.indices[slots]
-    capped = deg > k
-    keep = np.ones(n, dtype=bool)
-    cs = np.nonzero(capped[row_of])[0]
-    if cs.size:
-        keep[cs] = _select(row_of[cs], slots[cs], k, seed, layer)
-    new_deg = np.where(capped, k, deg)
-    return np.r_[0, np.cumsum(new_deg)].astype(np.int64), graph.indices[slots[keep]]
+    starts = graph.indptr[rows].astype(np.int64)
+    deg = (graph.indptr[rows + 1] - starts).astype(np.int64)
+    new_deg = deg if k is None else np.minimum(deg, k)
+    indptr = np.r_[0, np.cumsum(new_deg)].astype(np.int64)
+    out = np.empty(int(indptr[-1]), dtype=graph.indices.dtype)
+    free = np.arange(rows.size) if k is None else np.nonzero(deg <= k)[0]
+    fd = deg[free]
+    rep = np.repeat(np.arange(free.size), fd)
+    within = np.arange(int(fd.sum()), dtype=np.int64) - np.repeat(
+        np.r_[0, np.cumsum(fd)[:-1]] if free.size else np.zeros(0, np.int64), fd)
+    out[indptr[free][rep] + within] = graph.indices[starts[free][rep] + within]
+    if k is not None:
+        capped = np.nonzero(deg > k)[0]
+        if capped.size:
+            slots = _capped_slots(starts[capped], deg[capped], rows[capped], k, seed, layer)
+            out[(indptr[capped][:, None] + np.arange(k)).reshape(-1)] = graph.indices[slots]
+    return indptr, out
 
 
 def sample_graph(graph: CSRGraph, k: int | None, layer: int, seed: int = 0) -> CSRGraph:

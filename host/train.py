@@ -161,6 +161,9 @@ class TrainResult:
     processes: int = 1
     dense_device: str = "cpu"
     clock_mhz: float = 200.0
+    #: the trained weights (CPU tensors) and what :func:`moagcn.host.checkpoint.save` needs
+    model_state: dict | None = None
+    model_meta: dict | None = None
 
     @property
     def train_loss(self) -> list[float]:
@@ -375,6 +378,14 @@ def train(dataset: Dataset, cfg: TrainConfig, comm: Communicator | None = None,
         result.history.append(record)
         if on_epoch is not None:
             on_epoch(record)
+    result.model_state = {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
+    result.model_meta = {"model": cfg.model, "in_features": dataset.n_features,
+                         "hidden": cfg.hidden, "n_classes": dataset.n_classes,
+                         "layers": cfg.layers, "label_embedding": cfg.label_prop > 0,
+                         "layer_norm": cfg.layer_norm,
+                         "normalize_features": cfg.normalize_features,
+                         "dataset": dataset.name, "n_nodes": dataset.n_nodes,
+                         "test_acc": result.history[-1].test_acc}
     for part in comm.gather((ops, dev)):
         p_ops, p_dev = part
         for i in sorted(p_ops):

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 from .cli_common import (accelerator_choice, add_accelerator_args, add_undirected_arg,
-                         one_line_warnings, report_path, write_json)
+                         one_line_warnings, output_path, report_path, write_json)
 from .errors import UserError
 
 DEFAULT_TRAIN_REPORT = "reports/train/report.json"
@@ -107,6 +107,7 @@ def cmd_train(args) -> int:
 
     choice = accelerator_choice(args)
     rpath = report_path(args.report)
+    save = output_path(args.save, "--save") if args.save else None
     _set_threads(args.threads)
     if args.distributed and args.workers < 2 and not _under_torchrun():
         raise UserError("--distributed runs one process per worker: give --workers 2 or more")
@@ -172,6 +173,10 @@ def cmd_train(args) -> int:
                                "val_acc": ref.val_acc, "train_loss": ref.train_loss,
                                "test_acc_curve": [r.test_acc for r in ref.history]}
     write_json(rpath, report)
+    if save is not None:
+        from moagcn.host.checkpoint import save as save_checkpoint
+        save_checkpoint(save, result.model_state, result.model_meta)
+        print(f"checkpoint: {save}")
     plots = _train_plots(report, rpath)
     sc = report["sim_cycles"]
     print(f"done in {wall:.1f} s: test accuracy {report['test_acc']:.4f}, validation "
@@ -335,6 +340,8 @@ def register(subparsers) -> None:
                     help="torch intra-op threads of the dense workers (default 1: the per-layer "
                          "tensors are small, and extra threads cost more than they give when "
                          "the cores are shared; 0 keeps torch's default)")
+    tr.add_argument("--save", default=None, metavar="C.pt",
+                    help="write the trained weights as a checkpoint (for moagcn infer)")
     tr.add_argument("--quiet", action="store_true", help="no progress bar or per-epoch lines")
     tr.set_defaults(func=cmd_train)
 
