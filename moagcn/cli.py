@@ -216,12 +216,13 @@ def build_parser() -> argparse.ArgumentParser:
     sy.add_argument("--freq", type=float, help="nextpnr target frequency in MHz")
     sy.set_defaults(func=cmd_synth)
 
-    from . import cli_graph, cli_host, cli_hyscale, cli_infer, cli_sspmm
+    from . import cli_graph, cli_host, cli_hyscale, cli_infer, cli_perfmodel, cli_sspmm
     cli_graph.register(sub)
     cli_sspmm.register(sub)
     cli_hyscale.register(sub)
     cli_host.register(sub)
     cli_infer.register(sub)
+    cli_perfmodel.register(sub)
 
     be = sub.add_parser("bench", help="benchmark an accelerator (RTL against its models) or "
                                       "moagcn against PyG",
