@@ -59,7 +59,7 @@ from .graph import CSRGraph, contiguous_ranges
 from .models import GNN
 from .sampling import LayerSampler
 
-GEMMS = ("deal", "cagnet")
+GEMMS = ("deal", "cagnet", "auto")
 FLOAT_BYTES = 4
 ID_BYTES = 8
 
@@ -322,6 +322,25 @@ def _plan(adj: CSRGraph, p: int, bounds: list[tuple[int, int]], groups: int) -> 
 
 # -- the engine ----------------------------------------------------------------------------------
 
+def ring_gemm(model: GNN, cfg: "InferConfig", layer: int) -> bool:
+    """Whether layer ``layer``'s GEMM is DEAL's ring exchange (else CAGNET's reduce-scatter):
+    as configured, or with ``auto`` whichever receives fewer bytes -- the ring ``(D_in + Σ
+    D_out) (M - 1) / M^2`` entries per row, the reduce-scatter ``Σ D_out (M - 1) / M`` (the
+    ring on a tie, and whenever LayerNorm needs whole rows)."""
+    if cfg.gemm != "auto":
+        return cfg.gemm == "deal"
+    M = cfg.feature_groups
+    d_in, d_out = model.dims[layer], model.dims[layer + 1]
+    if model.norms is not None:
+        return True
+    if model.kind == "gin":
+        outs, cag = [d_out], model.updates[layer][0].out_features + d_out
+    else:
+        outs = [d_out] * (2 if model.kind == "sage" else 1)
+        cag = sum(outs)
+    return d_in + sum(outs) <= cag * M
+
+
 @dataclass
 class InferConfig:
     """System choices of one inference run."""
@@ -371,7 +390,7 @@ class DealEngine:
                             f"{self.P * self.M} processes, but the run has {fabric.world}")
         self.fanout = cfg.fanout if cfg.fanout is not None else [None] * model.n_layers
         cfg.validate(graph.n_rows, min(model.dims))
-        if cfg.gemm == "cagnet" and model.norms is not None:
+        if cfg.gemm == "cagnet" and model.norms is not None:  # (auto keeps the ring there)
             raise UserError("--gemm cagnet: the feature-partitioned GEMM cannot apply LayerNorm "
                             "(it needs whole rows); use --gemm deal for this checkpoint")
         self.bounds = contiguous_ranges(graph.n_rows, self.P)
@@ -704,7 +723,7 @@ class DealEngine:
             self.stats[r].mem.drop(blocks.pop(r))
 
     def _layer(self, layer: int, P: dict) -> dict:
-        model, kind, deal = self.model, self.model.kind, self.cfg.gemm == "deal"
+        model, kind, deal = self.model, self.model.kind, ring_gemm(self.model, self.cfg, layer)
         act = self._act(layer)
         self_act = (lambda R: R) if layer == 0 else torch.relu   # SAGE's self term: relu(P)
         d_in, d_out = model.dims[layer], model.dims[layer + 1]

@@ -19,7 +19,8 @@ import torch
 from moagcn.errors import UserError
 
 from .datasets import Dataset
-from .deal import FLOAT_BYTES, DealEngine, DistFabric, InferConfig, LocalFabric, assemble
+from .deal import (FLOAT_BYTES, DealEngine, DistFabric, InferConfig, LocalFabric, assemble,
+                   ring_gemm)
 from .devices import AcceleratorChoice
 from .graph import row_normalize
 from .models import GNN
@@ -139,7 +140,10 @@ def infer(dataset: Dataset, model: GNN, meta: dict, cfg: InferConfig,
     M = cfg.feature_groups
     graphs_nnz = [sum(nnz_by_rank[p * M][l] for p in range(cfg.partitions))
                   for l in range(model.n_layers)]
+    gemm_used = ["ring" if ring_gemm(model, cfg, l) else "reduce-scatter"
+                 for l in range(model.n_layers)]
     report = {"system": "deal", "config": asdict(cfg), "distributed": distributed,
+              "gemm_per_layer": gemm_used,
               "device": choice.describe(), "model": meta.get("model"),
               "layers": model.n_layers, "dims": model.dims,
               "nodes": dataset.n_nodes, "edges": int(dataset.graph.nnz),

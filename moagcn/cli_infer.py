@@ -120,7 +120,8 @@ def register(subparsers) -> None:
                    help="one torch.distributed process per (partition, feature group)")
     p.add_argument("--gemm", default="deal", choices=GEMMS,
                    help="deal: ring exchange of row tiles; cagnet: feature-partitioned GEMM "
-                        "with a reduce-scatter (the baseline)")
+                        "with a reduce-scatter (the baseline); auto: per layer, whichever "
+                        "receives fewer bytes (default deal)")
     p.add_argument("--groups", type=int, default=4, metavar="S",
                    help="SpMM sub-groups per owning range (default 4)")
     p.add_argument("--no-pipeline", action="store_true",

@@ -273,3 +273,21 @@ def test_bad_configurations_are_named():
     with pytest.raises(UserError, match="LayerNorm"):
         DealEngine(GNN("gcn", 4, 3, 2, 2, layer_norm=True), g, X,
                    InferConfig(1, 2, gemm="cagnet"), LocalFabric(2))
+
+
+def test_auto_gemm_picks_the_cheaper_exchange_per_layer():
+    """1433 -> 16 -> 7 at M = 2: the reduce-scatter moves fewer bytes in both layers; D -> D at
+    M = 4: the ring (2/M of the reduce-scatter's bytes)."""
+    from moagcn.host.deal import ring_gemm
+    wide = GNN("gcn", 1433, 16, 7, 2)
+    assert [ring_gemm(wide, InferConfig(1, 2, gemm="auto"), l) for l in (0, 1)] == [False, False]
+    square = GNN("gcn", 8, 8, 8, 2)
+    assert ring_gemm(square, InferConfig(1, 4, gemm="auto"), 0)
+    N, P, M = 64, 1, 4
+    g = awkward(N)
+    X = features(N, 8)
+    torch.manual_seed(0)
+    out_auto, e_auto = run(square, g, X, partitions=P, feature_groups=M, gemm="auto")
+    out_cag, e_cag = run(square, g, X, partitions=P, feature_groups=M, gemm="cagnet")
+    assert np.abs(out_auto - out_cag).max() < 1e-5 * np.abs(out_cag).max()
+    assert e_auto.stats[0].bytes_received["gemm"] * M == 2 * e_cag.stats[0].bytes_received["gemm"]
