@@ -399,6 +399,9 @@ class DealEngine:
         self.local = fabric.local
         self.stats = {r: RankStats(r, r // self.M, r % self.M) for r in self.local}
         self.devices = {r: self.choice.make() for r in self.local}
+        #: per process, every SpMM step: ``(kind, layer, group, seconds, device cycles)`` with
+        #: kind ``wait`` (a sub-group's rows arriving) or ``compute`` (group -1: the local one)
+        self.trace: dict[int, list] = {r: [] for r in self.local}
 
     # -- geometry --------------------------------------------------------------------------------
 
@@ -611,21 +614,27 @@ class DealEngine:
                 self._timed(r, "spmm_comm", t0)
             return h, sends
 
-        def finish(h, sends):
+        def finish(h, sends, s):
             t0 = time.perf_counter()
             got = h.wait()
+            dt = time.perf_counter() - t0
             for r in self.local:
                 self._timed(r, "spmm_comm", t0)
+                self.trace[r].append(("wait", layer, s, dt, 0))
             for (r, _), t in sends.items():
                 self.stats[r].mem.drop(t)
             return got
 
-        def compute(r, csr, H):
+        def compute(r, csr, H, s=-1):
             if csr.nnz == 0:
+                self.trace[r].append(("compute", layer, s, 0.0, 0))
                 return
             t0 = time.perf_counter()
+            c0 = self.devices[r].counters.cycles_total
             outs[r] += self.devices[r].sspmm(csr, H)
             self._timed(r, "spmm", t0)
+            self.trace[r].append(("compute", layer, s, time.perf_counter() - t0,
+                                  self.devices[r].counters.cycles_total - c0))
 
         def compute_round(s, got):
             for r in self.local:
@@ -633,7 +642,7 @@ class DealEngine:
                 parts = [got[(self.rank(q, m), r)] for q in range(self.P) if q != p]
                 buf = torch.cat(parts) if parts else torch.zeros(0, Ys[r].shape[1])
                 self.stats[r].mem.hold(buf)
-                compute(r, made[p][3].rounds[s], buf)
+                compute(r, made[p][3].rounds[s], buf, s)
                 self.stats[r].mem.drop(buf)
 
         if self.P == 1:
@@ -644,7 +653,7 @@ class DealEngine:
             for r in self.local:          # the local group covers the pipeline fill
                 compute(r, made[self.pm(r)[0]][3].local, Ys[r])
             for s in range(S):
-                got = finish(*pending)
+                got = finish(*pending, s)
                 if s + 1 < S:
                     pending = start(s + 1)
                 compute_round(s, got)
@@ -652,7 +661,7 @@ class DealEngine:
             for r in self.local:
                 compute(r, made[self.pm(r)[0]][3].local, Ys[r])
             for s in range(S):
-                compute_round(s, finish(*start(s)))
+                compute_round(s, finish(*start(s), s))
         for r in list(blocks):
             p, _ = self.pm(r)
             rs = made[p][1]

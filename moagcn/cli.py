@@ -114,11 +114,12 @@ def cmd_synth(args) -> int:
 
 #: the benchmark module of each design that has one
 BENCHES = {"sspmm": "moagcn.sim.bench_sspmm", "sspmm-model": "moagcn.sim.validate_sspmm",
-           "hyscale": "moagcn.sim.bench_hyscale", "pyg": "moagcn.host.bench_pyg"}
+           "hyscale": "moagcn.sim.bench_hyscale", "pyg": "moagcn.host.bench_pyg",
+           "deal-spmm": "moagcn.host.bench_deal"}
 
 
 #: the experiments that reproduce a paper's tables
-EXPERIMENTS = {"supergcn": "moagcn.host.exp_supergcn"}
+EXPERIMENTS = {"supergcn": "moagcn.host.exp_supergcn", "deal": "moagcn.host.exp_deal"}
 
 
 def _run_module(module_name: str, argv: list[str]) -> int:
@@ -232,9 +233,11 @@ def build_parser() -> argparse.ArgumentParser:
                                     "the benchmark's own (see moagcn bench NAME --help).")
     be.add_argument("bench_design", metavar="NAME", choices=sorted(BENCHES))
     be.add_argument("bench_args", nargs=argparse.REMAINDER, metavar="...")
-    ex = sub.add_parser("experiment", help="reproduce a paper's experiment (supergcn)",
+    ex = sub.add_parser("experiment", help="reproduce a paper's experiment (supergcn, deal)",
                         description="Run the experiment NAME (supergcn: SuperGCN's Table 5 "
-                                    "communication volumes and Table 3 accuracy settings); the "
+                                    "communication volumes and Table 3 accuracy settings; deal: "
+                                    "DEAL's all-node inference against CAGNET's GEMM, "
+                                    "sequential SpMM and ego-network inference); the "
                                     "arguments after NAME are the experiment's own (see moagcn "
                                     "experiment NAME --help).")
     ex.add_argument("experiment", metavar="NAME", choices=sorted(EXPERIMENTS))

@@ -41,6 +41,8 @@ class SparseDevice(ABC):
 
     #: ``cpu``, ``model`` or ``rtl``
     kind: str = "?"
+    #: whether :meth:`_compute` takes ``M = None`` for "no mask" (else it gets all ones)
+    takes_no_mask: bool = False
     #: the device's peak operations per cycle (0: not an accelerator)
     lanes: int = 0
     clock_mhz: float = 0.0
@@ -70,7 +72,7 @@ class SparseDevice(ABC):
         Hn = np.ascontiguousarray(Hn, dtype=np.float32)
         shape = (csr.n_rows, Hn.shape[1])
         if M is None:
-            Mn = np.ones(shape, dtype=bool)
+            Mn = None if self.takes_no_mask else np.ones(shape, dtype=bool)
         else:
             Mn = _as_numpy(M).astype(bool, copy=False)
             if Mn.shape != shape:
@@ -80,10 +82,14 @@ class SparseDevice(ABC):
         Z, counts = self._compute(csr, Hn, Mn)
         counts.wall_s = time.perf_counter() - t0
         counts.calls = 1
-        counts.elements = Mn.size
-        counts.unmasked = int(Mn.sum())
-        counts.work_adds = work_adds(csr.indptr, Mn)
-        counts.spmm_adds = csr.nnz * Mn.shape[1]
+        counts.elements = shape[0] * shape[1]
+        if Mn is None:   # every output computed: W = nnz · F
+            counts.unmasked = counts.elements
+            counts.work_adds = csr.nnz * shape[1]
+        else:
+            counts.unmasked = int(Mn.sum())
+            counts.work_adds = work_adds(csr.indptr, Mn)
+        counts.spmm_adds = csr.nnz * shape[1]
         counts.lanes, counts.clock_mhz = self.lanes, self.clock_mhz
         self.counters.add(counts)
         if as_torch:
@@ -107,6 +113,7 @@ class CpuDevice(SparseDevice):
     """S-SpMM on torch: ``torch.sparse_csr`` matmul, then the mask (no cycle count)."""
 
     kind = "cpu"
+    takes_no_mask = True
 
     def _compute(self, csr, H, M):
         key = "torch_csr"
@@ -121,4 +128,4 @@ class CpuDevice(SparseDevice):
             Z = np.zeros((csr.n_rows, H.shape[1]), dtype=np.float32)
         else:
             Z = (csr._cache[key] @ torch.from_numpy(H)).numpy()
-        return np.where(M, Z, np.float32(0.0)), Counters()
+        return (Z if M is None else np.where(M, Z, np.float32(0.0))), Counters()
