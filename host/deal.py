@@ -273,8 +273,9 @@ class SpmmPlan:
 
     ``need[q]``: sorted global ids of range ``q``'s rows this process uses; round ``s`` fetches
     chunk ``s`` of every ``need[q]`` (``np.array_split`` into ``groups`` chunks) into one buffer;
-    ``local`` and ``rounds[s]`` are the binary sub-matrices (columns: positions in the own block
-    / in round ``s``'s buffer).
+    ``local`` is the binary sub-matrix of the local columns (columns: positions in the own
+    block), ``rounds[s]`` that of round ``s`` as ``(matrix, rows)``: only the rows with an entry
+    in the round (columns: positions in the round's buffer), added into those output rows.
     """
 
     local: CSRGraph
@@ -315,8 +316,11 @@ def _plan(adj: CSRGraph, p: int, bounds: list[tuple[int, int]], groups: int) -> 
     rounds = []
     for s in range(groups):
         sel = rround == s
-        indptr = np.r_[0, np.cumsum(np.bincount(rrows[sel], minlength=n))].astype(np.int64)
-        rounds.append(CSRGraph(indptr, rslot[sel], n_cols=round_sizes[s], what="sub-group"))
+        # only the rows this sub-group adds to: the device's output is that many rows
+        active, counts = np.unique(rrows[sel], return_counts=True)
+        indptr = np.r_[0, np.cumsum(counts)].astype(np.int64)
+        rounds.append((CSRGraph(indptr, rslot[sel], n_cols=round_sizes[s], what="sub-group"),
+                       torch.from_numpy(active)))
     return SpmmPlan(local, rounds, need, round_sizes)
 
 
@@ -432,6 +436,9 @@ class DealEngine:
         for r, X in blocks.items():
             p, m = self.pm(r)
             a, b = self.rsub(p)[m]
+            if M == 1:          # the block is already whole rows: no tile, no copy
+                tiles[r] = X
+                continue
             R = torch.empty(b - a, width)
             c0, c1 = self.cols(width, m)
             R[:, c0:c1] = X[a:b]
@@ -452,7 +459,9 @@ class DealEngine:
                 s0, s1 = self.cols(width, self.pm(src_r)[1])
                 tiles[r][:, s0:s1] = piece
         for r in list(blocks):
-            self.stats[r].mem.drop(blocks.pop(r))
+            X = blocks.pop(r)
+            if M > 1:       # (with M = 1 the tile is the block and is dropped below)
+                self.stats[r].mem.drop(X)
         outs = [{} for _ in widths]
         for r, R in tiles.items():
             t0 = time.perf_counter()
@@ -625,13 +634,16 @@ class DealEngine:
                 self.stats[r].mem.drop(t)
             return got
 
-        def compute(r, csr, H, s=-1):
+        def compute(r, csr, H, s=-1, rows=None):
             if csr.nnz == 0:
                 self.trace[r].append(("compute", layer, s, 0.0, 0))
                 return
             t0 = time.perf_counter()
             c0 = self.devices[r].counters.cycles_total
-            outs[r] += self.devices[r].sspmm(csr, H)
+            if rows is None:
+                outs[r] += self.devices[r].sspmm(csr, H)
+            else:
+                outs[r].index_add_(0, rows, self.devices[r].sspmm(csr, H))
             self._timed(r, "spmm", t0)
             self.trace[r].append(("compute", layer, s, time.perf_counter() - t0,
                                   self.devices[r].counters.cycles_total - c0))
@@ -642,7 +654,8 @@ class DealEngine:
                 parts = [got[(self.rank(q, m), r)] for q in range(self.P) if q != p]
                 buf = torch.cat(parts) if parts else torch.zeros(0, Ys[r].shape[1])
                 self.stats[r].mem.hold(buf)
-                compute(r, made[p][3].rounds[s], buf, s)
+                sub, rows = made[p][3].rounds[s]
+                compute(r, sub, buf, s, rows)
                 self.stats[r].mem.drop(buf)
 
         if self.P == 1:

@@ -41,6 +41,7 @@ from .autograd import AggregationOp, PhaseTimer, aggregate
 from .devices import AcceleratorChoice
 from .graph import CSRGraph, contiguous_ranges
 from .models import GNN
+from .fleet import weighted_ranges
 from .moa import MixtureOfAccelerators
 
 PARALLELISMS = ("mop", "partition")
@@ -219,7 +220,11 @@ class Runtime(ABC):
                  accelerators: AcceleratorChoice | list | None = None,
                  comm: Communicator | None = None, dense: torch.device | None = None,
                  timer: PhaseTimer | None = None, dropout_at: str = "aggregate",
-                 layer_norm: bool = False):
+                 layer_norm: bool = False, shares=None):
+        if shares is not None and len(shares) != workers:
+            raise UserError(f"{len(shares)} work shares for {workers} workers")
+        #: each worker's fraction of the work (None: equal; vGNN's non-uniform split)
+        self.shares = None if shares is None else np.asarray(shares, dtype=np.float64)
         if layer_norm and self.name != "partition":
             raise UserError("--layer-norm needs --parallelism partition: it normalises whole "
                             "rows before they are sent, and MoP's sparse devices hold column "
@@ -344,7 +349,9 @@ class MoPRuntime(Runtime):
         super().__init__(*args, **kwargs)
         X = self.features
         self.node_ranges = contiguous_ranges(self.n, self.m)
-        self.feat_ranges = [contiguous_ranges(d, self.m) for d in self.widths]
+        # sparse device i aggregates its share of every layer's columns
+        self.feat_ranges = [contiguous_ranges(d, self.m) if self.shares is None
+                            else weighted_ranges(d, self.shares) for d in self.widths]
         # the input features are split by columns once (Alg. 2 line 1); SAGE's self term needs
         # the worker's own rows as well
         self.X_cols = {i: torch.from_numpy(np.ascontiguousarray(X[:, slice(*fr)]))
@@ -425,8 +432,10 @@ class MoPRuntime(Runtime):
         return out
 
 
-def partition_nodes(graph: CSRGraph, parts: int, method: str = "contiguous") -> list[np.ndarray]:
-    """Split the nodes into ``parts`` sets of (almost) equal size.
+def partition_nodes(graph: CSRGraph, parts: int, method: str = "contiguous",
+                    shares=None) -> list[np.ndarray]:
+    """Split the nodes into ``parts`` sets of (almost) equal size, or of sizes proportional to
+    ``shares`` (``contiguous``, ``rcm`` and ``metis``; ``kway`` balances equal parts only).
 
     ``contiguous``: id ranges; ``rcm``: consecutive runs of the reverse Cuthill-McKee order, so
     that neighbours tend to share a part; ``kway``: the ``rcm`` split refined by greedy k-way
@@ -435,8 +444,11 @@ def partition_nodes(graph: CSRGraph, parts: int, method: str = "contiguous") -> 
     (:func:`metis_owner`). Each set is sorted.
     """
     n = graph.n_nodes
+    if shares is not None and method == "kway":
+        raise UserError("--partition kway balances equal parts only; use --partition metis "
+                        "(target part weights) or contiguous/rcm with a non-uniform --balance")
     if method == "metis":
-        owner = metis_owner(graph, parts)
+        owner = metis_owner(graph, parts, targets=shares)
         return [np.nonzero(owner == j)[0] for j in range(parts)]
     if method == "contiguous":
         order = np.arange(n)
@@ -445,7 +457,8 @@ def partition_nodes(graph: CSRGraph, parts: int, method: str = "contiguous") -> 
     else:
         raise UserError(f"unknown partition method {method!r}; choose one of "
                         f"{', '.join(PARTITION_METHODS)}")
-    sets = [np.sort(order[a:b]) for a, b in contiguous_ranges(n, parts)]
+    ranges = contiguous_ranges(n, parts) if shares is None else weighted_ranges(n, shares)
+    sets = [np.sort(order[a:b]) for a, b in ranges]
     if method == "kway" and parts > 1:
         owner = np.empty(n, dtype=np.int64)
         for j, p in enumerate(sets):
@@ -455,12 +468,13 @@ def partition_nodes(graph: CSRGraph, parts: int, method: str = "contiguous") -> 
     return sets
 
 
-def metis_owner(graph: CSRGraph, parts: int, weights=None) -> np.ndarray:
+def metis_owner(graph: CSRGraph, parts: int, weights=None, targets=None) -> np.ndarray:
     """The part of every node from METIS's multilevel k-way partitioner (pymetis).
 
     METIS needs a symmetric graph without self loops, so it partitions ``A + Aᵀ`` with the
     diagonal removed; ``weights`` (one non-negative int per node) balance a node load other than
-    the node count. Deterministic: METIS runs with its fixed default seed.
+    the node count; ``targets`` (one fraction per part) are METIS's target part weights
+    (``tpwgts``). Deterministic: METIS runs with its fixed default seed.
     """
     n = graph.n_nodes
     if parts < 1:
@@ -475,10 +489,15 @@ def metis_owner(graph: CSRGraph, parts: int, weights=None) -> np.ndarray:
     sym = graph.symmetrized().without_self_loops()
     if sym.nnz == 0:  # no edges: METIS has nothing to cut; split the ids evenly
         owner = np.empty(n, dtype=np.int64)
-        for j, (a, b) in enumerate(contiguous_ranges(n, parts)):
+        ranges = contiguous_ranges(n, parts) if targets is None else \
+            weighted_ranges(n, targets)
+        for j, (a, b) in enumerate(ranges):
             owner[a:b] = j
         return owner
     kw = {}
+    if targets is not None:
+        t = np.asarray(targets, dtype=np.float64)
+        kw["tpwgts"] = (t / t.sum()).tolist()
     if weights is not None:
         kw["vweights"] = np.asarray(weights, dtype=np.int64).tolist()
     adjacency = pymetis.CSRAdjacency(sym.indptr.tolist(), sym.indices.tolist())
@@ -572,7 +591,7 @@ class PartitionRuntime(Runtime):
         X = self.features
         self.partition = partition
         self.aggregation = aggregation
-        self.parts = partition_nodes(self.graph, self.m, partition)
+        self.parts = partition_nodes(self.graph, self.m, partition, self.shares)
         owner = np.empty(self.n, dtype=np.int64)
         for j, p in enumerate(self.parts):
             owner[p] = j

@@ -29,8 +29,9 @@ from .devices import (DEFAULT_DESIGN, DEFAULT_DEVICE, DEFAULT_SIMULATOR, Acceler
                       dense_device)
 from .graph import row_normalize
 from .models import MODELS, GNN, DropoutMasks, reference_forward
-from .mop import (AGGREGATIONS, COMM_BITS, DROPOUT_PLACES, PARALLELISMS, PARTITION_METHODS, Communicator, imbalance,
-                  make_runtime)
+from .fleet import BALANCES
+from .mop import (AGGREGATIONS, COMM_BITS, DROPOUT_PLACES, PARALLELISMS, PARTITION_METHODS,
+                  Communicator, imbalance, make_runtime)
 
 REORDERS = ("none", "rcm")
 
@@ -73,6 +74,12 @@ class TrainConfig:
     #: LayerNorm of every later layer's input rows before they are aggregated or sent
     #: (partition; the first layer's input features are loaded once, never sent)
     layer_norm: bool = False
+    #: a mixed fleet: one device spec per worker (``sspmm:lanes=32,sspmm:lanes=8,cpu``)
+    devices: str | None = None
+    #: each worker's share of the work: ``uniform``, ``spec`` (peak capability) or ``vgnn``
+    balance: str = "uniform"
+    #: the fitted performance model of ``--balance vgnn`` (``moagcn perfmodel fit``)
+    perf_model: str | None = None
 
     def validate(self) -> "TrainConfig":
         """Raise :class:`UserError` naming the first bad field."""
@@ -109,16 +116,38 @@ class TrainConfig:
              "they are sent; MoP's devices hold column slices)"),
             (self.dropout_at in DROPOUT_PLACES,
              f"--dropout-at {self.dropout_at!r}: choose one of {', '.join(DROPOUT_PLACES)}"),
+            (self.balance in BALANCES,
+             f"--balance {self.balance!r}: choose one of {', '.join(BALANCES)}"),
+            (self.balance != "vgnn" or self.perf_model is not None,
+             "--balance vgnn needs a fitted performance model: run moagcn perfmodel fit "
+             "--devices ... --dataset D --out M.json, then pass --perf-model M.json"),
         ]
         for ok, msg in checks:
             if not ok:
                 raise UserError(msg)
         if self.device != "torch":
-            self.accelerators().config()  # a bad design, preset or parameter is named here
+            if self.devices:
+                specs = self.fleet_specs()
+                if len(specs) != self.workers:
+                    raise UserError(f"--devices names {len(specs)} devices but --workers is "
+                                    f"{self.workers}; give one device per worker")
+            else:
+                self.accelerators().config()  # a bad design, preset or parameter is named
         return self
 
-    def accelerators(self) -> AcceleratorChoice:
-        """The sparse devices' choice (device, design, configuration, simulator)."""
+    def fleet_specs(self):
+        """The parsed ``devices`` (one spec per worker; None without a mixed fleet)."""
+        if not self.devices:
+            return None
+        from .fleet import fleet
+        return fleet(self.devices, self.device)[0]
+
+    def accelerators(self):
+        """The sparse devices' choice (device, design, configuration, simulator), or one per
+        worker for a mixed fleet."""
+        if self.devices:
+            from .fleet import fleet
+            return fleet(self.devices, self.device)[1]
         return AcceleratorChoice(self.device, self.design, self.preset, dict(self.params),
                                  self.simulator)
 
@@ -161,6 +190,8 @@ class TrainResult:
     processes: int = 1
     dense_device: str = "cpu"
     clock_mhz: float = 200.0
+    #: each worker's fraction of the work (None: equal)
+    shares: list | None = None
     #: the trained weights (CPU tensors) and what :func:`moagcn.host.checkpoint.save` needs
     model_state: dict | None = None
     model_meta: dict | None = None
@@ -226,10 +257,42 @@ class TrainResult:
                 "per_epoch_max_device": h[-1].sim_cycles_max_device,
                 "clock_mhz": self.clock_mhz,
                 # the devices work in parallel: the busiest one sets the accelerator time
-                "accelerator_s_per_epoch": h[-1].sim_cycles_max_device / (self.clock_mhz * 1e6),
+                "accelerator_s_per_epoch": (h[-1].sim_cycles_max_device
+                                            / (self.clock_mhz * 1e6) if self.clock_mhz else 0.0),
                 "devices": self.device_counters,
             },
+            # per device, last epoch: cycles at its own clock, or measured time (CPU)
+            "device_time_s": device_times(self.device_counters),
+            "makespan_s": max(device_times(self.device_counters), default=0.0),
+            "fleet": self.config.devices,
+            "balance": self.config.balance,
+            "shares": self.shares,
         }
+
+
+def work_shares_of(cfg: TrainConfig, dataset: Dataset, widths) -> np.ndarray | None:
+    """The workers' shares of ``cfg.balance`` (None for ``uniform``)."""
+    if cfg.balance == "uniform":
+        return None
+    from .fleet import work_shares
+    from .perfmodel import PerfModel
+    specs = cfg.fleet_specs()
+    if specs is None:     # one design for every worker: equal capabilities
+        return None
+    perf = PerfModel.load(cfg.perf_model, specs) if cfg.balance == "vgnn" else None
+    return work_shares(cfg.balance, specs, dataset.graph, widths, cfg.parallelism, perf)
+
+
+def device_times(devices: list[dict]) -> list[float]:
+    """Seconds each device spent in one epoch: its cycles at its clock (an accelerator), or
+    the measured time of its calls (torch on the CPU)."""
+    out = []
+    for d in devices:
+        if d.get("clock_mhz"):
+            out.append(d["cycles_total"] / (d["clock_mhz"] * 1e6))
+        else:
+            out.append(float(d.get("wall_s", 0.0)))
+    return out
 
 
 def _split_counts(logits: dict, runtime, labels: torch.Tensor, masks: dict[str, np.ndarray]):
@@ -283,10 +346,14 @@ def train(dataset: Dataset, cfg: TrainConfig, comm: Communicator | None = None,
                 label_embedding=cfg.label_prop > 0, layer_norm=cfg.layer_norm).to(dense)
     timer = PhaseTimer()
     choice = cfg.accelerators()
+    shares = work_shares_of(cfg, dataset, model.dims[:-1])
+    if shares is not None and comm is not None:   # every process uses rank 0's (measured) split
+        shares = comm.gather(shares)[0]
     runtime = make_runtime(cfg.parallelism, model, dataset.graph, X, cfg.workers, choice,
                            comm=comm, dense=dense, timer=timer,
                            partition=cfg.partition, dropout_at=cfg.dropout_at,
-                           aggregation=cfg.aggregation, layer_norm=cfg.layer_norm)
+                           aggregation=cfg.aggregation, layer_norm=cfg.layer_norm,
+                           shares=shares)
     comm = runtime.comm
     comm.set_wire(cfg.comm_bits, cfg.seed)
     labels = torch.from_numpy(dataset.labels).to(dense)
@@ -315,9 +382,12 @@ def train(dataset: Dataset, cfg: TrainConfig, comm: Communicator | None = None,
     k_shown = int(round(cfg.label_prop * train_ids.size))
     opt = torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     drop = DropoutMasks(cfg.dropout, cfg.seed, order)
+    first = choice[0] if isinstance(choice, list) else choice
     result = TrainResult(cfg, dataset.name, processes=len(comm.gather(0)),
                          dense_device=str(dense),
-                         clock_mhz=choice.spec.clock_mhz(choice.config()))
+                         clock_mhz=(first.spec.clock_mhz(first.config())
+                                    if first.device != "cpu" else 0.0))
+    result.shares = None if shares is None else [float(x) for x in shares]
     result.comm_bytes_analytic = runtime.comm_bytes_analytic(backward=True)
     result.feature_bytes = runtime.feature_bytes()
     result.halo_sizes = runtime.halo_sizes() if hasattr(runtime, "halo_sizes") else None

@@ -109,6 +109,11 @@ def cmd_train(args) -> int:
     rpath = report_path(args.report)
     save = output_path(args.save, "--save") if args.save else None
     _set_threads(args.threads)
+    if args.devices and args.workers == 1:      # the fleet sets the worker count
+        from moagcn.host.perfmodel import parse_devices
+        args.workers = len(parse_devices(args.devices))
+    if args.devices and choice.device == "cpu" and args.device is None:
+        raise UserError("--devices needs --device model or rtl (what runs the accelerators)")
     if args.distributed and args.workers < 2 and not _under_torchrun():
         raise UserError("--distributed runs one process per worker: give --workers 2 or more")
     cfg = TrainConfig(model=args.model, layers=args.layers, hidden=args.hidden,
@@ -121,6 +126,7 @@ def cmd_train(args) -> int:
                       partition=args.partition, aggregation=args.aggregation,
                       comm_bits=args.comm_bits, label_prop=args.label_prop,
                       layer_norm=args.layer_norm, reorder=args.reorder,
+                      devices=args.devices, balance=args.balance, perf_model=args.perf_model,
                       normalize_features=not args.raw_features).validate()
     with one_line_warnings():
         dataset = load_dataset(args.dataset, seed=args.seed, undirected=args.undirected)
@@ -184,6 +190,11 @@ def cmd_train(args) -> int:
     if args.reference:
         print(f"plain torch reference (same seed): test accuracy "
               f"{report['reference']['test_acc']:.4f}")
+    if report.get("shares") is not None or report.get("fleet"):
+        times = ", ".join(f"{t * 1e3:.2f}" for t in report["device_time_s"])
+        shares = ", ".join(f"{x:.3f}" for x in report["shares"]) if report["shares"] else "equal"
+        print(f"fleet {report['fleet']}: shares {shares}; device time per epoch (ms) {times}; "
+              f"makespan {report['makespan_s'] * 1e3:.2f} ms")
     print(f"epoch time {report['epoch_time_s'] * 1e3:.1f} ms; accelerator cycles per epoch "
           f"{sc['per_epoch']:,} (busiest device {sc['per_epoch_max_device']:,}); "
           f"all-to-all bytes per epoch {report['comm_bytes']:,}")
@@ -340,6 +351,15 @@ def register(subparsers) -> None:
                     help="torch intra-op threads of the dense workers (default 1: the per-layer "
                          "tensors are small, and extra threads cost more than they give when "
                          "the cores are shared; 0 keeps torch's default)")
+    tr.add_argument("--devices", default=None, metavar="SPEC,SPEC,...",
+                    help="a mixed fleet, one sparse device per worker: design[:KEY=VALUE...] "
+                         "or cpu, e.g. sspmm:lanes=32,sspmm:lanes=8:clock_mhz=150,cpu "
+                         "(docs/vgnn.md); --device model|rtl runs the accelerators")
+    tr.add_argument("--balance", default="uniform", choices=("uniform", "spec", "vgnn"),
+                    help="each worker's share of the work: equal, by peak capability (lanes x "
+                         "clock), or by the fitted performance model (--perf-model)")
+    tr.add_argument("--perf-model", default=None, metavar="M.json",
+                    help="a model from moagcn perfmodel fit, for --balance vgnn")
     tr.add_argument("--save", default=None, metavar="C.pt",
                     help="write the trained weights as a checkpoint (for moagcn infer)")
     tr.add_argument("--quiet", action="store_true", help="no progress bar or per-epoch lines")

@@ -1,0 +1,116 @@
+"""Mixed fleets and non-uniform work splits (vGNN, seed 002, Sec. 4.4-4.5).
+
+``--devices sspmm:lanes=32,sspmm:lanes=8,sspmm:lanes=8:clock_mhz=150,cpu`` names one sparse
+device per worker (:func:`~moagcn.host.perfmodel.parse_devices`); ``--device model|rtl`` still
+says whether the accelerators run as the bit-exact model or as RTL. ``--balance`` decides each
+worker's share of the work:
+
+- ``uniform``: ``1 / m`` each (what every runtime did before);
+- ``spec``: in proportion to peak capability, lanes x clock (the CPU: its measured or stated
+  additions per second) -- vGNN's "partition by peak spec ratio" baseline;
+- ``vgnn``: so that the fitted performance model (:mod:`moagcn.host.perfmodel`) predicts equal
+  times: shares start at the predicted rates and are refined by a fixed-point iteration
+  ``share_i <- share_i / t_i(share_i)`` (normalised) at the sizes each worker would really get.
+
+Under MoP a share is a fraction of every layer's feature columns (each sparse device aggregates
+all N rows over its columns); under partition parallelism a fraction of the nodes (the
+partitioner takes target part weights: weighted id ranges, weighted runs of the RCM order, or
+METIS with ``tpwgts``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from moagcn.errors import UserError
+
+from .graph import CSRGraph
+
+BALANCES = ("uniform", "spec", "vgnn")
+
+
+def weighted_ranges(n: int, shares) -> list[tuple[int, int]]:
+    """``n`` items cut into consecutive ranges of sizes proportional to ``shares`` (largest
+    remainder rounding; a range may be empty only if its share rounds to nothing)."""
+    w = np.asarray(shares, dtype=np.float64)
+    if w.ndim != 1 or w.size == 0 or np.any(w < 0) or w.sum() <= 0:
+        raise UserError(f"work shares {list(shares)} must be non-negative and not all zero")
+    exact = n * w / w.sum()
+    sizes = np.floor(exact).astype(np.int64)
+    rest = n - int(sizes.sum())
+    if rest:
+        sizes[np.argsort(-(exact - sizes), kind="stable")[:rest]] += 1
+    ends = np.cumsum(sizes)
+    return [(int(e - s), int(e)) for s, e in zip(sizes, ends)]
+
+
+def fleet(text: str, device_kind: str):
+    """``(specs, choices)``: the parsed device specs and one
+    :class:`~moagcn.host.devices.AcceleratorChoice` per worker (``device_kind`` model or rtl
+    for the accelerators; the CPU is torch)."""
+    from .devices import AcceleratorChoice
+    from .perfmodel import parse_devices
+    specs = parse_devices(text)
+    if device_kind not in ("model", "rtl", "cpu"):
+        raise UserError(f"--device {device_kind!r}: use model or rtl with --devices")
+    choices = []
+    for s in specs:
+        if s.is_cpu or device_kind == "cpu":
+            if not s.is_cpu:
+                raise UserError(f"--devices {s.text or s.key} is an accelerator but --device "
+                                "cpu was given; use --device model or rtl with --devices")
+            choices.append(AcceleratorChoice("cpu"))
+        else:
+            choices.append(AcceleratorChoice(device_kind, s.design, s.preset, dict(s.params)))
+    return specs, choices
+
+
+def _row_block(graph: CSRGraph, rows: np.ndarray) -> CSRGraph:
+    """The rows ``rows`` of ``graph`` with all their entries (a worker's aggregation)."""
+    return graph.block(rows, np.arange(graph.n_cols))
+
+
+def work_shares(balance: str, specs, graph: CSRGraph, widths, parallelism: str,
+                perf_model=None, iterations: int = 6) -> np.ndarray:
+    """Each worker's fraction of the work (sums to 1); ``widths`` are the aggregation widths of
+    the layers (the vGNN prediction of a worker is the sum over them)."""
+    widths = [int(w) for w in np.atleast_1d(widths)]
+    m = len(specs)
+    if balance not in BALANCES:
+        raise UserError(f"--balance {balance!r}: choose one of {', '.join(BALANCES)}")
+    if balance == "uniform":
+        return np.full(m, 1.0 / m)
+    if balance == "spec":
+        cap = np.array([s.capability() for s in specs], dtype=np.float64)
+        if np.any(cap <= 0):
+            raise UserError("--balance spec: a device has no capability (lanes x clock = 0)")
+        return cap / cap.sum()
+    if perf_model is None:
+        raise UserError("--balance vgnn needs a fitted performance model: run moagcn perfmodel "
+                        "fit --devices ... --dataset D --out M.json, then pass --perf-model "
+                        "M.json")
+    perf_model.require(specs, "--perf-model")
+    n = graph.n_rows
+
+    def predicted(shares):
+        t = np.empty(m)
+        ranges = weighted_ranges(n, shares)
+        for i, (s, f) in enumerate(zip(specs, shares)):
+            if parallelism == "mop":
+                t[i] = sum(perf_model.predict(graph, max(1, int(round(f * w))), s)
+                           for w in widths)
+            else:
+                lo, hi = ranges[i]
+                rows = np.linspace(0, n - 1, max(1, hi - lo)).astype(np.int64)
+                block = _row_block(graph, rows)
+                t[i] = sum(perf_model.predict(block, w, s) for w in widths)
+        return np.maximum(t, 1e-12)
+
+    full = np.array([sum(perf_model.predict(graph, w, s) for w in widths) for s in specs])
+    shares = (1.0 / np.maximum(full, 1e-12))
+    shares /= shares.sum()
+    for _ in range(iterations):
+        t = predicted(shares)
+        shares = shares / t
+        shares /= shares.sum()
+    return shares
