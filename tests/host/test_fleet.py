@@ -1,0 +1,101 @@
+"""Mixed fleets and non-uniform splits (host/fleet.py and the runtimes' ``shares``)."""
+
+import numpy as np
+import pytest
+
+from moagcn.errors import UserError
+from moagcn.host.datasets import load_dataset, sbm
+from moagcn.host.fleet import fleet, weighted_ranges, work_shares
+from moagcn.host.mop import partition_nodes
+from moagcn.host.train import TrainConfig, train
+
+FLEET = "sspmm:lanes=32,sspmm:lanes=8,sspmm:lanes=8:clock_mhz=100"
+
+
+def test_weighted_ranges_are_proportional_and_cover_everything():
+    assert weighted_ranges(10, [1, 1]) == [(0, 5), (5, 10)]
+    assert weighted_ranges(10, [3, 1]) == [(0, 8), (8, 10)]       # 7.5 / 2.5: the first rounds up
+    r = weighted_ranges(1001, [0.5, 0.3, 0.2])
+    sizes = [b - a for a, b in r]
+    assert sum(sizes) == 1001 and r[0][0] == 0 and r[-1][1] == 1001
+    assert all(abs(s - 1001 * w) < 1 for s, w in zip(sizes, [0.5, 0.3, 0.2]))
+    assert weighted_ranges(3, [1, 0, 1]) == [(0, 2), (2, 2), (2, 3)]
+    for bad in ([], [0, 0], [-1, 2]):
+        with pytest.raises(UserError, match="shares"):
+            weighted_ranges(5, bad)
+
+
+def test_fleet_specs_become_one_choice_per_worker():
+    specs, choices = fleet(FLEET + ",cpu", "model")
+    assert [c.device for c in choices] == ["model", "model", "model", "cpu"]
+    assert choices[0].config().lanes == 32 and choices[2].config().clock_mhz == 100
+    with pytest.raises(UserError, match="unknown design"):
+        fleet("sspmm,gpu9000", "model")
+    with pytest.raises(UserError, match="--device cpu"):
+        fleet("sspmm", "cpu")
+
+
+def test_spec_shares_follow_lanes_times_clock():
+    specs, _ = fleet(FLEET, "model")
+    s = work_shares("spec", specs, sbm(n_nodes=50, seed=0).graph, [16], "mop")
+    clock = specs[0].config().clock_mhz
+    cap = np.array([32 * clock, 8 * clock, 8 * 100.0])
+    assert np.allclose(s, cap / cap.sum())
+    assert np.allclose(work_shares("uniform", specs, None, [16], "mop"), 1 / 3)
+    with pytest.raises(UserError, match="perfmodel fit"):
+        work_shares("vgnn", specs, None, [16], "mop")
+
+
+@pytest.mark.parametrize("method", ["contiguous", "rcm", "metis"])
+def test_partitions_honour_target_weights(method):
+    g = load_dataset("cora").graph
+    shares = [0.6, 0.3, 0.1]
+    parts = partition_nodes(g, 3, method, shares)
+    assert np.array_equal(np.sort(np.concatenate(parts)), np.arange(g.n_nodes))
+    sizes = np.array([p.size for p in parts]) / g.n_nodes
+    tol = 1 / g.n_nodes if method != "metis" else 0.05     # METIS balances within ~3-5 %
+    assert np.all(np.abs(sizes - shares) <= tol), sizes
+    with pytest.raises(UserError, match="kway balances equal parts only"):
+        partition_nodes(g, 3, "kway", shares)
+
+
+@pytest.mark.parametrize("parallelism", ["mop", "partition"])
+def test_balancing_changes_who_computes_not_what(parallelism):
+    """Same seed: the losses of uniform and spec splits agree; the work (and the device time)
+    moves to the bigger device; the makespan is the slowest device's time."""
+    d = sbm(n_nodes=300, n_classes=3, seed=1)
+    runs = {}
+    for balance in ("uniform", "spec"):
+        cfg = TrainConfig(device="model", workers=3, devices=FLEET, balance=balance,
+                          parallelism=parallelism, epochs=3, hidden=12,
+                          partition="contiguous")
+        runs[balance] = train(d, cfg).report()
+    u, s = runs["uniform"], runs["spec"]
+    assert np.allclose(u["train_loss"], s["train_loss"], rtol=1e-5, atol=1e-6)
+    assert u["shares"] is None and abs(sum(s["shares"]) - 1) < 1e-9
+    adds = [w["spmm_adds"] for w in s["worker_ops"]]
+    assert adds[0] > adds[1] and adds[0] > adds[2]          # the 32-lane device does the most
+    for r in (u, s):
+        assert r["makespan_s"] == max(r["device_time_s"]) > 0
+        for t, dev in zip(r["device_time_s"], r["sim_cycles"]["devices"]):
+            assert t == pytest.approx(dev["cycles_total"] / (dev["clock_mhz"] * 1e6))
+    assert s["makespan_s"] < u["makespan_s"]
+
+
+def test_fleet_size_must_match_workers():
+    with pytest.raises(UserError, match="names 3 devices but --workers is 2"):
+        TrainConfig(device="model", workers=2, devices=FLEET).validate()
+    with pytest.raises(UserError, match="perf-model"):
+        TrainConfig(device="model", workers=3, devices=FLEET, balance="vgnn").validate()
+
+
+def test_distributed_fleet_equals_in_process():
+    from moagcn.host.distributed import train_distributed
+    d = sbm(n_nodes=200, n_classes=3, seed=2)
+    cfg = TrainConfig(device="model", workers=2, devices="sspmm:lanes=32,sspmm:lanes=8",
+                      balance="spec", parallelism="partition", epochs=2, hidden=8)
+    a = train(d, cfg).report()
+    b = train_distributed(d, cfg).report()
+    assert a["shares"] == b["shares"]
+    assert np.allclose(a["train_loss"], b["train_loss"], rtol=1e-5)
+    assert a["device_time_s"] == pytest.approx(b["device_time_s"])
