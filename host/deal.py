@@ -393,6 +393,9 @@ class DealEngine:
             raise UserError(f"--partitions {self.P} x --feature-groups {self.M} = "
                             f"{self.P * self.M} processes, but the run has {fabric.world}")
         self.fanout = cfg.fanout if cfg.fanout is not None else [None] * model.n_layers
+        if len(self.fanout) != model.n_layers:
+            raise UserError(f"fanout {self.fanout} has {len(self.fanout)} entries for a "
+                            f"{model.n_layers}-layer model; give one per layer")
         cfg.validate(graph.n_rows, min(model.dims))
         if cfg.gemm == "cagnet" and model.norms is not None:  # (auto keeps the ring there)
             raise UserError("--gemm cagnet: the feature-partitioned GEMM cannot apply LayerNorm "
