@@ -8,11 +8,13 @@ computed bottom-up with the model's own aggregate-then-update order, the aggrega
 same sparse device as DEAL's. Nothing is shared between batches: a node in the neighbourhood of
 many batches is sampled, gathered and computed again in each.
 
-The neighbours come from :func:`~moagcn.host.sampling.sample_rows`, which draws the same
-neighbours for a node at a layer as DEAL's shared sampler, so with the same seed and fanouts
-the embeddings equal DEAL's (up to fp32 summation order) and the comparison is of the work
-only. GCN's column scale needs each source's degree in its own layer sample, so for GCN the
-sources that have stored self loops are sampled too (to count their loops).
+The batches are the mini-batches of :class:`~moagcn.host.minibatch.NeighborSampler` (unsalted),
+whose :func:`~moagcn.host.sampling.sample_rows` draws the same neighbours for a node at a layer
+as DEAL's shared sampler, so with the same seed and fanouts the embeddings equal DEAL's (up to
+fp32 summation order) and the comparison is of the work only. Each block's aggregation operator
+is built on its local ids. GCN's column scale needs each source's degree in its own layer
+sample, so for GCN the sources that have stored self loops are sampled too (to count their
+loops).
 """
 
 from __future__ import annotations
@@ -22,9 +24,12 @@ import time
 import numpy as np
 import torch
 
+from moagcn.errors import UserError
+
 from .deal import _AGG_KIND, MemTracker, local_operator
 from .devices import AcceleratorChoice
 from .graph import CSRGraph
+from .minibatch import NeighborSampler
 from .models import GNN
 from .sampling import sample_rows
 
@@ -57,6 +62,9 @@ def ego_forward(model: GNN, graph: CSRGraph, X: np.ndarray, fanout: list, seed: 
     model.eval()
     N, L = graph.n_rows, model.n_layers
     kind = _AGG_KIND[model.kind]
+    if len(fanout) < L:
+        raise UserError(f"ego_forward: {len(fanout)} fanouts for a {L}-layer model; give one per "
+                        "layer, input layer first (parse_fanout(text, layers))")
     device = (choice or AcceleratorChoice("cpu")).make()
     out = np.empty((N, model.dims[-1]), dtype=np.float32)
     times = {"sample": 0.0, "gather": 0.0, "spmm": 0.0, "gemm": 0.0}
@@ -65,26 +73,21 @@ def ego_forward(model: GNN, graph: CSRGraph, X: np.ndarray, fanout: list, seed: 
     mem = MemTracker()
     t_start = time.perf_counter()
     has_loop = graph.has_self_loops() if kind == "gcn" else None   # once, like building the CSR
+    sampler = NeighborSampler(graph, fanout[:L], seed)
     batches = range(0, N, batch_size)
     for b0 in batches:
         t0 = time.perf_counter()
-        nodes = [None] * (L + 1)
-        nodes[L] = np.arange(b0, min(N, b0 + batch_size), dtype=np.int64)
+        mb = sampler.sample(np.arange(b0, min(N, b0 + batch_size), dtype=np.int64))
+        nodes = [blk.src for blk in mb.blocks] + [mb.targets]
         ops = [None] * L
-        for layer in reversed(range(L)):
-            tgt = nodes[layer + 1]
-            indptr, idx = sample_rows(graph, tgt, fanout[layer], layer, seed)
-            edges += idx.size
-            rows = CSRGraph(indptr, idx, n_cols=N, what="ego layer")
-            adj, rs, cs = local_operator(kind, rows, tgt)
-            src = np.union1d(adj.indices, tgt)
+        for layer, blk in enumerate(mb.blocks):
+            edges += blk.graph.nnz
+            # local ids: src is sorted, so the operator's column order is the global one
+            local, rs, cs = local_operator(kind, blk.graph, blk.dst_pos)
             if kind == "gcn":   # the sources' own degrees in this layer's sample
-                cs = (1.0 / np.sqrt(_gcn_degree(graph, has_loop, src, fanout[layer], layer, seed))
-                      ).astype(np.float32)
-            local = CSRGraph(adj.indptr, np.searchsorted(src, adj.indices), n_cols=src.size,
-                             what="ego layer")
-            ops[layer] = (local, rs, cs, np.searchsorted(src, tgt))
-            nodes[layer] = src
+                cs = (1.0 / np.sqrt(_gcn_degree(graph, has_loop, blk.src, fanout[layer], layer,
+                                                mb.seed))).astype(np.float32)
+            ops[layer] = (local, rs, cs, blk.dst_pos)
         times["sample"] += time.perf_counter() - t0
         t0 = time.perf_counter()
         H = torch.from_numpy(np.ascontiguousarray(X[nodes[0]], dtype=np.float32))

@@ -1,0 +1,546 @@
+"""Mini-batch training input: a GraphSAGE neighbour sampler, a feature loader and two-stage
+feature prefetching (HyScale-GNN, Sec. III-A and IV-B).
+
+A mini-batch is built top-down from its targets, the DGL "block" / PyG ``NeighborLoader``
+layout. A model of ``L`` layers gets ``L`` blocks, ``blocks[l]`` for layer ``l`` with **layer 0
+the input layer** (the one reading the features) and layer ``L - 1`` the one producing the
+batch's outputs:
+
+- layer ``L - 1``'s targets are the batch; every layer's targets are the rows of its block;
+- a block's sources ``src`` are its targets and their sampled neighbours (global ids, sorted,
+  unique), and they are the next layer down's targets; ``blocks[0].src`` are the
+  :attr:`MiniBatch.input_nodes` whose features are loaded;
+- the block's local CSR has one row per target (in target order; each row's sampled neighbours
+  in stored order) and columns that are positions in ``src``; ``dst_pos`` is where each target
+  sits in ``src`` (``src[dst_pos] == targets``), for the self term and the next layer's rows.
+
+**Fanouts** ``fanouts[l]`` is the fanout of layer ``l``, first layer (input) first: the order of
+:func:`~moagcn.host.sampling.parse_fanout`, of DEAL and of DGL's ``NeighborSampler``; PyG's
+``num_neighbors`` lists the hops from the targets first, so PyG ``[25, 10]`` is ``[10, 25]``
+here. ``None`` keeps every neighbour.
+
+Neighbours come from :func:`~moagcn.host.sampling.sample_rows` (without replacement, ``O(k)``
+per row, deterministic per seed, layer and node). A *salt* (an int or a tuple of ints: an epoch,
+``(epoch, iteration)``) is folded into the seed so that each epoch or iteration draws afresh,
+reproducibly; without a salt the draw is exactly the one DEAL and the ego-network inference of
+:mod:`moagcn.host.ego` make with that seed. Within one draw a node met twice (as the target of
+two layers) draws independently per layer, as in GraphSAGE.
+
+:class:`Prefetcher` overlaps the stages (Fig. 7): while the caller trains on batch ``i``, stage
+B ("transfer": a copy onto the trainer's device, a real copy into a fresh buffer on the CPU)
+works on ``i + 1`` and stage A (sampling + feature loading) on ``i + 2``.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from numbers import Integral
+from typing import Iterator, Sequence
+
+import numpy as np
+import torch
+
+from moagcn.errors import UserError
+
+from .graph import CSRGraph
+from .sampling import sample_rows, splitmix64
+
+# -- inputs ---------------------------------------------------------------------------------------
+
+
+def _whole(value, what: str, fix: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, Integral):
+        raise UserError(f"{what} = {value!r} is not a whole number; {fix}")
+    return int(value)
+
+
+def check_fanouts(fanouts) -> list[int | None]:
+    """``fanouts`` as a list of positive ints or None (all neighbours), first layer first."""
+    if isinstance(fanouts, str):
+        raise UserError(f"fanouts = {fanouts!r} is text; parse it with "
+                        "moagcn.host.sampling.parse_fanout(text, layers) first")
+    try:
+        out = list(fanouts)
+    except TypeError:
+        raise UserError(f"fanouts = {fanouts!r} is not a list; give one fanout per layer, "
+                        "input layer first, e.g. [10, 25]") from None
+    if not out:
+        raise UserError("fanouts is empty; give one fanout per layer, input layer first, "
+                        "e.g. [10, 25] (None for all neighbours)")
+    for layer, k in enumerate(out):
+        if k is None:
+            continue
+        k = _whole(k, f"fanouts[{layer}]", "use a positive whole number or None (all)")
+        if k < 1:
+            raise UserError(f"fanouts[{layer}] = {k}: at least 1 neighbour must be sampled per "
+                            "node; use a positive number or None (all neighbours)")
+        out[layer] = k
+    return out
+
+
+def salted_seed(seed: int, salt=None) -> int:
+    """The 32-bit sampling seed of ``seed`` with ``salt`` (None, an int or a tuple of ints)
+    folded in by SplitMix64; ``salt=None`` gives ``seed`` itself (the unsalted DEAL draw)."""
+    if salt is None:
+        return int(seed)
+    parts = salt if isinstance(salt, tuple) else (salt,)
+    h = splitmix64(np.array([int(seed) & 0xFFFFFFFFFFFFFFFF], dtype=np.uint64))
+    for p in parts:
+        p = _whole(p, "salt", "use an int (an epoch) or a tuple of ints (epoch, iteration)")
+        h = splitmix64(h ^ np.uint64(p & 0xFFFFFFFFFFFFFFFF))
+    return int(h[0] & np.uint64(0xFFFFFFFF))
+
+
+def _check_targets(targets, n: int) -> np.ndarray:
+    t = np.asarray(targets)
+    if t.ndim != 1 or t.size == 0:
+        raise UserError(f"mini-batch targets have shape {t.shape}; give a non-empty 1-D array "
+                        "of node ids")
+    if not np.issubdtype(t.dtype, np.integer):
+        raise UserError(f"mini-batch targets have dtype {t.dtype}; give integer node ids")
+    t = t.astype(np.int64, copy=False)
+    bad = np.nonzero((t < 0) | (t >= n))[0]
+    if bad.size:
+        raise UserError(f"mini-batch target {t[bad[0]]} is not a node of the graph "
+                        f"(valid: 0..{n - 1})")
+    if np.unique(t).size != t.size:
+        raise UserError("mini-batch targets repeat a node; give each target once (batches() "
+                        "does)")
+    return t
+
+
+def training_ids(mask, what: str = "train_mask", labels=None) -> np.ndarray:
+    """The node ids a boolean mask selects (the training set), checked: a mask must be given,
+    select some node, and (given ``labels``) only labelled ones."""
+    if mask is None:
+        raise UserError(f"{what} is missing; pass a boolean mask of the nodes to train on "
+                        "(e.g. dataset.train_mask)")
+    m = np.asarray(mask)
+    if m.ndim != 1 or not (m.dtype == bool or np.isin(m, (0, 1)).all()):
+        raise UserError(f"{what} has shape {m.shape} dtype {m.dtype}; give a 1-D boolean mask "
+                        "with one entry per node")
+    ids = np.nonzero(m.astype(bool))[0].astype(np.int64)
+    if ids.size == 0:
+        raise UserError(f"{what} selects no node; mark at least one labelled node to train on")
+    if labels is not None:
+        y = np.asarray(labels)
+        if y.shape != m.shape:
+            raise UserError(f"labels have shape {y.shape} but {what} has {m.shape}; give one "
+                            "label per node")
+        unl = ids[y[ids] < 0]
+        if unl.size:
+            raise UserError(f"{what} selects node {unl[0]}, which has no label (-1); remove it "
+                            "from the mask")
+    return ids
+
+
+def batches(train_ids, batch_size: int, seed: int = 0, epoch: int = 0) -> list[np.ndarray]:
+    """``train_ids`` shuffled (reproducibly per ``(seed, epoch)``) and cut into batches of
+    ``batch_size``; the last, partial batch is kept."""
+    ids = np.asarray(train_ids)
+    if ids.ndim != 1 or ids.size == 0 or not np.issubdtype(ids.dtype, np.integer):
+        raise UserError(f"train_ids have shape {ids.shape} dtype {ids.dtype}; give a non-empty "
+                        "1-D array of node ids (e.g. training_ids(dataset.train_mask))")
+    if np.unique(ids).size != ids.size:
+        raise UserError("train_ids repeat a node; give each training node once")
+    bs = _whole(batch_size, "batch_size", f"use 1..{ids.size}")
+    if not 1 <= bs <= ids.size:
+        raise UserError(f"batch_size = {bs} does not fit a training set of {ids.size} nodes; "
+                        f"use 1..{ids.size}")
+    seed = _whole(seed, "seed", "use a whole number >= 0")
+    epoch = _whole(epoch, "epoch", "use a whole number >= 0")
+    if seed < 0 or epoch < 0:
+        raise UserError(f"seed = {seed}, epoch = {epoch}: both must be >= 0")
+    order = ids[np.random.default_rng([seed, epoch]).permutation(ids.size)].astype(np.int64)
+    return [order[i:i + bs] for i in range(0, ids.size, bs)]
+
+
+# -- the sampler ----------------------------------------------------------------------------------
+
+
+@dataclass(eq=False)
+class Block:
+    """One layer's message-flow graph: ``graph`` has a row per target and columns that are
+    positions in ``src`` (the sorted, unique global ids of the sources, the targets included);
+    ``src[dst_pos]`` are the targets."""
+
+    graph: CSRGraph
+    src: np.ndarray
+    dst_pos: np.ndarray
+
+    @property
+    def targets(self) -> np.ndarray:
+        return self.src[self.dst_pos]
+
+    @property
+    def n_dst(self) -> int:
+        return int(self.dst_pos.size)
+
+    @property
+    def n_src(self) -> int:
+        return int(self.src.size)
+
+    def global_rows(self, n_nodes: int) -> CSRGraph:
+        """The sampled rows with global column ids (``n_nodes`` columns)."""
+        return CSRGraph(self.graph.indptr, self.src[self.graph.indices], n_cols=n_nodes,
+                        what="sampled rows")
+
+
+@dataclass(eq=False)
+class MiniBatch:
+    """A sampled mini-batch: ``targets`` (global ids, the batch, in batch order) and
+    ``blocks[l]`` for layer ``l`` (0 = input layer); ``seed`` is the salted sampling seed."""
+
+    targets: np.ndarray
+    blocks: list
+    seed: int
+
+    @property
+    def input_nodes(self) -> np.ndarray:
+        """The nodes whose features layer 0 reads (``blocks[0].src``)."""
+        return self.blocks[0].src
+
+    @property
+    def n_layers(self) -> int:
+        return len(self.blocks)
+
+    @property
+    def edges(self) -> int:
+        return sum(b.graph.nnz for b in self.blocks)
+
+
+class NeighborSampler:
+    """GraphSAGE neighbour sampling of mini-batches from ``graph`` (square; rows = targets).
+
+    ``fanouts[l]``: neighbours per node at layer ``l`` (input layer first; None: all).
+    :meth:`sample` is thread-safe (it only reads the graph).
+    """
+
+    def __init__(self, graph: CSRGraph, fanouts, seed: int = 0):
+        if not isinstance(graph, CSRGraph):
+            raise UserError(f"NeighborSampler needs a CSRGraph, got {type(graph).__name__}")
+        if graph.n_rows != graph.n_cols:
+            raise UserError(f"NeighborSampler: the graph is {graph.n_rows} x {graph.n_cols}; "
+                            "sources become the next layer's targets, so it must be square")
+        self.graph = graph
+        self.fanouts = check_fanouts(fanouts)
+        self.seed = _whole(seed, "seed", "use a whole number")
+
+    @property
+    def n_layers(self) -> int:
+        return len(self.fanouts)
+
+    def seed_for(self, salt=None) -> int:
+        """The sampling seed a draw with ``salt`` uses (``seed`` itself without a salt)."""
+        return salted_seed(self.seed, salt)
+
+    def sample(self, targets, salt=None) -> MiniBatch:
+        """The mini-batch of ``targets`` (distinct node ids); ``salt`` (an epoch, or ``(epoch,
+        iteration)``) changes the draw reproducibly."""
+        g = self.graph
+        tgt = _check_targets(targets, g.n_rows)
+        seed = self.seed_for(salt)
+        blocks = [None] * self.n_layers
+        rows_of = tgt
+        for layer in reversed(range(self.n_layers)):
+            indptr, idx = sample_rows(g, rows_of, self.fanouts[layer], layer, seed)
+            src = np.union1d(idx, rows_of)
+            local = CSRGraph(indptr, np.searchsorted(src, idx), n_cols=src.size,
+                             what=f"block {layer}")
+            blocks[layer] = Block(local, src, np.searchsorted(src, rows_of))
+            rows_of = src
+        return MiniBatch(tgt, blocks, seed)
+
+    def sample_many(self, batches: Sequence, threads: int = 1, salt=None) -> list[MiniBatch]:
+        """:meth:`sample` of each batch, in order, on ``threads`` threads (numpy drops the GIL in
+        its larger operations). Batch ``i`` is drawn with salt ``(salt, i)`` (``(*salt, i)`` for
+        a tuple), or unsalted when ``salt`` is None, exactly as :class:`Prefetcher` draws it."""
+        threads = _whole(threads, "threads", "use 1 or more")
+        if threads < 1:
+            raise UserError(f"threads = {threads}; use 1 or more sampling threads")
+        batches = list(batches)
+        salts = [batch_salt(salt, i) for i in range(len(batches))]
+        if threads == 1 or len(batches) < 2:
+            return [self.sample(b, s) for b, s in zip(batches, salts)]
+        with ThreadPoolExecutor(threads, thread_name_prefix="moagcn-sample") as pool:
+            return list(pool.map(self.sample, batches, salts))
+
+
+def batch_salt(salt, i: int):
+    """The salt of batch ``i`` of a run salted ``salt`` (None stays None)."""
+    if salt is None:
+        return None
+    return (*salt, i) if isinstance(salt, tuple) else (salt, i)
+
+
+# -- features -------------------------------------------------------------------------------------
+
+
+class FeatureLoader:
+    """Gathers the rows of ``features`` (N x F) a mini-batch reads into a contiguous float32
+    tensor (in pinned host memory with ``pin=True``, for asynchronous copies to a GPU), and the
+    labels of its targets."""
+
+    def __init__(self, features, labels=None, pin: bool = False):
+        X = features.detach().cpu().numpy() if isinstance(features, torch.Tensor) else features
+        X = np.asarray(X)
+        if X.ndim != 2 or X.shape[0] < 1 or not np.issubdtype(X.dtype, np.number):
+            raise UserError(f"features have shape {X.shape} dtype {X.dtype}; give an N x F "
+                            "numeric matrix")
+        self.X = torch.from_numpy(np.ascontiguousarray(X, dtype=np.float32))
+        self.labels = None
+        if labels is not None:
+            y = np.asarray(labels.cpu() if isinstance(labels, torch.Tensor) else labels)
+            if y.shape != (X.shape[0],) or not np.issubdtype(y.dtype, np.integer):
+                raise UserError(f"labels have shape {y.shape} dtype {y.dtype}; give {X.shape[0]} "
+                                "integers (-1 for unlabelled), one per feature row")
+            self.labels = torch.from_numpy(np.ascontiguousarray(y, dtype=np.int64))
+        if pin and not torch.cuda.is_available():
+            raise UserError("FeatureLoader(pin=True) needs CUDA (pinned memory is for copies to "
+                            "a GPU); use pin=False on a CPU-only machine")
+        self.pin = bool(pin)
+
+    @property
+    def n_nodes(self) -> int:
+        return int(self.X.shape[0])
+
+    def gather(self, nodes) -> torch.Tensor:
+        """``X[nodes]`` as a fresh contiguous float32 tensor."""
+        idx = torch.from_numpy(np.asarray(nodes, dtype=np.int64))
+        if idx.numel() and (int(idx.min()) < 0 or int(idx.max()) >= self.n_nodes):
+            raise UserError(f"feature rows {int(idx.min())}..{int(idx.max())} requested from "
+                            f"{self.n_nodes} rows; the features must have a row per graph node")
+        out = torch.empty((idx.numel(), self.X.shape[1]), dtype=torch.float32,
+                          pin_memory=self.pin)
+        return torch.index_select(self.X, 0, idx, out=out)
+
+    def labels_of(self, targets) -> torch.Tensor:
+        """The labels of ``targets`` (int64); every target must be labelled."""
+        if self.labels is None:
+            raise UserError("FeatureLoader has no labels; pass labels=dataset.labels (or "
+                            "labels=False to the Prefetcher for unlabelled batches)")
+        t = np.asarray(targets, dtype=np.int64)
+        y = self.labels[torch.from_numpy(t)]
+        if y.numel() and int(y.min()) < 0:
+            v = int(t[int(torch.argmin(y))])
+            raise UserError(f"target node {v} has no label (-1); batch only labelled nodes "
+                            "(training_ids(train_mask, labels=...))")
+        if self.pin:
+            y = y.pin_memory()
+        return y
+
+
+# -- two-stage prefetching ------------------------------------------------------------------------
+
+
+@dataclass(eq=False)
+class LoadedBatch:
+    """What the trainer gets for iteration ``index``: the sampled ``batch`` (host numpy), its
+    input features ``x`` and target labels ``y`` on the trainer's device, the blocks' topology
+    there (``topology[l] = (indptr, indices, dst_pos)`` int64 tensors), and the seconds each
+    stage spent on it."""
+
+    index: int
+    batch: MiniBatch
+    x: torch.Tensor
+    y: torch.Tensor | None
+    topology: list
+    times: dict = field(default_factory=dict)
+
+
+@dataclass
+class PrefetchStats:
+    """Seconds: ``busy`` per stage (``sample``, ``load``, ``transfer``, summed over the batches
+    the trainer received), ``wait`` (the trainer blocked for its next batch), ``train`` (the
+    trainer's time between batches) and ``wall`` (first request to the end)."""
+
+    busy: dict = field(default_factory=lambda: {"sample": 0.0, "load": 0.0, "transfer": 0.0})
+    wait: float = 0.0
+    train: float = 0.0
+    wall: float = 0.0
+    iterations: int = 0
+
+    def as_dict(self) -> dict:
+        return {"busy_s": dict(self.busy), "wait_s": self.wait, "train_s": self.train,
+                "wall_s": self.wall, "iterations": self.iterations}
+
+
+class Prefetcher:
+    """Two-stage feature prefetching of ``batches`` (lists of target ids) for one epoch.
+
+    Stage A (a pool of ``workers`` threads) samples batch ``i`` with salt ``(salt, i)`` (see
+    :meth:`NeighborSampler.sample_many`) and gathers its features and labels; stage B (one
+    thread) copies them to ``device`` (``.to(device)``, or a clone into a fresh buffer on the
+    CPU). While the trainer holds batch ``i``, batches ``i + 1 .. i + depth`` are in flight:
+    with ``depth=2``, ``i + 1`` in B and ``i + 2`` in A. ``enabled=False`` (or ``depth=0``) is the
+    baseline: every stage in sequence in the caller's thread. Batches arrive in order and equal
+    the sequential ones.
+
+    Iterate it once (``for lb in pf``); leaving the loop early, an exception in the loop or in
+    a stage, or :meth:`close` cancels what is queued and joins the threads. Also a context
+    manager. :attr:`stats` holds the stage and wait times.
+    """
+
+    def __init__(self, sampler: NeighborSampler, loader: FeatureLoader, batches: Sequence,
+                 salt=None, device="cpu", depth: int = 2, enabled: bool = True,
+                 workers: int = 1, labels: bool = True):
+        if loader.n_nodes != sampler.graph.n_rows:
+            raise UserError(f"the features have {loader.n_nodes} rows but the graph has "
+                            f"{sampler.graph.n_rows} nodes; give one feature row per node")
+        if labels and loader.labels is None:
+            raise UserError("Prefetcher(labels=True) needs a FeatureLoader with labels; pass "
+                            "labels=dataset.labels to FeatureLoader, or labels=False")
+        self.depth = _whole(depth, "depth", "use 0 (no prefetching) or more")
+        if self.depth < 0:
+            raise UserError(f"depth = {self.depth}; use 0 (no prefetching), 1 or 2")
+        self.workers = _whole(workers, "workers", "use 1 or more")
+        if self.workers < 1:
+            raise UserError(f"workers = {self.workers}; use 1 or more stage-A threads")
+        self.sampler, self.loader, self.salt, self.labels = sampler, loader, salt, bool(labels)
+        self.batches = list(batches)
+        if not self.batches:
+            raise UserError("Prefetcher got no batches; make them with batches(train_ids, ...)")
+        try:
+            self.device = torch.device(device)
+        except (RuntimeError, TypeError):
+            raise UserError(f"device = {device!r} is not a torch device; use 'cpu' or "
+                            "'cuda[:N]'") from None
+        if self.device.type == "cuda" and not torch.cuda.is_available():
+            raise UserError(f"device = {device!r} but CUDA is not available here; use "
+                            "device='cpu'")
+        self.enabled = bool(enabled) and self.depth > 0
+        self.stats = PrefetchStats()
+        self._pending: deque = deque()      # stage-B futures, in order (at most depth)
+        self._submitted = 0
+        self._pool_a = self._pool_b = None
+        self._stop = threading.Event()
+        self._closed = False
+        self._started = False
+        self._stream = None
+
+    # stages (thread-safe: they touch only their own batch)
+    def _stage_a(self, i: int):
+        if self._stop.is_set():
+            raise CancelledError
+        t0 = time.perf_counter()
+        mb = self.sampler.sample(self.batches[i], batch_salt(self.salt, i))
+        t1 = time.perf_counter()
+        x = self.loader.gather(mb.input_nodes)
+        y = self.loader.labels_of(mb.targets) if self.labels else None
+        t2 = time.perf_counter()
+        return mb, x, y, {"sample": t1 - t0, "load": t2 - t1}
+
+    def _stage_b(self, i: int, host):
+        if isinstance(host, Future):                      # a stage-A future
+            host = host.result()
+        if self._stop.is_set():
+            raise CancelledError
+        mb, x, y, times = host
+        t0 = time.perf_counter()
+        dev = self.device
+        if dev.type == "cpu":
+            def move(t):
+                return t.clone()                          # a real copy, into a fresh buffer
+        else:
+            def move(t):
+                return t.to(dev, non_blocking=t.is_pinned())
+        def topology():       # small int64 arrays (read-only numpy): copied straight over
+            return [tuple(torch.tensor(a, device=dev)
+                          for a in (b.graph.indptr, b.graph.indices, b.dst_pos))
+                    for b in mb.blocks]
+        if dev.type == "cuda":
+            if self._stream is None:
+                self._stream = torch.cuda.Stream(dev)
+            with torch.cuda.stream(self._stream):
+                xd, yd = move(x), (move(y) if y is not None else None)
+                topo = topology()
+            self._stream.synchronize()                    # on the device when handed over
+        else:
+            xd, yd = move(x), (move(y) if y is not None else None)
+            topo = topology()
+        times = dict(times, transfer=time.perf_counter() - t0)
+        return LoadedBatch(i, mb, xd, yd, topo, times)
+
+    def _submit(self):
+        if self._submitted >= len(self.batches):
+            return
+        i = self._submitted
+        self._submitted += 1
+        fa = self._pool_a.submit(self._stage_a, i)
+        self._pending.append(self._pool_b.submit(self._stage_b, i, fa))
+
+    def _next(self) -> LoadedBatch:
+        if self.enabled:
+            if self._pool_a is None:
+                self._pool_a = ThreadPoolExecutor(self.workers,
+                                                  thread_name_prefix="moagcn-prefetch-load")
+                self._pool_b = ThreadPoolExecutor(1, thread_name_prefix="moagcn-prefetch-transfer")
+                for _ in range(self.depth):
+                    self._submit()
+            if not self._pending:
+                raise StopIteration
+            fb = self._pending.popleft()
+            self._submit()                                # keep i + 1 .. i + depth in flight
+            return fb.result()
+        i = self._submitted
+        if i >= len(self.batches):
+            raise StopIteration
+        self._submitted += 1
+        return self._stage_b(i, self._stage_a(i))
+
+    def __iter__(self) -> Iterator[LoadedBatch]:
+        if self._started:
+            raise UserError("a Prefetcher runs once; make a new one for each epoch")
+        self._started = True
+        return self._run()
+
+    def _run(self):
+        t_start = time.perf_counter()
+        try:
+            while not self._closed:
+                t0 = time.perf_counter()
+                try:
+                    lb = self._next()
+                except StopIteration:
+                    return
+                t1 = time.perf_counter()
+                self.stats.wait += t1 - t0
+                for k, v in lb.times.items():
+                    self.stats.busy[k] += v
+                self.stats.iterations += 1
+                yield lb
+                self.stats.train += time.perf_counter() - t1
+        finally:
+            self.stats.wall = time.perf_counter() - t_start
+            self.close()
+
+    def close(self, wait: bool = True) -> None:
+        """Cancel queued work and join the stage threads (idempotent)."""
+        if self._closed:
+            return
+        self._closed = True
+        self._stop.set()
+        for f in self._pending:
+            f.cancel()
+        self._pending.clear()
+        # A first: its running task finishes, queued ones are cancelled, so every stage-B task
+        # waiting on one returns; then B.
+        for pool in (self._pool_a, self._pool_b):
+            if pool is not None:
+                pool.shutdown(wait=wait, cancel_futures=True)
+
+    def __enter__(self) -> "Prefetcher":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close(wait=False)      # the pools' idle threads exit once they are unreferenced
+        except Exception:   # interpreter shutdown
+            pass
