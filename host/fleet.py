@@ -1,4 +1,4 @@
-"""Mixed fleets and non-uniform work splits (vGNN, seed 002, Sec. 4.4-4.5).
+"""Mixed fleets and non-uniform work splits (vGNN, seed 002, Sec. 4.4).
 
 ``--devices sspmm:lanes=32,sspmm:lanes=8,sspmm:lanes=8:clock_mhz=150,cpu`` names one sparse
 device per worker (:func:`~moagcn.host.perfmodel.parse_devices`); ``--device model|rtl`` still
@@ -12,10 +12,13 @@ worker's share of the work:
   times: shares start at the predicted rates and are refined by a fixed-point iteration
   ``share_i <- share_i / t_i(share_i)`` (normalised) at the sizes each worker would really get.
 
+BF16 number formats and vGNN's Eq. 7 re-weighting (Sec. 4.5) are not implemented.
+
 Under MoP a share is a fraction of every layer's feature columns (each sparse device aggregates
 all N rows over its columns); under partition parallelism a fraction of the nodes (the
-partitioner takes target part weights: weighted id ranges, weighted runs of the RCM order, or
-METIS with ``tpwgts``).
+partitioner takes target part weights: id ranges or runs of the RCM order cut at the shares of
+the aggregation work ``Σ (deg + 1)``, or METIS with that work as vertex weights and ``tpwgts``).
+The vGNN solver predicts each worker's time on the rows it would really get.
 """
 
 from __future__ import annotations
@@ -42,6 +45,21 @@ def weighted_ranges(n: int, shares) -> list[tuple[int, int]]:
         sizes[np.argsort(-(exact - sizes), kind="stable")[:rest]] += 1
     ends = np.cumsum(sizes)
     return [(int(e - s), int(e)) for s, e in zip(sizes, ends)]
+
+
+def work_ranges(work, shares) -> list[tuple[int, int]]:
+    """Consecutive ranges of items (with ``work`` each, in order) whose total work is as close
+    as the item boundaries allow to ``shares`` of the whole (each cut at the nearest prefix
+    sum)."""
+    w = np.asarray(shares, dtype=np.float64)
+    if w.ndim != 1 or w.size == 0 or np.any(w < 0) or w.sum() <= 0:
+        raise UserError(f"work shares {list(shares)} must be non-negative and not all zero")
+    prefix = np.r_[0, np.cumsum(np.asarray(work, dtype=np.float64))]
+    goals = np.cumsum(w / w.sum())[:-1] * prefix[-1]
+    right = np.clip(np.searchsorted(prefix, goals), 1, prefix.size - 1)
+    cuts = np.where(goals - prefix[right - 1] <= prefix[right] - goals, right - 1, right)
+    cuts = np.maximum.accumulate(np.r_[0, cuts, prefix.size - 1])
+    return [(int(a), int(b)) for a, b in zip(cuts[:-1], cuts[1:])]
 
 
 def fleet(text: str, device_kind: str):
@@ -71,7 +89,8 @@ def _row_block(graph: CSRGraph, rows: np.ndarray) -> CSRGraph:
 
 
 def work_shares(balance: str, specs, graph: CSRGraph, widths, parallelism: str,
-                perf_model=None, iterations: int = 6) -> np.ndarray:
+                perf_model=None, iterations: int = 6,
+                partition: str = "contiguous") -> np.ndarray:
     """Each worker's fraction of the work (sums to 1); ``widths`` are the aggregation widths of
     the layers (the vGNN prediction of a worker is the sum over them)."""
     widths = [int(w) for w in np.atleast_1d(widths)]
@@ -94,15 +113,16 @@ def work_shares(balance: str, specs, graph: CSRGraph, widths, parallelism: str,
 
     def predicted(shares):
         t = np.empty(m)
-        ranges = weighted_ranges(n, shares)
+        parts = None
+        if parallelism != "mop":       # the rows each worker would get
+            from .mop import partition_nodes
+            parts = partition_nodes(graph, m, partition, shares)
         for i, (s, f) in enumerate(zip(specs, shares)):
-            if parallelism == "mop":
+            if parts is None:
                 t[i] = sum(perf_model.predict(graph, max(1, int(round(f * w))), s)
                            for w in widths)
             else:
-                lo, hi = ranges[i]
-                rows = np.linspace(0, n - 1, max(1, hi - lo)).astype(np.int64)
-                block = _row_block(graph, rows)
+                block = _row_block(graph, parts[i])
                 t[i] = sum(perf_model.predict(block, w, s) for w in widths)
         return np.maximum(t, 1e-12)
 

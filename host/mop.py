@@ -41,7 +41,7 @@ from .autograd import AggregationOp, PhaseTimer, aggregate
 from .devices import AcceleratorChoice
 from .graph import CSRGraph, contiguous_ranges
 from .models import GNN
-from .fleet import weighted_ranges
+from .fleet import weighted_ranges, work_ranges
 from .moa import MixtureOfAccelerators
 
 PARALLELISMS = ("mop", "partition")
@@ -434,8 +434,9 @@ class MoPRuntime(Runtime):
 
 def partition_nodes(graph: CSRGraph, parts: int, method: str = "contiguous",
                     shares=None) -> list[np.ndarray]:
-    """Split the nodes into ``parts`` sets of (almost) equal size, or of sizes proportional to
-    ``shares`` (``contiguous``, ``rcm`` and ``metis``; ``kway`` balances equal parts only).
+    """Split the nodes into ``parts`` sets of (almost) equal size, or with ``shares`` into sets
+    whose aggregation work -- ``Σ (deg(v) + 1)`` over their rows -- is proportional to the
+    shares (``contiguous``, ``rcm`` and ``metis``; ``kway`` balances equal parts only).
 
     ``contiguous``: id ranges; ``rcm``: consecutive runs of the reverse Cuthill-McKee order, so
     that neighbours tend to share a part; ``kway``: the ``rcm`` split refined by greedy k-way
@@ -447,8 +448,9 @@ def partition_nodes(graph: CSRGraph, parts: int, method: str = "contiguous",
     if shares is not None and method == "kway":
         raise UserError("--partition kway balances equal parts only; use --partition metis "
                         "(target part weights) or contiguous/rcm with a non-uniform --balance")
+    work = None if shares is None else graph.degrees().astype(np.int64) + 1
     if method == "metis":
-        owner = metis_owner(graph, parts, targets=shares)
+        owner = metis_owner(graph, parts, weights=work, targets=shares)
         return [np.nonzero(owner == j)[0] for j in range(parts)]
     if method == "contiguous":
         order = np.arange(n)
@@ -457,7 +459,7 @@ def partition_nodes(graph: CSRGraph, parts: int, method: str = "contiguous",
     else:
         raise UserError(f"unknown partition method {method!r}; choose one of "
                         f"{', '.join(PARTITION_METHODS)}")
-    ranges = contiguous_ranges(n, parts) if shares is None else weighted_ranges(n, shares)
+    ranges = contiguous_ranges(n, parts) if shares is None else work_ranges(work[order], shares)
     sets = [np.sort(order[a:b]) for a, b in ranges]
     if method == "kway" and parts > 1:
         owner = np.empty(n, dtype=np.int64)

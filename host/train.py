@@ -280,7 +280,8 @@ def work_shares_of(cfg: TrainConfig, dataset: Dataset, widths) -> np.ndarray | N
     if specs is None:     # one design for every worker: equal capabilities
         return None
     perf = PerfModel.load(cfg.perf_model, specs) if cfg.balance == "vgnn" else None
-    return work_shares(cfg.balance, specs, dataset.graph, widths, cfg.parallelism, perf)
+    return work_shares(cfg.balance, specs, dataset.graph, widths, cfg.parallelism, perf,
+                       partition=cfg.partition)
 
 
 def device_times(devices: list[dict]) -> list[float]:

@@ -119,7 +119,8 @@ BENCHES = {"sspmm": "moagcn.sim.bench_sspmm", "sspmm-model": "moagcn.sim.validat
 
 
 #: the experiments that reproduce a paper's tables
-EXPERIMENTS = {"supergcn": "moagcn.host.exp_supergcn", "deal": "moagcn.host.exp_deal"}
+EXPERIMENTS = {"supergcn": "moagcn.host.exp_supergcn", "deal": "moagcn.host.exp_deal",
+               "vgnn": "moagcn.host.exp_vgnn"}
 
 
 def _run_module(module_name: str, argv: list[str]) -> int:
@@ -233,11 +234,14 @@ def build_parser() -> argparse.ArgumentParser:
                                     "the benchmark's own (see moagcn bench NAME --help).")
     be.add_argument("bench_design", metavar="NAME", choices=sorted(BENCHES))
     be.add_argument("bench_args", nargs=argparse.REMAINDER, metavar="...")
-    ex = sub.add_parser("experiment", help="reproduce a paper's experiment (supergcn, deal)",
+    ex = sub.add_parser("experiment", help="reproduce a paper's experiment (supergcn, deal, "
+                                           "vgnn)",
                         description="Run the experiment NAME (supergcn: SuperGCN's Table 5 "
                                     "communication volumes and Table 3 accuracy settings; deal: "
                                     "DEAL's all-node inference against CAGNET's GEMM, "
-                                    "sequential SpMM and ego-network inference); the "
+                                    "sequential SpMM and ego-network inference; vgnn: "
+                                    "vGNN's uniform / spec-ratio / perf-model work splits of "
+                                    "mixed fleets, makespan, device-time spread and halos); the "
                                     "arguments after NAME are the experiment's own (see moagcn "
                                     "experiment NAME --help).")
     ex.add_argument("experiment", metavar="NAME", choices=sorted(EXPERIMENTS))
