@@ -401,8 +401,10 @@ class Prefetcher:
         if self.workers < 1:
             raise UserError(f"workers = {self.workers}; use 1 or more stage-A threads")
         self.sampler, self.loader, self.salt, self.labels = sampler, loader, salt, bool(labels)
-        self.batches = list(batches)
-        if not self.batches:
+        # a list, or any sequence that makes batch i when asked (the hybrid trainer's splits,
+        # decided by DRM just before stage A samples them): read only by stage A
+        self.batches = batches if isinstance(batches, Sequence) else list(batches)
+        if not len(self.batches):
             raise UserError("Prefetcher got no batches; make them with batches(train_ids, ...)")
         try:
             self.device = torch.device(device)

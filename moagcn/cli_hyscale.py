@@ -1,4 +1,5 @@
-"""``moagcn hyscale run``: one fused GNN layer on the HyScale-GNN kernels (RTL or model)."""
+"""``moagcn hyscale run``: one fused GNN layer on the HyScale-GNN kernels (RTL or model);
+``moagcn hyscale train``: hybrid CPU + accelerator mini-batch training (host/hyscale_train.py)."""
 
 from __future__ import annotations
 
@@ -40,6 +41,63 @@ def cmd_hyscale_run(args) -> int:
     return 0
 
 
+def cmd_hyscale_train(args) -> int:
+    import sys
+
+    from tqdm import tqdm
+
+    from moagcn.host.datasets import load_dataset
+    from moagcn.host.hyscale_train import HybridConfig, train_hybrid
+
+    from .cli_common import accelerator_choice, one_line_warnings, output_path, report_path
+    from .config import parse_params
+    rpath = report_path(args.report)
+    save = output_path(args.save, "--save") if args.save else None
+    choice = accelerator_choice(args)
+    cfg = HybridConfig(model=args.model, hidden=args.hidden, fanouts=args.fanout,
+                       batch=args.batch, trainers=args.trainers,
+                       device=choice.device if choice.device != "cpu" else "model",
+                       design=choice.design, preset=choice.preset,
+                       params=dict(parse_params(args.param)), epochs=args.epochs, lr=args.lr,
+                       dropout=args.dropout, seed=args.seed, cpu_share=args.cpu_share,
+                       drm=not args.no_drm, prefetch=not args.no_prefetch)
+    with one_line_warnings():
+        dataset = load_dataset(args.dataset, seed=args.seed, undirected=args.undirected)
+    cfg.validate(dataset)
+    print(f"{dataset.summary()}\n{cfg.model.upper()} hidden {cfg.hidden}, fanouts "
+          f"{cfg.fanouts}, batch {cfg.batch}, trainers {cfg.trainers} (accelerators: "
+          f"{cfg.device} {cfg.design}), DRM {'on' if cfg.drm else 'off'}, prefetch "
+          f"{'on' if cfg.prefetch else 'off'}")
+    bar = tqdm(desc="train", unit="it", disable=args.quiet, file=sys.stderr)
+
+    def on_iteration(rec):
+        bar.update(1)
+        bar.set_postfix(loss=f"{rec['loss']:.3f}", share=f"{rec['drm']['cpu_share']:.2f}")
+
+    try:
+        report = train_hybrid(dataset, cfg, on_iteration)
+    finally:
+        bar.close()
+    state = report.pop("model_state")
+    write_json(rpath, report)
+    if save is not None:
+        from moagcn.host.checkpoint import save as save_checkpoint
+        save_checkpoint(save, state, {"model": cfg.model, "in_features": dataset.n_features,
+                                      "hidden": cfg.hidden, "n_classes": dataset.n_classes,
+                                      "layers": len(cfg.fanout_list()),
+                                      "label_embedding": False, "layer_norm": False,
+                                      "normalize_features": cfg.normalize_features,
+                                      "dataset": dataset.name, "n_nodes": dataset.n_nodes,
+                                      "test_acc": report["test_acc"]})
+    its = report["iterations"]
+    tail = its[len(its) // 2:]
+    print(f"test accuracy {report['test_acc']:.4f} (validation {report['val_acc']:.4f}); "
+          f"{len(its)} iterations, throughput {np.mean([r['throughput_targets_per_s'] for r in tail]):,.0f} "
+          f"targets/s over the second half; CPU share {report['final_cpu_share']:.3f}")
+    print(f"report: {rpath}")
+    return 0
+
+
 def register(sub) -> None:
     """Add the ``hyscale`` command to the CLI's sub-parsers."""
     hp = sub.add_parser("hyscale", help="run fused GNN layers on the HyScale-GNN kernels")
@@ -62,3 +120,29 @@ def register(sub) -> None:
                          legacy={"--spes": "spes", "--macs": "macs"})
     r.add_argument("--vcd", metavar="FILE", help="write a waveform (cocotb path)")
     r.set_defaults(func=cmd_hyscale_run)
+    t = hp_sub.add_parser("train", help="hybrid CPU + accelerator mini-batch training "
+                                        "(HyScale-GNN's system: trainers, prefetching, DRM)")
+    t.add_argument("--dataset", default="cora", metavar="sbm|rmat|cora|citeseer|PATH")
+    add_undirected_arg(t)
+    t.add_argument("--model", default="sage", choices=("gcn", "sage"))
+    t.add_argument("--fanout", default="25,10", metavar="K1,K2",
+                   help="neighbours per node and layer, input layer first (default 25,10)")
+    t.add_argument("--batch", type=int, default=1024, help="targets per mini-batch")
+    t.add_argument("--trainers", default="cpu:1,accel:1", metavar="KIND:N,...",
+                   help="cpu, accel (the accelerator: --device, --design, --param) and gpu "
+                        "trainers (default cpu:1,accel:1)")
+    t.add_argument("--cpu-share", type=float, default=None, metavar="S",
+                   help="the CPU trainers' initial share of each batch (default: per trainer)")
+    t.add_argument("--no-drm", action="store_true", help="keep the initial split")
+    t.add_argument("--no-prefetch", action="store_true",
+                   help="sample, load and transfer in sequence with training")
+    t.add_argument("--hidden", type=int, default=128)
+    t.add_argument("--epochs", type=int, default=5)
+    t.add_argument("--lr", type=float, default=0.005)
+    t.add_argument("--dropout", type=float, default=0.5)
+    t.add_argument("--seed", type=int, default=0)
+    add_accelerator_args(t, design=None, devices=("model", "rtl"))
+    t.add_argument("--report", default="reports/hyscale-train/report.json", metavar="R.json")
+    t.add_argument("--save", default=None, metavar="C.pt")
+    t.add_argument("--quiet", action="store_true")
+    t.set_defaults(func=cmd_hyscale_train)

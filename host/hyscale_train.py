@@ -1,0 +1,474 @@
+"""HyScale-GNN as a training system (seed 003, Sec. III-IV): hybrid trainers, synchronous SGD,
+two-stage prefetching and the Dynamic Resource Manager (Alg. 1).
+
+Every iteration one mini-batch of ``batch`` training nodes is split between the trainers: the
+CPU trainers' group gets ``share_cpu`` of it, the accelerator trainers' group the rest, each
+group's part cut evenly among its trainers. Each trainer has its own two-stage
+:class:`~moagcn.host.minibatch.Prefetcher` (sampling + feature loading of iteration ``i + 2``,
+transfer of ``i + 1``), a replica of the model, and a sparse device:
+
+- ``cpu`` trainers aggregate with torch on the CPU;
+- ``accel`` trainers aggregate on an accelerator (``--device model|rtl``, ``--design``,
+  ``--param``), forward and backward (:func:`~moagcn.host.autograd.aggregate`); the dense
+  updates run in torch on the host;
+- ``gpu`` trainers are ``cpu`` trainers whose torch work runs on CUDA when there is one.
+
+The trainers run one after another, each timed alone (``concurrent=True``: at the same time, in
+threads), and the iteration takes the slowest, as separate hardware would; the synchronizer sums their gradients (each trainer's
+loss is its sub-batch's summed cross-entropy over the whole batch size, so the sum is the
+full-batch mean gradient), steps the optimizer once and copies the weights back to every
+replica: synchronous SGD.
+
+**Stage times.** Per iteration: ``T_SC`` / ``T_SA`` sampling of the CPU / accelerator groups'
+sub-batches, ``T_Load`` feature loading, ``T_Tran`` the accelerator group's transfer, ``T_TC``
+the slowest CPU trainer, ``T_TA`` the slowest accelerator trainer -- its time is the
+accelerator's aggregation time (cycles at its clock) plus its measured host time outside the
+aggregations (updates, loss). The iteration time of the system is ``max(T_TC, max(T_Tran,
+T_TA))`` (the prefetchers hide sampling and loading as long as they keep up), its throughput
+``batch / iteration time`` (targets per second) and, as the paper's Eq. 5, sampled edges
+per second. With prefetching the iteration time is the pipeline's slowest stage over all
+trainers (sampling + loading, transfer, training); without, the slowest trainer's sum of them.
+
+**DRM (Alg. 1).** After every iteration the engine (on a moving average of the stage times)
+sorts ``T_SC, T_SA, T_Load, T_TC, T_Accel =
+max(T_Tran, T_TA)``, takes the bottleneck and the fastest, and either *balances work* (moves
+mini-batch share between the CPU and accelerator groups so their predicted times meet, damped
+by half a step; the batch size stays the same) or *balances threads* (moves one thread from
+the fastest CPU task to the bottleneck among the stage-A sampler/loader workers and the CPU
+trainers' torch threads; takes effect at the next epoch, when the prefetchers are rebuilt).
+Where Alg. 1 asks for balance-thread but no task has a thread to give (one thread each, as on a
+2-core machine), the engine balances work between the two groups instead, so a CPU-bound bad
+split can still be left. Every decision is logged in the report.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from typing import Sequence
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from moagcn.errors import UserError
+
+from .autograd import AggregationOp, PhaseTimer, aggregate
+from .datasets import Dataset
+from .deal import _AGG_KIND, local_operator
+from .devices import AcceleratorChoice
+from .graph import row_normalize
+from .minibatch import (FeatureLoader, LoadedBatch, NeighborSampler, Prefetcher, batches,
+                        check_fanouts, training_ids)
+from .models import GNN
+
+TRAINER_KINDS = ("cpu", "accel", "gpu")
+
+
+def parse_trainers(text: str) -> list[str]:
+    """``cpu:2,accel:1`` -> ``["cpu", "cpu", "accel"]`` (``kind`` alone means one)."""
+    out = []
+    for item in str(text).split(","):
+        item = item.strip()
+        kind, _, count = item.partition(":")
+        if kind not in TRAINER_KINDS:
+            raise UserError(f"--trainers {text!r}: {item!r} names no trainer kind; use "
+                            f"{', '.join(TRAINER_KINDS)} with a count, e.g. cpu:2,accel:1")
+        try:
+            n = int(count) if count else 1
+        except ValueError:
+            raise UserError(f"--trainers {text!r}: the count in {item!r} is not a whole "
+                            "number") from None
+        if n < 1:
+            raise UserError(f"--trainers {text!r}: {item!r} asks for {n} trainers; use 1 or "
+                            "more, or leave the kind out")
+        out += [kind] * n
+    if not out:
+        raise UserError("--trainers is empty; give e.g. cpu:1,accel:1")
+    return out
+
+
+@dataclass
+class HybridConfig:
+    """One hybrid training run (defaults: GraphSAGE 2 x 128, fanouts 25,10 as HyScale-GNN)."""
+
+    model: str = "sage"
+    hidden: int = 128
+    fanouts: str = "25,10"
+    batch: int = 1024
+    trainers: str = "cpu:1,accel:1"
+    device: str = "model"
+    design: str = "sspmm"
+    preset: str | None = None
+    params: dict = field(default_factory=dict)
+    epochs: int = 5
+    lr: float = 0.005
+    weight_decay: float = 5e-4
+    dropout: float = 0.5
+    seed: int = 0
+    #: the CPU group's share of each batch at the start (None: equal per trainer)
+    cpu_share: float | None = None
+    drm: bool = True
+    prefetch: bool = True
+    depth: int = 2
+    #: stage-A (sample + load) threads per trainer, and torch threads of the CPU trainers
+    sampler_threads: int = 1
+    trainer_threads: int = 1
+    normalize_features: bool = True
+    #: run the trainers at the same time (threads); by default one after another, each timed
+    #: alone, the iteration taking the slowest (the trainers' hardware is separate; on a
+    #: 2-core host, concurrent trainers mostly measure each other)
+    concurrent: bool = False
+
+    def kinds(self) -> list[str]:
+        return parse_trainers(self.trainers)
+
+    def fanout_list(self) -> list:
+        from .sampling import parse_fanout
+        parts = [p for p in str(self.fanouts).split(",") if p.strip()]
+        return check_fanouts(parse_fanout(self.fanouts, max(1, len(parts))))
+
+    def validate(self, dataset: Dataset | None = None) -> "HybridConfig":
+        kinds = self.kinds()
+        self.fanout_list()
+        if self.model not in ("gcn", "sage"):
+            raise UserError(f"--model {self.model!r}: HyScale training runs gcn or sage")
+        if self.batch < len(kinds):
+            raise UserError(f"--batch {self.batch} is smaller than the {len(kinds)} trainers; "
+                            "give every trainer at least one node")
+        if self.cpu_share is not None and not 0.0 < self.cpu_share < 1.0:
+            raise UserError(f"--cpu-share {self.cpu_share}: must be in (0, 1)")
+        if self.epochs < 1 or self.hidden < 1:
+            raise UserError("--epochs and --hidden must be at least 1")
+        if self.device not in ("model", "rtl"):
+            raise UserError(f"--device {self.device!r}: accelerator trainers run on model or "
+                            "rtl")
+        if "accel" in kinds:
+            AcceleratorChoice(self.device, self.design, self.preset, dict(self.params)).config()
+        if dataset is not None:
+            ids = training_ids(dataset.train_mask, labels=dataset.labels)
+            if self.batch > ids.size:
+                raise UserError(f"--batch {self.batch} is larger than the {ids.size} training "
+                                f"nodes of {dataset.name}; use at most {ids.size}")
+        return self
+
+
+class _Splitter:
+    """The split of every iteration's batch between the trainers, decided when stage A first
+    asks for it (so DRM's latest shares apply to batches not yet sampled)."""
+
+    def __init__(self, batches: list[np.ndarray], kinds: list[str], share_of):
+        self.batches, self.kinds, self.share_of = batches, kinds, share_of
+        self._cache: dict[int, list[np.ndarray]] = {}
+
+    def parts(self, i: int) -> list[np.ndarray]:
+        if i not in self._cache:
+            b = self.batches[i]
+            w = np.array([self.share_of(k) for k in self.kinds], dtype=np.float64)
+            sizes = np.maximum(1, np.floor(w / w.sum() * b.size).astype(np.int64))
+            sizes[int(np.argmax(w))] += b.size - int(sizes.sum())
+            cuts = np.r_[0, np.cumsum(sizes)]
+            self._cache[i] = [b[cuts[t]:cuts[t + 1]] for t in range(len(self.kinds))]
+        return self._cache[i]
+
+    def view(self, t: int) -> "_View":
+        return _View(self, t)
+
+
+class _View(Sequence):
+    def __init__(self, splitter: _Splitter, t: int):
+        self.splitter, self.t = splitter, t
+
+    def __len__(self):
+        return len(self.splitter.batches)
+
+    def __getitem__(self, i):
+        return self.splitter.parts(i)[self.t]
+
+
+class Trainer:
+    """One trainer: a model replica and a sparse device."""
+
+    def __init__(self, index: int, kind: str, model: GNN, choice: AcceleratorChoice,
+                 dense: torch.device, fanouts: list, dropout: float, seed: int,
+                 degrees: np.ndarray):
+        self.index, self.kind = index, kind
+        self.degrees = degrees
+        self.model = copy.deepcopy(model).to(dense)
+        self.device = choice.make()
+        self.dense = dense
+        self.fanouts, self.dropout, self.seed = fanouts, dropout, seed
+        self.timer = PhaseTimer()
+
+    def step(self, lb: LoadedBatch, batch_total: int, iteration: int) -> dict:
+        """Forward and backward on this trainer's sub-batch; the gradients of its share of the
+        batch's mean loss, and what it cost."""
+        model = self.model
+        model.train()
+        model.zero_grad(set_to_none=True)
+        self.timer.reset()
+        c0 = self.device.counters.cycles_total
+        t0 = time.perf_counter()
+        gen = torch.Generator().manual_seed(int(self.seed) * 1000003 + iteration * 97 + self.index)
+        kind = _AGG_KIND[model.kind]
+        H = lb.x.to(self.dense)
+        H_self = H
+        for layer, block in enumerate(lb.batch.blocks):
+            adj, rs, cs = local_operator(kind, block.graph, block.dst_pos)
+            if model.kind == "gcn":      # each source's scale from its sampled in-degree
+                cs = _gcn_source_scale(self.degrees[block.src], self.fanouts[layer])
+            if self.dropout > 0:
+                keep = torch.rand(H.shape, generator=gen) >= self.dropout
+                H = H * keep.to(H.device) / (1.0 - self.dropout)
+            Z = aggregate(AggregationOp(adj, rs, cs, kind), H, self.device, timer=self.timer)
+            at = torch.from_numpy(block.dst_pos).to(self.dense)
+            P = model.update(layer, Z, H_self[at])
+            if layer + 1 < len(lb.batch.blocks):
+                H = H_self = torch.relu(P)
+        y = lb.y.to(self.dense)
+        loss = F.cross_entropy(P, y, reduction="sum") / batch_total
+        loss.backward()
+        wall = time.perf_counter() - t0
+        grads = [p.grad.detach().clone() if p.grad is not None else None
+                 for p in model.parameters()]
+        agg_wall = self.timer.seconds.get("aggregate", 0.0)
+        cycles = self.device.counters.cycles_total - c0
+        clock = self.device.clock_mhz
+        if self.kind == "accel" and clock:
+            seconds = wall - agg_wall + cycles / (clock * 1e6)   # the accelerator's own time
+        else:
+            seconds = wall
+        correct = int((P.argmax(1) == y).sum())
+        return {"grads": grads, "loss": float(loss.detach()) * batch_total, "n": int(y.numel()),
+                "correct": correct, "seconds": seconds, "wall_s": wall, "cycles": cycles,
+                "edges": int(lb.batch.edges)}
+
+
+def _gcn_source_scale(deg: np.ndarray, k) -> np.ndarray:
+    """``1 / sqrt(min(deg, k) + 1)`` of every source: its in-degree in its own sample, taken as
+    the fanout cap (a mini-batch does not sample the sources' own rows; stored self loops are
+    not told apart)."""
+    d = deg if k is None else np.minimum(deg, k)
+    return (1.0 / np.sqrt(d.astype(np.float64) + 1.0)).astype(np.float32)
+
+
+class DRM:
+    """HyScale-GNN's Dynamic Resource Manager (Alg. 1) over the CPU and accelerator groups."""
+
+    def __init__(self, cpu_share: float, threads: dict, enabled: bool = True,
+                 damping: float = 0.5, smoothing: float = 0.5):
+        self.cpu_share = float(cpu_share)
+        #: stage times are an exponential moving average (weight ``smoothing`` on the newest
+        #: iteration), reset when the work moves: one noisy iteration on a shared machine
+        #: should not swing the split
+        self.smoothing = smoothing
+        self._avg: dict | None = None
+        self.threads = dict(threads)        # {"sampler": n, "trainer": n}
+        self.enabled = enabled
+        self.damping = damping
+        self.log: list[dict] = []
+
+    def balance_work(self, t_cpu: float, t_acc: float) -> None:
+        """Move share so both groups' times meet, if each group's time is linear in its share;
+        half a step (damping) at a time."""
+        s = self.cpu_share
+        if t_cpu <= 0 or t_acc <= 0:
+            return
+        target = (s / t_cpu) / (s / t_cpu + (1 - s) / t_acc)
+        self.cpu_share = float(np.clip(s + self.damping * (target - s), 0.02, 0.98))
+
+    def balance_thread(self, fastest: str, bottleneck: str) -> str:
+        knob = {"T_SC": "sampler", "T_SA": "sampler", "T_Load": "sampler", "T_TC": "trainer"}
+        give, take = knob.get(fastest), knob.get(bottleneck)
+        if give is None or take is None or give == take or self.threads[give] <= 1:
+            return "none"
+        self.threads[give] -= 1
+        self.threads[take] += 1
+        return f"{give} -> {take}"
+
+    def _thread_or_work(self, fastest, bottleneck, t_cpu, t_acc, names) -> str:
+        """Alg. 1's balance-thread; when there is no thread to move (every CPU task down to one
+        thread, as on a 2-core machine) balance work instead -- our extension, or the engine
+        could never leave a bad split whose bottleneck is a CPU task."""
+        moved = self.balance_thread(fastest, bottleneck)
+        if moved != "none":
+            return "balance_thread " + moved
+        self.balance_work(t_cpu, t_acc)
+        return f"balance_work({names}) (no thread to move)"
+
+    def update(self, iteration: int, T: dict, has_cpu: bool, has_acc: bool) -> dict:
+        """One step of Alg. 1 on the stage times ``T``; returns the logged decision."""
+        if self._avg is None:
+            self._avg = dict(T)
+        else:
+            a = self.smoothing
+            self._avg = {k: a * T[k] + (1 - a) * self._avg.get(k, T[k]) for k in T}
+        T = dict(self._avg)
+        T["T_Accel"] = max(T.get("T_Tran", 0.0), T.get("T_TA", 0.0))
+        names = ["T_SC", "T_SA", "T_Load", "T_TC", "T_Accel"]
+        order = sorted(names, key=lambda k: -T.get(k, 0.0))
+        bottleneck, second, fastest = order[0], order[3], order[4]
+        fastest_cpu = min(["T_SC", "T_Load", "T_TC"], key=lambda k: T.get(k, 0.0))
+        action = "none"
+        before = self.cpu_share
+        if self.enabled and has_cpu and has_acc:
+            if bottleneck == "T_SA":
+                self.balance_work(T["T_SC"], T["T_SA"])
+                action = "balance_work(T_SC, T_SA)"
+            elif bottleneck == "T_Accel":
+                self.balance_work(T["T_TC"], T["T_Accel"])
+                action = "balance_work(T_TC, T_Accel)"
+            elif bottleneck == "T_Load":
+                action = "balance_thread " + self.balance_thread(fastest_cpu, bottleneck)
+            elif bottleneck == "T_SC":
+                if fastest == "T_SA" or (fastest == "T_Accel" and second == "T_SA"):
+                    self.balance_work(T["T_SC"], T["T_SA"])
+                    action = "balance_work(T_SC, T_SA)"
+                else:
+                    action = self._thread_or_work(fastest, bottleneck, T["T_SC"], T["T_SA"],
+                                                  "T_SC, T_SA")
+            elif bottleneck == "T_TC":
+                if fastest == "T_Accel" or (fastest == "T_SA" and second == "T_Accel"):
+                    self.balance_work(T["T_TC"], T["T_Accel"])
+                    action = "balance_work(T_TC, T_Accel)"
+                else:
+                    action = self._thread_or_work(fastest, bottleneck, T["T_TC"],
+                                                  T["T_Accel"], "T_TC, T_Accel")
+        if self.cpu_share != before:
+            self._avg = None              # the times were measured at the old split
+        entry = {"iteration": iteration, "bottleneck": bottleneck, "fastest": fastest,
+                 "action": action, "cpu_share_before": before, "cpu_share": self.cpu_share,
+                 "threads": dict(self.threads), "stage_s": {k: T.get(k, 0.0) for k in names}}
+        self.log.append(entry)
+        return entry
+
+
+def _stage_times(kinds: list[str], results: list[dict], times: list[dict]) -> dict:
+    cpu = [t for t, k in enumerate(kinds) if k != "accel"]
+    acc = [t for t, k in enumerate(kinds) if k == "accel"]
+    return {"T_SC": sum(times[t]["sample"] for t in cpu),
+            "T_SA": sum(times[t]["sample"] for t in acc),
+            "T_Load": sum(times[t]["load"] for t in range(len(kinds))),
+            "T_Tran": sum(times[t]["transfer"] for t in acc),
+            "T_TC": max((results[t]["seconds"] for t in cpu), default=0.0),
+            "T_TA": max((results[t]["seconds"] for t in acc), default=0.0)}
+
+
+def _iteration_time(kinds, results, times, prefetch: bool) -> float:
+    """Seconds of one iteration of the synchronous pipeline: with prefetching, its slowest
+    stage (a trainer's sampling + loading, its transfer, or its training); without, the
+    slowest trainer's sum of all four."""
+    per = []
+    for r, t in zip(results, times):
+        stages = (t["sample"] + t["load"], t["transfer"], r["seconds"])
+        per.append(max(stages) if prefetch else sum(stages))
+    return max(per)
+
+
+def evaluate(model: GNN, dataset: Dataset, X: np.ndarray) -> dict:
+    """Accuracy of every split from a full-neighbourhood, full-graph forward pass."""
+    from .deal import layer_graphs, layerwise_forward
+    graphs = layer_graphs(dataset.graph, [None] * model.n_layers, 0)
+    pred = layerwise_forward(model, graphs, torch.from_numpy(X)).argmax(1).numpy()
+    return {name: float((pred[m] == dataset.labels[m]).mean()) if m.any() else 0.0
+            for name, m in (("train", dataset.train_mask), ("val", dataset.val_mask),
+                            ("test", dataset.test_mask))}
+
+
+def train_hybrid(dataset: Dataset, cfg: HybridConfig, on_iteration=None) -> dict:
+    """Train with the configured trainers; returns the report (see the module docstring)."""
+    cfg.validate(dataset)
+    kinds, fanouts = cfg.kinds(), cfg.fanout_list()
+    X = row_normalize(dataset.features) if cfg.normalize_features else \
+        np.asarray(dataset.features, dtype=np.float32)
+    torch.manual_seed(cfg.seed)
+    master = GNN(cfg.model, dataset.n_features, cfg.hidden, dataset.n_classes, len(fanouts))
+    opt = torch.optim.Adam(master.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    accel = AcceleratorChoice(cfg.device, cfg.design, cfg.preset, dict(cfg.params))
+    cpu = AcceleratorChoice("cpu")
+    cuda = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    degrees = dataset.graph.degrees().astype(np.int64)
+    trainers = [Trainer(t, k, master, accel if k == "accel" else cpu,
+                        cuda if k == "gpu" else torch.device("cpu"), fanouts, cfg.dropout,
+                        cfg.seed, degrees) for t, k in enumerate(kinds)]
+    n_cpu = sum(k != "accel" for k in kinds)
+    n_acc = len(kinds) - n_cpu
+    share = cfg.cpu_share if cfg.cpu_share is not None else n_cpu / len(kinds)
+    if n_acc == 0:
+        share = 1.0
+    if n_cpu == 0:
+        share = 0.0
+    drm = DRM(share, {"sampler": cfg.sampler_threads, "trainer": cfg.trainer_threads},
+              cfg.drm)
+
+    def share_of(kind):
+        return drm.cpu_share / n_cpu if kind != "accel" else (1 - drm.cpu_share) / n_acc
+
+    sampler = NeighborSampler(dataset.graph, fanouts, cfg.seed)
+    loader = FeatureLoader(X, dataset.labels)
+    train_ids = training_ids(dataset.train_mask, labels=dataset.labels)
+    history, it = [], 0
+    threads_before = torch.get_num_threads()
+    t_run = time.perf_counter()
+    stats = []
+    with ThreadPoolExecutor(len(trainers), thread_name_prefix="moagcn-trainer") as pool:
+        for epoch in range(cfg.epochs):
+            torch.set_num_threads(drm.threads["trainer"])
+            bl = batches(train_ids, cfg.batch, cfg.seed, epoch)
+            splitter = _Splitter(bl, kinds, share_of)
+            pfs = [Prefetcher(sampler, loader, splitter.view(t), salt=(epoch, t),
+                              depth=cfg.depth, enabled=cfg.prefetch,
+                              workers=drm.threads["sampler"]) for t in range(len(kinds))]
+            iters = [iter(pf) for pf in pfs]
+            try:
+                for i, b in enumerate(bl):
+                    t0 = time.perf_counter()
+                    lbs = [next(x) for x in iters]
+                    if cfg.concurrent:
+                        futures = [pool.submit(tr.step, lb, b.size, it)
+                                   for tr, lb in zip(trainers, lbs)]
+                        results = [f.result() for f in futures]
+                    else:
+                        results = [tr.step(lb, b.size, it) for tr, lb in zip(trainers, lbs)]
+                    # the synchronizer: sum the gradients, one step, weights back to the replicas
+                    for j, p in enumerate(master.parameters()):
+                        gs = [r["grads"][j] for r in results if r["grads"][j] is not None]
+                        p.grad = torch.stack([g.cpu() for g in gs]).sum(0) if gs else None
+                    opt.step()
+                    state = master.state_dict()
+                    for tr in trainers:
+                        tr.model.load_state_dict(state)
+                    T = _stage_times(kinds, results, [lb.times for lb in lbs])
+                    iteration_s = _iteration_time(kinds, results, [lb.times for lb in lbs],
+                                                  cfg.prefetch)
+                    decision = drm.update(it, T, n_cpu > 0, n_acc > 0)
+                    rec = {"epoch": epoch, "iteration": it, "targets": int(b.size),
+                           "loss": sum(r["loss"] for r in results) / b.size,
+                           "train_acc": sum(r["correct"] for r in results) / b.size,
+                           "sub_batches": [r["n"] for r in results],
+                           "trainer_s": [r["seconds"] for r in results],
+                           "iteration_s": iteration_s,
+                           "throughput_targets_per_s": b.size / iteration_s if iteration_s else 0.0,
+                           "edges_per_s": (sum(r["edges"] for r in results) / iteration_s
+                                           if iteration_s else 0.0),
+                           "wall_s": time.perf_counter() - t0, "stage_s": T,
+                           "drm": decision}
+                    history.append(rec)
+                    if on_iteration is not None:
+                        on_iteration(rec)
+                    it += 1
+            finally:
+                for pf in pfs:
+                    pf.close()
+                stats.append([pf.stats.as_dict() for pf in pfs])
+    torch.set_num_threads(threads_before)
+    acc = evaluate(master, dataset, X)
+    return {"dataset": dataset.name, "config": asdict(cfg), "trainers": kinds,
+            "test_acc": acc["test"], "val_acc": acc["val"], "train_acc": acc["train"],
+            "iterations": history, "prefetch": stats, "drm_log": drm.log,
+            "final_cpu_share": drm.cpu_share, "threads": drm.threads,
+            "wall_s": time.perf_counter() - t_run,
+            "devices": [tr.device.counters.as_dict() for tr in trainers],
+            "model_state": {k: v.clone() for k, v in master.state_dict().items()}}

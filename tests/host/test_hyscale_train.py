@@ -1,0 +1,94 @@
+"""HyScale-GNN as a training system: hybrid trainers, synchronous SGD, DRM (Alg. 1)."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+import torch
+
+from moagcn.errors import UserError
+from moagcn.host.datasets import load_dataset, sbm
+from moagcn.host.hyscale_train import DRM, HybridConfig, parse_trainers, train_hybrid
+
+
+def test_trainer_specs():
+    assert parse_trainers("cpu:2,accel:1") == ["cpu", "cpu", "accel"]
+    assert parse_trainers("accel") == ["accel"]
+    for bad, msg in (("fpga:1", "names no trainer kind"), ("cpu:x", "not a whole number"),
+                     ("cpu:0", "asks for 0 trainers")):
+        with pytest.raises(UserError, match=msg):
+            parse_trainers(bad)
+
+
+def test_bad_configurations():
+    d = sbm(n_nodes=200, seed=0)
+    n_train = int(d.train_mask.sum())
+    with pytest.raises(UserError, match="larger than the"):
+        HybridConfig(batch=n_train + 1).validate(d)
+    with pytest.raises(UserError, match="cannot be sampled"):
+        HybridConfig(fanouts="10,0", batch=10).validate(d)
+    with pytest.raises(UserError, match="must be in"):
+        HybridConfig(cpu_share=1.0, batch=10).validate(d)
+
+
+def test_split_training_equals_one_trainer():
+    """Full neighbourhoods, no dropout: the summed gradients of a CPU and an accelerator trainer
+    (S-SpMM cycle model) on two halves of a batch equal one trainer's on the whole batch."""
+    d = sbm(n_nodes=150, n_classes=3, seed=1)
+    base = HybridConfig(model="gcn", hidden=8, fanouts="all,all", batch=int(d.train_mask.sum()),
+                        epochs=2, dropout=0.0, drm=False, lr=0.01)
+    one = train_hybrid(d, dataclasses.replace(base, trainers="cpu:1"))
+    two = train_hybrid(d, dataclasses.replace(base, trainers="cpu:1,accel:1", cpu_share=0.4))
+    assert two["iterations"][0]["sub_batches"][0] < two["iterations"][0]["sub_batches"][1]
+    for k, v in one["model_state"].items():
+        assert torch.allclose(v, two["model_state"][k], rtol=1e-4, atol=1e-6), k
+    assert two["devices"][1]["cycles_total"] > 0 and two["devices"][0]["cycles_total"] == 0
+
+
+def test_hybrid_cora_accuracy_matches_cpu_only():
+    d = load_dataset("cora")
+    cfg = HybridConfig(batch=70, epochs=30, hidden=64, fanouts="25,10", lr=0.01)
+    hybrid = train_hybrid(d, dataclasses.replace(cfg, trainers="cpu:1,accel:1"))
+    cpu = train_hybrid(d, dataclasses.replace(cfg, trainers="cpu:1"))
+    assert hybrid["test_acc"] >= 0.77
+    assert abs(hybrid["test_acc"] - cpu["test_acc"]) <= 0.02
+
+
+def _times(**kw):
+    t = {"T_SC": 1.0, "T_SA": 1.0, "T_Load": 1.0, "T_Tran": 1.0, "T_TC": 1.0, "T_TA": 1.0}
+    t.update(kw)
+    return t
+
+
+def test_drm_balances_work_toward_the_faster_group():
+    drm = DRM(0.5, {"sampler": 1, "trainer": 1}, damping=1.0)
+    e = drm.update(0, _times(T_TA=3.0, T_Tran=0.5), True, True)      # accelerator bottleneck
+    assert e["bottleneck"] == "T_Accel" and e["action"] == "balance_work(T_TC, T_Accel)"
+    assert drm.cpu_share == pytest.approx(0.75)                        # 0.5/1 : 0.5/3
+    drm = DRM(0.5, {"sampler": 1, "trainer": 1}, damping=1.0)
+    e = drm.update(0, _times(T_TC=4.0, T_TA=0.5, T_Tran=0.5), True, True)
+    assert e["action"] == "balance_work(T_TC, T_Accel)" and drm.cpu_share < 0.5
+
+
+def test_drm_moves_threads_when_it_can_and_work_when_it_cannot():
+    drm = DRM(0.5, {"sampler": 2, "trainer": 1})
+    e = drm.update(0, _times(T_TC=5.0, T_Load=0.1, T_SC=2.0, T_SA=2.0, T_TA=2.0), True, True)
+    assert e["fastest"] == "T_Load" and e["action"] == "balance_thread sampler -> trainer"
+    assert drm.threads == {"sampler": 1, "trainer": 2}
+    drm = DRM(0.5, {"sampler": 1, "trainer": 1})
+    e = drm.update(0, _times(T_TC=5.0, T_Load=0.1, T_SC=2.0, T_SA=2.0, T_TA=2.0), True, True)
+    assert e["action"].startswith("balance_work(T_TC, T_Accel) (no thread")
+    assert drm.cpu_share < 0.5
+    off = DRM(0.5, {"sampler": 1, "trainer": 1}, enabled=False)
+    assert off.update(0, _times(T_TC=9.0), True, True)["action"] == "none"
+
+
+def test_drm_leaves_a_bad_split():
+    d = sbm(n_nodes=2000, n_classes=3, seed=3)
+    train = (d.labels >= 0) & ~d.val_mask & ~d.test_mask
+    d = dataclasses.replace(d, train_mask=train)
+    r = train_hybrid(d, HybridConfig(hidden=16, fanouts="10,5", batch=100, epochs=3,
+                                     cpu_share=0.95, drm=True))
+    assert r["drm_log"] and r["final_cpu_share"] != 0.95
+    assert any(e["action"].startswith("balance_work") for e in r["drm_log"])
+    assert len(r["iterations"]) == 3 * int(np.ceil(train.sum() / 100))
