@@ -46,7 +46,7 @@ import torch
 
 from moagcn.errors import UserError
 
-from .fleet import BALANCES, weighted_ranges
+from .fleet import BALANCES, predicted_times
 from .graph import CSRGraph
 
 #: named fleets (``--fleets F1;F2``); F1 is the issue's 4:1 capability spread
@@ -161,24 +161,6 @@ def fit_graph(name: str, scale: int) -> tuple[str, CSRGraph]:
 
 # -- the share solver's prediction ---------------------------------------------------------------
 
-def predicted_times(perf, specs, graph: CSRGraph, widths, parallelism: str, shares) -> list[float]:
-    """Seconds the perf model predicts each device needs for ``shares`` (the sum over the
-    layers' forward aggregations), exactly as :func:`moagcn.host.fleet.work_shares` evaluates a
-    split: MoP, the device's columns of every width over all rows; partition, a block of
-    evenly spaced rows of its share's size and every column."""
-    n, out = graph.n_rows, []
-    ranges = weighted_ranges(n, shares)
-    for i, (s, f) in enumerate(zip(specs, shares)):
-        if parallelism == "mop":
-            out.append(sum(perf.predict(graph, max(1, int(round(f * w))), s) for w in widths))
-        else:
-            lo, hi = ranges[i]
-            rows = np.linspace(0, n - 1, max(1, hi - lo)).astype(np.int64)
-            block = graph.block(rows, np.arange(graph.n_cols))
-            out.append(sum(perf.predict(block, w, s) for w in widths))
-    return [float(t) for t in out]
-
-
 # -- perf models ---------------------------------------------------------------------------------
 
 def fit_fleet(name: str, spec: str, fit_label: str, fgraph: CSRGraph, evaluated: dict,
@@ -234,7 +216,8 @@ def run_row(fleet: str, spec: str, ds: str, d, parallelism: str, balance: str, s
     times = [float(t) for t in rep["device_time_s"]]
     shares = rep["shares"] if rep["shares"] is not None else [1.0 / len(specs)] * len(specs)
     widths = [d.n_features, HIDDEN]
-    pred = predicted_times(perf, specs, d.graph, widths, parallelism, shares)
+    pred = [float(t) for t in predicted_times(perf, specs, d.graph, widths, parallelism,
+                                              rep["shares"], cfg.partition)]
     part = rep["partition"] or {}
     halo = rep["halo_sizes"]
     sizes = part.get("part_sizes")

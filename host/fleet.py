@@ -88,6 +88,28 @@ def _row_block(graph: CSRGraph, rows: np.ndarray) -> CSRGraph:
     return graph.block(rows, np.arange(graph.n_cols))
 
 
+def predicted_times(perf_model, specs, graph: CSRGraph, widths, parallelism: str, shares,
+                    partition: str = "contiguous") -> np.ndarray:
+    """Seconds the performance model predicts each worker needs for ``shares``: the sum over
+    the layers' aggregation widths of one aggregation -- under MoP all N rows over the worker's
+    columns, under partition parallelism the rows the partitioner gives it for those shares
+    with every column (``shares`` None: the equal split the runtimes make without one)."""
+    widths = [int(w) for w in np.atleast_1d(widths)]
+    fractions = np.full(len(specs), 1.0 / len(specs)) if shares is None else shares
+    parts = None
+    if parallelism != "mop":
+        from .mop import partition_nodes
+        parts = partition_nodes(graph, len(specs), partition, shares)
+    t = np.empty(len(specs))
+    for i, (s, f) in enumerate(zip(specs, fractions)):
+        if parts is None:
+            t[i] = sum(perf_model.predict(graph, max(1, int(round(f * w))), s) for w in widths)
+        else:
+            block = _row_block(graph, parts[i])
+            t[i] = sum(perf_model.predict(block, w, s) for w in widths)
+    return t
+
+
 def work_shares(balance: str, specs, graph: CSRGraph, widths, parallelism: str,
                 perf_model=None, iterations: int = 6,
                 partition: str = "contiguous") -> np.ndarray:
@@ -109,22 +131,10 @@ def work_shares(balance: str, specs, graph: CSRGraph, widths, parallelism: str,
                         "fit --devices ... --dataset D --out M.json, then pass --perf-model "
                         "M.json")
     perf_model.require(specs, "--perf-model")
-    n = graph.n_rows
 
     def predicted(shares):
-        t = np.empty(m)
-        parts = None
-        if parallelism != "mop":       # the rows each worker would get
-            from .mop import partition_nodes
-            parts = partition_nodes(graph, m, partition, shares)
-        for i, (s, f) in enumerate(zip(specs, shares)):
-            if parts is None:
-                t[i] = sum(perf_model.predict(graph, max(1, int(round(f * w))), s)
-                           for w in widths)
-            else:
-                block = _row_block(graph, parts[i])
-                t[i] = sum(perf_model.predict(block, w, s) for w in widths)
-        return np.maximum(t, 1e-12)
+        return np.maximum(predicted_times(perf_model, specs, graph, widths, parallelism, shares,
+                                          partition), 1e-12)
 
     full = np.array([sum(perf_model.predict(graph, w, s) for w in widths) for s in specs])
     shares = (1.0 / np.maximum(full, 1e-12))
