@@ -770,9 +770,18 @@ class PartitionRuntime(Runtime):
 
 
 def make_runtime(parallelism: str, *args, partition: str = "contiguous",
-                 aggregation: str = "post", **kwargs) -> Runtime:
-    """``mop`` -> :class:`MoPRuntime`, ``partition`` -> :class:`PartitionRuntime`."""
+                 aggregation: str = "post", pipeline: str = "none", stages: int | None = None,
+                 **kwargs) -> Runtime:
+    """``mop`` -> :class:`MoPRuntime` (with ``pipeline`` off / natural / rcm:
+    :class:`~moagcn.host.pipeline_exec.PipelinedMoP`), ``partition`` ->
+    :class:`PartitionRuntime`."""
+    if pipeline != "none" and parallelism != "mop":
+        raise UserError(f"--pipeline {pipeline} needs --parallelism mop (the fine-grain pipeline "
+                        "overlaps MoP's sparse devices and dense workers)")
     if parallelism == "mop":
+        if pipeline != "none":
+            from .pipeline_exec import PipelinedMoP
+            return PipelinedMoP(*args, pipeline=pipeline, stages=stages, **kwargs)
         if aggregation != "post":
             raise UserError(f"--aggregation {aggregation} needs --parallelism partition: under "
                             "mop no aggregation crosses a worker boundary (workers exchange "

@@ -80,6 +80,10 @@ class TrainConfig:
     balance: str = "uniform"
     #: the fitted performance model of ``--balance vgnn`` (``moagcn perfmodel fit``)
     perf_model: str | None = None
+    #: MoP's executed fine-grain pipeline: ``none`` (whole layers), ``off`` (batches, no
+    #: overlap), ``natural`` or ``rcm`` (node order); ``stages`` batches (None: Prop. 3.5)
+    pipeline: str = "none"
+    stages: int | None = None
 
     def validate(self) -> "TrainConfig":
         """Raise :class:`UserError` naming the first bad field."""
@@ -116,6 +120,12 @@ class TrainConfig:
              "they are sent; MoP's devices hold column slices)"),
             (self.dropout_at in DROPOUT_PLACES,
              f"--dropout-at {self.dropout_at!r}: choose one of {', '.join(DROPOUT_PLACES)}"),
+            (self.pipeline in ("none", "off", "natural", "rcm"),
+             f"--pipeline {self.pipeline!r}: choose one of off, natural, rcm"),
+            (self.pipeline == "none" or self.parallelism == "mop",
+             f"--pipeline {self.pipeline} needs --parallelism mop"),
+            (self.pipeline != "rcm" or self.reorder in ("none", "rcm"),
+             "--pipeline rcm reorders the nodes itself"),
             (self.balance in BALANCES,
              f"--balance {self.balance!r}: choose one of {', '.join(BALANCES)}"),
             (self.balance != "vgnn" or self.perf_model is not None,
@@ -192,6 +202,8 @@ class TrainResult:
     clock_mhz: float = 200.0
     #: each worker's fraction of the work (None: equal)
     shares: list | None = None
+    #: the executed pipeline's timeline of the last training step (--pipeline)
+    pipeline: dict | None = None
     #: the trained weights (CPU tensors) and what :func:`moagcn.host.checkpoint.save` needs
     model_state: dict | None = None
     model_meta: dict | None = None
@@ -264,6 +276,7 @@ class TrainResult:
             # per device, last epoch: cycles at its own clock, or measured time (CPU)
             "device_time_s": device_times(self.device_counters),
             "makespan_s": max(device_times(self.device_counters), default=0.0),
+            "pipeline": self.pipeline,
             "fleet": self.config.devices,
             "balance": self.config.balance,
             "shares": self.shares,
@@ -318,7 +331,7 @@ def prepare(dataset: Dataset, cfg: TrainConfig):
     """The dataset in the configured node order, its (row-normalised) input features and the
     order (``None``, or ``order[k]`` = original id of node ``k``)."""
     order = None
-    if cfg.reorder == "rcm":
+    if cfg.reorder == "rcm" or cfg.pipeline == "rcm":
         order = dataset.graph.rcm_order()
         dataset = dataset.permute(order)
     X = row_normalize(dataset.features) if cfg.normalize_features else dataset.features
@@ -354,7 +367,7 @@ def train(dataset: Dataset, cfg: TrainConfig, comm: Communicator | None = None,
                            comm=comm, dense=dense, timer=timer,
                            partition=cfg.partition, dropout_at=cfg.dropout_at,
                            aggregation=cfg.aggregation, layer_norm=cfg.layer_norm,
-                           shares=shares)
+                           shares=shares, pipeline=cfg.pipeline, stages=cfg.stages)
     comm = runtime.comm
     comm.set_wire(cfg.comm_bits, cfg.seed)
     labels = torch.from_numpy(dataset.labels).to(dense)
@@ -417,6 +430,8 @@ def train(dataset: Dataset, cfg: TrainConfig, comm: Communicator | None = None,
         timer.add("communicate", time.perf_counter() - t_comm)
         opt.step()
         step_s = time.perf_counter() - t0
+        if cfg.pipeline != "none" and epoch == cfg.epochs - 1:
+            result.pipeline = runtime.timeline()
         phases = dict(timer.seconds)
         phases.setdefault("aggregate", 0.0)
         phases.setdefault("communicate", 0.0)
@@ -494,6 +509,8 @@ def train_reference(dataset: Dataset, cfg: TrainConfig,
         loss.backward()
         opt.step()
         step_s = time.perf_counter() - t0
+        if cfg.pipeline != "none" and epoch == cfg.epochs - 1:
+            result.pipeline = runtime.timeline()
         t1 = time.perf_counter()
         model.eval()
         with torch.no_grad():

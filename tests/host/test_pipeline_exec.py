@@ -1,0 +1,88 @@
+"""MoP's executed fine-grain pipeline (host/pipeline_exec.py)."""
+
+import numpy as np
+import pytest
+
+from moagcn.errors import UserError
+from moagcn.host.datasets import sbm
+from moagcn.host.graph import CSRGraph
+from moagcn.host.pipeline import batch_dependencies, prop35_holds, stages_prop35
+from moagcn.host.pipeline_exec import default_stages, schedule
+from moagcn.host.train import TrainConfig, train
+
+
+def test_schedule_by_hand():
+    """Two batches, two layers, one dense worker; batch k of layer 1 needs batch dep[k]."""
+    dep = [1, 1]
+    sparse, dense, owner = [1.0, 1.0, 1.0, 1.0], [2.0, 2.0, 2.0, 2.0], [0, 0, 0, 0]
+
+    def ready(t, de):
+        layer, k = divmod(t, 2)
+        return de[(layer - 1) * 2 + dep[k]] if layer else 0.0
+
+    ss, se, ds, de = schedule(sparse, dense, owner, ready, overlap=True)
+    assert ss == [0, 1, 5, 6] and ds == [1, 3, 6, 8] and de[-1] == 10
+    ss, se, ds, de = schedule(sparse, dense, owner, ready, overlap=False)
+    assert ss == [0, 3, 6, 9] and de[-1] == 12          # every task after the one before
+
+
+def banded(n, b):
+    """Every node linked to the nodes within distance b: bandwidth exactly b."""
+    src, dst = [], []
+    for d in range(1, b + 1):
+        src += list(range(n - d)) + list(range(d, n))
+        dst += list(range(d, n)) + list(range(n - d))
+    return CSRGraph.from_edges(np.array(src), np.array(dst), n)
+
+
+@pytest.mark.parametrize("b", [10, 40, 70])
+def test_prop35_by_the_schedule_with_equal_batch_costs(b):
+    """Equal sparse and dense batch times on one worker: the sparse unit never waits iff
+    (n - b) / 2n >= 1 / s (Prop. 3.5)."""
+    n, L = 120, 3
+    g = banded(n, b)
+    assert g.bandwidth() == b
+    for s in (2, 3, 4, 6, 8, 12):
+        dep = batch_dependencies(g, s)
+
+        def ready(t, de, s=s, dep=dep):
+            layer, k = divmod(t, s)
+            return de[(layer - 1) * s + dep[k]] if layer else 0.0
+
+        cost = [1.0] * (L * s)
+        ss, se, ds, de = schedule(cost, cost, [0] * (L * s), ready)
+        stall = sum(max(0.0, y - x) for x, y in zip(se[:-1], ss[1:]))
+        if prop35_holds(n, b, s):
+            assert stall == 0, (b, s)
+        elif s >= 2:
+            assert stall > 0, (b, s)
+    assert stages_prop35(n, b) == int(np.ceil(2 * n / (n - b)))
+
+
+def test_off_and_natural_give_identical_losses_and_the_plain_runtime_too():
+    d = sbm(n_nodes=300, n_classes=3, seed=4)
+    runs = {p: train(d, TrainConfig(device="model", workers=2, pipeline=p, stages=6, epochs=3,
+                                    hidden=8)).report()
+            for p in ("none", "off", "natural")}
+    assert runs["off"]["train_loss"] == runs["natural"]["train_loss"]
+    assert runs["none"]["train_loss"] == runs["natural"]["train_loss"]
+    p = runs["natural"]["pipeline"]
+    assert p["stages"] == 6 and p["pipelined_makespan_s"] <= p["off_makespan_s"]
+    assert p["pipeline_speedup"] >= 1.0 and 0.0 <= p["idle_fraction"] < 1.0
+    assert p["backward_sparse_s"] > 0
+    rcm = train(d, TrainConfig(device="model", workers=2, pipeline="rcm", stages=6, epochs=3,
+                               hidden=8)).report()
+    assert abs(rcm["train_loss"][-1] - runs["natural"]["train_loss"][-1]) < 1e-4
+    assert rcm["pipeline"]["bandwidth"] < p["bandwidth"]
+
+
+def test_default_stages_and_bad_input():
+    assert default_stages(2000, 1143, 2) == 6
+    assert default_stages(2000, 1999, 4) == 64
+    d = sbm(n_nodes=200, seed=0)
+    with pytest.raises(UserError, match="needs --parallelism mop"):
+        TrainConfig(device="model", workers=2, parallelism="partition",
+                    pipeline="natural").validate()
+    with pytest.raises(UserError, match="multiple of --workers 4"):
+        train(d, TrainConfig(device="model", workers=4, pipeline="natural", stages=6,
+                             epochs=1))
