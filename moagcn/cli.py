@@ -120,7 +120,8 @@ BENCHES = {"sspmm": "moagcn.sim.bench_sspmm", "sspmm-model": "moagcn.sim.validat
 
 #: the experiments that reproduce a paper's tables
 EXPERIMENTS = {"supergcn": "moagcn.host.exp_supergcn", "deal": "moagcn.host.exp_deal",
-               "vgnn": "moagcn.host.exp_vgnn"}
+               "vgnn": "moagcn.host.exp_vgnn", "fig10": "moagcn.host.exp_fig10",
+               "table4": "moagcn.host.exp_table4"}
 
 
 def _run_module(module_name: str, argv: list[str]) -> int:
@@ -241,7 +242,10 @@ def build_parser() -> argparse.ArgumentParser:
                                     "DEAL's all-node inference against CAGNET's GEMM, "
                                     "sequential SpMM and ego-network inference; vgnn: "
                                     "vGNN's uniform / spec-ratio / perf-model work splits of "
-                                    "mixed fleets, makespan, device-time spread and halos); the "
+                                    "mixed fleets, makespan, device-time spread and halos; "
+                                    "fig10 / table4: MixGCN's communication volume and "
+                                    "workload balance against the worker count, and the "
+                                    "pipeline speed-up of RCM reordering); the "
                                     "arguments after NAME are the experiment's own (see moagcn "
                                     "experiment NAME --help).")
     ex.add_argument("experiment", metavar="NAME", choices=sorted(EXPERIMENTS))
