@@ -120,8 +120,8 @@ BENCHES = {"sspmm": "moagcn.sim.bench_sspmm", "sspmm-model": "moagcn.sim.validat
 
 #: the experiments that reproduce a paper's tables
 EXPERIMENTS = {"supergcn": "moagcn.host.exp_supergcn", "deal": "moagcn.host.exp_deal",
-               "vgnn": "moagcn.host.exp_vgnn", "fig10": "moagcn.host.exp_fig10",
-               "table4": "moagcn.host.exp_table4"}
+               "vgnn": "moagcn.host.exp_vgnn", "fig12": "moagcn.host.exp_fig12",
+               "fig10": "moagcn.host.exp_fig10", "table4": "moagcn.host.exp_table4"}
 
 
 def _run_module(module_name: str, argv: list[str]) -> int:
@@ -236,7 +236,7 @@ def build_parser() -> argparse.ArgumentParser:
     be.add_argument("bench_design", metavar="NAME", choices=sorted(BENCHES))
     be.add_argument("bench_args", nargs=argparse.REMAINDER, metavar="...")
     ex = sub.add_parser("experiment", help="reproduce a paper's experiment (supergcn, deal, "
-                                           "vgnn)",
+                                           "vgnn, fig10, fig12, table4)",
                         description="Run the experiment NAME (supergcn: SuperGCN's Table 5 "
                                     "communication volumes and Table 3 accuracy settings; deal: "
                                     "DEAL's all-node inference against CAGNET's GEMM, "
@@ -245,7 +245,8 @@ def build_parser() -> argparse.ArgumentParser:
                                     "mixed fleets, makespan, device-time spread and halos; "
                                     "fig10 / table4: MixGCN's communication volume and "
                                     "workload balance against the worker count, and the "
-                                    "pipeline speed-up of RCM reordering); the "
+                                    "pipeline speed-up of RCM reordering; fig12: the SPU "
+                                    "against HyGCN, AWB-GCN and the CPU, with energy); the "
                                     "arguments after NAME are the experiment's own (see moagcn "
                                     "experiment NAME --help).")
     ex.add_argument("experiment", metavar="NAME", choices=sorted(EXPERIMENTS))

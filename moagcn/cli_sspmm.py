@@ -162,3 +162,5 @@ def register(sub) -> None:
     r.add_argument("--vcd", metavar="FILE",
                    help="write a waveform (one per tile, FILE.tileK.vcd, for a tiled job)")
     r.set_defaults(func=cmd_sspmm_run)
+    from .cli_compare import register as register_compare
+    register_compare(sp_sub)
