@@ -38,8 +38,8 @@ from moagcn.errors import UserError
 from .devices import AcceleratorChoice
 from .graph import CSRGraph
 from .models import GNN
-from .mop import MoPRuntime, PartitionRuntime, partition_nodes
-from .synthetic import SHAPES, synth_like
+from .mop import MoPRuntime, PartitionRuntime
+from .synthetic import synth_like
 
 #: the stand-ins' sizes (fraction of the real graph) at --scale 1: a few thousand nodes each
 SCALES = {"reddit": 0.01, "orkut": 0.003, "twitter": 0.0003, "friendster": 0.0002,
@@ -69,7 +69,9 @@ def _flops(runtime, model: GNN) -> list[float]:
             rows = runtime.parts[j]
             nnz = int(adj.degrees()[rows].sum())
             adds = sum(nnz * w for w in widths)
-        macs = sum(model.update_macs(l, rows.size, input_grad=False) for l in range(model.n_layers)) / 2
+        # update_macs counts forward and weight-gradient products without an input gradient
+        macs = sum(model.update_macs(l, rows.size, input_grad=False)
+                   for l in range(model.n_layers)) / 2
         per.append(float(adds + 2 * macs))
     return per
 

@@ -38,7 +38,7 @@ import torch
 from moagcn.errors import UserError
 
 from .graph import contiguous_ranges
-from .mop import LocalComm, MoPRuntime, _width
+from .mop import LocalComm, MoPRuntime
 from .pipeline import batch_dependencies, prop35_holds, stages_prop35
 
 PIPELINES = ("off", "natural", "rcm")
