@@ -310,10 +310,10 @@ class Runtime(ABC):
         self.dense_macs = {i: 0 for i in self.local}
         self.comm.counters = CommCounters()
 
-    def _aggregate(self, op, H, i, mask, out_scale, layer, in_mask=None):
-        """``op`` on the sparse device of worker ``i``; ``mask`` / ``in_mask``: the layer's
-        dropout mask on the output rows / on the input rows, one of which is used
-        (``dropout_at``)."""
+    def _aggregate(self, op, H, i, mask, out_scale, layer, in_mask=None, device=None):
+        """``op`` on the sparse device of worker ``i`` (or on ``device``); ``mask`` /
+        ``in_mask``: the layer's dropout mask on the output rows / on the input rows, one of
+        which is used (``dropout_at``)."""
         if H.shape[1] == 0:  # a worker with no feature columns (d < m) has nothing to do
             return H.new_zeros((op.adj.n_rows, 0)).requires_grad_(H.requires_grad)
         if self.dropout_at == "input":
@@ -326,7 +326,8 @@ class Runtime(ABC):
                      and not torch.is_grad_enabled() and not self._dynamic_input)
         if cacheable and i in self._first_layer_eval:
             return self._first_layer_eval[i]
-        Z = aggregate(op, H, self.devices[i], mask, out_scale if mask is not None else 1.0,
+        Z = aggregate(op, H, device if device is not None else self.devices[i], mask,
+                      out_scale if mask is not None else 1.0,
                       relu_input=layer > 0 and not self.layer_norm, timer=self.timer,
                       in_mask=in_mask,
                       in_scale=out_scale if in_mask is not None else 1.0)

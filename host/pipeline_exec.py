@@ -74,11 +74,14 @@ def schedule(sparse, dense, owner, deps_ready, overlap: bool = True):
     return ss, se, ds, de
 
 
-class _Recorder:
-    """A sparse device that records the cycles of every call under the current task key."""
+class _TaskDevice:
+    """One batch's view of a sparse device: its first call is the batch's forward aggregation,
+    any later one (autograd's) its backward; the cycles of each are logged under
+    ``(phase, layer, batch, device)``."""
 
-    def __init__(self, device, log: dict, key_of):
-        self._device, self._log, self._key_of = device, log, key_of
+    def __init__(self, device, log: dict, layer: int, k: int, i: int):
+        self._device, self._log, self._key = device, log, (layer, k, i)
+        self._calls = 0
 
     def __getattr__(self, name):
         return getattr(self._device, name)
@@ -86,7 +89,8 @@ class _Recorder:
     def sspmm(self, csr, H, M=None):
         c0 = self._device.counters.cycles_total
         out = self._device.sspmm(csr, H, M)
-        key = self._key_of()
+        key = ("forward" if self._calls == 0 else "backward",) + self._key
+        self._calls += 1
         self._log[key] = self._log.get(key, 0) + self._device.counters.cycles_total - c0
         return out
 
@@ -121,10 +125,11 @@ class PipelinedMoP(MoPRuntime):
         self.block_ops = [self.op.block(np.arange(a, b), np.arange(self.batches[self.dep[k]][1]))
                           for k, (a, b) in enumerate(self.batches)]
         self._cycles: dict = {}
-        self._task = ("forward", 0, 0)
-        self.devices = {i: _Recorder(d, self._cycles, lambda i=i: self._task + (i,))
-                        for i, d in self.moa.sparse.items()}
-        self.last_timeline: dict | None = None
+        users = [[] for _ in range(s)]           # forward batches whose columns include batch j
+        for k in range(s):
+            for j in range(int(first[k]), int(self.dep[k]) + 1):
+                users[j].append(k)
+        self.users = users
 
     def forward(self, mask_fn=None, out_scale=1.0, count_ops=True, inputs=None):
         if inputs is not None:
@@ -164,7 +169,7 @@ class PipelinedMoP(MoPRuntime):
                                     return
                         Z = []
                         for i in range(m):
-                            self._task = ("forward", layer, k)
+                            dev = _TaskDevice(self.moa.sparse[i], self._cycles, layer, k, i)
                             if layer == 0:
                                 H = X_cols[i][:upto]
                             else:
@@ -173,7 +178,8 @@ class PipelinedMoP(MoPRuntime):
                             out_mask = None if mask is None else mask[a:b, slice(*fr[i])]
                             in_mask = None if mask is None else mask[:upto, slice(*fr[i])]
                             Z.append(self._aggregate(self.block_ops[k], H, i, out_mask,
-                                                     out_scale, layer, in_mask=in_mask))
+                                                     out_scale, layer, in_mask=in_mask,
+                                                     device=dev))
                         handoff.put((layer, k, Z))
             except BaseException as exc:            # re-raised by forward()
                 fail(exc)
@@ -217,7 +223,6 @@ class PipelinedMoP(MoPRuntime):
             t.join()
         if errors:
             raise errors[0]
-        self._task = ("backward", L - 1, s - 1)     # autograd's calls from here on
         self._dense_forward_s = dense_s
         out = {}
         for j in self.local:
@@ -262,11 +267,17 @@ class PipelinedMoP(MoPRuntime):
         busy = max(busy_sparse, busiest)
         # the sparse unit's waits between its first and last batch (dependency stalls)
         stall = sum(max(0.0, b - a) for a, b in zip(se[:-1], ss[1:]))
-        # backward: autograd's transposed aggregations (the busiest device's total) and the
-        # dense estimate
-        bwd_cycles = max((sum(v for (ph, _, _, dev), v in self._cycles.items()
-                              if ph == "backward" and dev == i) for i in self.moa.sparse),
-                         default=0)
+        # backward, in reverse: batch k of layer l first back-propagates through its update
+        # (dense: estimated as twice the forward update, two products instead of one), then
+        # through its aggregation (sparse: the recorded transposed product's cycles); it needs
+        # the gradient of its rows from every batch of layer l + 1 that read them
+        b_dense = [2.0 * self._dense_forward_s.get((l, k), 0.0) for l in range(L)
+                   for k in range(s)]
+        b_sparse = [max(self._cycles.get(("backward", l, k, i), 0) for i in self.moa.sparse)
+                    / hz for l in range(L) for k in range(s)]
+        back = {mode: self._backward_schedule(b_dense, b_sparse, overlap)
+                for mode, overlap in (("pipelined", True), ("off", False))}
+        b_span = back["off" if self.pipeline == "off" else "pipelined"]
         return {"stages": s, "bandwidth": self.bandwidth, "nodes": self.n,
                 "prop35_stages": stages_prop35(self.n, self.bandwidth)
                 if self.bandwidth < self.n else None,
@@ -280,5 +291,28 @@ class PipelinedMoP(MoPRuntime):
                 "dense_idle_s": [makespan - b for b in busy_dense],
                 "sparse_stall_s": stall, "bottleneck": bottleneck,
                 "idle_fraction": 1.0 - busy / makespan if makespan else 0.0,
-                "backward_sparse_s": bwd_cycles / hz,
-                "backward_dense_s_estimate": 2.0 * sum(busy_dense)}
+                "backward_makespan_s": b_span,
+                "backward_pipelined_makespan_s": back["pipelined"],
+                "backward_off_makespan_s": back["off"],
+                "backward_sparse_s": sum(b_sparse), "backward_dense_s_estimate": sum(b_dense),
+                "step_pipeline_speedup": ((off_span + back["off"]) / (span + back["pipelined"])
+                                          if span + back["pipelined"] else 1.0)}
+
+    def _backward_schedule(self, dense, sparse, overlap: bool) -> float:
+        """Makespan of the backward pass: tasks ``(l, k)`` from the last layer and batch down,
+        each a dense part on its batch's worker, then a sparse part on the sparse unit."""
+        L, s = self.model.n_layers, self.s
+        end = {}
+        dense_free, sparse_free, last = {}, 0.0, 0.0
+        for layer in reversed(range(L)):
+            for k in reversed(range(s)):
+                t = layer * s + k
+                ready = max((end[(layer + 1, u)] for u in self.users[k]), default=0.0) \
+                    if layer + 1 < L else 0.0
+                j = self.owner[k]
+                d0 = max(dense_free.get(j, 0.0), ready, last if not overlap else 0.0)
+                dense_free[j] = d1 = d0 + dense[t]
+                s0 = max(sparse_free, d1)
+                sparse_free = s1 = s0 + sparse[t]
+                end[(layer, k)] = last = s1
+        return max(end.values(), default=0.0)

@@ -70,6 +70,8 @@ def test_off_and_natural_give_identical_losses_and_the_plain_runtime_too():
     assert p["stages"] == 6 and p["pipelined_makespan_s"] <= p["off_makespan_s"]
     assert p["pipeline_speedup"] >= 1.0 and 0.0 <= p["idle_fraction"] < 1.0
     assert p["backward_sparse_s"] > 0
+    assert p["backward_pipelined_makespan_s"] <= p["backward_off_makespan_s"]
+    assert p["step_pipeline_speedup"] >= 1.0
     rcm = train(d, TrainConfig(device="model", workers=2, pipeline="rcm", stages=6, epochs=3,
                                hidden=8)).report()
     assert abs(rcm["train_loss"][-1] - runs["natural"]["train_loss"][-1]) < 1e-4
