@@ -115,6 +115,7 @@ def cmd_synth(args) -> int:
 #: the benchmark module of each design that has one
 BENCHES = {"sspmm": "moagcn.sim.bench_sspmm", "sspmm-model": "moagcn.sim.validate_sspmm",
            "hyscale": "moagcn.sim.bench_hyscale", "pyg": "moagcn.host.bench_pyg",
+           "hyscale-model": "moagcn.host.hyscale_perf",
            "deal-spmm": "moagcn.host.bench_deal", "hyscale-drm": "moagcn.host.bench_hyscale_train"}
 
 

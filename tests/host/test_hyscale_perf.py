@@ -1,0 +1,255 @@
+"""HyScale-GNN's performance model (Eq. 5-13): every equation against hand-computed values,
+the (+) semantics, the u250 preset, and smoke runs of the calibration and the predictions on a
+small real graph. No wall-clock assertions."""
+
+import dataclasses
+import math
+
+import numpy as np
+import pytest
+
+from moagcn.errors import UserError
+from moagcn.host import hyscale_perf as hp
+from moagcn.host.datasets import sbm
+from moagcn.host.hyscale_train import HybridConfig, _Splitter
+
+# A tiny hand-checkable configuration: two layers, f = [4, 3, 2], round rates.
+DIMS = [4, 3, 2]
+PLAT = hp.Platform(name="t", bw_ddr=100.0, bw_pcie=10.0, cpu_agg_bw=50.0, cpu_macs=20.0,
+                   accel_agg_bw=200.0, accel_macs=40.0, combine_cpu="sum", combine_accel="max",
+                   sampling={"basis": "edges", "intercept_s": 1.0, "slope_s": 0.5},
+                   sampler_threads=2)
+# V^0 = 10, V^1 = 5, V^2 = 2 targets; E^1 = 8, E^2 = 4
+SIZES = hp.BatchSizes([10, 5, 2], [8, 4])
+
+
+def test_eq11_eq12_by_hand():
+    assert hp.t_aggregate(8, 4, 50.0) == pytest.approx(8 * 4 * 4 / 50)      # 2.56
+    assert hp.t_update(5, 4, 3, 20.0) == pytest.approx(5 * 4 * 3 / 20)      # 3.0
+    assert hp.update_width("gcn", 4) == 4 and hp.update_width("sage", 4) == 8
+    with pytest.raises(UserError):
+        hp.update_width("gin", 4)
+
+
+def test_eq10_sum_and_max():
+    agg, upd = [2.0, 1.0], [0.5, 3.0]
+    # sum: forward (2 + .5) + (1 + 3) = 6.5; backward upd^1 .5 + (1 + 3) = 4.5
+    assert hp.t_trainer(agg, upd, "sum") == pytest.approx(11.0)
+    # max: forward max(2, .5) + max(1, 3) = 5; backward .5 + max(1, 3) = 3.5
+    assert hp.t_trainer(agg, upd, "max") == pytest.approx(8.5)
+    # one layer: forward (+)(a, u), backward only the update
+    assert hp.t_trainer([2.0], [0.5], "sum") == pytest.approx(3.0)
+    assert hp.t_trainer([2.0], [0.5], "max") == pytest.approx(2.5)
+    assert hp.combine(1.0, 2.0, "sum") == 3.0 and hp.combine(1.0, 2.0, "max") == 2.0
+    with pytest.raises(UserError):
+        hp.combine(1.0, 2.0, "min")
+
+
+def test_eq13_sync():
+    # GCN: model size 4*3 + 3*2 = 18 values, 72 bytes, twice over 10 B/s = 14.4 s
+    assert hp.t_sync(DIMS, 10.0, "gcn") == pytest.approx(2 * 18 * 4 / 10)
+    # SAGE's update multiplies [h || a]: weights (2*4)*3 + (2*3)*2 = 36 values
+    assert hp.t_sync(DIMS, 10.0, "sage") == pytest.approx(2 * 36 * 4 / 10)
+
+
+def test_eq7_eq8():
+    other = hp.BatchSizes([6, 3, 1], [5, 2])
+    assert hp.t_load([SIZES, other], 4, 100.0) == pytest.approx((10 + 6) * 4 * 4 / 100)
+    assert hp.t_trans(10, 4, 10.0) == pytest.approx(10 * 4 * 4 / 10)
+
+
+def test_predict_by_hand():
+    """One CPU trainer (sum) and one accelerator trainer (max) on the same mini-batch."""
+    p = hp.predict([SIZES, SIZES], ["cpu", "accel"], DIMS, PLAT, "gcn")
+    cpu, acc = p["trainers"]
+    # Eq. 11: layer 1 reads f^0 = 4 over E^1 = 8, layer 2 f^1 = 3 over E^2 = 4
+    assert cpu["t_aggregate"] == pytest.approx([8 * 4 * 4 / 50, 4 * 3 * 4 / 50])
+    assert acc["t_aggregate"] == pytest.approx([8 * 4 * 4 / 200, 4 * 3 * 4 / 200])
+    # Eq. 12: layer 1 updates V^1 = 5 rows 4 -> 3, layer 2 V^2 = 2 rows 3 -> 2
+    assert cpu["t_update"] == pytest.approx([5 * 4 * 3 / 20, 2 * 3 * 2 / 20])
+    assert acc["t_update"] == pytest.approx([5 * 4 * 3 / 40, 2 * 3 * 2 / 40])
+    a1, a2 = 2.56, 0.96
+    u1, u2 = 3.0, 0.6
+    assert cpu["T_trainer"] == pytest.approx((a1 + u1) + (a2 + u2) + u1 + (a2 + u2))
+    b1, b2, v1, v2 = 0.64, 0.24, 1.5, 0.3
+    assert acc["T_trainer"] == pytest.approx(max(b1, v1) + max(b2, v2) + v1 + max(b2, v2))
+    sync = 2 * 18 * 4 / 10
+    assert p["T_sync"] == pytest.approx(sync)
+    assert p["T_prop"] == pytest.approx(cpu["T_trainer"] + sync)      # Eq. 9
+    # T_samp: 1 + 0.5 * 12 edges = 7 s each, two of them on two threads
+    assert p["t_samp"] == pytest.approx([7.0, 7.0]) and p["T_samp"] == pytest.approx(7.0)
+    assert p["T_load"] == pytest.approx(20 * 4 * 4 / 100)                # Eq. 7: both
+    assert p["T_trans"] == pytest.approx(10 * 4 * 4 / 10)                # Eq. 8: one accel
+    stages = [p["T_samp"], p["T_load"], p["T_trans"], p["T_prop"]]
+    assert p["T_execution"] == pytest.approx(max(stages))                # Eq. 6
+    assert p["bottleneck"] == "T_prop"
+    # Eq. 5 and NVTPS
+    assert p["edges"] == 24 and p["vertices"] == 34
+    assert p["MTEPS"] == pytest.approx(24 / p["T_execution"] / 1e6)
+    assert p["NVTPS"] == pytest.approx(34 / p["T_execution"])
+    assert p["targets_per_s"] == pytest.approx(4 / p["T_execution"])
+
+
+def test_predict_stage_bottlenecks_and_epoch():
+    slow_link = dataclasses.replace(PLAT, bw_pcie=0.1)
+    p = hp.predict([SIZES, SIZES], ["cpu", "accel"], DIMS, slow_link, "gcn", n_train=9)
+    assert p["bottleneck"] == "T_trans" and p["T_execution"] == pytest.approx(160 / 0.1)
+    assert p["MTEPS"] == pytest.approx(24 / p["T_execution"] / 1e6)
+    assert p["iterations_per_epoch"] == 3                               # ceil(9 / 4)
+    assert p["epoch_s"] == pytest.approx(3 * p["T_execution"])
+    # no accelerator: no transfer; sampling shared by the threads when share_batches
+    q = hp.predict([SIZES], ["cpu"], DIMS, dataclasses.replace(PLAT, sampler_threads=4,
+                                                               share_batches=True), "gcn")
+    assert q["T_trans"] == 0.0 and q["T_samp"] == pytest.approx(7.0 / 4)
+    # given aggregation times replace Eq. 11 for that trainer only
+    r = hp.predict([SIZES, SIZES], ["cpu", "accel"], DIMS, PLAT, "gcn",
+                   agg_seconds={1: [9.0, 0.0]})
+    assert r["trainers"][1]["t_aggregate"] == [9.0, 0.0]
+    assert r["trainers"][1]["agg_from"] == "given" and r["trainers"][0]["agg_from"] == "eq11"
+    with pytest.raises(UserError):
+        hp.predict([SIZES], ["cpu", "accel"], DIMS, PLAT)
+
+
+def test_sage_doubles_update_width():
+    g = hp.predict([SIZES], ["cpu"], DIMS, PLAT, "gcn")["trainers"][0]["t_update"]
+    s = hp.predict([SIZES], ["cpu"], DIMS, PLAT, "sage")["trainers"][0]["t_update"]
+    assert s == pytest.approx([2 * x for x in g])
+
+
+def test_analytic_sizes_by_hand():
+    # 100 nodes, mean degree 5, fanouts (input first) [3, 10], 4 targets
+    s = hp.analytic_sizes(100, 4, [3, 10], mean_degree=5.0)
+    assert s.V[2] == 4
+    assert s.E[1] == pytest.approx(4 * 5)                  # min(10, 5) neighbours each
+    v1 = 4 + 96 * (1 - math.exp(-20 / 100))
+    assert s.V[1] == pytest.approx(v1)
+    assert s.E[0] == pytest.approx(v1 * 3)                 # min(3, 5)
+    assert s.V[0] == pytest.approx(v1 + (100 - v1) * (1 - math.exp(-3 * v1 / 100)))
+    # with a degree array: targets uniform, lower layers degree-weighted
+    deg = np.array([1, 1, 2, 8])
+    t = hp.analytic_sizes(4, 2, [2, 4], degrees=deg)
+    assert t.E[1] == pytest.approx(2 * np.mean([1, 1, 2, 4]))
+    w = (np.array([1, 1, 2, 2]) * deg).sum() / deg.sum()
+    assert t.E[0] == pytest.approx(t.V[1] * w)
+    with pytest.raises(UserError):
+        hp.analytic_sizes(10, 2, [2])
+
+
+def test_processor_sharing_by_hand():
+    # one core, threads of 1 s and 2 s: both at half speed until t = 2, then the second alone
+    spans = hp.processor_sharing([[1.0], [2.0]], 1.0)
+    assert spans[0][0] == pytest.approx((0.0, 2.0, 2.0))
+    assert spans[1][0] == pytest.approx((0.0, 3.0, 2.0))
+    # two cores: no slow-down; segments in sequence (the third number: seconds shared)
+    spans = hp.processor_sharing([[1.0, 0.5], [2.0]], 2.0)
+    assert spans[0][0] == pytest.approx((0.0, 1.0, 1.0))
+    assert spans[0][1] == pytest.approx((1.0, 1.5, 0.5))
+    assert spans[1][0] == pytest.approx((0.0, 2.0, 1.5))
+    # a zero-length segment
+    spans = hp.processor_sharing([[0.0, 1.0]], 1.0)
+    assert spans[0][0] == pytest.approx((0.0, 0.0, 0.0))
+    assert spans[0][1] == pytest.approx((0.0, 1.0, 0.0))
+    # measured speeds per mix: A at half speed beside T, T at full speed
+    speeds = {"A": {"AT": 0.5}, "T": {"AT": 1.0}}
+    log = []
+    spans = hp.processor_sharing([[1.0], [1.0]], 1.0, ["A", "T"], speeds, log)
+    assert spans[1][0] == pytest.approx((0.0, 1.0, 1.0))
+    assert spans[0][0] == pytest.approx((0.0, 1.5, 1.0))       # 0.5 done by t = 1, then alone
+    assert log[0][0] == pytest.approx({"AT": 1.0, "A": 0.5}) and log[1][0] == {"AT": 1.0}
+    assert hp.mix_rate("A", "TA", 1.0, speeds) == 0.5           # mix order does not matter
+    assert hp.mix_rate("A", "AAT", 1.5, speeds) == 0.5          # unmeasured: fair share
+    assert hp.mix_rate("T", "T", 0.1, speeds) == 1.0
+
+
+def test_expected_max():
+    assert hp.expected_max([(2.0, 0.0), (3.0, 0.0)]) == {"median": 3.0, "mean": 3.0}
+    one = hp.expected_max([(2.0, 0.2)])
+    assert one["mean"] == pytest.approx(2.0, rel=0.02)          # log-normal of mean 2
+    two = hp.expected_max([(2.0, 0.2), (2.0, 0.2)])
+    assert two["median"] > 2.0 and two["mean"] > one["mean"]
+    assert hp.expected_max([(2.0, 0.2)]) == one                 # a fixed seed
+
+
+def test_split_sizes_match_the_trainer():
+    kinds = ["cpu", "cpu", "accel"]
+    for batch, share in ((1024, 0.3), (17, 0.5), (100, 0.9)):
+        sp = _Splitter([np.arange(batch)], kinds,
+                       lambda k, s=share: s / 2 if k != "accel" else 1 - s)
+        assert hp.split_sizes(batch, kinds, share) == [p.size for p in sp.parts(0)]
+
+
+def test_u250_preset_from_the_paper():
+    u = hp.u250_platform()
+    assert u.accel_agg_bw == 77e9 and u.accel_macs == 2048 * 300e6
+    assert u.bw_ddr == 2 * 205e9 and u.cpu_macs == 2 * 3.6e12 / 2
+    assert u.combine_accel == "max" and u.combine_cpu == "sum"
+    assert "ASSUMED" in u.sources["bw_pcie"]
+    assert u.sampling == {}                       # no calibration: no sampling term
+    rows = hp.paper_predictions(u, hidden_sizes=(256,), models=("gcn",))
+    assert {r["dataset"] for r in rows} == set(hp.PAPER_DATASETS)
+    for r in rows:
+        assert r["T_execution"] > 0 and r["epoch_s"] > 0 and r["T_samp"] == 0.0
+    prod = [r for r in rows if r["dataset"] == "ogbn-products" and r["split"] == "even"][0]
+    assert prod["paper_epoch_s"] == 0.27 and prod["parts"] == [1024] * 5
+    best = [r for r in rows if r["dataset"] == "ogbn-products" and r["split"] == "eq6"][0]
+    assert best["T_execution"] <= prod["T_execution"] + 1e-12
+
+
+@pytest.fixture(scope="module")
+def small():
+    d = sbm(n_nodes=300, n_classes=3, seed=2)
+    return dataclasses.replace(d, train_mask=(d.labels >= 0) & ~d.val_mask & ~d.test_mask)
+
+
+@pytest.fixture(scope="module")
+def cal(small):
+    return hp.calibrate(small, [5, 3], "sage", 16, batch_sizes=(16, 48), repeats=2,
+                        trainer_steps=1)
+
+
+def test_calibration_is_positive_and_finite(cal):
+    import json
+    json.dumps(cal)                                           # JSON-able
+    for k in ("bw_ddr", "bw_pcie", "cpu_macs", "cpu_agg_bw", "cores_effective", "sync_s"):
+        assert math.isfinite(cal[k]) and cal[k] > 0, k
+    inter = cal["interference"]
+    assert set(inter["speeds"]["A"]) == {"AA", "AT", "AAT"} and set(inter["speeds"]["T"]) == {
+        "AT", "AAT"}
+    assert all(v > 0 for c in inter["speeds"].values() for v in c.values())
+    assert set(inter["cv"]["A"]) == {"A", "AA", "AT", "AAT"}
+    assert all(v >= 0 for c in inter["cv"].values() for v in c.values())
+    s = cal["sampling"]
+    assert s["basis"] in s["fits"] and len(s["points"]) == 4
+    assert all(p["seconds"] > 0 and p["edges"] > 0 for p in s["points"])
+    a = cal["accel"]
+    assert a["nominal_bw"] == a["lanes"] * 4 * a["clock_mhz"] * 1e6
+    assert math.isfinite(a["cycle_model_bw"]) and a["cycle_model_bw"] > 0
+    for kind in ("cpu", "accel"):
+        f = cal["trainer_overhead"][kind]
+        assert min(f["a_s"], f["per_element_s"], f["per_edge_s"]) >= 0
+    plat = hp.local_platform(cal)
+    assert plat.combine_accel == "sum" and plat.accel_macs == cal["cpu_macs"]
+
+
+def test_predict_on_a_small_graph(small, cal):
+    ids = np.nonzero(small.train_mask)[0]
+    s = hp.sampled_sizes(small.graph, [5, 3], 20, ids, samples=2)
+    assert s.V[2] == 20 and s.V[0] >= s.V[1] >= s.V[2] and s.E[1] <= 20 * 3
+    cfg = HybridConfig(model="sage", hidden=16, fanouts="5,3", batch=40, cpu_share=0.4,
+                       drm=False)
+    r = hp.predict_run(small, cfg, cal, samples=2)
+    full = r["batches"][0]
+    assert full["parts"] == hp.split_sizes(40, ["cpu", "accel"], 0.4)
+    for name in ("eq11", "cycles"):
+        v = full["variants"][name]
+        e6 = v["eq6"]
+        assert e6["T_execution"] == max(e6["T_samp"], e6["T_load"], e6["T_trans"], e6["T_prop"])
+        assert e6["MTEPS"] == pytest.approx(e6["edges"] / e6["T_execution"] / 1e6)
+        assert v["pipeline"]["iteration_s"] >= e6["T_sync"]
+        h = v["host"]
+        assert h["iteration_s"] > 0
+        assert h["iteration_median_s"] >= h["iteration_s"] * 0.9 and h["iteration_mean_s"] > 0
+    # the cycle-model variant's accelerator aggregation is the device's figure
+    assert full["variants"]["cycles"]["eq6"]["trainers"][1]["agg_from"] == "given"
+    assert all(math.isfinite(x) and x > 0 for x in r["epoch_s"].values())
+    assert r["iterations_per_epoch"] == -(-ids.size // 40)
