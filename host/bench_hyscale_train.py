@@ -49,7 +49,7 @@ def run(scale: int, batch: int, iterations: int, shares: list[float], seed: int 
     d = _dataset(scale, seed)
     n_train = int(d.train_mask.sum())
     epochs = max(1, -(-iterations * batch // n_train))
-    base = HybridConfig(model="sage", hidden=64, fanouts="25,10", batch=batch,
+    base = HybridConfig(model="sage", hidden=64, fanouts="25,10", batch=batch,  # input first
                         trainers="cpu:1,accel:1", epochs=epochs, seed=seed, drm=False)
     static = {}
     for s in shares:

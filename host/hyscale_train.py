@@ -92,11 +92,13 @@ def parse_trainers(text: str) -> list[str]:
 
 @dataclass
 class HybridConfig:
-    """One hybrid training run (defaults: GraphSAGE 2 x 128, fanouts 25,10 as HyScale-GNN)."""
+    """One hybrid training run (defaults: GraphSAGE 2 x 128 with GraphSAGE's fanouts: 25
+    neighbours at the hop next to the targets, 10 at the next -- ``10,25`` here, where the
+    input layer comes first)."""
 
     model: str = "sage"
     hidden: int = 128
-    fanouts: str = "25,10"
+    fanouts: str = "10,25"
     batch: int = 1024
     trainers: str = "cpu:1,accel:1"
     device: str = "model"

@@ -125,8 +125,9 @@ def register(sub) -> None:
     t.add_argument("--dataset", default="cora", metavar="sbm|rmat|cora|citeseer|PATH")
     add_undirected_arg(t)
     t.add_argument("--model", default="sage", choices=("gcn", "sage"))
-    t.add_argument("--fanout", default="25,10", metavar="K1,K2",
-                   help="neighbours per node and layer, input layer first (default 25,10)")
+    t.add_argument("--fanout", default="10,25", metavar="K1,K2",
+                   help="neighbours per node and layer, input layer first (default 10,25: "
+                        "GraphSAGE's 25 at the targets' hop, 10 at the next)")
     t.add_argument("--batch", type=int, default=1024, help="targets per mini-batch")
     t.add_argument("--trainers", default="cpu:1,accel:1", metavar="KIND:N,...",
                    help="cpu, accel (the accelerator: --device, --design, --param) and gpu "
