@@ -54,8 +54,8 @@ class AcceleratorChoice:
     def make(self, config=None) -> SparseDevice:
         """A new sparse device (``config``: a configuration object instead of preset and
         params)."""
-        if self.device == "cpu":
-            return CpuDevice()
+        if self.device == "cpu":     # its one parameter: the storage format (fp32, bf16)
+            return CpuDevice(self.params.get("format", "fp32"))
         from moagcn.sim.device import AcceleratorDevice
         return AcceleratorDevice(self.spec, config if config is not None else self.config(),
                                  self.device, self.simulator)

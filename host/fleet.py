@@ -12,7 +12,13 @@ worker's share of the work:
   times: shares start at the predicted rates and are refined by a fixed-point iteration
   ``share_i <- share_i / t_i(share_i)`` (normalised) at the sizes each worker would really get.
 
-BF16 number formats and vGNN's Eq. 7 re-weighting (Sec. 4.5) are not implemented.
+**BF16 (Sec. 4.5).** ``cpu:format=bf16`` stores and moves features as bfloat16 (the sums in
+fp32: torch has no bfloat16 sparse product on the CPU). With ``--balance spec`` a fleet with
+BF16 devices gets vGNN's Eq. 7 re-weighting: each BF16 device's share is multiplied by
+``N(t) = N0 exp(-λ t) + b`` at ``t`` = the graph's vertices, with ``N0, λ, b`` fitted to the
+BF16 / FP32 speed ratio this machine measures on sub-graphs of several sizes
+(:func:`calibrate_bf16`), then the shares are renormalised. (``vgnn`` needs no shift: its
+model is fitted on the BF16 device itself.)
 
 Under MoP a share is a fraction of every layer's feature columns (each sparse device aggregates
 all N rows over its columns); under partition parallelism a fraction of the nodes (the
@@ -77,7 +83,9 @@ def fleet(text: str, device_kind: str):
             if not s.is_cpu:
                 raise UserError(f"--devices {s.text or s.key} is an accelerator but --device "
                                 "cpu was given; use --device model or rtl with --devices")
-            choices.append(AcceleratorChoice("cpu"))
+            fmt = dict(s.params).get("format", "fp32")
+            choices.append(AcceleratorChoice("cpu", params={"format": fmt}
+                                             if fmt != "fp32" else {}))
         else:
             choices.append(AcceleratorChoice(device_kind, s.design, s.preset, dict(s.params)))
     return specs, choices
@@ -110,6 +118,69 @@ def predicted_times(perf_model, specs, graph: CSRGraph, widths, parallelism: str
     return t
 
 
+def bf16_weight(t, n0: float, lam: float, b: float):
+    """vGNN's Eq. 7: ``N(t) = N0 exp(-λ t) + b``."""
+    return n0 * np.exp(-lam * np.asarray(t, dtype=np.float64)) + b
+
+
+def calibrate_bf16(graph: CSRGraph, sizes=None, width: int = 64, repeats: int = 5,
+                   seed: int = 0) -> dict:
+    """Eq. 7's parameters for the CPU's BF16 storage: the speed ratio ``t_fp32 / t_bf16`` of
+    one aggregation, measured (median of ``repeats``) on induced sub-graphs of ``sizes``
+    vertices, fitted by ``N0 exp(-λ t) + b`` (scipy's bounded least squares)."""
+    import time
+
+    from scipy.optimize import curve_fit
+
+    from moagcn.core.device import CpuDevice
+    from .perfmodel import induced_subgraph
+    n = graph.n_rows
+    sizes = sorted({max(2, int(x)) for x in (sizes if sizes is not None else
+                                            np.geomspace(max(2, n // 64), n, 6))})
+    rng = np.random.default_rng(seed)
+    ratios = []
+    for t in sizes:
+        g = induced_subgraph(graph, np.sort(rng.choice(n, size=min(t, n), replace=False)))
+        H = rng.standard_normal((g.n_cols, width)).astype(np.float32)
+        times = {}
+        for fmt in ("fp32", "bf16"):
+            dev = CpuDevice(fmt)
+            dev.sspmm(g, H)                               # warm the cached CSR
+            runs = []
+            for _ in range(repeats):
+                t0 = time.perf_counter()
+                dev.sspmm(g, H)
+                runs.append(time.perf_counter() - t0)
+            times[fmt] = float(np.median(runs))
+        ratios.append(times["fp32"] / times["bf16"])
+    x, y = np.array(sizes, dtype=np.float64), np.array(ratios)
+    import warnings
+
+    from scipy.optimize import OptimizeWarning
+    try:
+        with warnings.catch_warnings():   # a few points: no covariance, which is not used
+            warnings.simplefilter("ignore", OptimizeWarning)
+            (n0, lam, b), _ = curve_fit(bf16_weight, x, y,
+                                        p0=(y[0] - y[-1], 1.0 / x.mean(), y[-1]),
+                                        bounds=([-10, 0, 0], [10, 1.0, 10]), maxfev=20000)
+    except (RuntimeError, ValueError):                     # flat data: a constant ratio
+        n0, lam, b = 0.0, 0.0, float(np.mean(y))
+    return {"n0": float(n0), "lambda": float(lam), "b": float(b), "sizes": list(map(int, sizes)),
+            "ratio": [float(r) for r in ratios], "width": width}
+
+
+def bf16_shift(shares, specs, graph: CSRGraph, calibration: dict | None = None) -> tuple:
+    """Eq. 7 applied to ``shares``: ``(shares, factor, calibration)``; unchanged when no
+    device stores BF16."""
+    bf = np.array([dict(s.params).get("format") == "bf16" for s in specs])
+    if not bf.any():
+        return np.asarray(shares), 1.0, None
+    cal = calibration or calibrate_bf16(graph)
+    factor = float(bf16_weight(graph.n_rows, cal["n0"], cal["lambda"], cal["b"]))
+    out = np.asarray(shares, dtype=np.float64) * np.where(bf, max(factor, 1e-3), 1.0)
+    return out / out.sum(), factor, cal
+
+
 def work_shares(balance: str, specs, graph: CSRGraph, widths, parallelism: str,
                 perf_model=None, iterations: int = 6,
                 partition: str = "contiguous") -> np.ndarray:
@@ -125,7 +196,7 @@ def work_shares(balance: str, specs, graph: CSRGraph, widths, parallelism: str,
         cap = np.array([s.capability() for s in specs], dtype=np.float64)
         if np.any(cap <= 0):
             raise UserError("--balance spec: a device has no capability (lanes x clock = 0)")
-        return cap / cap.sum()
+        return bf16_shift(cap / cap.sum(), specs, graph)[0]
     if perf_model is None:
         raise UserError("--balance vgnn needs a fitted performance model: run moagcn perfmodel "
                         "fit --devices ... --dataset D --out M.json, then pass --perf-model "

@@ -179,7 +179,9 @@ class DeviceSpec:
         ``device_kind`` says."""
         from .devices import AcceleratorChoice
         if self.is_cpu:
-            return AcceleratorChoice("cpu").make()
+            fmt = dict(self.params).get("format", "fp32")
+            return AcceleratorChoice("cpu", params={"format": fmt} if fmt != "fp32"
+                                     else {}).make()
         if device_kind not in ("model", "rtl"):
             raise UserError(f"device kind {device_kind!r} cannot run {self.key}: use model "
                             "(cycle model) or rtl (simulated RTL)")
@@ -252,11 +254,14 @@ def parse_device(item: str) -> DeviceSpec:
 def _cpu_spec(item: str, preset: str | None, params: dict[str, str]) -> DeviceSpec:
     if preset is not None:
         raise _spec_error(item, "the cpu device has no presets; drop preset=...")
-    unknown = sorted(set(params) - {"adds_per_s"})
+    unknown = sorted(set(params) - {"adds_per_s", "format"})
     if unknown:
-        raise _spec_error(item, f"the cpu device has no parameter {unknown[0]!r}; its only "
-                                "parameter is adds_per_s (a stated capability, e.g. "
-                                "cpu:adds_per_s=2e10)")
+        raise _spec_error(item, f"the cpu device has no parameter {unknown[0]!r}; its "
+                                "parameters are adds_per_s (a stated capability, e.g. "
+                                "cpu:adds_per_s=2e10) and format (fp32 or bf16)")
+    fmt = params.pop("format", "fp32")
+    if fmt not in ("fp32", "bf16"):
+        raise _spec_error(item, f"format={fmt}: the cpu device stores fp32 or bf16")
     canon: tuple[tuple[str, str], ...] = ()
     if "adds_per_s" in params:
         try:
@@ -268,6 +273,8 @@ def _cpu_spec(item: str, preset: str | None, params: dict[str, str]) -> DeviceSp
             raise _spec_error(item, f"adds_per_s={params['adds_per_s']}: the capability must "
                                     "be a positive number of additions per second")
         canon = (("adds_per_s", repr(rate)),)
+    if fmt != "fp32":
+        canon = tuple(sorted(canon + (("format", fmt),)))
     return DeviceSpec("cpu", None, canon, item.strip())
 
 

@@ -25,6 +25,12 @@ from .graph import CSRGraph
 from .names import DEVICE_KINDS  # noqa: F401 (re-exported)
 
 
+def _bf16(x: np.ndarray) -> np.ndarray:
+    """float32 values rounded to bfloat16 (nearest even), as float32."""
+    return torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32)).to(
+        torch.bfloat16).to(torch.float32).numpy()
+
+
 def _as_numpy(x) -> np.ndarray:
     if isinstance(x, torch.Tensor):
         return x.detach().cpu().numpy()
@@ -110,12 +116,34 @@ class SparseDevice(ABC):
 
 
 class CpuDevice(SparseDevice):
-    """S-SpMM on torch: ``torch.sparse_csr`` matmul, then the mask (no cycle count)."""
+    """S-SpMM on torch: ``torch.sparse_csr`` matmul, then the mask (no cycle count).
+
+    ``fmt="bf16"``: features and results are stored and moved as bfloat16 (rounded to
+    nearest even on the way in and out), the sums accumulated in fp32 -- torch on the CPU has
+    no bfloat16 sparse product, so this is the storage format's numerics, not a faster kernel.
+    """
 
     kind = "cpu"
     takes_no_mask = True
 
+    def __init__(self, fmt: str = "fp32"):
+        if fmt not in ("fp32", "bf16"):
+            raise UserError(f"cpu device format {fmt!r}: use fp32 or bf16")
+        self.fmt = fmt
+        super().__init__()
+
+    @property
+    def name(self) -> str:
+        return "cpu" if self.fmt == "fp32" else "cpu:bf16"
+
     def _compute(self, csr, H, M):
+        if self.fmt == "bf16":
+            H = _bf16(H)
+            Z, counts = self._compute_fp32(csr, H, M)
+            return _bf16(Z), counts
+        return self._compute_fp32(csr, H, M)
+
+    def _compute_fp32(self, csr, H, M):
         key = "torch_csr"
         if key not in csr._cache:
             with warnings.catch_warnings():  # "sparse CSR support is in beta"

@@ -111,3 +111,44 @@ def test_distributed_fleet_equals_in_process():
     assert a["shares"] == b["shares"]
     assert np.allclose(a["train_loss"], b["train_loss"], rtol=1e-5)
     assert a["device_time_s"] == pytest.approx(b["device_time_s"])
+
+
+def _bf16_by_bits(x):
+    """float32 -> bfloat16 (round to nearest, ties to even) -> float32, on the bits."""
+    u = np.asarray(x, dtype=np.float32).view(np.uint32).astype(np.uint64)
+    u = (u + 0x7FFF + ((u >> 16) & 1)) & 0xFFFF0000
+    return u.astype(np.uint32).view(np.float32)
+
+
+def test_bf16_cpu_device_rounds_inputs_and_outputs():
+    from moagcn.core.device import CpuDevice
+    from moagcn.host.graph import CSRGraph
+    rng = np.random.default_rng(0)
+    g = CSRGraph.from_edges(rng.integers(0, 30, 120), rng.integers(0, 30, 120), 30)
+    H = rng.standard_normal((30, 7)).astype(np.float32)
+    A = g.to_scipy(np.float64)
+    want = _bf16_by_bits((A @ _bf16_by_bits(H).astype(np.float64)).astype(np.float32))
+    got = CpuDevice("bf16").sspmm(g, H)
+    # equal but where fp32 summation order moves a result across a bf16 rounding boundary
+    assert np.mean(got == want) > 0.95
+    assert np.abs(got - want).max() <= np.abs(want).max() * 2 ** -7      # one bf16 ulp
+    assert not np.array_equal(CpuDevice("fp32").sspmm(g, H), got)
+    specs, choices = fleet("cpu,cpu:format=bf16", "model")
+    assert [c.make().name for c in choices] == ["cpu", "cpu:bf16"]
+    with pytest.raises(UserError, match="fp32 or bf16"):
+        fleet("cpu:format=fp16", "model")
+
+
+def test_eq7_shift_moves_share_by_the_fitted_factor():
+    from moagcn.host.fleet import bf16_shift, bf16_weight, calibrate_bf16
+    assert bf16_weight(0, 0.5, 0.1, 1.0) == pytest.approx(1.5)
+    assert bf16_weight(1e6, 0.5, 0.1, 1.0) == pytest.approx(1.0)
+    specs, _ = fleet("cpu,cpu:format=bf16", "model")
+    g = sbm(n_nodes=120, seed=0).graph
+    cal = {"n0": 1.0, "lambda": 0.0, "b": 1.0}                 # BF16 twice as fast
+    shares, factor, _ = bf16_shift([0.5, 0.5], specs, g, cal)
+    assert factor == pytest.approx(2.0) and shares == pytest.approx([1 / 3, 2 / 3])
+    plain, _ = fleet("cpu,sspmm", "model")
+    assert list(bf16_shift([0.4, 0.6], plain, g)[0]) == [0.4, 0.6]
+    measured = calibrate_bf16(g, sizes=[20, 60, 120], width=8, repeats=2)
+    assert all(r > 0 for r in measured["ratio"]) and np.isfinite(measured["b"])
