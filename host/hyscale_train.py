@@ -14,7 +14,9 @@ transfer of ``i + 1``), a replica of the model, and a sparse device:
 - ``gpu`` trainers are ``cpu`` trainers whose torch work runs on CUDA when there is one.
 
 The trainers run one after another, each timed alone (``concurrent=True``: at the same time, in
-threads), and the iteration takes the slowest, as separate hardware would; the synchronizer sums their gradients (each trainer's
+threads; :func:`train_hybrid_distributed`: one torch.distributed process each, gradients
+all-reduced), and the iteration takes the slowest, as separate hardware would; the synchronizer
+sums their gradients (each trainer's
 loss is its sub-batch's summed cross-entropy over the whole batch size, so the sum is the
 full-batch mean gradient), steps the optimizer once and copies the weights back to every
 replica: synchronous SGD.
@@ -33,7 +35,9 @@ trainers (sampling + loading, transfer, training); without, the slowest trainer'
 sorts ``T_SC, T_SA, T_Load, T_TC, T_Accel =
 max(T_Tran, T_TA)``, takes the bottleneck and the fastest, and either *balances work* (moves
 mini-batch share between the CPU and accelerator groups so their predicted times meet, damped
-by half a step; the batch size stays the same) or *balances threads* (moves one thread from
+by half a step; the batch size stays the same; a decision after iteration ``i`` splits the
+batches from ``i + depth + 1`` on, the ones stage A has not sampled yet, so that every process
+cuts every batch alike) or *balances threads* (moves one thread from
 the fastest CPU task to the bottleneck among the stage-A sampler/loader workers and the CPU
 trainers' torch threads; takes effect at the next epoch, when the prefetchers are rebuilt).
 Where Alg. 1 asks for balance-thread but no task has a thread to give (one thread each, as on a
@@ -158,8 +162,8 @@ class HybridConfig:
 
 
 class _Splitter:
-    """The split of every iteration's batch between the trainers, decided when stage A first
-    asks for it (so DRM's latest shares apply to batches not yet sampled)."""
+    """The split of every iteration's batch between the trainers: ``share_of(kind, i)`` gives
+    each trainer's weight for batch ``i`` (cached on first use)."""
 
     def __init__(self, batches: list[np.ndarray], kinds: list[str], share_of):
         self.batches, self.kinds, self.share_of = batches, kinds, share_of
@@ -168,7 +172,7 @@ class _Splitter:
     def parts(self, i: int) -> list[np.ndarray]:
         if i not in self._cache:
             b = self.batches[i]
-            w = np.array([self.share_of(k) for k in self.kinds], dtype=np.float64)
+            w = np.array([self.share_of(k, i) for k in self.kinds], dtype=np.float64)
             sizes = np.maximum(1, np.floor(w / w.sum() * b.size).astype(np.int64))
             sizes[int(np.argmax(w))] += b.size - int(sizes.sum())
             cuts = np.r_[0, np.cumsum(sizes)]
@@ -379,10 +383,18 @@ def evaluate(model: GNN, dataset: Dataset, X: np.ndarray) -> dict:
                             ("test", dataset.test_mask))}
 
 
-def train_hybrid(dataset: Dataset, cfg: HybridConfig, on_iteration=None) -> dict:
-    """Train with the configured trainers; returns the report (see the module docstring)."""
+def train_hybrid(dataset: Dataset, cfg: HybridConfig, on_iteration=None,
+                 rank: int | None = None) -> dict:
+    """Train with the configured trainers; returns the report (see the module docstring).
+
+    In one process (``rank`` None) every trainer runs here and the synchronizer sums their
+    gradients; as rank ``rank`` of a torch.distributed group (one process per trainer, see
+    :func:`train_hybrid_distributed`) only that trainer runs, its gradients are all-reduced,
+    and the stage times are all-gathered so that every rank takes the same DRM decisions.
+    """
     cfg.validate(dataset)
     kinds, fanouts = cfg.kinds(), cfg.fanout_list()
+    local = list(range(len(kinds))) if rank is None else [rank]
     X = row_normalize(dataset.features) if cfg.normalize_features else \
         np.asarray(dataset.features, dtype=np.float32)
     torch.manual_seed(cfg.seed)
@@ -392,9 +404,9 @@ def train_hybrid(dataset: Dataset, cfg: HybridConfig, on_iteration=None) -> dict
     cpu = AcceleratorChoice("cpu")
     cuda = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     degrees = dataset.graph.degrees().astype(np.int64)
-    trainers = [Trainer(t, k, master, accel if k == "accel" else cpu,
-                        cuda if k == "gpu" else torch.device("cpu"), fanouts, cfg.dropout,
-                        cfg.seed, degrees) for t, k in enumerate(kinds)]
+    trainers = {t: Trainer(t, kinds[t], master, accel if kinds[t] == "accel" else cpu,
+                           cuda if kinds[t] == "gpu" else torch.device("cpu"), fanouts,
+                           cfg.dropout, cfg.seed, degrees) for t in local}
     n_cpu = sum(k != "accel" for k in kinds)
     n_acc = len(kinds) - n_cpu
     share = cfg.cpu_share if cfg.cpu_share is not None else n_cpu / len(kinds)
@@ -404,14 +416,23 @@ def train_hybrid(dataset: Dataset, cfg: HybridConfig, on_iteration=None) -> dict
         share = 0.0
     drm = DRM(share, {"sampler": cfg.sampler_threads, "trainer": cfg.trainer_threads},
               cfg.drm)
+    # the split of iteration i uses the share decided after iteration i - depth - 1 (after
+    # i - 1 without prefetching): stage A samples up to ``depth`` iterations ahead, and every
+    # process must cut the same batch the same way whenever it gets there
+    history = [drm.cpu_share]
+    lag = cfg.depth + 1 if cfg.prefetch and cfg.depth > 0 else 1
 
-    def share_of(kind):
-        return drm.cpu_share / n_cpu if kind != "accel" else (1 - drm.cpu_share) / n_acc
+    def share_at(i: int) -> float:
+        k = max(0, i - lag + 1)
+        if k >= len(history):
+            raise RuntimeError(f"DRM: the split of iteration {i} was asked for before the "
+                               f"decision it depends on (iteration {k - 1})")
+        return history[k]
 
     sampler = NeighborSampler(dataset.graph, fanouts, cfg.seed)
     loader = FeatureLoader(X, dataset.labels)
     train_ids = training_ids(dataset.train_mask, labels=dataset.labels)
-    history, it = [], 0
+    records, it = [], 0
     threads_before = torch.get_num_threads()
     t_run = time.perf_counter()
     stats = []
@@ -419,58 +440,107 @@ def train_hybrid(dataset: Dataset, cfg: HybridConfig, on_iteration=None) -> dict
         for epoch in range(cfg.epochs):
             torch.set_num_threads(drm.threads["trainer"])
             bl = batches(train_ids, cfg.batch, cfg.seed, epoch)
+            first = it
+
+            def share_of(kind, i, first=first):
+                c = share_at(first + i)
+                return c / n_cpu if kind != "accel" else (1 - c) / n_acc
+
             splitter = _Splitter(bl, kinds, share_of)
-            pfs = [Prefetcher(sampler, loader, splitter.view(t), salt=(epoch, t),
-                              depth=cfg.depth, enabled=cfg.prefetch,
-                              workers=drm.threads["sampler"]) for t in range(len(kinds))]
-            iters = [iter(pf) for pf in pfs]
+            pfs = {t: Prefetcher(sampler, loader, splitter.view(t), salt=(epoch, t),
+                                 depth=cfg.depth, enabled=cfg.prefetch,
+                                 workers=drm.threads["sampler"]) for t in local}
+            iters = {t: iter(pf) for t, pf in pfs.items()}
             try:
                 for i, b in enumerate(bl):
                     t0 = time.perf_counter()
-                    lbs = [next(x) for x in iters]
-                    if cfg.concurrent:
-                        futures = [pool.submit(tr.step, lb, b.size, it)
-                                   for tr, lb in zip(trainers, lbs)]
-                        results = [f.result() for f in futures]
+                    lbs = {t: next(x) for t, x in iters.items()}
+                    if cfg.concurrent and len(local) > 1:
+                        futures = {t: pool.submit(trainers[t].step, lbs[t], b.size, it)
+                                   for t in local}
+                        results = {t: f.result() for t, f in futures.items()}
                     else:
-                        results = [tr.step(lb, b.size, it) for tr, lb in zip(trainers, lbs)]
-                    # the synchronizer: sum the gradients, one step, weights back to the replicas
-                    for j, p in enumerate(master.parameters()):
-                        gs = [r["grads"][j] for r in results if r["grads"][j] is not None]
-                        p.grad = torch.stack([g.cpu() for g in gs]).sum(0) if gs else None
-                    opt.step()
-                    state = master.state_dict()
-                    for tr in trainers:
-                        tr.model.load_state_dict(state)
-                    T = _stage_times(kinds, results, [lb.times for lb in lbs])
-                    iteration_s = _iteration_time(kinds, results, [lb.times for lb in lbs],
-                                                  cfg.prefetch)
+                        results = {t: trainers[t].step(lbs[t], b.size, it) for t in local}
+                    _synchronize(master, opt, trainers, results, rank is not None)
+                    summary = {t: {"times": lbs[t].times, **{k: v for k, v in results[t].items()
+                                                             if k != "grads"}}
+                               for t in local}
+                    if rank is not None:                # every rank sees every trainer
+                        import torch.distributed as dist
+                        parts = [None] * dist.get_world_size()
+                        dist.all_gather_object(parts, summary)
+                        summary = {t: v for part in parts for t, v in part.items()}
+                    res = [summary[t] for t in range(len(kinds))]
+                    times = [r["times"] for r in res]
+                    T = _stage_times(kinds, res, times)
+                    iteration_s = _iteration_time(kinds, res, times, cfg.prefetch)
                     decision = drm.update(it, T, n_cpu > 0, n_acc > 0)
+                    history.append(drm.cpu_share)
                     rec = {"epoch": epoch, "iteration": it, "targets": int(b.size),
-                           "loss": sum(r["loss"] for r in results) / b.size,
-                           "train_acc": sum(r["correct"] for r in results) / b.size,
-                           "sub_batches": [r["n"] for r in results],
-                           "trainer_s": [r["seconds"] for r in results],
+                           "loss": sum(r["loss"] for r in res) / b.size,
+                           "train_acc": sum(r["correct"] for r in res) / b.size,
+                           "cpu_share_used": share_at(it),
+                           "sub_batches": [r["n"] for r in res],
+                           "trainer_s": [r["seconds"] for r in res],
                            "iteration_s": iteration_s,
                            "throughput_targets_per_s": b.size / iteration_s if iteration_s else 0.0,
-                           "edges_per_s": (sum(r["edges"] for r in results) / iteration_s
+                           "edges_per_s": (sum(r["edges"] for r in res) / iteration_s
                                            if iteration_s else 0.0),
                            "wall_s": time.perf_counter() - t0, "stage_s": T,
                            "drm": decision}
-                    history.append(rec)
+                    records.append(rec)
                     if on_iteration is not None:
                         on_iteration(rec)
                     it += 1
             finally:
-                for pf in pfs:
+                for pf in pfs.values():
                     pf.close()
-                stats.append([pf.stats.as_dict() for pf in pfs])
+                stats.append({t: pf.stats.as_dict() for t, pf in pfs.items()})
     torch.set_num_threads(threads_before)
     acc = evaluate(master, dataset, X)
     return {"dataset": dataset.name, "config": asdict(cfg), "trainers": kinds,
+            "processes": 1 if rank is None else len(kinds),
             "test_acc": acc["test"], "val_acc": acc["val"], "train_acc": acc["train"],
-            "iterations": history, "prefetch": stats, "drm_log": drm.log,
+            "iterations": records, "prefetch": stats, "drm_log": drm.log,
             "final_cpu_share": drm.cpu_share, "threads": drm.threads,
             "wall_s": time.perf_counter() - t_run,
-            "devices": [tr.device.counters.as_dict() for tr in trainers],
+            "devices": [tr.device.counters.as_dict() for tr in trainers.values()],
             "model_state": {k: v.clone() for k, v in master.state_dict().items()}}
+
+
+def _synchronize(master: GNN, opt, trainers: dict, results: dict, distributed: bool) -> None:
+    """Sum the trainers' gradients (an all-reduce across processes), step, and copy the
+    weights to the local replicas."""
+    for j, p in enumerate(master.parameters()):
+        gs = [r["grads"][j] for r in results.values() if r["grads"][j] is not None]
+        p.grad = torch.stack([g.cpu() for g in gs]).sum(0) if gs else torch.zeros_like(p)
+    if distributed:
+        import torch.distributed as dist
+        flat = torch.cat([p.grad.reshape(-1) for p in master.parameters()])
+        dist.all_reduce(flat)
+        for p, part in zip(master.parameters(),
+                           torch.split(flat, [p.numel() for p in master.parameters()])):
+            p.grad.copy_(part.reshape(p.shape))
+    opt.step()
+    state = master.state_dict()
+    for tr in trainers.values():
+        tr.model.load_state_dict(state)
+
+
+def _hybrid_worker(rank, world, dense, emit, dataset, cfg):
+    report = train_hybrid(dataset, cfg, emit if rank == 0 else None, rank=rank)
+    return report if rank == 0 else None
+
+
+def train_hybrid_distributed(dataset: Dataset, cfg: HybridConfig, on_iteration=None,
+                             timeout_s: float = 300.0) -> dict:
+    """One torch.distributed process per trainer (gloo here; each rank's gradients
+    all-reduced every iteration); rank 0's report."""
+    from .distributed import launch
+    cfg.validate(dataset)
+    world = len(cfg.kinds())
+    if world < 2:
+        raise UserError("--distributed runs one process per trainer: give two or more "
+                        "trainers, e.g. --trainers cpu:1,accel:1")
+    return launch(_hybrid_worker, world, (dataset, cfg), on_event=on_iteration,
+                  what="distributed hybrid training", timeout_s=timeout_s)[0]

@@ -47,7 +47,8 @@ def cmd_hyscale_train(args) -> int:
     from tqdm import tqdm
 
     from moagcn.host.datasets import load_dataset
-    from moagcn.host.hyscale_train import HybridConfig, train_hybrid
+    from moagcn.host.hyscale_train import (HybridConfig, train_hybrid,
+                                           train_hybrid_distributed)
 
     from .cli_common import accelerator_choice, one_line_warnings, output_path, report_path
     from .config import parse_params
@@ -67,7 +68,8 @@ def cmd_hyscale_train(args) -> int:
     print(f"{dataset.summary()}\n{cfg.model.upper()} hidden {cfg.hidden}, fanouts "
           f"{cfg.fanouts}, batch {cfg.batch}, trainers {cfg.trainers} (accelerators: "
           f"{cfg.device} {cfg.design}), DRM {'on' if cfg.drm else 'off'}, prefetch "
-          f"{'on' if cfg.prefetch else 'off'}")
+          f"{'on' if cfg.prefetch else 'off'}"
+          f"{', one process per trainer' if args.distributed else ''}")
     bar = tqdm(desc="train", unit="it", disable=args.quiet, file=sys.stderr)
 
     def on_iteration(rec):
@@ -75,7 +77,10 @@ def cmd_hyscale_train(args) -> int:
         bar.set_postfix(loss=f"{rec['loss']:.3f}", share=f"{rec['drm']['cpu_share']:.2f}")
 
     try:
-        report = train_hybrid(dataset, cfg, on_iteration)
+        if args.distributed:
+            report = train_hybrid_distributed(dataset, cfg, on_iteration, args.timeout)
+        else:
+            report = train_hybrid(dataset, cfg, on_iteration)
     finally:
         bar.close()
     state = report.pop("model_state")
@@ -135,6 +140,10 @@ def register(sub) -> None:
     t.add_argument("--cpu-share", type=float, default=None, metavar="S",
                    help="the CPU trainers' initial share of each batch (default: per trainer)")
     t.add_argument("--no-drm", action="store_true", help="keep the initial split")
+    t.add_argument("--distributed", action="store_true",
+                   help="one torch.distributed process per trainer (gradients all-reduced)")
+    t.add_argument("--timeout", type=float, default=300.0, metavar="S",
+                   help="--distributed: fail if a process waits longer than this for a peer")
     t.add_argument("--no-prefetch", action="store_true",
                    help="sample, load and transfer in sequence with training")
     t.add_argument("--hidden", type=int, default=128)

@@ -92,3 +92,24 @@ def test_drm_leaves_a_bad_split():
     assert r["drm_log"] and r["final_cpu_share"] != 0.95
     assert any(e["action"].startswith("balance_work") for e in r["drm_log"])
     assert len(r["iterations"]) == 3 * int(np.ceil(train.sum() / 100))
+
+
+def test_distributed_trainers_equal_the_in_process_run():
+    """One process per trainer, gradients all-reduced: the same weights as in one process
+    (DRM off); with DRM on, each batch is split by the decision taken depth + 1 iterations
+    before (every rank cuts it alike; a mismatch would fail the run)."""
+    from moagcn.host.hyscale_train import train_hybrid_distributed
+    d = sbm(n_nodes=2000, n_classes=3, seed=3)
+    d = dataclasses.replace(d, train_mask=(d.labels >= 0) & ~d.val_mask & ~d.test_mask)
+    cfg = HybridConfig(hidden=16, fanouts="5,5", batch=100, epochs=1, drm=False, cpu_share=0.4)
+    a = train_hybrid(d, cfg)
+    b = train_hybrid_distributed(d, cfg, timeout_s=60)
+    assert b["processes"] == 2
+    for k, v in a["model_state"].items():
+        assert torch.equal(v, b["model_state"][k]), k
+    c = train_hybrid_distributed(d, dataclasses.replace(cfg, drm=True, cpu_share=0.9),
+                                 timeout_s=60)
+    used = [r["cpu_share_used"] for r in c["iterations"]]
+    lag = cfg.depth + 1              # a decision applies to the batches not sampled yet
+    assert used[:lag] == [0.9] * lag
+    assert used[lag:] == [e["cpu_share"] for e in c["drm_log"]][:len(used) - lag]
