@@ -23,6 +23,7 @@ import dataclasses
 import importlib
 import multiprocessing
 import os
+import pickle
 import queue as queue_mod
 import time
 
@@ -210,9 +211,11 @@ def _entry(rank: int, world: int, port: int, backend: str, worker, args, events,
         extra = {} if timeout_s is None else {"timeout": datetime.timedelta(seconds=timeout_s)}
         _init_group(backend, store=store, rank=rank, world_size=world, **extra)
         dense = _dense_for_rank(backend, rank)
-        result = worker(rank, world, dense, lambda payload: events.put(("event", payload)),
-                        *args)
-        events.put(("done", (rank, result)))
+        result = worker(rank, world, dense,
+                        lambda payload: events.put(("event", pickle.dumps(payload))), *args)
+        # by value: torch's queue would pass a tensor's storage as a file descriptor that the
+        # parent fetches from this process, which may have exited by then
+        events.put(("done", (rank, pickle.dumps(result))))
     except Exception as exc:  # the parent re-raises it with the rank
         events.put(("error", f"rank {rank}: {type(exc).__name__}: {exc}"))
         raise
@@ -256,9 +259,9 @@ def launch(worker, world: int, args: tuple, on_event=None, backend: str | None =
                 error = "a worker died"
             continue
         if kind == "event" and on_event is not None:
-            on_event(payload)
+            on_event(pickle.loads(payload))
         elif kind == "done":
-            results[payload[0]] = payload[1]
+            results[payload[0]] = pickle.loads(payload[1])
         elif kind == "error":
             error = payload
     if error is not None:   # the survivors may wait for the failed one: stop them
