@@ -276,8 +276,11 @@ def launch(worker, world: int, args: tuple, on_event=None, backend: str | None =
         error = error or str(exc).strip().splitlines()[-1]
     for p in procs.processes:  # a terminated worker's exception above is expected
         p.join(timeout=10)
+    # a worker we stopped ends by SIGTERM; one that was still being reaped when we stopped the
+    # others (a peer's error arrived first) ends by its own signal: that one died
     dead = [(k, p.exitcode) for k, p in enumerate(procs.processes)
-            if p.exitcode is not None and p.exitcode < 0 and p.pid not in stopped]
+            if p.exitcode is not None and p.exitcode < 0
+            and (p.pid not in stopped or p.exitcode != -15)]
     if dead:   # killed by a signal (out of memory, kill): say so before what the others saw
         # SIGTERM is how torch's join stops the survivors once one has failed: name the first
         # worker that died otherwise

@@ -174,7 +174,7 @@ def test_split_sizes_match_the_trainer():
     kinds = ["cpu", "cpu", "accel"]
     for batch, share in ((1024, 0.3), (17, 0.5), (100, 0.9)):
         sp = _Splitter([np.arange(batch)], kinds,
-                       lambda k, s=share: s / 2 if k != "accel" else 1 - s)
+                       lambda k, i, s=share: s / 2 if k != "accel" else 1 - s)
         assert hp.split_sizes(batch, kinds, share) == [p.size for p in sp.parts(0)]
 
 
