@@ -22,11 +22,11 @@ from __future__ import annotations
 import argparse
 import json
 import time
-from pathlib import Path
 
 import numpy as np
 import torch
 
+from moagcn.core.reports import output_dir
 from moagcn.errors import UserError
 
 from .deal import DealEngine, DistFabric, InferConfig
@@ -148,8 +148,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     rows = run(args.scale, _grid(args.grid), args.width, args.fanout, args.groups, args.reps,
                args.device, args.seed)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    out = output_dir(args.out)
     (out / "deal_spmm.json").write_text(json.dumps(rows, indent=2) + "\n")
     print(f"{'PxM':>5} {'pipelined ms':>13} {'sequential ms':>14} {'speed-up':>9} "
           f"{'compute ms (p/s)':>17} {'comm wait ms (p/s)':>19}")

@@ -27,6 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
+from moagcn.core.reports import output_dir, pyplot
 from moagcn.errors import UserError
 
 from .hyscale_train import HybridConfig, train_hybrid
@@ -90,9 +91,7 @@ def run(scale: int, batch: int, iterations: int, shares: list[float], seed: int 
 
 
 def _plot(res: dict, path: Path) -> None:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
     tr = res["drm_trace"]
     it = [x["iteration"] for x in tr]
     fig, (a, b) = plt.subplots(2, 1, figsize=(7, 6), sharex=True)
@@ -130,8 +129,7 @@ def main(argv=None) -> int:
         raise UserError("--iterations: use at least 12 (DRM is judged after iteration 10)")
     res = run(args.scale, args.batch, args.iterations, shares, args.seed,
               progress=lambda s: print(f"  done: {s}", flush=True))
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    out = output_dir(args.out)
     (out / "hyscale_drm.json").write_text(json.dumps(res, indent=2) + "\n")
     _plot(res, out / "hyscale_drm.png")
     print(f"{res['dataset']}, {res['train_nodes']} training nodes, batch {res['batch']}, "

@@ -37,7 +37,6 @@ numbers.
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import sys
 import time
@@ -47,6 +46,7 @@ import numpy as np
 import torch
 
 from moagcn.core.names import DEVICE_KINDS
+from moagcn.core.reports import json_default, output_dir, pyplot, torch_threads, write_csv
 from moagcn.errors import UserError
 
 from .datasets import Dataset, load_dataset, rmat
@@ -338,29 +338,8 @@ def targets(rows: list[dict], datasets: list[str], grid, scale: int) -> list[dic
 
 # -- output --------------------------------------------------------------------------------------
 
-def _csv(path: Path, rows: list[dict]) -> None:
-    with open(path, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
-
-
-def _json_default(o):
-    if isinstance(o, np.integer):
-        return int(o)
-    if isinstance(o, np.floating):
-        return float(o)
-    if isinstance(o, np.ndarray):
-        return o.tolist()
-    if isinstance(o, torch.Tensor):
-        return o.tolist()
-    raise TypeError(f"not JSON serialisable: {type(o).__name__}")
-
-
 def _plots(out: Path, rows: list[dict], datasets: list[str], grid) -> None:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
     n = len(datasets)
     colors = dict(zip(PHASES, plt.cm.tab10.colors))
     short = {"deal": "DEAL", "cagnet_gemm": "CAG", "no_pipeline": "noPL", "ego": "ego"}
@@ -542,17 +521,9 @@ def main(argv=None) -> int:
     choice = AcceleratorChoice(args.device)
     if args.device != "cpu":
         choice.config()
-    out = Path(args.out)
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise UserError(f"--out {out}: cannot create the directory ({exc.strerror})") from None
-    threads = torch.get_num_threads()
-    torch.set_num_threads(args.threads)
-    try:
+    out = output_dir(args.out)
+    with torch_threads(args.threads):
         return _run(args, datasets, grid, fanout, choice, out)
-    finally:
-        torch.set_num_threads(threads)
 
 
 def _run(args, datasets, grid, fanout, choice, out) -> int:
@@ -595,7 +566,7 @@ def _run(args, datasets, grid, fanout, choice, out) -> int:
     tg = targets(rows, datasets, grid, args.scale)
     print_tables(rows, training, tg, args)
     labels = list(loaded)
-    _csv(out / "deal.csv", rows)
+    write_csv(out / "deal.csv", rows)
     (out / "deal.json").write_text(json.dumps(
         {"config": {k: v for k, v in vars(args).items()}, "fanout": fanout,
          "grid": [f"{P}x{M}" for P, M in grid], "datasets": labels,
@@ -605,7 +576,7 @@ def _run(args, datasets, grid, fanout, choice, out) -> int:
                         "(comm: the shared interval, once)"),
          "training": training, "rows": rows, "targets": tg, "paper": PAPER,
          "runs": runs_json, "wall_s": time.perf_counter() - t_start},
-        indent=1, default=_json_default) + "\n")
+        indent=1, default=json_default) + "\n")
     _plots(out, rows, labels, grid)
     print(f"\nwrote {out}/deal.csv, deal.json, deal_time.png, deal_bytes.png, deal_memory.png "
           f"({time.perf_counter() - t_start:.0f} s)")

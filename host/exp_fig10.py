@@ -26,13 +26,13 @@ parallelism's by much more.
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 from pathlib import Path
 
 import numpy as np
 import torch
 
+from moagcn.core.reports import output_dir, pyplot, write_csv
 from moagcn.errors import UserError
 
 from .devices import AcceleratorChoice
@@ -135,14 +135,9 @@ def main(argv=None) -> int:
                 rows.append(r)
                 bar.update(1)
     bar.close()
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    keys = ["dataset", "nodes", "entries", "workers", "system", "comm_bytes",
-            "flops_max_over_mean", "edge_cut"]
-    with open(out / "fig10.csv", "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=keys, extrasaction="ignore")
-        w.writeheader()
-        w.writerows(rows)
+    out = output_dir(args.out)
+    write_csv(out / "fig10.csv", rows, ["dataset", "nodes", "entries", "workers", "system",
+                                        "comm_bytes", "flops_max_over_mean", "edge_cut"])
     (out / "fig10.json").write_text(json.dumps(rows, indent=2) + "\n")
     lo, hi = min(workers), max(workers)
     print(f"GCN {args.layers} x {args.hidden}; communication per epoch (MB) and max/mean "
@@ -176,9 +171,7 @@ def main(argv=None) -> int:
 
 
 def _plot(rows, names, workers, path: Path) -> None:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
     fig, axes = plt.subplots(2, len(names), figsize=(3.2 * len(names), 5.5), squeeze=False)
     by = {(r["dataset"], r["workers"], r["system"]): r for r in rows}
     for c, name in enumerate(names):

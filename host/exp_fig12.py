@@ -29,6 +29,7 @@ import sys
 import time
 from pathlib import Path
 
+from moagcn.core.reports import output_dir, pyplot, write_csv
 from moagcn.errors import UserError
 
 from .synthetic import SHAPES, synth_like
@@ -166,9 +167,7 @@ def write_table3(path_csv: Path, path_md: Path, results: dict) -> None:
 def plot(results: dict, path: Path, title: str) -> None:
     """Fig. 12-style bars: each accelerator's speed-up over the measured CPU and over the
     server roofline, per dataset (log scale)."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
     import numpy as np
     names = list(results)
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.2))
@@ -231,12 +230,7 @@ def main(argv=None) -> int:
         raise UserError(f"--mask-density {args.mask_density} must be in [0, 1]")
     if args.width < 1 or args.repeats < 1 or (args.threads is not None and args.threads < 1):
         raise UserError("--width, --repeats and --threads must be >= 1")
-    out = Path(args.out)
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise UserError(f"--out {out}: cannot create the directory ({exc.strerror})") from None
-    return _run(args, datasets, out)
+    return _run(args, datasets, output_dir(args.out))
 
 
 def _run(args, datasets, out: Path) -> int:
@@ -272,13 +266,10 @@ def _run(args, datasets, out: Path) -> int:
 
 
 def _write(args, results, summary, out: Path) -> None:
-    with open(out / "fig12.csv", "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=CSV_FIELDS, extrasaction="ignore")
-        w.writeheader()
-        for name, res in results.items():
-            for r in res["rows"]:
-                w.writerow({**r, "dataset": name, "scale": args.scale,
-                            "nodes": res["nodes"], "entries": res["entries"]})
+    write_csv(out / "fig12.csv", [{**r, "dataset": name, "scale": args.scale,
+                                   "nodes": res["nodes"], "entries": res["entries"]}
+                                  for name, res in results.items() for r in res["rows"]],
+              CSV_FIELDS)
     write_table3(out / "table3.csv", out / "table3.md", results)
     doc = {"args": vars(args), "paper": PAPER, "paper_energy_ratios": paper_energy_ratios(),
            "summary": summary,

@@ -21,12 +21,12 @@ Writes ``supergcn_volume.csv``, ``supergcn_accuracy.csv``, ``supergcn.json`` and
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 from pathlib import Path
 
 import numpy as np
 
+from moagcn.core.reports import output_dir, pyplot, write_csv
 from moagcn.errors import UserError
 
 from .autograd import AggregationOp
@@ -109,17 +109,8 @@ def accuracy_rows(datasets: list[str], seeds: int, epochs: int, workers: int, hi
     return out
 
 
-def _csv(path: Path, rows: list[dict]) -> None:
-    with open(path, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
-
-
 def _plot(path: Path, vol: list[dict], width: int) -> None:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
     sel = [r for r in vol if r["width"] == width]
     names = list(dict.fromkeys(r["graph"] for r in sel))
     fig, axes = plt.subplots(1, len(names), figsize=(4.2 * len(names), 3.4), squeeze=False)
@@ -164,8 +155,7 @@ def main(argv=None) -> int:
         raise UserError("--workers and --widths take comma-separated integers") from None
     if not workers or min(workers) < 2 or not widths or min(widths) < 1:
         raise UserError("--workers: use counts of at least 2; --widths: at least 1")
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    out = output_dir(args.out)
     vol = []
     for name, g in graphs().items():
         vol += volume_rows(name, g, workers, widths)
@@ -180,13 +170,13 @@ def main(argv=None) -> int:
     p = PAPER_TABLE5
     print(f"paper (mag240M, 2,048 processes): post / prepost {p['post'] / p['prepost']:.2f}, "
           f"post / Int2 {p['post'] / (p['prepost_int2_data'] + p['prepost_int2_params']):.1f}")
-    _csv(out / "supergcn_volume.csv", vol)
+    write_csv(out / "supergcn_volume.csv", vol)
     _plot(out / "supergcn_volume.png", vol, widths[-1])
     acc = []
     if not args.skip_accuracy:
         acc = accuracy_rows([d for d in args.datasets.split(",") if d], args.seeds, args.epochs,
                             args.accuracy_workers, args.hidden, args.device)
-        _csv(out / "supergcn_accuracy.csv", acc)
+        write_csv(out / "supergcn_accuracy.csv", acc)
         print("\n| dataset | setting | test accuracy | bytes per epoch (data + params) |")
         print("|---|---|---|---|")
         for r in acc:

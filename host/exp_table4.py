@@ -16,12 +16,11 @@ over ``off`` (no overlap) on the same costs. Writes ``table4.csv`` and ``table4.
 from __future__ import annotations
 
 import argparse
-import csv
 import json
-from pathlib import Path
 
 import numpy as np
 
+from moagcn.core.reports import output_dir, write_csv
 from moagcn.errors import UserError
 
 from .datasets import Dataset
@@ -81,12 +80,8 @@ def main(argv=None) -> int:
             r[f"{order}_speedup_over_off"] = p["pipeline_speedup"]
         r["rcm_speedup"] = r["natural_makespan_s"] / r["rcm_makespan_s"]
         rows.append(r)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    with open(out / "table4.csv", "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
+    out = output_dir(args.out)
+    write_csv(out / "table4.csv", rows)
     (out / "table4.json").write_text(json.dumps(rows, indent=2) + "\n")
     print(f"GCN 2 x {args.hidden}, MoP x {args.workers}, s = {args.stages} batches, S-SpMM at "
           f"{args.clock_mhz} MHz (cycle model), dense updates measured; last step's forward:")

@@ -42,8 +42,8 @@ import time
 from pathlib import Path
 
 import numpy as np
-import torch
 
+from moagcn.core.reports import json_default, output_dir, pyplot, torch_threads
 from moagcn.errors import UserError
 
 from .fleet import BALANCES, predicted_times
@@ -419,20 +419,8 @@ def _csv(path: Path, rows: list[dict]) -> None:
                         for k, v in r.items() if k in CSV_COLUMNS})
 
 
-def _json_default(o):
-    if isinstance(o, np.integer):
-        return int(o)
-    if isinstance(o, np.floating):
-        return float(o)
-    if isinstance(o, np.ndarray):
-        return o.tolist()
-    raise TypeError(f"not JSON serialisable: {type(o).__name__}")
-
-
 def _plots(out: Path, rows: list[dict], summ: list[dict], fleets, datasets, pars) -> list[str]:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
     panels = [(f, p) for f, _ in fleets for p in pars]
     colors = {"uniform": "tab:gray", "spec": "tab:orange", "vgnn": "tab:blue"}
     fig, axes = plt.subplots(2, len(panels), figsize=(4.6 * len(panels), 7.4), squeeze=False)
@@ -603,17 +591,9 @@ def main(argv=None) -> int:
     if "rmat" in datasets or args.fit_graph == "rmat":
         if not 6 <= args.scale <= 18:
             raise UserError(f"--scale {args.scale}: use 6..18 (2^scale nodes)")
-    out = Path(args.out)
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise UserError(f"--out {out}: cannot create the directory ({exc.strerror})") from None
-    threads = torch.get_num_threads()
-    torch.set_num_threads(args.threads)
-    try:
+    out = output_dir(args.out)
+    with torch_threads(args.threads):
         return _run(args, datasets, pars, fleets, seeds, out)
-    finally:
-        torch.set_num_threads(threads)
 
 
 def _run(args, datasets, pars, fleets, seeds, out) -> int:
@@ -674,7 +654,7 @@ def _run(args, datasets, pars, fleets, seeds, out) -> int:
          "perf_models": fits_json, "holdout_rows": {k: v["holdout_rows"] for k, v in
                                                     fits.items()},
          "rows": rows, "summary": summ, "targets": tg, "paper": PAPER,
-         "wall_s": time.perf_counter() - t_start}, indent=1, default=_json_default) + "\n")
+         "wall_s": time.perf_counter() - t_start}, indent=1, default=json_default) + "\n")
     print(f"\nwrote {out}/vgnn.csv, vgnn.json, {', '.join(pics)}, "
           + ", ".join(Path(i["path"]).name for i in fits.values())
           + f" ({time.perf_counter() - t_start:.0f} s)")
