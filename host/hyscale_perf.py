@@ -981,6 +981,7 @@ def predict_run(dataset, cfg, cal: dict, platform: Platform | None = None, sampl
     sampled from the dataset, and for the accelerator trainers both Eq. 11 and the S-SpMM cycle
     model; returns per-iteration and per-epoch times of every variant."""
     from .devices import AcceleratorChoice
+    from .hyscale_train import batch_sizes
     from .minibatch import training_ids
     kinds = cfg.kinds()
     # every trainer has its own stage-A thread(s): that many mini-batches are sampled at once
@@ -991,8 +992,8 @@ def predict_run(dataset, cfg, cal: dict, platform: Platform | None = None, sampl
     ids = training_ids(dataset.train_mask, labels=dataset.labels)
     n_cpu = sum(k != "accel" for k in kinds)
     share = cfg.cpu_share if cfg.cpu_share is not None else n_cpu / len(kinds)
-    full, last = divmod(ids.size, cfg.batch)
-    groups = [(full, cfg.batch)] + ([(1, last)] if last else [])
+    groups = [(count, size) for count, size in batch_sizes(ids.size, cfg.batch, len(kinds))
+              if count]
     dev = AcceleratorChoice("model", cfg.design, cfg.preset, dict(cfg.params)).make() \
         if "accel" in kinds else None
     cores = float(cal.get("cores_effective", 1.0))

@@ -161,6 +161,23 @@ class HybridConfig:
         return self
 
 
+def epoch_batches(train_ids, batch: int, seed: int, epoch: int, trainers: int) -> list:
+    """The epoch's shuffled batches (:func:`~moagcn.host.minibatch.batches`), a last one too
+    small to give every trainer a node merged into the one before it."""
+    bl = batches(train_ids, batch, seed, epoch)
+    if len(bl) > 1 and bl[-1].size < trainers:
+        bl[-2:] = [np.concatenate(bl[-2:])]
+    return bl
+
+
+def batch_sizes(n_train: int, batch: int, trainers: int) -> list[tuple[int, int]]:
+    """``(count, size)`` of the batches :func:`epoch_batches` makes of ``n_train`` nodes."""
+    full, last = divmod(n_train, batch)
+    if last and last < trainers and full:
+        return ([(full - 1, batch)] if full > 1 else []) + [(1, batch + last)]
+    return [(full, batch)] + ([(1, last)] if last else [])
+
+
 class _Splitter:
     """The split of every iteration's batch between the trainers: ``share_of(kind, i)`` gives
     each trainer's weight for batch ``i`` (cached on first use)."""
@@ -439,7 +456,7 @@ def train_hybrid(dataset: Dataset, cfg: HybridConfig, on_iteration=None,
     with ThreadPoolExecutor(len(trainers), thread_name_prefix="moagcn-trainer") as pool:
         for epoch in range(cfg.epochs):
             torch.set_num_threads(drm.threads["trainer"])
-            bl = batches(train_ids, cfg.batch, cfg.seed, epoch)
+            bl = epoch_batches(train_ids, cfg.batch, cfg.seed, epoch, len(kinds))
             first = it
 
             def share_of(kind, i, first=first):

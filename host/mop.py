@@ -264,7 +264,8 @@ class Runtime(ABC):
         self.devices = self.moa.sparse
         self.dense_macs = {i: 0 for i in self.local}
         self.widths = model.dims[:-1]  # aggregation width of every layer
-        self._first_layer_eval: dict[int, torch.Tensor] = {}
+        #: evaluation's first-layer products of the fixed input, by (worker, operator)
+        self._first_layer_eval: dict[tuple, torch.Tensor] = {}
 
     # the node rows each dense worker holds, and the forward pass
 
@@ -324,15 +325,15 @@ class Runtime(ABC):
         # compute it once per run
         cacheable = (layer == 0 and mask is None and in_mask is None
                      and not torch.is_grad_enabled() and not self._dynamic_input)
-        if cacheable and i in self._first_layer_eval:
-            return self._first_layer_eval[i]
+        if cacheable and (i, op) in self._first_layer_eval:
+            return self._first_layer_eval[(i, op)]
         Z = aggregate(op, H, device if device is not None else self.devices[i], mask,
                       out_scale if mask is not None else 1.0,
                       relu_input=layer > 0 and not self.layer_norm, timer=self.timer,
                       in_mask=in_mask,
                       in_scale=out_scale if in_mask is not None else 1.0)
         if cacheable:
-            self._first_layer_eval[i] = Z
+            self._first_layer_eval[(i, op)] = Z
         return Z
 
 

@@ -136,7 +136,6 @@ class PipelinedMoP(MoPRuntime):
             raise UserError("--pipeline does not take label propagation inputs")
         model, m, L = self.model, self.m, self.model.n_layers
         s, batches = self.s, self.batches
-        self._dynamic_input = True     # no whole-layer cache: every call is one batch
         self._cycles.clear()
         dense_s = {}
         P = {l: [None] * s for l in range(L)}             # dense outputs, by layer and batch

@@ -113,3 +113,24 @@ def test_distributed_trainers_equal_the_in_process_run():
     lag = cfg.depth + 1              # a decision applies to the batches not sampled yet
     assert used[:lag] == [0.9] * lag
     assert used[lag:] == [e["cpu_share"] for e in c["drm_log"]][:len(used) - lag]
+
+
+def test_awkward_graph_and_a_tail_batch_smaller_than_the_trainers():
+    """40 training nodes in batches of 13 leave a tail of 1 for 3 trainers: it joins the batch
+    before it; the hub, isolated nodes and self loops train, and the split still equals one
+    trainer on the whole batch."""
+    from moagcn.host.hyscale_train import epoch_batches
+
+    from .test_pipeline_exec import awkward_dataset
+    d = awkward_dataset()
+    assert [b.size for b in epoch_batches(np.arange(40), 13, 0, 0, 3)] == [13, 13, 14]
+    r = train_hybrid(d, HybridConfig(model="sage", hidden=11, fanouts="3,all", batch=13,
+                                     epochs=2, trainers="cpu:1,accel:2"))
+    assert len(r["iterations"]) == 6 and all(min(x["sub_batches"]) >= 1
+                                             for x in r["iterations"])
+    base = HybridConfig(model="gcn", hidden=11, fanouts="all,all", batch=40, epochs=2,
+                        dropout=0.0, drm=False)
+    one = train_hybrid(d, dataclasses.replace(base, trainers="cpu:1"))
+    two = train_hybrid(d, dataclasses.replace(base, trainers="cpu:1,accel:1", cpu_share=0.3))
+    for k, v in one["model_state"].items():
+        assert torch.allclose(v, two["model_state"][k], rtol=1e-4, atol=1e-6), k

@@ -88,3 +88,30 @@ def test_default_stages_and_bad_input():
     with pytest.raises(UserError, match="multiple of --workers 4"):
         train(d, TrainConfig(device="model", workers=4, pipeline="natural", stages=6,
                              epochs=1))
+
+
+def awkward_dataset():
+    """The DEAL tests' graph (hub, isolated nodes, a doubled self loop, a repeated edge) with
+    13 random features, 3 random labels and small splits."""
+    from moagcn.host.datasets import Dataset
+    from .test_deal import awkward
+    g = awkward(64, seed=5)
+    rng = np.random.default_rng(0)
+    n = g.n_rows
+    masks = [np.zeros(n, dtype=bool) for _ in range(3)]
+    masks[0][:40], masks[1][40:50], masks[2][50:] = True, True, True
+    return Dataset("awkward", g, rng.random((n, 13), dtype=np.float32),
+                   rng.integers(0, 3, n), *masks)
+
+
+@pytest.mark.parametrize("kind", ["gcn", "sage", "gin"])
+def test_pipeline_on_an_awkward_graph(kind):
+    """Hub, isolated nodes, self loops, widths 13/11 that 2 workers do not divide: off and
+    natural still compute the same batches."""
+    d = awkward_dataset()
+    runs = {p: train(d, TrainConfig(device="model", workers=2, pipeline=p, stages=4,
+                                    hidden=11, epochs=3, model=kind)).report()
+            for p in ("off", "natural")}
+    assert runs["off"]["train_loss"] == runs["natural"]["train_loss"]
+    p = runs["natural"]["pipeline"]
+    assert p["pipelined_makespan_s"] <= p["off_makespan_s"]
