@@ -115,6 +115,7 @@ def cmd_synth(args) -> int:
 #: the benchmark module of each design that has one
 BENCHES = {"sspmm": "moagcn.sim.bench_sspmm", "sspmm-model": "moagcn.sim.validate_sspmm",
            "hyscale": "moagcn.sim.bench_hyscale", "pyg": "moagcn.host.bench_pyg",
+           "hyscale-model-kernel": "moagcn.sim.bench_hyscale_kernel",
            "hyscale-model": "moagcn.host.hyscale_perf",
            "deal-spmm": "moagcn.host.bench_deal", "hyscale-drm": "moagcn.host.bench_hyscale_train"}
 
@@ -230,9 +231,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     be = sub.add_parser("bench", help="benchmark an accelerator (RTL against its models) or "
                                       "moagcn against PyG",
-                        description="Run the benchmark NAME: sspmm, sspmm-model, hyscale (RTL "
-                                    "against the models) or pyg (moagcn's layers and training "
-                                    "against PyTorch Geometric); the arguments after NAME are "
+                        description="Run the benchmark NAME: sspmm, sspmm-model, hyscale, "
+                                    "hyscale-model-kernel (RTL against the models) or pyg "
+                                    "(moagcn's layers and training against PyTorch "
+                                    "Geometric); the arguments after NAME are "
                                     "the benchmark's own (see moagcn bench NAME --help).")
     be.add_argument("bench_design", metavar="NAME", choices=sorted(BENCHES))
     be.add_argument("bench_args", nargs=argparse.REMAINDER, metavar="...")

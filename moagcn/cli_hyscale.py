@@ -35,8 +35,10 @@ def cmd_hyscale_run(args) -> int:
     print(f"hyscale on {where} ({report['preset']}, n={config.spes}, m={config.macs}): "
           f"{report['destinations']} rows, {report['edges']} edges, "
           f"{report['distinct_sources']} sources, {report['f_in']} -> {report['f_out']}, "
-          f"{report['tiles']} job(s): {report['cycles_compute']:.0f} compute cycles (model "
-          f"{report['model_cycles']:.0f}, error {report['model_error']:+.3f}), feature reads "
+          f"{report['tiles']} job(s): {report['cycles_total']:.0f} cycles, "
+          f"{report['cycles_load']:.0f} load + {report['cycles_compute']:.0f} compute (kernel "
+          f"model {report['model_cycles']:.0f}, error {report['model_error']:+.3f}; Eq. 11 + 12 "
+          f"on compute {report['paper_model_error']:+.3f}), feature reads "
           f"{report['feature_reads']}, wall {wall:.2f} s -> {args.out}, {args.report}")
     return 0
 

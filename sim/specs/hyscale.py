@@ -12,6 +12,10 @@ sparse devices run aggregations on this design.
 Counters: ``cycles_compute`` = aggregate + update cycles (the layer runs them in turn),
 ``cycles_output`` = 0 (rows of Y leave during the update), ``work_adds`` = ``edges · f_in``
 (the S-PE additions), ``lanes`` = S-PEs; the report adds the per-kernel utilisations.
+The model device's cycles are the kernel cycle model
+(:func:`~moagcn.sim.hyscale_model.kernel_cycles`); the report gives it (``model_cycles``,
+against ``cycles_total``) and the paper's Eq. 11 + 12 (``paper_model_cycles``, against
+``cycles_compute``) side by side.
 """
 
 from __future__ import annotations
@@ -196,14 +200,42 @@ def unpack_y(beats: np.ndarray, packed: Packed, n_dst: int, f_out: int,
     return as_float(np.ascontiguousarray(rows[packed.context.row_of]))
 
 
-def model_cycles(edges: int, n_dst: int, f_in: int, f_out: int, config: HyScaleConfig) -> dict:
+def kernel_schedule(indptr, indices, config: HyScaleConfig) -> tuple[np.ndarray, np.ndarray]:
+    """What :func:`~moagcn.sim.hyscale_model.aggregate_kernel_cycles` replays: for each edge in
+    the kernel's order (sorted by source), the position of its source in the source list and
+    the G-PE bank of its destination after :func:`balance_banks`."""
+    indptr = np.asarray(indptr, dtype=np.int64)
+    indices = np.asarray(indices, dtype=np.int64)
+    dst = np.repeat(np.arange(indptr.size - 1), np.diff(indptr))
+    order = np.argsort(indices, kind="stable")
+    src = indices[order]
+    row_of = balance_banks(np.diff(indptr), config.spes)
+    banks = row_of[dst[order]] % config.spes
+    position = np.cumsum(np.r_[False, src[1:] != src[:-1]]) if src.size else src
+    return position.tolist(), banks.tolist()
+
+
+def paper_model_cycles(edges: int, n_dst: int, f_in: int, f_out: int,
+                       config: HyScaleConfig) -> dict:
     """Eq. 11 and 12 of HyScale-GNN in cycles of ``config``; a single job runs them in turn
     (a destination row is final only after the last source, so its update cannot start
-    earlier)."""
+    earlier). Compare with ``cycles_compute`` (no load phase)."""
     agg = hyscale_model.aggregate_cycles(edges, f_in, config)
     upd = hyscale_model.update_cycles(n_dst, f_in, f_out, config)
-    return {"model_cycles_aggregate": agg, "model_cycles_update": upd,
-            "model_cycles": agg + upd}
+    return {"paper_model_cycles_aggregate": agg, "paper_model_cycles_update": upd,
+            "paper_model_cycles": agg + upd}
+
+
+def job_kernel_cycles(job: "HyScaleJob", config: HyScaleConfig, replay: bool = True) -> dict:
+    """:func:`~moagcn.sim.hyscale_model.kernel_cycles` of one job that fits the buffers (its
+    edge schedule replayed, or with ``replay=False`` the closed-form aggregate bound on its
+    per-bank edge counts; its feature rows loaded)."""
+    schedule = kernel_schedule(job.indptr, job.indices, config)
+    return hyscale_model.kernel_cycles(
+        config, edges=job.edges, distinct_sources=job.distinct_sources, destinations=job.n_dst,
+        f_in=job.f_in, f_out=job.f_out, schedule=schedule if replay else None,
+        bank_edges=np.bincount(schedule[1], minlength=config.spes).tolist(),
+        feature_rows=int(job.X.shape[0]))
 
 
 class HyScaleSpec(AcceleratorSpec):
@@ -274,13 +306,6 @@ class HyScaleSpec(AcceleratorSpec):
         return Counters(work_adds=job.edges * job.f_in, elements=job.n_dst * job.f_out,
                         unmasked=job.n_dst * job.f_out)
 
-    def load_beats(self, job: HyScaleJob, config: HyScaleConfig) -> int:
-        """Load cycles: the streams fill in parallel, one beat each per cycle, so the longest
-        one counts (feature rows, distinct sources, edges, destinations, weight rows)."""
-        weight_beats = (job.f_in + 1) * -(-job.f_out // config.macs)
-        return max(job.X.shape[0] * config.beats_per_row, job.distinct_sources, job.edges,
-                   job.n_dst, weight_beats)
-
     def traffic(self, job: HyScaleJob, config: HyScaleConfig) -> tuple[int, int]:
         """Bytes read (distinct source rows from memory, the edge list, the weights) and
         written (Y) by one part."""
@@ -303,10 +328,11 @@ class HyScaleSpec(AcceleratorSpec):
         return golden.layer(job.indptr, job.indices, job.data, job.X, job.W, job.b, job.relu)
 
     def cycles(self, job: HyScaleJob, config: HyScaleConfig) -> Counters:
-        m = model_cycles(job.edges, job.n_dst, job.f_in, job.f_out, config)
-        agg = int(np.ceil(m["model_cycles_aggregate"]))
-        upd = int(np.ceil(m["model_cycles_update"]))
-        c = Counters(cycles_load=self.load_beats(job, config), cycles_compute=agg + upd,
+        """The kernel cycle model (:func:`job_kernel_cycles`): what the RTL's counters read
+        with no idle load cycles and no output backpressure."""
+        k = job_kernel_cycles(job, config)
+        agg, upd = k["aggregate"], k["update"]
+        c = Counters(cycles_load=k["load"], cycles_compute=agg + upd,
                      extra={"cycles_aggregate": agg, "cycles_update": upd,
                             "feature_reads": job.distinct_sources,
                             "words_read": job.distinct_sources * job.f_in,
@@ -332,9 +358,9 @@ class HyScaleSpec(AcceleratorSpec):
         return c
 
     def max_cycles(self, job: HyScaleJob, packed: Packed, config) -> int:
-        model = model_cycles(job.edges, job.n_dst, job.f_in, job.f_out, config)["model_cycles"]
+        model = job_kernel_cycles(job, config)["total"]
         loads = sum(len(v) for v in packed.streams.values())
-        return int(8 * model) + 4 * loads + 20_000
+        return int(4 * model) + 4 * loads + 20_000
 
     # -- aggregation ----------------------------------------------------------------------------
 
@@ -352,11 +378,25 @@ class HyScaleSpec(AcceleratorSpec):
 
     # -- report ---------------------------------------------------------------------------------
 
+    def kernel_model(self, job: HyScaleJob, config: HyScaleConfig, replay: bool = True) -> dict:
+        """The kernel cycle model of a checked job, summed over the parts it runs as:
+        ``model_cycles_load``, ``_aggregate``, ``_update``, ``_compute`` and ``model_cycles``
+        (their total, the prediction of ``cycles_total``); ``replay``: see
+        :func:`job_kernel_cycles`."""
+        total = {"load": 0, "aggregate": 0, "update": 0, "compute": 0, "total": 0}
+        for part in self.split(job, config):
+            for key, value in job_kernel_cycles(part.job, config, replay).items():
+                total[key] += value
+        return {"model_cycles_load": total["load"], "model_cycles_aggregate": total["aggregate"],
+                "model_cycles_update": total["update"], "model_cycles_compute": total["compute"],
+                "model_cycles": total["total"]}
+
     def report(self, result, job: HyScaleJob, config: HyScaleConfig) -> dict:
-        """The figures of one layer run: counters, the Eq. 11-12 model beside them, the
-        per-kernel utilisations."""
+        """The figures of one layer run: counters, the kernel cycle model and the paper's Eq.
+        11-12 model beside them, the per-kernel utilisations."""
         c = result.counters
-        model = model_cycles(job.edges, job.n_dst, job.f_in, job.f_out, config)
+        model = self.kernel_model(job, config)
+        paper = paper_model_cycles(job.edges, job.n_dst, job.f_in, job.f_out, config)
         agg = c.extra.get("cycles_aggregate", 0)
         upd = c.extra.get("cycles_update", 0)
         compute = c.cycles_compute
@@ -368,7 +408,13 @@ class HyScaleSpec(AcceleratorSpec):
             "f_in": job.f_in,
             "f_out": job.f_out,
             **model,
-            "model_error": compute / model["model_cycles"] - 1 if model["model_cycles"] else 0.0,
+            "model_error": (c.cycles_total / model["model_cycles"] - 1
+                            if model["model_cycles"] else 0.0),
+            "model_error_compute": (compute / model["model_cycles_compute"] - 1
+                                    if model["model_cycles_compute"] else 0.0),
+            **paper,
+            "paper_model_error": (compute / paper["paper_model_cycles"] - 1
+                                  if paper["paper_model_cycles"] else 0.0),
             "spe_utilization": job.edges * job.f_in / (config.spes * agg) if agg else 0.0,
             "mac_utilization": (job.n_dst * job.f_in * job.f_out / (config.macs * upd)
                                 if upd else 0.0),

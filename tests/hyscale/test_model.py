@@ -55,3 +55,80 @@ def test_presets_and_validation():
         preset("default", spes=3)
     with pytest.raises(UserError, match="unknown preset"):
         preset("vu9p")
+
+
+# -- the kernel cycle model (hyscale_model.kernel_cycles) ----------------------------------------
+
+def test_update_model_single_block_by_hand():
+    # one block: R f_in tokens after the opening cycle, the chain (m MACs), the MAC pipeline
+    # and result write (1 + mul + add + 1), the drain's start (2) and its beats, the done flag
+    cfg = preset("tiny")                                 # m = 4, R = 7, 2 words per beat
+    for f_in, f_out in ((1, 1), (2, 4), (3, 5), (16, 16)):
+        groups = -(-f_out // cfg.macs)
+        beats = sum(-(-min(cfg.macs, f_out - g * cfg.macs) // 2) for g in range(groups))
+        want = 7 * f_in + cfg.macs + 19 + beats
+        assert hm.update_kernel_cycles(1, f_in, f_out, cfg) == want
+
+
+def test_aggregate_model_one_edge_and_no_conflicts():
+    cfg = preset("tiny")                                 # 2 words per beat, 7-cycle units
+    # one edge: ceil(f / 2) beats + 4 to the first S-PE read, f reads, 2 mul + add + 7 after
+    for f in (1, 2, 3, 16):
+        want = -(-f // 2) + 4 + f + 28
+        assert hm.aggregate_kernel_cycles([0], [0], f, cfg) == want
+        assert hm.aggregate_bound_cycles(1, [1, 0], f, cfg) == want
+    # one source, edges alternating between the two banks: each bank takes an edge every
+    # max(f + 1, add_latency + 2) cycles; bank 1 gets its first edge one cycle after bank 0
+    f = 16
+    sched = ([0] * 8, [0, 1] * 4)
+    want = 8 + 4 + 3 * 17 + f + 28
+    assert hm.aggregate_kernel_cycles(*sched, f, cfg) == want + 1
+    assert hm.aggregate_bound_cycles(1, [4, 4], f, cfg) == want
+    assert hm.kernel_cycles(cfg, edges=8, distinct_sources=1, destinations=2, f_in=f, f_out=4,
+                            schedule=sched)["aggregate"] == want + 1
+    assert hm.kernel_cycles(cfg, edges=8, distinct_sources=1, destinations=2, f_in=f,
+                            f_out=4)["aggregate"] == want
+
+
+# held-out shapes (not used to derive the model; see moagcn bench hyscale-model-kernel) on the
+# tiny preset, whose Verilator build the layer tests share
+HELD_OUT = ("h4", "t1")
+
+
+def _held_out_shape(name):
+    from moagcn.sim.bench_hyscale_kernel import SHAPES, Shape
+    if name == "t1":
+        return Shape("t1", 2, 4, 5, 9, "synthetic", 34, preset="tiny", n_dst=24, n_src=30,
+                     hub=30)
+    return next(s for s in SHAPES if s.name == name)
+
+
+@pytest.mark.xdist_group("verilator-hyscale")
+@pytest.mark.parametrize("name", HELD_OUT)
+def test_kernel_model_within_ten_percent_of_the_rtl(name):
+    from moagcn.sim.bench_hyscale_kernel import run_shape
+    row = run_shape(_held_out_shape(name))
+    assert row["bit_exact"]
+    for phase in ("load", "aggregate", "update"):
+        assert row[f"cycles_{phase}"] == pytest.approx(row[f"model_cycles_{phase}"], rel=0.10), \
+            phase
+    assert abs(row["model_error"]) <= 0.10
+    assert row["cycles_total"] == row["cycles_load"] + row["cycles_compute"]
+
+
+@pytest.mark.parametrize("name", HELD_OUT)
+def test_the_held_out_shapes_tell_the_model_from_its_mutants(name):
+    # on these shapes, a model that charges a feature read per edge instead of per distinct
+    # source, or ignores the ceil of the column passes, is off by more than 10 %
+    from moagcn.sim.bench_hyscale_kernel import make_job
+    from moagcn.sim.specs.hyscale import SPEC, job_kernel_cycles, kernel_schedule
+    shape = _held_out_shape(name)
+    cfg = preset(shape.preset, spes=shape.spes, macs=shape.macs)
+    job = SPEC.check(SPEC.job(*make_job(shape, cfg), relu=True), cfg)
+    k = job_kernel_cycles(job, cfg)
+    sources, banks = kernel_schedule(job.indptr, job.indices, cfg)
+    per_edge = hm.aggregate_kernel_cycles(list(range(len(sources))), banks, job.f_in, cfg)
+    assert abs(per_edge / k["aggregate"] - 1) > 0.10
+    floor_groups = hm.update_kernel_cycles(job.n_dst, job.f_in,
+                                           job.f_out // cfg.macs * cfg.macs, cfg)
+    assert abs(floor_groups / k["update"] - 1) > 0.10
