@@ -1,18 +1,23 @@
 """vGNN's non-uniform partitioning experiment (seed 002, Sec. 5.2-5.4) on moagcn's mixed fleets.
 
 ``moagcn experiment vgnn [--out DIR] [--epochs 30] [--datasets cora,citeseer,rmat] [--scale 13]
-[--fleets F1;F2] [--parallelism partition,mop] [--seeds 0] [--dropout 0.5] [--fit-graph rmat]``
+[--fleets F1;F2;F3] [--parallelism partition,mop] [--seeds 0] [--dropout 0.5]
+[--fit-graph rmat,powerlaw,sbm]``
 
 1. **Fleets** (``--fleets``: names of :data:`FLEETS` or device lists, separated by ``;``): F1 is
-   the issue's 4:1 fleet (``sspmm:lanes=32,sspmm:lanes=8``: lanes x clock 6.4e9 against 1.6e9
+   the issue's 4:1 fleet, a design and its quarter (``sspmm:lanes=32:load_width=8,
+   sspmm:lanes=8:load_width=2``: 4:1 in adders and in load streams, 6.4e9 against 1.6e9
    adds/s), F2 three accelerators whose spec ratio is 4:1:1 but whose real speeds are not
    (``sspmm:lanes=32,sspmm:lanes=16:clock_mhz=100,sspmm:lanes=8``: half the clock halves the
-   load streams too), F3 an accelerator beside torch on the CPU (measured wall time: noisy).
-2. **Performance model**: per fleet, :func:`moagcn.host.perfmodel.fit` on induced sub-graphs of
-   the *fit graph* (default: an R-MAT graph of ``2^(scale-1)`` nodes drawn with seed 1, a graph
-   none of the evaluated ones is; ``--fit-graph``), at widths 4 .. 4096 (what the share solver
-   asks: feature widths, the hidden width and MoP's column slices). Its split MAPE (held-out
-   sub-graphs of the fit graph) and its MAPE on the evaluated graphs (whole graphs, never
+   load streams too), F3 4:1 in adders only (``sspmm:lanes=32,sspmm:lanes=8``: equal load
+   streams, so the real spread is about 2:1), F4 an accelerator beside torch on the CPU
+   (measured wall time: noisy).
+2. **Performance model**: per fleet, :func:`moagcn.host.perfmodel.fit` on induced sub-graphs
+   (and their worker blocks) of the *fit graphs* (default: an R-MAT draw with seed 1 of the
+   evaluated size, a Chung-Lu power-law graph and a block model, both seed 1: three families,
+   none of them evaluated; ``--fit-graph``), at widths 4 .. 4096 (what the share solver asks:
+   feature widths, the hidden width and MoP's column slices). Its split MAPE (held-out
+   sub-graphs of the fit graphs) and its MAPE on the evaluated graphs (whole graphs, never
    sampled, at their input and hidden widths) are reported.
 3. **Runs**: for every fleet, dataset, parallelism (``partition`` with METIS, ``mop``) and seed,
    :func:`moagcn.host.train.train` with ``--balance uniform``, ``spec`` and ``vgnn`` (the same
@@ -51,17 +56,20 @@ from .graph import CSRGraph
 
 #: named fleets (``--fleets F1;F2``); F1 is the issue's 4:1 capability spread
 FLEETS = {
-    "F1": "sspmm:lanes=32,sspmm:lanes=8",
+    "F1": "sspmm:lanes=32:load_width=8,sspmm:lanes=8:load_width=2",
     "F2": "sspmm:lanes=32,sspmm:lanes=16:clock_mhz=100,sspmm:lanes=8",
-    "F3": "sspmm:lanes=32,cpu",
+    "F3": "sspmm:lanes=32,sspmm:lanes=8",
+    "F4": "sspmm:lanes=32,cpu",
 }
-DEFAULT_FLEETS = "F1;F2"
+DEFAULT_FLEETS = "F1;F2;F3"
 DATASETS = ("cora", "citeseer", "rmat")
 PARALLELISMS = ("partition", "mop")
 #: widths of the perf-model fit: the solver asks for input widths (128 .. 3703), the hidden
 #: width (16) and MoP's column slices of them (a few columns and up)
 FIT_WIDTHS = (4, 8, 16, 32, 64, 128, 256, 1024, 4096)
 FIT_GRAPHS = ("rmat", "powerlaw", "sbm", "cora", "citeseer")
+#: the default fit graphs: three graph families, none of them evaluated
+DEFAULT_FIT_GRAPHS = "rmat,powerlaw,sbm"
 HIDDEN = 16
 
 #: vGNN (seed 002), GCN unless noted: average and highest speed-up of vGNN over the partitions
@@ -147,30 +155,40 @@ def label(name: str, scale: int) -> str:
     return f"rmat-{scale}" if name == "rmat" else name
 
 
-def fit_graph(name: str, scale: int) -> tuple[str, CSRGraph]:
-    """The graph the perf models are fitted on (its label and graph): ``rmat`` is a different
-    R-MAT draw (seed 1) of half the evaluated one's nodes; the others are
-    :func:`moagcn.host.perfmodel.load_graph`'s."""
+def fit_graphs(names: str, scale: int) -> dict[str, CSRGraph]:
+    """The graphs the perf models are fitted on (label -> graph), from ``--fit-graph``'s
+    comma-separated names: ``rmat`` is a different R-MAT draw (seed 1) of the evaluated one's
+    size, so its sub-graphs reach the sizes that tile the buffers; ``powerlaw`` a Chung-Lu
+    graph and ``sbm`` a 3,000-node block model, both seed 1 (citation-like mean degrees); the
+    others are :func:`moagcn.host.perfmodel.load_graph`'s."""
+    from .datasets import rmat, sbm
     from .perfmodel import load_graph
-    if name == "rmat":
-        s = max(6, scale - 1)
-        from .datasets import rmat
-        return f"rmat-{s}-seed1", rmat(scale=s, seed=1).graph
-    return name, load_graph(name, seed=0)
+    out = {}
+    for name in _names(names, "--fit-graph", FIT_GRAPHS):
+        if name == "rmat":
+            out[f"rmat-{scale}-seed1"] = rmat(scale=scale, seed=1).graph
+        elif name == "powerlaw":
+            out["powerlaw-seed1"] = load_graph("powerlaw", seed=1)
+        elif name == "sbm":
+            out["sbm-3000-seed1"] = sbm(n_nodes=3000, seed=1).graph
+        else:
+            out[name] = load_graph(name, seed=0)
+    return out
 
 
 # -- the share solver's prediction ---------------------------------------------------------------
 
 # -- perf models ---------------------------------------------------------------------------------
 
-def fit_fleet(name: str, spec: str, fit_label: str, fgraph: CSRGraph, evaluated: dict,
-              out: Path, seed: int, quiet: bool) -> dict:
-    """Fit the fleet's model on sub-graphs of ``fgraph``, save it, and score it on the
-    ``evaluated`` graphs (label -> (graph, widths)) as whole graphs."""
+def fit_fleet(name: str, spec: str, fgraphs: dict, evaluated: dict, out: Path, seed: int,
+              quiet: bool) -> dict:
+    """Fit the fleet's model on sub-graphs of the ``fgraphs`` (label -> graph), save it, and
+    score it on the ``evaluated`` graphs (label -> (graph, widths)) as whole graphs."""
     from .perfmodel import fit, held_out, parse_devices
     specs = parse_devices(spec)
     t0 = time.perf_counter()
-    model = fit(fgraph, specs, widths=FIT_WIDTHS, seed=seed, device_kind="model",
+    fit_label = "+".join(fgraphs)
+    model = fit(fgraphs, specs, widths=FIT_WIDTHS, seed=seed, device_kind="model",
                 progress=not quiet, name=fit_label)
     rep = model.report
     ho_rows = []
@@ -188,7 +206,8 @@ def fit_fleet(name: str, spec: str, fit_label: str, fgraph: CSRGraph, evaluated:
     chosen = next(s for s in rep.scores if s.regressor == rep.chosen)
     return {"fleet": name, "devices": spec, "keys": [s.key for s in specs],
             "capability": [s.capability() for s in specs], "fit_graph": fit_label,
-            "fit_nodes": int(fgraph.n_rows), "fit_entries": int(fgraph.nnz),
+            "fit_nodes": int(sum(g.n_rows for g in fgraphs.values())),
+            "fit_entries": int(sum(g.nnz for g in fgraphs.values())),
             "widths": list(FIT_WIDTHS), "regressor": rep.chosen,
             "runs": rep.train_runs + rep.test_runs, "split_mape": float(chosen.mape),
             "holdout_mape": _m(ho_rows),
@@ -524,7 +543,8 @@ def print_tables(rows, summ, fits, tg) -> None:
               f"{s['acc_uniform']:.3f} / {s['acc_spec']:.3f} / {s['acc_vgnn']:.3f} |")
     seed0 = min(r["seed"] for r in rows)
     print(f"\nPer run (seed {seed0}): shares, device times (ms) measured and as the share "
-          "solver predicts them (forward only), halo rows per device:")
+          "solver predicts them (one step: every forward aggregation, and the backward one of "
+          "each layer after the first), halo rows per device:")
     print("| fleet | dataset | par. | balance | shares | device ms | predicted ms | "
           "halo | edge cut |")
     print("|---|---|---|---|---|---|---|---|---|")
@@ -559,7 +579,7 @@ def main(argv=None) -> int:
     parser.add_argument("--fleets", default=DEFAULT_FLEETS, metavar="FLEET;...",
                         help="fleets separated by ';': names ("
                              + ", ".join(f"{k} = {v}" for k, v in FLEETS.items())
-                             + ") or device lists (default F1;F2)")
+                             + ") or device lists (default F1;F2;F3)")
     parser.add_argument("--parallelism", default="partition,mop",
                         help="partition (METIS) and/or mop (default both)")
     parser.add_argument("--seeds", default="0",
@@ -569,9 +589,12 @@ def main(argv=None) -> int:
                         help="dropout of every run (default 0.5; it masks the S-SpMM output, "
                              "which removes more of a narrow device's work than a wide one's: "
                              "0 shows the split without that effect)")
-    parser.add_argument("--fit-graph", default="rmat", choices=FIT_GRAPHS,
-                        help="the perf models' training graph (default rmat: R-MAT, seed 1, "
-                             "2^(scale-1) nodes; cora/citeseer are then not held out)")
+    parser.add_argument("--fit-graph", default=DEFAULT_FIT_GRAPHS, metavar="G,...",
+                        help="the perf models' training graphs, comma-separated, from "
+                             f"{', '.join(FIT_GRAPHS)} (default {DEFAULT_FIT_GRAPHS}: an R-MAT "
+                             "draw with seed 1 of 2^scale nodes, a Chung-Lu power-law graph "
+                             "and a block model, both seed 1; cora/citeseer are then not held "
+                             "out)")
     parser.add_argument("--fit-seed", type=int, default=0,
                         help="seed of the perf model's sub-graph sampling and split")
     parser.add_argument("--threads", type=int, default=1,
@@ -588,7 +611,8 @@ def main(argv=None) -> int:
         raise UserError(f"--dropout {args.dropout}: must be in [0, 1)")
     if args.threads < 1:
         raise UserError(f"--threads {args.threads}: use at least 1")
-    if "rmat" in datasets or args.fit_graph == "rmat":
+    fit_names = _names(args.fit_graph, "--fit-graph", FIT_GRAPHS)
+    if "rmat" in datasets or "rmat" in fit_names:
         if not 6 <= args.scale <= 18:
             raise UserError(f"--scale {args.scale}: use 6..18 (2^scale nodes)")
     out = output_dir(args.out)
@@ -606,17 +630,16 @@ def _run(args, datasets, pars, fleets, seeds, out) -> int:
         d = load(name, args.scale)
         loaded[label(name, args.scale)] = d
         print(f"{d.summary()}", flush=True)
-    fit_label, fgraph = fit_graph(args.fit_graph, args.scale)
-    held = [ds for ds in loaded if ds.split("-")[0] == args.fit_graph and args.fit_graph != "rmat"]
-    print(f"perf models fitted on sub-graphs of {fit_label} ({fgraph.n_rows} nodes, "
-          f"{fgraph.nnz} entries)" + (f"; NOTE: {', '.join(held)} is also evaluated, so it is "
-                                      "not held out" if held else
-                                      "; every evaluated graph is held out"), flush=True)
+    fgraphs = fit_graphs(args.fit_graph, args.scale)
+    held = [ds for ds in loaded if ds in fgraphs]
+    print("perf models fitted on sub-graphs of "
+          + ", ".join(f"{k} ({g.n_rows} nodes, {g.nnz} entries)" for k, g in fgraphs.items())
+          + (f"; NOTE: {', '.join(held)} is also evaluated, so it is not held out" if held else
+             "; every evaluated graph is held out"), flush=True)
     evaluated = {ds: (d.graph, [HIDDEN, d.n_features]) for ds, d in loaded.items()}
     fits, models = {}, {}
     for name, spec in fleets:
-        fits[name] = fit_fleet(name, spec, fit_label, fgraph, evaluated, out, args.fit_seed,
-                               args.quiet)
+        fits[name] = fit_fleet(name, spec, fgraphs, evaluated, out, args.fit_seed, args.quiet)
         models[name] = (PerfModel.load(fits[name]["path"]), parse_devices(spec))
         i = fits[name]
         print(f"{name} ({spec}): {i['regressor']} on {i['runs']} runs, split MAPE "

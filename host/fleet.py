@@ -91,30 +91,32 @@ def fleet(text: str, device_kind: str):
     return specs, choices
 
 
-def _row_block(graph: CSRGraph, rows: np.ndarray) -> CSRGraph:
-    """The rows ``rows`` of ``graph`` with all their entries (a worker's aggregation)."""
-    return graph.block(rows, np.arange(graph.n_cols))
-
-
 def predicted_times(perf_model, specs, graph: CSRGraph, widths, parallelism: str, shares,
                     partition: str = "contiguous") -> np.ndarray:
-    """Seconds the performance model predicts each worker needs for ``shares``: the sum over
-    the layers' aggregation widths of one aggregation -- under MoP all N rows over the worker's
-    columns, under partition parallelism the rows the partitioner gives it for those shares
-    with every column (``shares`` None: the equal split the runtimes make without one)."""
+    """Seconds the performance model predicts each worker needs for ``shares`` in one training
+    step: the sum over the layers' aggregation widths of one aggregation, plus for every layer
+    after the first its backward aggregation (the transposed operator; the first layer's input
+    features need no gradient). Under MoP a worker aggregates all N rows over its columns;
+    under partition parallelism it aggregates the rows the partitioner gives it for those
+    shares with the columns they read, its own rows and its halo (``shares`` None: the equal
+    split the runtimes make without one)."""
     widths = [int(w) for w in np.atleast_1d(widths)]
     fractions = np.full(len(specs), 1.0 / len(specs)) if shares is None else shares
-    parts = None
-    if parallelism != "mop":
+    if parallelism == "mop":
+        blocks = [graph] * len(specs)
+    else:
         from .mop import partition_nodes
+        from .perfmodel import worker_block
         parts = partition_nodes(graph, len(specs), partition, shares)
+        blocks = [worker_block(graph, p) for p in parts]
     t = np.empty(len(specs))
-    for i, (s, f) in enumerate(zip(specs, fractions)):
-        if parts is None:
-            t[i] = sum(perf_model.predict(graph, max(1, int(round(f * w))), s) for w in widths)
-        else:
-            block = _row_block(graph, parts[i])
-            t[i] = sum(perf_model.predict(block, w, s) for w in widths)
+    for i, (s, f, block) in enumerate(zip(specs, fractions, blocks)):
+        cols = ([max(1, int(round(f * w))) for w in widths] if parallelism == "mop"
+                else widths)
+        t[i] = sum(perf_model.predict(block, w, s) for w in cols)
+        if len(cols) > 1:
+            back = block.transpose()
+            t[i] += sum(perf_model.predict(back, w, s) for w in cols[1:])
     return t
 
 

@@ -13,7 +13,9 @@ The pipeline (docs/perfmodel.md has the measured numbers):
    :meth:`~DeviceSpec.capability` (peak adds per second) and builds its
    :class:`~moagcn.core.device.SparseDevice` (:meth:`~DeviceSpec.make`).
 2. **Augmentation** (:func:`sample_subgraphs`): induced sub-graphs of one dataset at several
-   node ratios and seeds, each aggregated at several feature widths on every device
+   node ratios and seeds, and the worker blocks of a METIS split of each (rows with the columns
+   they use, as partition parallelism hands them to a device), each aggregated at several
+   feature widths on every device
    (:func:`aggregation_time`: cycles / clock on an accelerator, the median wall time on the CPU).
 3. **Features** (:func:`graph_features`, :func:`device_features`, :func:`cost_terms`): graph
    statistics, device parameters and *cost terms*, graph sizes divided by device rates (e.g.
@@ -61,7 +63,7 @@ CPU_REPEATS = 15
 POWERLAW = "powerlaw"
 
 FORMAT = "moagcn-perfmodel"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 
 
 # -- devices -------------------------------------------------------------------------------------
@@ -385,13 +387,51 @@ class SubGraph:
     ratio: float
     seed: int
     graph: CSRGraph
+    #: the sampled sub-graph a worker block was cut from (its own name for a sub-graph); the
+    #: fit's held-out split keeps a sub-graph and its blocks together
+    group: str = ""
+
+
+def worker_block(graph: CSRGraph, rows) -> CSRGraph:
+    """The aggregation a partition-parallel worker owning ``rows`` hands its device: those
+    rows, and as columns the rows themselves plus every neighbour they use (its halo), in
+    ascending id order -- what :class:`~moagcn.host.mop.PartitionRuntime` builds."""
+    rows = np.asarray(rows, dtype=np.int64)
+    used = np.unique(graph.block(rows, np.arange(graph.n_cols)).indices)
+    if graph.n_cols != graph.n_rows:      # not square: the rows are not columns
+        return graph.block(rows, used)
+    return graph.block(rows, np.union1d(rows, used))
+
+
+def _worker_blocks(sub: SubGraph, rng: np.random.Generator) -> list[SubGraph]:
+    """Cut ``sub`` into 2-4 parts by METIS with random target shares of the work (as ``--balance``
+    asks) and return each part's :func:`worker_block`."""
+    from .mop import metis_owner
+    g = sub.graph
+    if g.n_nodes < 8 or g.nnz == 0:
+        return []
+    k = int(rng.integers(2, 5))
+    shares = rng.dirichlet(np.full(k, 2.0))
+    shares = np.maximum(shares, 0.05)
+    owner = metis_owner(g, k, weights=g.degrees().astype(np.int64) + 1,
+                        targets=shares / shares.sum())
+    out = []
+    for j in range(k):
+        rows = np.nonzero(owner == j)[0]
+        if rows.size:
+            out.append(SubGraph(f"{sub.name}/p{j}of{k}", sub.ratio, sub.seed,
+                                worker_block(g, rows), group=sub.name))
+    return out
 
 
 def sample_subgraphs(graph: CSRGraph, ratios: Sequence[float] = DEFAULT_RATIOS,
                      seeds: int = DEFAULT_SEEDS, seed: int = 0,
-                     name: str = "graph") -> list[SubGraph]:
+                     name: str = "graph", blocks: bool = True) -> list[SubGraph]:
     """Data augmentation: for every ratio, ``seeds`` induced sub-graphs on ``round(ratio * N)``
-    nodes drawn uniformly without replacement (ratio 1.0: the graph itself, once).
+    nodes drawn uniformly without replacement (ratio 1.0: the graph itself, once), and with
+    ``blocks`` the worker blocks of a random 2-4-way METIS split of each (:func:`_worker_blocks`:
+    rectangular, the rows a partition worker owns by the columns it reads, so the model sees
+    halos as the runtime makes them).
 
     Each draw has its own ``numpy`` generator seeded from ``(seed, ratio index, draw)``, so a
     sub-graph does not change when other ratios are added.
@@ -403,14 +443,19 @@ def sample_subgraphs(graph: CSRGraph, ratios: Sequence[float] = DEFAULT_RATIOS,
     out = []
     for i, ratio in enumerate(ratios):
         k = max(2, int(round(ratio * n)))
-        if k >= n:
-            out.append(SubGraph(f"{name}@1.0", 1.0, 0, graph))
-            continue
-        for s in range(seeds):
+        draws = 1 if k >= n else seeds
+        for s in range(draws):
             rng = np.random.default_rng([seed, i, s])
-            nodes = np.sort(rng.choice(n, size=k, replace=False))
-            out.append(SubGraph(f"{name}@{ratio:g}#{s}", float(ratio), s,
-                                induced_subgraph(graph, nodes)))
+            if k >= n:
+                sub = SubGraph(f"{name}@1.0", 1.0, 0, graph, group=f"{name}@1.0")
+            else:
+                nodes = np.sort(rng.choice(n, size=k, replace=False))
+                label = f"{name}@{ratio:g}#{s}"
+                sub = SubGraph(label, float(ratio), s, induced_subgraph(graph, nodes),
+                               group=label)
+            out.append(sub)
+            if blocks:
+                out.extend(_worker_blocks(sub, rng))
     return out
 
 
@@ -446,24 +491,32 @@ def load_graph(name: str, seed: int = 0, undirected: bool = False) -> CSRGraph:
 
 # -- features ------------------------------------------------------------------------------------
 
+#: row lengths k of the short-row statistics: ``short{k} = sum over rows with 1 <= deg < k of
+#: (k - deg)``, the extra neighbours' time a row would cost if a non-empty row took at least k
+SHORT_ROWS = (2, 4, 8, 16)
 #: the graph statistics of one run (stored with every training sample)
-GRAPH_FEATURES = ("nodes", "edges", "deg_mean", "deg_std", "deg_max", "isolated", "width")
+GRAPH_FEATURES = ("nodes", "cols", "edges", "deg_mean", "deg_std", "deg_max", "isolated",
+                  "width", *(f"short{k}" for k in SHORT_ROWS))
 #: cost terms: graph sizes over device rates, in seconds (see :func:`cost_terms`)
 COST_TERMS = ("t_adds", "t_feature_load", "t_index_load", "t_rows", "t_output", "t_hub",
-              "t_gather", "t_dense", "t_tiles", "t_fixed")
+              "t_gather", "t_dense", "t_tiles", "t_fixed", *(f"t_short{k}" for k in SHORT_ROWS))
 
 
 def graph_features(graph: CSRGraph, width: int) -> np.ndarray:
-    """:data:`GRAPH_FEATURES` of aggregating ``graph`` at ``width`` features: nodes, stored
-    entries, the mean, standard deviation (population) and largest row degree, rows without
-    neighbours, and the width."""
+    """:data:`GRAPH_FEATURES` of aggregating ``graph`` at ``width`` features: nodes (rows),
+    columns (the feature rows it reads), stored entries, the mean, standard deviation
+    (population) and largest row degree, rows without neighbours, the width, and the short-row
+    statistics (:data:`SHORT_ROWS`)."""
     if int(width) < 1:
         raise UserError(f"feature width {width}: an aggregation needs at least one column")
     deg = graph.degrees().astype(np.float64)
     if deg.size == 0:
-        return np.array([0, 0, 0, 0, 0, 0, width], dtype=np.float64)
-    return np.array([graph.n_rows, graph.nnz, deg.mean(), deg.std(), deg.max(),
-                     np.count_nonzero(deg == 0), width], dtype=np.float64)
+        return np.array([0, graph.n_cols, 0, 0, 0, 0, 0, width, *([0] * len(SHORT_ROWS))],
+                        dtype=np.float64)
+    busy = deg[deg > 0]
+    short = [np.maximum(k - busy, 0).sum() for k in SHORT_ROWS]
+    return np.array([graph.n_rows, graph.n_cols, graph.nnz, deg.mean(), deg.std(), deg.max(),
+                     np.count_nonzero(deg == 0), width, *short], dtype=np.float64)
 
 
 def cost_terms(G: np.ndarray, D: np.ndarray) -> np.ndarray:
@@ -471,23 +524,26 @@ def cost_terms(G: np.ndarray, D: np.ndarray) -> np.ndarray:
     :data:`GRAPH_FEATURES`) on devices ``D`` (rows of :data:`DEVICE_FEATURES`).
 
     With ``f`` the clock, ``F`` the width and ``F'`` it rounded up to the lane group:
-    ``t_adds = nnz F' / (lanes f)``, ``t_feature_load = N F / (words_per_cycle f)``,
+    ``t_adds = nnz F' / (lanes f)``, ``t_feature_load = C F / (words_per_cycle f)`` (``C`` the
+    columns: the feature rows read),
     ``t_index_load = (N + nnz) / (words_per_cycle f)``, ``t_rows = N / f``,
     ``t_output = N F / (output_words f)``, ``t_hub = deg_max latency / f`` (a hub row's
     accumulation chain), ``t_gather = R B / (words_per_cycle f)`` (fetching each row tile's
     distinct source rows, padded to the buffer width: ``B = ceil(F / buffer_width)
-    buffer_width``, ``R = r N (1 - exp(-deg_mean / r))`` over ``r`` row tiles, the expected
+    buffer_width``, ``R = r C (1 - exp(-nnz / (r C)))`` over ``r`` row tiles, the expected
     distinct columns of a tile's random entries), ``t_dense = N sum_k w_k^2 / (dense_units f)``
     (a design that aggregates through its dense unit, HyScale's W = I update, on width tiles
     ``w_k`` of at most ``buffer_width``) and ``t_tiles = tiles / f`` with ``tiles`` = width
     tiles x row tiles, ``ceil(F / buffer_width) max(ceil(N / buffer_nodes),
     ceil(nnz / buffer_edges))``; ``t_fixed = 1 / f``, a per-call constant (pipeline fill,
-    the host's call overhead).
+    the host's call overhead); ``t_short{k} = short{k} F' / (lanes f)``: the additions' time
+    short rows would cost if a non-empty row took at least ``k`` neighbours' turns (an
+    accumulator pipeline a short row cannot fill).
     """
     g = {k: G[:, i] for i, k in enumerate(GRAPH_FEATURES)}
     d = {k: D[:, i] for i, k in enumerate(DEVICE_FEATURES)}
     f = d["clock_mhz"] * 1e6
-    N, E, F = g["nodes"], g["edges"], g["width"]
+    N, C, E, F = g["nodes"], g["cols"], g["edges"], g["width"]
     padded = np.ceil(F / d["granule"]) * d["granule"]
 
     def per(size, limit):         # ceil(size / limit); one part without a buffer
@@ -502,16 +558,19 @@ def cost_terms(G: np.ndarray, D: np.ndarray) -> np.ndarray:
     squares = full * bw * bw + rest * rest
     dense = np.where(d["dense_units"] > 0,
                      N * squares / np.where(d["dense_units"] > 0, d["dense_units"], 1), 0.0)
-    distinct = row_tiles * N * -np.expm1(-g["deg_mean"] / row_tiles)
+    spread = np.maximum(row_tiles * C, 1.0)
+    distinct = spread * -np.expm1(-E / spread)
     row_words = np.where(bw > 0, width_tiles * bw, F)
-    return np.stack([E * padded / d["lanes"], N * F / d["words_per_cycle"],
+    return np.stack([E * padded / d["lanes"], C * F / d["words_per_cycle"],
                      (N + E) / d["words_per_cycle"], N, N * F / d["output_words"],
                      g["deg_max"] * d["latency"], distinct * row_words / d["words_per_cycle"],
-                     dense, width_tiles * row_tiles, np.ones_like(N)], axis=1) / f[:, None]
+                     dense, width_tiles * row_tiles, np.ones_like(N),
+                     *(g[f"short{k}"] * padded / d["lanes"] for k in SHORT_ROWS)],
+                    axis=1) / f[:, None]
 
 
 #: names of the regressors' feature vector (:func:`regression_features`)
-FEATURE_NAMES = ("log_nodes", "log_edges", "deg_mean", "deg_cv", "log_deg_max", "isolated_frac",
+FEATURE_NAMES = ("log_nodes", "log_cols", "cols_per_row", "log_edges", "deg_mean", "deg_cv", "log_deg_max", "isolated_frac",
                  "log_width", "pad_ratio", *(f"log_{k}" for k in DEVICE_FEATURES),
                  *(f"share_{k}" for k in COST_TERMS), "log_cost")
 
@@ -527,7 +586,8 @@ def regression_features(G: np.ndarray, D: np.ndarray) -> np.ndarray:
     mean = g["deg_mean"]
     nodes = np.maximum(g["nodes"], 1)
     padded = np.ceil(g["width"] / d["granule"]) * d["granule"]
-    cols = [np.log1p(g["nodes"]), np.log1p(g["edges"]), mean,
+    cols = [np.log1p(g["nodes"]), np.log1p(g["cols"]), g["cols"] / nodes,
+            np.log1p(g["edges"]), mean,
             g["deg_std"] / np.where(mean > 0, mean, 1), np.log1p(g["deg_max"]),
             g["isolated"] / nodes, np.log(g["width"]), padded / g["width"]]
     cols += [np.log1p(D[:, i]) for i in range(D.shape[1])]
@@ -899,7 +959,7 @@ def collect(subgraphs: Sequence[SubGraph], widths: Sequence[int], devices: Seque
                     G.append(feats)
                     keys.append(key)
                     times.append(t)
-                    groups.append(sub.name)
+                    groups.append(sub.group or sub.name)
     return Samples(np.array(G, dtype=np.float64).reshape(-1, len(GRAPH_FEATURES)), keys,
                    np.array(times, dtype=np.float64), groups)
 
@@ -934,18 +994,22 @@ def score_regressors(samples: Samples, device_rows: Mapping[str, np.ndarray],
     return scores
 
 
-def fit(dataset: str | CSRGraph, devices: Sequence[DeviceSpec], *,
+def fit(dataset: str | CSRGraph | Mapping[str, CSRGraph], devices: Sequence[DeviceSpec], *,
         ratios: Sequence[float] = DEFAULT_RATIOS, widths: Sequence[int] = DEFAULT_WIDTHS,
         seeds: int = DEFAULT_SEEDS, seed: int = 0, device_kind: str = "model",
         test_fraction: float = DEFAULT_TEST_FRACTION, regressors: Sequence[str] | None = None,
-        baseline: bool = True, progress: bool = False, name: str | None = None) -> PerfModel:
+        baseline: bool = True, blocks: bool = True, progress: bool = False,
+        name: str | None = None) -> PerfModel:
     """Sample sub-graphs of ``dataset``, time them on ``devices``, score the regressors on a
     held-out ``test_fraction`` of the sub-graphs, and return the model with the lowest MAPE
     (refitted on every run; its :attr:`PerfModel.report` holds the scores).
 
-    ``dataset``: a name for :func:`load_graph` or a graph (``name`` labels it).
+    ``dataset``: a name for :func:`load_graph` (several, comma-separated, are all sampled: a
+    model fitted on more than one graph family generalises to other graphs), a graph
+    (``name`` labels it) or a mapping of labels to graphs.
     ``device_kind``: ``model`` (cycle model) or ``rtl`` for the accelerators.
     ``baseline=False``: the regressors fit ``log(time)`` without the cost-term sum.
+    ``blocks=False``: square sub-graphs only (see :func:`sample_subgraphs`).
     """
     if not devices:
         raise UserError("--devices: give at least one device, e.g. sspmm:lanes=32,cpu")
@@ -957,11 +1021,19 @@ def fit(dataset: str | CSRGraph, devices: Sequence[DeviceSpec], *,
     for r in names:
         make_regressor(r)         # unknown names fail before any run
     if isinstance(dataset, CSRGraph):
-        graph, label = dataset, name or "graph"
+        graphs = {name or "graph": dataset}
+    elif isinstance(dataset, Mapping):
+        graphs = dict(dataset)
     else:
-        graph, label = load_graph(dataset, seed=seed), name or str(dataset)
+        datasets = [d.strip() for d in str(dataset).split(",") if d.strip()]
+        if not datasets or len(set(datasets)) != len(datasets):
+            raise UserError(f"--dataset {dataset!r}: give one dataset or several distinct ones "
+                            "separated by commas, e.g. cora or rmat,powerlaw")
+        graphs = {d: load_graph(d, seed=seed) for d in datasets}
+    label = name or "+".join(graphs)
     t0 = time.perf_counter()
-    subs = sample_subgraphs(graph, ratios, seeds, seed, name=label)
+    subs = [sub for glabel, graph in graphs.items()
+            for sub in sample_subgraphs(graph, ratios, seeds, seed, name=glabel, blocks=blocks)]
     samples = collect(subs, widths, devices, device_kind, progress)
     sampling_s = time.perf_counter() - t0
     rows = {d.key: device_features(d) for d in devices}
@@ -978,7 +1050,8 @@ def fit(dataset: str | CSRGraph, devices: Sequence[DeviceSpec], *,
         "devices": [{**d.describe(), "capability": rows[d.key]["capability"],
                      "features": rows[d.key]} for d in devices],
         "sampling": {"ratios": [float(r) for r in ratios], "widths": [int(w) for w in widths],
-                     "seeds": int(seeds), "seed": int(seed), "test_fraction": test_fraction},
+                     "seeds": int(seeds), "seed": int(seed), "test_fraction": test_fraction,
+                     "blocks": bool(blocks)},
         "regressor": {"name": best.regressor, "params": REGRESSORS[best.regressor][1]},
         "report": report.as_dict(),
         "samples": samples.as_dict(),

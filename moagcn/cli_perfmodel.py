@@ -123,11 +123,12 @@ def cmd_fit(args) -> int:
     label = Path(args.dataset).stem if Path(args.dataset).suffix else args.dataset
     print(f"{label}: {graph.n_rows} nodes, {graph.nnz} edges; devices "
           f"{', '.join(d.key for d in devices)} ({args.device} for accelerators); "
-          f"{len(ratios)} ratios x {args.seeds} seeds x {len(widths)} widths")
+          f"{len(ratios)} ratios x {args.seeds} seeds"
+          f"{'' if args.no_blocks else ' (and their worker blocks)'} x {len(widths)} widths")
     model = pm.fit(graph, devices, ratios=ratios, widths=widths, seeds=args.seeds,
                    seed=args.seed, device_kind=args.device, test_fraction=args.test_fraction,
                    regressors=regressors, baseline=not args.no_baseline,
-                   progress=not args.quiet, name=label)
+                   blocks=not args.no_blocks, progress=not args.quiet, name=label)
     rep = model.report
     print(f"{rep.train_runs} runs fitted, {rep.test_runs} held out (sub-graphs not fitted); "
           f"sampling {rep.sampling_s:.1f} s, fitting {rep.fitting_s:.1f} s; target "
@@ -231,6 +232,9 @@ def register(subparsers) -> None:
                    help=f"compare only these (default all: {', '.join(pm.REGRESSORS)})")
     f.add_argument("--no-baseline", action="store_true",
                    help="fit log(time) directly, without the cost-term baseline")
+    f.add_argument("--no-blocks", action="store_true",
+                   help="sample square induced sub-graphs only, not also the worker blocks "
+                        "(rows by the columns they read) of a METIS split of each")
     f.add_argument("--holdout", metavar="D,...",
                    help="also score the chosen model on these whole graphs (e.g. "
                         "citeseer,powerlaw)")

@@ -14,7 +14,8 @@ from moagcn.host.exp_vgnn import FLEETS, parse_fleets, parse_seeds
 
 def test_experiment_vgnn_smoke(tmp_path, capsys):
     assert main(["experiment", "vgnn", "--datasets", "rmat", "--scale", "8", "--epochs", "2",
-                 "--fleets", "F1", "--out", str(tmp_path), "--quiet"]) == 0
+                 "--fleets", "F1", "--fit-graph", "rmat", "--out", str(tmp_path),
+                 "--quiet"]) == 0
     printed = capsys.readouterr().out
     assert "4:1 capability spread" in printed and "2.75x" in printed and "1.27x" in printed
     with open(tmp_path / "vgnn.csv") as f:
@@ -25,7 +26,7 @@ def test_experiment_vgnn_smoke(tmp_path, capsys):
     rows = report["rows"]
     assert len(rows) == 6
     fit = report["perf_models"]["F1"]
-    assert fit["fit_graph"] == "rmat-7-seed1"          # not the evaluated rmat-8 (seed 0)
+    assert fit["fit_graph"] == "rmat-8-seed1"          # not the evaluated rmat-8 (seed 0)
     assert 0 < fit["holdout_mape"] < 1 and 0 < fit["split_mape"] < 1
     assert set(fit["holdout_mape_by_graph"]) == {"rmat-8"}
     assert (tmp_path / "perfmodel-F1.json").stat().st_size > 0

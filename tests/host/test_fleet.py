@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from moagcn.errors import UserError
-from moagcn.host.datasets import load_dataset, sbm
+from moagcn.host.datasets import load_dataset, rmat, sbm
 from moagcn.host.fleet import fleet, weighted_ranges, work_ranges, work_shares
 from moagcn.host.mop import partition_nodes
 from moagcn.host.train import TrainConfig, train
@@ -152,3 +152,38 @@ def test_eq7_shift_moves_share_by_the_fitted_factor():
     assert list(bf16_shift([0.4, 0.6], plain, g)[0]) == [0.4, 0.6]
     measured = calibrate_bf16(g, sizes=[20, 60, 120], width=8, repeats=2)
     assert all(r > 0 for r in measured["ratio"]) and np.isfinite(measured["b"])
+
+
+class _CountingModel:
+    """A stand-in perf model that records what it is asked (the solver's inputs, not a
+    prediction under test): one second per stored entry and column."""
+
+    def __init__(self):
+        self.asked = []
+
+    def predict(self, graph, width, spec):
+        self.asked.append((graph.shape, graph.nnz, width))
+        return float(graph.nnz * width + 1)
+
+
+def test_predicted_step_is_forward_plus_backward_on_the_workers_blocks():
+    """Partition: each worker's block (its rows by the columns they read) at every layer width,
+    and its transpose at the widths after the first; MoP: the whole graph at the worker's
+    column slice, and its transpose for the second layer."""
+    from moagcn.host.fleet import predicted_times
+    from moagcn.host.perfmodel import parse_devices
+    g = rmat(scale=7, seed=3).graph
+    specs = parse_devices("sspmm:lanes=32,sspmm:lanes=8")
+    m = _CountingModel()
+    t = predicted_times(m, specs, g, [20, 6], "partition", [0.7, 0.3], "metis")
+    parts = partition_nodes(g, 2, "metis", [0.7, 0.3])
+    for i, rows in enumerate(parts):
+        used = np.unique(g.to_scipy()[rows].indices)
+        cols = np.union1d(rows, used).size
+        nnz = int(g.degrees()[rows].sum())
+        assert t[i] == (nnz * 20 + 1) + (nnz * 6 + 1) + (nnz * 6 + 1)
+        assert ((rows.size, cols), nnz, 20) in m.asked and ((cols, rows.size), nnz, 6) in m.asked
+    t = predicted_times(m, specs, g, [20, 6], "mop", [0.75, 0.25])
+    # columns 0.75 x (20, 6) -> 15, 4 (round half to even) and 0.25 x (20, 6) -> 5, 2
+    assert list(t) == [(g.nnz * 15 + 1) + 2 * (g.nnz * 4 + 1),
+                       (g.nnz * 5 + 1) + 2 * (g.nnz * 2 + 1)]

@@ -123,9 +123,9 @@ def test_induced_subgraph_matches_scipy():
 
 def test_sampling_is_seeded_and_covers_the_ratios():
     g = sbm(n_nodes=150, seed=2).graph
-    a = pm.sample_subgraphs(g, (0.2, 0.5, 1.0), seeds=3, seed=7)
-    b = pm.sample_subgraphs(g, (0.2, 0.5, 1.0), seeds=3, seed=7)
-    c = pm.sample_subgraphs(g, (0.2, 0.5, 1.0), seeds=3, seed=8)
+    a = pm.sample_subgraphs(g, (0.2, 0.5, 1.0), seeds=3, seed=7, blocks=False)
+    b = pm.sample_subgraphs(g, (0.2, 0.5, 1.0), seeds=3, seed=7, blocks=False)
+    c = pm.sample_subgraphs(g, (0.2, 0.5, 1.0), seeds=3, seed=8, blocks=False)
     assert [s.graph.n_rows for s in a] == [30, 30, 30, 75, 75, 75, 150]   # 1.0 drawn once
     assert all(x.graph == y.graph for x, y in zip(a, b))
     assert any(x.graph != y.graph for x, y in zip(a[:6], c[:6]))
@@ -134,12 +134,39 @@ def test_sampling_is_seeded_and_covers_the_ratios():
         pm.sample_subgraphs(g, (0.5, 1.5))
 
 
+def test_worker_blocks_are_the_rows_a_partition_worker_aggregates():
+    """Each sampled sub-graph is followed by the blocks of a split of its rows: every row once,
+    every entry of those rows kept, the columns the rows themselves plus the neighbours they
+    read (checked against a dense slice), in the sub-graph's held-out group."""
+    g = sbm(n_nodes=150, seed=2).graph
+    subs = pm.sample_subgraphs(g, (0.5, 1.0), seeds=2, seed=3)
+    whole = {s.name: s for s in subs if s.group == s.name}
+    blocks = [s for s in subs if s.group != s.name]
+    assert {b.group for b in blocks} == set(whole)
+    for name, sub in whole.items():
+        mine = [b for b in blocks if b.group == name]
+        assert 2 <= len(mine) <= 4
+        assert sum(b.graph.n_rows for b in mine) == sub.graph.n_rows
+        assert sum(b.graph.nnz for b in mine) == sub.graph.nnz
+    # a hand check of worker_block on a known split
+    rows = np.array([0, 3, 7, 40])
+    blk = pm.worker_block(g, rows)
+    dense = g.to_scipy().toarray()[rows]
+    cols = np.union1d(rows, np.nonzero(dense.any(axis=0))[0])
+    assert blk.shape == (4, cols.size)
+    assert np.array_equal(blk.to_scipy().toarray(), dense[:, cols])
+    f = dict(zip(pm.GRAPH_FEATURES, pm.graph_features(blk, 8)))
+    assert (f["nodes"], f["cols"]) == (4, cols.size)
+
+
 def test_graph_features_of_a_hand_built_graph():
     f = dict(zip(pm.GRAPH_FEATURES, pm.graph_features(HAND, 10)))
     # degrees 2, 0, 3, 1, 0: mean 6/5, population variance 14/5 - (6/5)^2
-    assert f == pytest.approx({"nodes": 5, "edges": 6, "deg_mean": 1.2,
+    assert f == pytest.approx({"nodes": 5, "cols": 5, "edges": 6, "deg_mean": 1.2,
                                "deg_std": math.sqrt(2.8 - 1.44), "deg_max": 3, "isolated": 2,
-                               "width": 10})
+                               "width": 10,
+                               # non-empty rows 2, 3, 1 topped up to k: (k - 2) + (k - 3) + (k - 1)
+                               "short2": 1, "short4": 6, "short8": 18, "short16": 42})
 
 
 def test_device_features_read_the_configuration():
@@ -166,7 +193,7 @@ def test_cost_terms_of_a_hand_built_graph():
     distinct = 5 * (1 - math.exp(-1.2))        # one row tile: 5 nodes, mean degree 1.2
     assert t == pytest.approx({
         "t_adds": 6 * 12 / (16 * f),            # width 10 padded to the 4-lane group: 12
-        "t_feature_load": 5 * 10 / (4 * f),
+        "t_feature_load": 5 * 10 / (4 * f),     # 5 columns (feature rows read)
         "t_index_load": (5 + 6) / (4 * f),
         "t_rows": 5 / f,
         "t_output": 5 * 10 / (16 * f),
@@ -174,7 +201,9 @@ def test_cost_terms_of_a_hand_built_graph():
         "t_gather": distinct * 64 / (4 * f),    # a row padded to the 64-wide buffer
         "t_dense": 0.0,
         "t_tiles": 1 / f,
-        "t_fixed": 1 / f}, rel=1e-12)
+        "t_fixed": 1 / f,
+        "t_short2": 1 * 12 / (16 * f), "t_short4": 6 * 12 / (16 * f),
+        "t_short8": 18 * 12 / (16 * f), "t_short16": 42 * 12 / (16 * f)}, rel=1e-12)
     # HyScale aggregates through its W = I update: width 100 is tiles of 64 and 36
     h = _terms(HAND, 100, "hyscale")
     assert h["t_dense"] == pytest.approx(5 * (64 ** 2 + 36 ** 2) / (16 * f), rel=1e-12)
@@ -196,7 +225,10 @@ def small_model():
 def test_fit_reports_every_regressor_and_keeps_the_lowest_mape(small_model):
     rep = small_model.report
     assert [s.regressor for s in rep.scores] == list(pm.REGRESSORS)
-    assert rep.train_runs + rep.test_runs == 7 * 3 * 3
+    subs = pm.sample_subgraphs(sbm(n_nodes=300, seed=1).graph, (0.25, 0.5, 0.75, 1.0),
+                               seeds=2, seed=3)
+    assert len(subs) > 7                           # 7 sub-graphs and their worker blocks
+    assert rep.train_runs + rep.test_runs == len(subs) * 3 * 3
     assert rep.test_runs > 0
     best = min(rep.scores, key=lambda s: s.mape)
     assert rep.chosen == small_model.regressor == best.regressor
