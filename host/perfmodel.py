@@ -499,7 +499,7 @@ GRAPH_FEATURES = ("nodes", "cols", "edges", "deg_mean", "deg_std", "deg_max", "i
                   "width", *(f"short{k}" for k in SHORT_ROWS))
 #: cost terms: graph sizes over device rates, in seconds (see :func:`cost_terms`)
 COST_TERMS = ("t_adds", "t_feature_load", "t_index_load", "t_rows", "t_output", "t_hub",
-              "t_gather", "t_dense", "t_tiles", "t_fixed", *(f"t_short{k}" for k in SHORT_ROWS))
+              "t_gather", "t_dense", "t_tiles", "t_fixed")
 
 
 def graph_features(graph: CSRGraph, width: int) -> np.ndarray:
@@ -536,9 +536,7 @@ def cost_terms(G: np.ndarray, D: np.ndarray) -> np.ndarray:
     ``w_k`` of at most ``buffer_width``) and ``t_tiles = tiles / f`` with ``tiles`` = width
     tiles x row tiles, ``ceil(F / buffer_width) max(ceil(N / buffer_nodes),
     ceil(nnz / buffer_edges))``; ``t_fixed = 1 / f``, a per-call constant (pipeline fill,
-    the host's call overhead); ``t_short{k} = short{k} F' / (lanes f)``: the additions' time
-    short rows would cost if a non-empty row took at least ``k`` neighbours' turns (an
-    accumulator pipeline a short row cannot fill).
+    the host's call overhead).
     """
     g = {k: G[:, i] for i, k in enumerate(GRAPH_FEATURES)}
     d = {k: D[:, i] for i, k in enumerate(DEVICE_FEATURES)}
@@ -564,14 +562,13 @@ def cost_terms(G: np.ndarray, D: np.ndarray) -> np.ndarray:
     return np.stack([E * padded / d["lanes"], C * F / d["words_per_cycle"],
                      (N + E) / d["words_per_cycle"], N, N * F / d["output_words"],
                      g["deg_max"] * d["latency"], distinct * row_words / d["words_per_cycle"],
-                     dense, width_tiles * row_tiles, np.ones_like(N),
-                     *(g[f"short{k}"] * padded / d["lanes"] for k in SHORT_ROWS)],
-                    axis=1) / f[:, None]
+                     dense, width_tiles * row_tiles, np.ones_like(N)], axis=1) / f[:, None]
 
 
 #: names of the regressors' feature vector (:func:`regression_features`)
-FEATURE_NAMES = ("log_nodes", "log_cols", "cols_per_row", "log_edges", "deg_mean", "deg_cv", "log_deg_max", "isolated_frac",
-                 "log_width", "pad_ratio", *(f"log_{k}" for k in DEVICE_FEATURES),
+FEATURE_NAMES = ("log_nodes", "log_cols", "cols_per_row", "log_edges", "deg_mean", "deg_cv",
+                 "log_deg_max", "isolated_frac", "log_width", "pad_ratio", *(f"short{k}_per_entry" for k in SHORT_ROWS),
+                 *(f"log_{k}" for k in DEVICE_FEATURES),
                  *(f"share_{k}" for k in COST_TERMS), "log_cost")
 
 
@@ -590,6 +587,8 @@ def regression_features(G: np.ndarray, D: np.ndarray) -> np.ndarray:
             np.log1p(g["edges"]), mean,
             g["deg_std"] / np.where(mean > 0, mean, 1), np.log1p(g["deg_max"]),
             g["isolated"] / nodes, np.log(g["width"]), padded / g["width"]]
+    edges = np.maximum(g["edges"], 1)
+    cols += [g[f"short{k}"] / edges for k in SHORT_ROWS]
     cols += [np.log1p(D[:, i]) for i in range(D.shape[1])]
     cols += [T[:, j] / total for j in range(T.shape[1])]
     cols.append(np.log(total))
