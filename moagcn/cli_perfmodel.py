@@ -117,15 +117,21 @@ def cmd_fit(args) -> int:
     regressors = _names(args.regressors) or None
     holdout = _names(args.holdout)
     _set_threads(args.threads)
+    names = _names(args.dataset)
+    if not names or len(set(names)) != len(names):
+        raise UserError(f"--dataset {args.dataset!r}: give one dataset or several distinct "
+                        "ones separated by commas, e.g. cora or rmat,powerlaw")
     with one_line_warnings():
-        graph = pm.load_graph(args.dataset, seed=args.seed, undirected=args.undirected)
+        graphs = {(Path(n).stem if Path(n).suffix else n):
+                  pm.load_graph(n, seed=args.seed, undirected=args.undirected) for n in names}
         held = {name: pm.load_graph(name, seed=args.seed) for name in holdout}
-    label = Path(args.dataset).stem if Path(args.dataset).suffix else args.dataset
-    print(f"{label}: {graph.n_rows} nodes, {graph.nnz} edges; devices "
+    label = "+".join(graphs)
+    sizes = "; ".join(f"{k}: {g.n_rows} nodes, {g.nnz} edges" for k, g in graphs.items())
+    print(f"{sizes}; devices "
           f"{', '.join(d.key for d in devices)} ({args.device} for accelerators); "
           f"{len(ratios)} ratios x {args.seeds} seeds"
           f"{'' if args.no_blocks else ' (and their worker blocks)'} x {len(widths)} widths")
-    model = pm.fit(graph, devices, ratios=ratios, widths=widths, seeds=args.seeds,
+    model = pm.fit(graphs, devices, ratios=ratios, widths=widths, seeds=args.seeds,
                    seed=args.seed, device_kind=args.device, test_fraction=args.test_fraction,
                    regressors=regressors, baseline=not args.no_baseline,
                    blocks=not args.no_blocks, progress=not args.quiet, name=label)
@@ -213,7 +219,9 @@ def register(subparsers) -> None:
                    help="comma-separated devices, DESIGN[:KEY=VALUE...]: cpu, "
                         "cpu:adds_per_s=2e10, sspmm, sspmm:lanes=8:clock_mhz=150, "
                         "sspmm:preset=multi, hyscale (any configuration field)")
-    f.add_argument("--dataset", required=True, metavar="D", help=dataset_help)
+    f.add_argument("--dataset", required=True, metavar="D[,D...]",
+                   help=dataset_help + "; several, comma-separated, are all sampled (a model "
+                        "fitted on more than one graph family generalises better)")
     add_undirected_arg(f)
     f.add_argument("--out", required=True, metavar="M.json", help="the model; M.csv beside it")
     f.add_argument("--ratios", default=",".join(f"{r:g}" for r in pm.DEFAULT_RATIOS),

@@ -349,7 +349,23 @@ def test_cli_fit_and_predict(tmp_path, capsys):
               "--width", "20", "--devices", "hyscale"])
 
 
+def test_cli_fit_on_several_graphs(tmp_path, capsys):
+    """--dataset A,B samples both graphs: the model is labelled with both and has samples of
+    each (sub-graphs and their worker blocks)."""
+    out = tmp_path / "m.json"
+    assert _cli(["perfmodel", "fit", "--devices", "sspmm", "--dataset", "powerlaw,sbm",
+                 "--ratios", "0.5,1", "--widths", "8", "--seeds", "1", "--out", str(out),
+                 "--regressors", "cost_terms,linear", "--quiet"]) == 0
+    assert "powerlaw: 3000 nodes" in capsys.readouterr().out
+    state = json.loads(out.read_text())
+    assert state["dataset"] == "powerlaw+sbm"
+    groups = set(state["samples"]["group"])
+    assert {g.split("@")[0] for g in groups} == {"powerlaw", "sbm"}
+    assert len(state["samples"]["group"]) > 2 * len(groups)      # blocks share their group
+
+
 @pytest.mark.parametrize("extra, says", [
+    (["--devices", "sspmm", "--dataset", "sbm,sbm"], "several distinct ones"),
     (["--devices", "sspmm:lanes=0"], "lanes=0 is not supported"),
     (["--devices", "sspmm", "--widths", "16,x"], "--widths"),
     (["--devices", "sspmm", "--ratios", "0,1"], "--ratios"),
@@ -358,7 +374,7 @@ def test_cli_fit_and_predict(tmp_path, capsys):
 def test_cli_fit_errors(tmp_path, extra, says):
     with pytest.raises(UserError, match=says):
         _cli(["perfmodel", "fit", "--dataset", "sbm", "--out", str(tmp_path / "m.json"),
-              "--quiet", *extra])
+              "--quiet", *extra])   # a second --dataset overrides the first
     with pytest.raises(UserError, match="ending in .json"):
         _cli(["perfmodel", "fit", "--dataset", "sbm", "--devices", "sspmm", "--out",
               str(tmp_path / "m.txt")])
