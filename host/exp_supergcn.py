@@ -2,8 +2,9 @@
 
 ``moagcn experiment supergcn [--workers 2,4,8] [--seeds 3] [--epochs 200] [--out DIR]``
 
-1. **Volume** (Table 5 style): for Cora, CiteSeer and a directed power-law graph (synthetic,
-   Reddit's degree law at 20,000 nodes), METIS partitions into each worker count, the GCN
+1. **Volume** (Table 5 style): for Cora, CiteSeer and two directed power-law graphs
+   (synthetic, Reddit's degree law at 20,000 and 100,000 nodes, ten entries per node, largest
+   degree a tenth of the nodes; ``--powerlaw-nodes``), METIS partitions into each worker count, the GCN
    operator (A + I): rows and bytes one layer's exchange sends under ``pre``, ``post``,
    ``prepost`` and ``prepost`` with Int2 messages (data and parameters apart), at the width of
    the runs (``--hidden``) and at 256 (SuperGCN's hidden width). From the plan and the wire
@@ -52,12 +53,43 @@ SETTINGS = {   # name: (comm_bits, aggregation, label_prop, layer_norm)
 }
 
 
-def graphs(seed: int = 0) -> dict[str, CSRGraph]:
-    """The volume experiment's graphs: Cora, CiteSeer and a directed power-law graph."""
+#: node counts of the volume experiment's power-law graphs
+POWERLAW_NODES = (20_000, 100_000)
+
+
+def graphs(seed: int = 0, powerlaw_nodes=POWERLAW_NODES) -> dict[str, CSRGraph]:
+    """The volume experiment's graphs: Cora, CiteSeer and directed power-law graphs of
+    ``powerlaw_nodes`` nodes (ten entries per node, largest degree a tenth of the nodes)."""
     out = {name: load_dataset(name).graph for name in ("cora", "citeseer")}
-    indptr, indices, _ = synth_graph(20_000, 200_000, max_degree=2_000, seed=seed)
-    out["power-law 20k"] = CSRGraph(indptr, indices, what="power-law graph")
+    for n in powerlaw_nodes:
+        indptr, indices, _ = synth_graph(n, 10 * n, max_degree=max(1, n // 10), seed=seed)
+        out[f"power-law {n // 1000}k" if n % 1000 == 0 else f"power-law {n}"] = \
+            CSRGraph(indptr, indices, what="power-law graph")
     return out
+
+
+def volume_targets(vol: list[dict]) -> list[str]:
+    """The issue's volume targets, checked on the rows: prepost <= post and <= pre everywhere;
+    post / prepost >= 1.3 at the most workers on each power-law graph; prepost + Int2 (data and
+    parameters) <= 1/12 of fp32 post, per width."""
+    lines = []
+    worst = [r for r in vol if r["rows_prepost"] > min(r["rows_post"], r["rows_pre"])]
+    lines.append(f"prepost <= post and <= pre on every graph and worker count: "
+                 f"{'met' if not worst else 'NOT met on ' + str(len(worst)) + ' rows'} "
+                 f"({len(vol)} rows)")
+    most = max(r["workers"] for r in vol)
+    for r in vol:
+        if r["graph"].startswith("power-law") and r["workers"] == most and \
+                r["width"] == vol[0]["width"]:
+            v = r["post_over_prepost"]
+            lines.append(f"post / prepost at {most} workers on {r['graph']}: {v:.2f} "
+                         f"(target >= 1.3, paper 1.52): {'met' if v >= 1.3 else 'not met'}")
+    for w in sorted({r["width"] for r in vol}):
+        ratios = [r["post_over_int2"] for r in vol if r["width"] == w]
+        lines.append(f"prepost + Int2 total <= 1/12 of fp32 post at width {w}: "
+                     f"{min(ratios):.1f}x-{max(ratios):.1f}x smaller "
+                     f"({'met' if min(ratios) >= 12 else 'not met'} on every graph and count)")
+    return lines
 
 
 def volume_rows(name: str, graph: CSRGraph, workers: list[int], widths: list[int]) -> list[dict]:
@@ -146,18 +178,26 @@ def main(argv=None) -> int:
     parser.add_argument("--accuracy-workers", type=int, default=4)
     parser.add_argument("--device", default="cpu", choices=("cpu", "model", "rtl"))
     parser.add_argument("--skip-accuracy", action="store_true")
+    parser.add_argument("--powerlaw-nodes", default=",".join(str(n) for n in POWERLAW_NODES),
+                        help="node counts of the synthetic power-law graphs of the volume "
+                             "table (default 20000,100000)")
     parser.add_argument("--out", default="reports/supergcn")
     args = parser.parse_args(argv)
     try:
         workers = [int(x) for x in args.workers.split(",") if x]
         widths = [int(x) for x in args.widths.split(",") if x]
+        pl_nodes = [int(x) for x in args.powerlaw_nodes.split(",") if x]
     except ValueError:
-        raise UserError("--workers and --widths take comma-separated integers") from None
+        raise UserError("--workers, --widths and --powerlaw-nodes take comma-separated "
+                        "integers") from None
+    if any(n < max(workers, default=2) * 10 for n in pl_nodes):
+        raise UserError(f"--powerlaw-nodes {args.powerlaw_nodes}: use at least 10 nodes per "
+                        "worker")
     if not workers or min(workers) < 2 or not widths or min(widths) < 1:
         raise UserError("--workers: use counts of at least 2; --widths: at least 1")
     out = output_dir(args.out)
     vol = []
-    for name, g in graphs().items():
+    for name, g in graphs(powerlaw_nodes=pl_nodes).items():
         vol += volume_rows(name, g, workers, widths)
     print("| graph | workers | width | pre | post | prepost | prepost + Int2 (data + params) "
           "| post / prepost | post / Int2 |")
@@ -170,6 +210,9 @@ def main(argv=None) -> int:
     p = PAPER_TABLE5
     print(f"paper (mag240M, 2,048 processes): post / prepost {p['post'] / p['prepost']:.2f}, "
           f"post / Int2 {p['post'] / (p['prepost_int2_data'] + p['prepost_int2_params']):.1f}")
+    print("\nvolume targets:")
+    for line in volume_targets(vol):
+        print("  " + line)
     write_csv(out / "supergcn_volume.csv", vol)
     _plot(out / "supergcn_volume.png", vol, widths[-1])
     acc = []

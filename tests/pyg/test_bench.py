@@ -20,11 +20,26 @@ def test_bench_pyg_writes_its_tables(tmp_path, capsys):
 
 def test_experiment_supergcn_volume_table(tmp_path, capsys):
     assert main(["experiment", "supergcn", "--skip-accuracy", "--workers", "2",
-                 "--widths", "16", "--out", str(tmp_path)]) == 0
+                 "--widths", "16", "--powerlaw-nodes", "3000", "--out", str(tmp_path)]) == 0
+    printed = capsys.readouterr().out
+    assert "post / prepost at 2 workers on power-law 3k" in printed
+    assert "prepost <= post and <= pre on every graph and worker count: met" in printed
     report = json.loads((tmp_path / "supergcn.json").read_text())
     for row in report["volume"]:
         assert row["rows_prepost"] <= min(row["rows_pre"], row["rows_post"])
         assert row["bytes_int2_data"] == row["rows_prepost"] * 4       # 16 values at 2 bits
         assert row["bytes_int2_params"] == row["rows_prepost"] * 8
-    assert {r["graph"] for r in report["volume"]} == {"cora", "citeseer", "power-law 20k"}
+    assert {r["graph"] for r in report["volume"]} == {"cora", "citeseer", "power-law 3k"}
     assert (tmp_path / "supergcn_volume.png").stat().st_size > 0
+
+
+def test_supergcn_volume_targets_read_the_rows():
+    from moagcn.host.exp_supergcn import volume_targets
+    row = {"graph": "power-law 5k", "workers": 8, "width": 16, "rows_pre": 10, "rows_post": 12,
+           "rows_prepost": 9, "post_over_prepost": 1.29, "post_over_int2": 12.0}
+    lines = volume_targets([row, {**row, "workers": 4, "post_over_prepost": 2.0}])
+    assert "met (2 rows)" in lines[0]
+    assert lines[1].endswith("1.29 (target >= 1.3, paper 1.52): not met")
+    assert "12.0x-12.0x smaller (met" in lines[2]
+    bad = volume_targets([{**row, "rows_prepost": 11}])
+    assert "NOT met on 1 rows" in bad[0]
