@@ -31,10 +31,9 @@ def model_input(model: GNN, meta: dict, dataset: Dataset) -> np.ndarray:
     training labels if it was trained with label propagation (as its evaluation saw them)."""
     X = row_normalize(dataset.features) if meta.get("normalize_features", True) \
         else np.asarray(dataset.features, dtype=np.float32)
-    if model.label_embed is not None:
+    if model.label_embedding:
         shown = np.where(dataset.train_mask, dataset.labels, -1)
-        with torch.no_grad():
-            X = X + model.label_input(torch.from_numpy(shown)).numpy()
+        X = model.pad_input(X) + model.label_input(torch.from_numpy(shown)).numpy()
     return np.ascontiguousarray(X, dtype=np.float32)
 
 

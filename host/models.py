@@ -53,7 +53,10 @@ class GNN(nn.Module):
             raise UserError(f"model sizes must be >= 1 (layers={layers}, hidden={hidden}, "
                             f"in_features={in_features}, classes={n_classes})")
         self.kind = kind
-        self.dims = [in_features] + [hidden] * (layers - 1) + [n_classes]
+        #: masked label propagation (SuperGCN Sec. 6.3): the labels enter as C extra input
+        #: columns (one-hot of the shown class, 0 elsewhere), see :meth:`label_input`
+        self.label_classes = n_classes if label_embedding else 0
+        self.dims = [in_features + self.label_classes] + [hidden] * (layers - 1) + [n_classes]
         self.updates = nn.ModuleList()
         self.selfs = nn.ModuleList()
         for d_in, d_out in zip(self.dims[:-1], self.dims[1:]):
@@ -64,10 +67,6 @@ class GNN(nn.Module):
                 self.updates.append(nn.Linear(d_in, d_out))
             if kind == "sage":
                 self.selfs.append(nn.Linear(d_in, d_out, bias=False))
-        #: masked label propagation (SuperGCN Sec. 6.3): a learned embedding of a class, added
-        #: to the input features; the last row (index n_classes) stands for "no label" and is 0
-        self.label_embed = (nn.Embedding(n_classes + 1, in_features, padding_idx=n_classes)
-                            if label_embedding else None)
         #: LayerNorm of the aggregation input of every layer after the first (the rows that
         #: are sent between workers; the first layer's input features are not), by layer
         self.norms = (nn.ModuleDict({str(l): nn.LayerNorm(d)
@@ -78,16 +77,37 @@ class GNN(nn.Module):
                 nn.init.xavier_uniform_(m.weight)  # Glorot, as Kipf & Welling
                 if m.bias is not None:
                     nn.init.zeros_(m.bias)
-        if self.label_embed is not None:
-            nn.init.xavier_uniform_(self.label_embed.weight)
-            with torch.no_grad():
-                self.label_embed.weight[n_classes].zero_()
+
+    @property
+    def label_embedding(self) -> bool:
+        """Whether the model takes shown labels as input (masked label propagation)."""
+        return self.label_classes > 0
+
+    def pad_input(self, X):
+        """The input features with the C label columns (zeros) appended when the model takes
+        labels; ``X`` itself otherwise."""
+        if not self.label_classes:
+            return X
+        pad = np.zeros((X.shape[0], self.label_classes), dtype=np.float32)
+        return np.ascontiguousarray(np.hstack([np.asarray(X, dtype=np.float32), pad]))
 
     def label_input(self, labels: torch.Tensor) -> torch.Tensor:
-        """Embedded labels to add to the input features: ``labels`` per row, -1 for a row whose
-        label is not shown (a zero row)."""
-        idx = torch.where(labels < 0, torch.full_like(labels, self.dims[-1]), labels)
-        return self.label_embed(idx)
+        """The shown labels as an addition to the (padded) input features: ``labels`` per row,
+        -1 for a row whose label is not shown (a zero row); a shown class ``c`` is a 1 in
+        label column ``c``.
+
+        SuperGCN (Lemma 2) adds ``Y W_embed`` to ``X`` before the first layer's ``A (.) W``;
+        the one-hot columns give the same model, ``A X W + A Y V`` with ``V = W_embed W``, but
+        learn ``V`` (C x hidden) directly, as UniMP's and PyG's ``concat`` label input and the
+        OGB "label usage" trick do. A learned C x F ``W_embed`` under Adam moves all F columns
+        of a class at once -- a step moves ``Y W_embed W`` by about ``lr F mean|W|``, a
+        row-normalised feature row's ``X W`` by about ``lr`` (about 46x less on Cora at Glorot
+        init) -- and the model then fits the loss nodes through their neighbours' labels
+        instead of their features (docs/supergcn.md)."""
+        out = torch.zeros(labels.shape[0], self.dims[0], device=labels.device)
+        rows = torch.nonzero(labels >= 0).flatten()
+        out[rows, self.dims[0] - self.label_classes + labels[rows]] = 1.0
+        return out
 
     @property
     def n_layers(self) -> int:

@@ -68,7 +68,7 @@ class TrainConfig:
     aggregation: str = "post"
     #: bits per value of every message between workers (32, 16 = bf16, 8, 4, 2; SuperGCN Sec. 6)
     comm_bits: int = 32
-    #: masked label propagation: the fraction of training nodes whose labels are input (embedded
+    #: masked label propagation: the fraction of training nodes whose labels are input (one-hot
     #: and added to their features) each epoch, re-drawn every epoch; the others give the loss
     label_prop: float = 0.0
     #: LayerNorm of every later layer's input rows before they are aggregated or sent
@@ -358,6 +358,7 @@ def train(dataset: Dataset, cfg: TrainConfig, comm: Communicator | None = None,
                         "fraction")
     model = GNN(cfg.model, dataset.n_features, cfg.hidden, dataset.n_classes, cfg.layers,
                 label_embedding=cfg.label_prop > 0, layer_norm=cfg.layer_norm).to(dense)
+    X = model.pad_input(X)   # the label columns of masked label propagation (zeros: no label)
     timer = PhaseTimer()
     choice = cfg.accelerators()
     shares = work_shares_of(cfg, dataset, model.dims[:-1])
@@ -385,7 +386,7 @@ def train(dataset: Dataset, cfg: TrainConfig, comm: Communicator | None = None,
         return out, int(dataset.train_mask.sum() - shown.sum())
 
     def label_inputs(shown):
-        """``inputs`` of the runtime: the embedded labels of the shown nodes (None: no LP)."""
+        """``inputs`` of the runtime: one-hot label columns of the shown nodes (None: no LP)."""
         if cfg.label_prop == 0:
             return None
         shown_labels = torch.from_numpy(np.where(shown, dataset.labels, -1)).to(dense)
