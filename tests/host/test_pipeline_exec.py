@@ -88,6 +88,10 @@ def test_default_stages_and_bad_input():
     with pytest.raises(UserError, match="multiple of --workers 4"):
         train(d, TrainConfig(device="model", workers=4, pipeline="natural", stages=6,
                              epochs=1))
+    # refused before any process starts (it used to fail inside every rank)
+    from moagcn.host.distributed import train_distributed
+    with pytest.raises(UserError, match="leave out --distributed"):
+        train_distributed(d, TrainConfig(device="model", workers=2, pipeline="off", epochs=1))
 
 
 def awkward_dataset():
