@@ -57,15 +57,19 @@ def cmd_hyscale_train(args) -> int:
     rpath = report_path(args.report)
     save = output_path(args.save, "--save") if args.save else None
     choice = accelerator_choice(args)
+    with one_line_warnings():
+        dataset = load_dataset(args.dataset, seed=args.seed, undirected=args.undirected)
+    batch = args.batch
+    if batch is None:
+        from moagcn.host.minibatch import training_ids
+        batch = min(1024, int(training_ids(dataset.train_mask, labels=dataset.labels).size))
     cfg = HybridConfig(model=args.model, hidden=args.hidden, fanouts=args.fanout,
-                       batch=args.batch, trainers=args.trainers,
+                       batch=batch, trainers=args.trainers,
                        device=choice.device if choice.device != "cpu" else "model",
                        design=choice.design, preset=choice.preset,
                        params=dict(parse_params(args.param)), epochs=args.epochs, lr=args.lr,
                        dropout=args.dropout, seed=args.seed, cpu_share=args.cpu_share,
                        drm=not args.no_drm, prefetch=not args.no_prefetch)
-    with one_line_warnings():
-        dataset = load_dataset(args.dataset, seed=args.seed, undirected=args.undirected)
     cfg.validate(dataset)
     print(f"{dataset.summary()}\n{cfg.model.upper()} hidden {cfg.hidden}, fanouts "
           f"{cfg.fanouts}, batch {cfg.batch}, trainers {cfg.trainers} (accelerators: "
@@ -135,7 +139,9 @@ def register(sub) -> None:
     t.add_argument("--fanout", default="10,25", metavar="K1,K2",
                    help="neighbours per node and layer, input layer first (default 10,25: "
                         "GraphSAGE's 25 at the targets' hop, 10 at the next)")
-    t.add_argument("--batch", type=int, default=1024, help="targets per mini-batch")
+    t.add_argument("--batch", type=int, default=None,
+                   help="targets per mini-batch (default 1024, or the whole training set if it "
+                        "is smaller)")
     t.add_argument("--trainers", default="cpu:1,accel:1", metavar="KIND:N,...",
                    help="cpu, accel (the accelerator: --device, --design, --param) and gpu "
                         "trainers (default cpu:1,accel:1)")

@@ -1,6 +1,7 @@
 """HyScale-GNN as a training system: hybrid trainers, synchronous SGD, DRM (Alg. 1)."""
 
 import dataclasses
+import json
 
 import numpy as np
 import pytest
@@ -134,3 +135,16 @@ def test_awkward_graph_and_a_tail_batch_smaller_than_the_trainers():
     two = train_hybrid(d, dataclasses.replace(base, trainers="cpu:1,accel:1", cpu_share=0.3))
     for k, v in one["model_state"].items():
         assert torch.allclose(v, two["model_state"][k], rtol=1e-4, atol=1e-6), k
+
+
+def test_cli_default_batch_fits_the_training_set(tmp_path, capsys):
+    """`moagcn hyscale train` with its defaults runs on a dataset with fewer training nodes than
+    the default batch (it refused Cora's 140); an explicit larger --batch is still an error."""
+    from moagcn.cli import main
+    report = tmp_path / "r.json"
+    assert main(["hyscale", "train", "--dataset", "sbm", "--device", "model", "--epochs", "1",
+                 "--quiet", "--report", str(report)]) == 0
+    assert json.loads(report.read_text())["config"]["batch"] == 100      # sbm: 100 train nodes
+    assert main(["hyscale", "train", "--dataset", "sbm", "--device", "model", "--batch",
+                 "5000", "--quiet", "--report", str(report)]) == 2
+    assert "--batch 5000 is larger than the 100 training nodes" in capsys.readouterr().err
