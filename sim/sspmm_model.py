@@ -11,7 +11,7 @@ and reads ``fetch_rows`` rows per cycle. Hence
     turns          = sum_v deg(v) * ceil(|S_v| / W)
     rows fetched   = sum_v deg(v) * ceil(ceil(|S_v| / W) / G)
     cycles_compute ~ max(turns / G, rows fetched / fetch_rows, jobs bound at one per cycle,
-                         max_v start(v) + deg(v) * L * ceil(passes_v / L))
+                         a pass-by-pass replay of the context binding and the fetcher)
                      + pipeline fill and drain
     utilisation    = work_adds / (S * lanes * cycles_compute)
 
@@ -21,11 +21,12 @@ to the slice with the fewest turns assigned so far), each slice's rows are estim
 with their own rates, and the job ends with the slowest slice (one more cycle of latency for
 the slice queues).
 
-The fourth term is the latency of a long row: a job takes one turn per ring period of L =
-``adder_latency`` cycles, so a hub row of degree d needs d * L cycles however idle the other
-contexts are; start(v) is when the rows before v have been issued at the three rates before
-it. A local buffer too shallow for its ring (see :func:`turn_gap`) stretches the ring period,
-and both the turn rate and the row latency with it.
+The fourth term (:func:`_slice_schedule`) follows the passes through the contexts: a job takes
+one turn per ring period of L = ``adder_latency`` cycles, so a hub row of degree d needs d * L
+cycles however idle the other contexts are, and it starts only when contexts in the groups its
+passes need come free, which the rows before it (and its own earlier passes) hold. A local
+buffer too shallow for its ring (see :func:`turn_gap`) stretches the ring period, and both the
+turn rate and the row latency with it.
 
 Load cycles: the four load streams fill in parallel (row pointers, column indices and feature
 words ``load_width`` per beat, one mask row per beat), so the longest stream sets them. Output
@@ -36,6 +37,8 @@ The RTL comparison and the remaining error are documented in docs/sspmm.md.
 """
 
 from __future__ import annotations
+
+import heapq
 
 import numpy as np
 
@@ -77,9 +80,15 @@ def turn_gap(config: SSpmmConfig) -> float:
 
 
 def estimate(indptr, mask, n_features: int, config: SSpmmConfig,
-             n_cols: int | None = None) -> Counters:
+             n_cols: int | None = None, replay: bool = True) -> Counters:
     """Predicted cycles of a job that fits ``config`` (mask ``None``: all ones); ``n_cols``: the
     feature rows loaded (default: as many as rows, a square job).
+
+    ``replay`` (default here): the detailed model, :func:`_slice_schedule` replaying the context
+    binding pass by pass (the one compared with the RTL, a few microseconds per job);
+    ``replay=False``: the closed-form bounds the model *device* and the paper-scale estimate
+    use (vectorised, about 100x cheaper; 1-9 % low on four-group and multi-slice jobs, see
+    docs/sspmm.md).
 
     Load, compute and output cycles and the work; ``extra`` holds the model's ``turns``,
     ``jobs`` and ``rows_fetched`` (the last equals the RTL's counter exactly).
@@ -88,11 +97,12 @@ def estimate(indptr, mask, n_features: int, config: SSpmmConfig,
     n = indptr.size - 1
     mask = normalise_mask(mask, (n, n_features))
     return estimate_rows(degrees(indptr), mask.sum(axis=1), int(indptr[-1]), n_features, config,
-                         n_cols=n_cols)
+                         n_cols=n_cols, replay=replay)
 
 
 def estimate_rows(deg, unmasked, n_edges: int, n_features: int,
-                  config: SSpmmConfig, n_cols: int | None = None) -> Counters:
+                  config: SSpmmConfig, n_cols: int | None = None,
+                  replay: bool = False) -> Counters:
     """:func:`estimate` from per-row figures: the degrees and the unmasked features (below
     ``n_features``) of the job's rows, and its stored entries. Tiles are estimated from slices
     of the whole job's figures, without copying their masks."""
@@ -111,12 +121,13 @@ def estimate_rows(deg, unmasked, n_edges: int, n_features: int,
     passes = -(-jobs // config.groups)
     reads = int(np.dot(deg, passes))
     if config.slices == 1:
-        issue = _slice_issue(deg, jobs, passes, arrival, config)
+        issue = _slice_issue(deg, jobs, passes, arrival, config, replay)
     else:
         # each slice works on the rows the dispatcher gives it; its queue is deep enough that
         # the dispatcher practically never waits (see hw/sspmm/scheduler.py)
         owner = dispatch(deg * jobs, config.slices)
-        issue = max((_slice_issue(deg[rows], jobs[rows], passes[rows], arrival[rows], config)
+        issue = max((_slice_issue(deg[rows], jobs[rows], passes[rows], arrival[rows], config,
+                                  replay)
                      for rows in _rows_of(owner, config.slices)), default=0)
     # the scheduler walks every row, those without work too, before the job can end
     issue = max(issue, -(-n // config.walk_rows))
@@ -157,7 +168,6 @@ def dispatch(turns, slices: int) -> np.ndarray:
     """The slice each row goes to (-1: a row without work), as the row dispatcher decides:
     rows in order, each to the slice with the fewest turns assigned so far (lowest index on a
     tie)."""
-    import heapq
     turns = np.asarray(turns, dtype=np.int64)
     owner = np.full(turns.size, -1, dtype=np.int64)
     heap = [(0, k) for k in range(slices)]
@@ -176,30 +186,151 @@ def _rows_of(owner: np.ndarray, slices: int):
         yield order[bounds[k]:bounds[k + 1]]
 
 
-def _slice_issue(deg, jobs, passes, arrival, config: SSpmmConfig) -> int:
-    """Cycles until one slice (or the whole engine, with one slice) has issued its last turn:
-    the largest of its turn rate, its fetch rate, one job per cycle, and its longest row's
-    latency from when the row can start.
+def _slice_issue(deg, jobs, passes, arrival, config: SSpmmConfig, replay: bool = True) -> int:
+    """Cycles until one slice (or the whole engine, with one slice) has issued its last turn.
 
-    A job takes one turn per ``gap`` cycles (a ring period when its local buffer is deep
-    enough), so a long row bounds the job: its passes run side by side, at most L per group (the
-    contexts), and it starts once the rows before it have been issued at the engine's rates and
-    the scheduler has walked to it.
+    The larger of the throughput bounds (turns over the contexts, reads over the fetcher's R
+    reads per cycle, one job per cycle) and, with ``replay``, :func:`_slice_schedule`, which
+    replays how the slice's contexts are bound to passes and how the passes share the fetcher:
+    a hub row, or a row queued behind one, can only start when contexts in the groups its
+    passes need come free (see there). Without ``replay``, the closed form instead: its longest
+    row's latency (its passes side by side, at most L per group) from when the rows before it
+    have been issued at the slice's rates.
     """
     G, R, L = config.groups, config.fetch_rows, config.adder_latency
     gap = turn_gap(config)
     turns = deg * jobs
-    has = jobs > 0
-    if not has.any():
+    if not (jobs > 0).any():
         return 0
+    issue = max(int(np.ceil(turns.sum() * gap / (L * G))), -(-int(np.dot(deg, passes)) // R),
+                int(jobs.sum()))
+    if replay:
+        return max(issue, int(np.ceil(_slice_schedule(deg, jobs, arrival, config))))
+    has = jobs > 0
 
     def before(x):      # per row, the sum over the rows before it
         return np.cumsum(x) - x
 
-    issue = max(int(np.ceil(turns.sum() * gap / (L * G))), -(-int(np.dot(deg, passes)) // R),
-                int(jobs.sum()))
     row_time = deg * gap * -(-passes // L)
     start = np.maximum(np.maximum(before(turns) * gap / (L * G), before(deg * passes) / R),
                        np.maximum(before(jobs), arrival))
     return max(issue, int(np.ceil((start + row_time)[has].max())))
 
+
+def _slice_schedule(deg, jobs, arrival, config: SSpmmConfig) -> float:
+    """When a slice issues its last turn, from a replay of its context binding and fetching.
+
+    The design (``hw/sspmm/fetch.py``), at the granularity of passes:
+
+    - *binding*: the emitter offers the slice's jobs in row order, one per cycle and none before
+      the scheduler has walked to its row; the binder puts each on a free context in a group
+      its pass does not use yet (the group after the last one used if it has a free context,
+      else the lowest), and a row's next job waits, holding the pass's contexts, until such a
+      context comes free (no job overtakes it: ``stall_no_context``);
+    - *issue*: a closed pass reads its neighbours' rows; the passes in flight share the R reads
+      per cycle (round robin) and each takes at most one turn per ``turn_gap`` cycles in each
+      of its contexts, so k passes each progress at ``min(1 / gap, R / k)`` neighbours per cycle;
+    - *release*: a context is free for the next job once its pass's last entry is in its local
+      buffer, i.e. ``local_depth`` entries before its last turn when the adders set the pace;
+      the next job's turns follow the old job's in the same context (the double buffer), so a
+      pass starts when every member's previous pass has finished.
+
+    The rest of a slice's time (a row read's way to the adders, the adders, the write) is the
+    fill that :func:`estimate_rows` adds. Events are pass releases and completions, so the cost
+    is a few microseconds per job.
+    """
+    G, L, R = config.groups, config.adder_latency, config.fetch_rows
+    lead = config.local_depth
+    cap = 1.0 / turn_gap(config)
+    # per group, the contexts free to bind, each as (pass, member) it last served (None: none)
+    pool = [[None] * L for _ in range(G)]
+    done = {}               # (pass, member) -> when that context's last turn of it was
+    members = []            # per pass, its groups
+    left = []               # per pass, members still taking turns
+    waiting = {}            # pass -> [contexts it still waits for, neighbours, bound, prior]
+    dependents = {}         # (pass, member) -> passes waiting for that context
+    events = []             # (progress, kind, pass, member): 0 = release, 1 = member finishes
+    state = {"t": 0.0, "progress": 0.0, "active": 0, "end": 0.0}
+
+    def rate():             # neighbours per cycle of each pass in flight
+        k = state["active"]
+        return min(cap, R / k) if k else 0.0
+
+    def advance(t):
+        state["progress"] += (t - state["t"]) * rate()
+        state["t"] = t
+
+    def next_event() -> float:
+        if not events:
+            return float("inf")
+        r = rate()
+        ahead = events[0][0] - state["progress"]
+        return state["t"] + max(ahead, 0.0) / r if r else state["t"]
+
+    def activate(p: int, d: int, t_bound: float, prior: list):
+        # the slowest member's previous turns end now (or the pass was bound now); the others
+        # take the pass's rows as they come, up to ``lead`` entries before it
+        now, v = state["t"], state["progress"]
+        t_issue = max(t_bound, max(prior) - lead / cap)
+        state["active"] += 1
+        heapq.heappush(events, (v + max(d - lead, 0), 0, p, 0))
+        for i, f in enumerate(prior):
+            heapq.heappush(events, (v + d + (max(f, t_issue) - now) * cap, 1, p, i))
+
+    def pop_event():
+        _, kind, p, i = heapq.heappop(events)
+        if kind == 0:
+            for j, g in enumerate(members[p]):
+                pool[g].append((p, j))
+            return
+        done[(p, i)] = state["t"]
+        left[p] -= 1
+        if not left[p]:
+            state["active"] -= 1
+            state["end"] = max(state["end"], state["t"])
+        for q in dependents.pop((p, i), ()):
+            wait = waiting[q]
+            wait[0].discard((p, i))
+            if not wait[0]:
+                del waiting[q]
+                activate(q, wait[1], wait[2], [done.get(c, -1e18) for c in wait[3]])
+
+    bound = -1.0            # when the last job was bound
+    nxt = 0                 # the group the binder tries first
+    for v in np.flatnonzero(jobs > 0).tolist():
+        d, rest, a = int(deg[v]), int(jobs[v]), float(arrival[v])
+        while rest:
+            m = min(G, rest)
+            rest -= m
+            used, prev = [], []
+            for _ in range(m):
+                while True:
+                    free = [g for g in range(G) if pool[g] and g not in used]
+                    t_bind = max(bound + 1, a, state["t"])
+                    t_event = next_event()
+                    if free and t_bind <= t_event:
+                        advance(t_bind)
+                        break
+                    advance(t_event)
+                    pop_event()
+                g = nxt if nxt in free else free[0]
+                ctxs = pool[g]
+                prev.append(ctxs.pop(ctxs.index(None) if None in ctxs else 0))
+                used.append(g)
+                nxt = (g + 1) % G
+                bound = state["t"]
+            p = len(members)
+            members.append(used)
+            left.append(m)
+            busy = {c for c in prev if c is not None and c not in done}
+            if busy:
+                waiting[p] = [busy, d, bound, prev]
+                for c in busy:
+                    dependents.setdefault(c, []).append(p)
+            else:
+                activate(p, d, bound, [done.get(c, -1e18) if c is not None else -1e18
+                                       for c in prev])
+    while events:
+        advance(next_event())
+        pop_event()
+    return state["end"]
