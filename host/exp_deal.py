@@ -46,7 +46,8 @@ import numpy as np
 import torch
 
 from moagcn.core.names import DEVICE_KINDS
-from moagcn.core.reports import json_default, output_dir, pyplot, torch_threads, write_csv
+from moagcn.core.reports import (json_default, output_dir, print_targets, pyplot,
+                                   torch_threads, write_csv)
 from moagcn.errors import UserError
 
 from .datasets import Dataset, load_dataset, rmat
@@ -461,10 +462,7 @@ def print_tables(rows, training, tg, args) -> None:
             else "all P x M processes in this one, run one after another")
     print(f"\nTargets (fanout {args.fanout}, hidden {args.hidden}, device {args.device}, "
           f"{mode}; median of {args.repeats} repeat(s)):")
-    print("| target | ours | paper | verdict |")
-    print("|---|---|---|---|")
-    for t in tg:
-        print(f"| {t['target']} | {t['ours']} | {t['paper']} | {t['verdict']} |")
+    print_targets(tg)
 
 
 # -- main ----------------------------------------------------------------------------------------

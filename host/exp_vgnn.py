@@ -48,7 +48,8 @@ from pathlib import Path
 
 import numpy as np
 
-from moagcn.core.reports import json_default, output_dir, pyplot, torch_threads
+from moagcn.core.reports import (json_default, output_dir, print_targets, pyplot,
+                                   torch_threads)
 from moagcn.errors import UserError
 
 from .fleet import BALANCES, predicted_times
@@ -438,6 +439,25 @@ def _csv(path: Path, rows: list[dict]) -> None:
                         for k, v in r.items() if k in CSV_COLUMNS})
 
 
+def _device_bars(ax, rows, fleet, par, datasets, colors, plt, values) -> None:
+    """One bar per device, grouped by balance within each dataset: ``values(row, dataset)``
+    of every run of ``fleet`` under ``par`` (bar colour: the device; edge: the balance)."""
+    x, ticks = 0.0, []
+    for ds in datasets:
+        for b in BALANCES:
+            r = _find(rows, fleet, ds, par, b)[0]
+            vs = values(r, ds)
+            dw = 0.8 / len(vs)
+            for i, v in enumerate(vs):
+                ax.bar(x + (i - (len(vs) - 1) / 2) * dw, v, dw, color=plt.cm.tab10(i),
+                       edgecolor=colors[b], linewidth=1.2,
+                       label=f"device {i}" if (ds, b) == (datasets[0], BALANCES[0]) else None)
+            ticks.append((x, f"{b[:4]}\n{ds[:8]}" if b == BALANCES[1] else b[:4]))
+            x += 1
+        x += 0.6
+    ax.set_xticks([t[0] for t in ticks], [t[1] for t in ticks], fontsize=6)
+
+
 def _plots(out: Path, rows: list[dict], summ: list[dict], fleets, datasets, pars) -> list[str]:
     plt = pyplot()
     panels = [(f, p) for f, _ in fleets for p in pars]
@@ -462,24 +482,11 @@ def _plots(out: Path, rows: list[dict], summ: list[dict], fleets, datasets, pars
         ax.set_title(f"{f} {p}: epoch makespan", fontsize=9)
         ax.legend(fontsize=7)
         # per-device times, normalised to the dataset's uniform makespan
+        base = {ds: [s for s in summ if (s["fleet"], s["dataset"], s["parallelism"])
+                     == (f, ds, p)][0]["makespan_uniform_s"] for ds in datasets}
+        _device_bars(axes[1][col], rows, f, p, datasets, colors, plt,
+                     lambda r, ds: [t / base[ds] for t in r["device_time_s"]])
         ax = axes[1][col]
-        x, ticks = 0.0, []
-        m = None
-        for ds in datasets:
-            base = [s for s in summ if (s["fleet"], s["dataset"], s["parallelism"])
-                    == (f, ds, p)][0]["makespan_uniform_s"]
-            for b in BALANCES:
-                r = [r for r in _find(rows, f, ds, p, b)][0]
-                m = len(r["device_time_s"])
-                dw = 0.8 / m
-                for i, t in enumerate(r["device_time_s"]):
-                    ax.bar(x + (i - (m - 1) / 2) * dw, t / base, dw,
-                           color=plt.cm.tab10(i), edgecolor=colors[b], linewidth=1.2,
-                           label=f"device {i}" if (ds, b) == (datasets[0], BALANCES[0]) else None)
-                ticks.append((x, f"{b[:4]}\n{ds[:8]}" if b == BALANCES[1] else b[:4]))
-                x += 1
-            x += 0.6
-        ax.set_xticks([t[0] for t in ticks], [t[1] for t in ticks], fontsize=6)
         ax.set_ylabel("device time / uniform makespan")
         ax.set_title(f"{f} {p}: per-device time (last epoch)", fontsize=9)
         ax.legend(fontsize=6)
@@ -491,21 +498,8 @@ def _plots(out: Path, rows: list[dict], summ: list[dict], fleets, datasets, pars
         fig, axes = plt.subplots(1, len(fleets), figsize=(5.5 * len(fleets), 3.6),
                                  squeeze=False)
         for ax, (f, _) in zip(axes[0], fleets):
-            x, ticks = 0.0, []
-            for ds in datasets:
-                for b in BALANCES:
-                    r = _find(rows, f, ds, "partition", b)[0]
-                    m = len(r["halo_sizes"])
-                    dw = 0.8 / m
-                    for i, h in enumerate(r["halo_sizes"]):
-                        ax.bar(x + (i - (m - 1) / 2) * dw, h, dw, color=plt.cm.tab10(i),
-                               edgecolor=colors[b], linewidth=1.2,
-                               label=f"device {i}" if (ds, b) == (datasets[0], BALANCES[0])
-                               else None)
-                    ticks.append((x, f"{b[:4]}\n{ds[:8]}" if b == BALANCES[1] else b[:4]))
-                    x += 1
-                x += 0.6
-            ax.set_xticks([t[0] for t in ticks], [t[1] for t in ticks], fontsize=6)
+            _device_bars(ax, rows, f, "partition", datasets, colors, plt,
+                         lambda r, ds: r["halo_sizes"])
             ax.set_yscale("symlog")
             ax.set_ylabel("halo rows (remote neighbours)")
             ax.set_title(f"{f} partition (METIS): halo per device", fontsize=9)
@@ -558,10 +552,7 @@ def print_tables(rows, summ, fits, tg) -> None:
               f"{_fmt_list(r['halo_sizes'], '{}')} | "
               f"{'-' if r['edge_cut'] is None else r['edge_cut']} |")
     print("\nTargets:")
-    print("| target | ours | paper | verdict |")
-    print("|---|---|---|---|")
-    for t in tg:
-        print(f"| {t['target']} | {t['ours']} | {t['paper']} | {t['verdict']} |")
+    print_targets(tg)
 
 
 # -- main ----------------------------------------------------------------------------------------

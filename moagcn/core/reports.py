@@ -32,6 +32,15 @@ def write_csv(path, rows: list[dict], fields=None) -> Path:
     return Path(path)
 
 
+def print_targets(targets: list[dict]) -> None:
+    """The targets table every experiment prints: one Markdown row per target with ``target``,
+    ``ours``, ``paper`` and ``verdict``."""
+    print("| target | ours | paper | verdict |")
+    print("|---|---|---|---|")
+    for t in targets:
+        print(f"| {t['target']} | {t['ours']} | {t['paper']} | {t['verdict']} |")
+
+
 def pyplot():
     """matplotlib's pyplot on the headless Agg backend."""
     import matplotlib
