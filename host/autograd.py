@@ -176,22 +176,34 @@ class SSpmmAggregate(torch.autograd.Function):
             return (None,) * 9
         t0 = time.perf_counter()
         P, mask, in_mask = ctx.saved_tensors
-        op = ctx.op
-        G = _rowscale(G, op.scale("row", G.device))
-        if ctx.out_scale != 1.0:
-            G = G * ctx.out_scale
-        if mask is not None:
-            G = G * mask
-        relu_mask = (P > 0) if ctx.relu_input else None
-        if in_mask is not None:
-            relu_mask = in_mask if relu_mask is None else relu_mask & in_mask
-        dP = ctx.device.sspmm(op.adj.transpose(), G.contiguous(), relu_mask)
-        dP = _rowscale(dP, op.scale("col", dP.device))
-        if in_mask is not None and ctx.in_scale != 1.0:
-            dP = dP * ctx.in_scale
+        dP = aggregate_backward(ctx.op, ctx.device, G, P, mask, ctx.out_scale, ctx.relu_input,
+                                in_mask, ctx.in_scale)
         if ctx.timer is not None:
             ctx.timer.add("aggregate", time.perf_counter() - t0)
         return dP, None, None, None, None, None, None, None, None
+
+
+def aggregate_backward(op: AggregationOp, device: SparseDevice, G: torch.Tensor,
+                       P: torch.Tensor | None, mask=None, out_scale: float = 1.0,
+                       relu_input: bool = False, in_mask=None,
+                       in_scale: float = 1.0) -> torch.Tensor:
+    """The gradient of :func:`aggregate`'s input given its output's gradient ``G``: the
+    transposed product on ``device`` (the module docstring's backward formulas). ``P`` is the
+    forward input (only its sign is used, with ``relu_input``); the masks and scales are the
+    forward's."""
+    G = _rowscale(G, op.scale("row", G.device))
+    if out_scale != 1.0:
+        G = G * out_scale
+    if mask is not None:
+        G = G * mask
+    relu_mask = (P > 0) if relu_input else None
+    if in_mask is not None:
+        relu_mask = in_mask if relu_mask is None else relu_mask & in_mask
+    dP = device.sspmm(op.adj.transpose(), G.contiguous(), relu_mask)
+    dP = _rowscale(dP, op.scale("col", dP.device))
+    if in_mask is not None and in_scale != 1.0:
+        dP = dP * in_scale
+    return dP
 
 
 def aggregate(op: AggregationOp, P: torch.Tensor, device: SparseDevice, mask=None,

@@ -317,24 +317,30 @@ class Runtime(ABC):
         which is used (``dropout_at``)."""
         if H.shape[1] == 0:  # a worker with no feature columns (d < m) has nothing to do
             return H.new_zeros((op.adj.n_rows, 0)).requires_grad_(H.requires_grad)
+        args = self._aggregation_args(mask, in_mask, out_scale, layer)
+        # evaluation repeats the first layer's unmasked product of the fixed input features:
+        # compute it once per run
+        cacheable = (layer == 0 and args["mask"] is None and args["in_mask"] is None
+                     and not torch.is_grad_enabled() and not self._dynamic_input)
+        if cacheable and (i, op) in self._first_layer_eval:
+            return self._first_layer_eval[(i, op)]
+        Z = aggregate(op, H, device if device is not None else self.devices[i],
+                      timer=self.timer, **args)
+        if cacheable:
+            self._first_layer_eval[(i, op)] = Z
+        return Z
+
+    def _aggregation_args(self, mask, in_mask, out_scale, layer) -> dict:
+        """The masks, scales and input ReLU of layer ``layer``'s aggregation: ``mask`` /
+        ``in_mask`` are its dropout mask on the output rows / on the input rows, of which
+        ``dropout_at`` keeps one."""
         if self.dropout_at == "input":
             mask = None
         else:
             in_mask = None
-        # evaluation repeats the first layer's unmasked product of the fixed input features:
-        # compute it once per run
-        cacheable = (layer == 0 and mask is None and in_mask is None
-                     and not torch.is_grad_enabled() and not self._dynamic_input)
-        if cacheable and (i, op) in self._first_layer_eval:
-            return self._first_layer_eval[(i, op)]
-        Z = aggregate(op, H, device if device is not None else self.devices[i], mask,
-                      out_scale if mask is not None else 1.0,
-                      relu_input=layer > 0 and not self.layer_norm, timer=self.timer,
-                      in_mask=in_mask,
-                      in_scale=out_scale if in_mask is not None else 1.0)
-        if cacheable:
-            self._first_layer_eval[(i, op)] = Z
-        return Z
+        return {"mask": mask, "out_scale": out_scale if mask is not None else 1.0,
+                "relu_input": layer > 0 and not self.layer_norm, "in_mask": in_mask,
+                "in_scale": out_scale if in_mask is not None else 1.0}
 
 
 def _width(r) -> int:

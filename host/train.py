@@ -487,7 +487,8 @@ def train_reference(dataset: Dataset, cfg: TrainConfig,
 
     Runs on CPU in one process; the result's ``device`` is ``torch``.
     """
-    cfg = dataclasses.replace(cfg, device="torch", workers=1, parallelism="mop").validate()
+    cfg = dataclasses.replace(cfg, device="torch", workers=1, parallelism="mop",
+                              pipeline="none").validate()
     dataset, X, order = prepare(dataset, cfg)
     torch.manual_seed(cfg.seed)
     model = GNN(cfg.model, dataset.n_features, cfg.hidden, dataset.n_classes, cfg.layers)
@@ -510,8 +511,6 @@ def train_reference(dataset: Dataset, cfg: TrainConfig,
         loss.backward()
         opt.step()
         step_s = time.perf_counter() - t0
-        if cfg.pipeline != "none" and epoch == cfg.epochs - 1:
-            result.pipeline = runtime.timeline()
         t1 = time.perf_counter()
         model.eval()
         with torch.no_grad():
