@@ -301,14 +301,6 @@ def _train_worker(rank: int, world: int, dense, emit, dataset: Dataset, cfg: Tra
     return result if rank == 0 else None
 
 
-def _refuse_pipeline(cfg: TrainConfig) -> None:
-    """The executed pipeline runs its sparse and dense units as threads of one process: refuse
-    it before any process starts (it would otherwise fail inside every rank)."""
-    if cfg.pipeline != "none":
-        raise UserError(f"--pipeline {cfg.pipeline} runs the workers in one process (the sparse "
-                        "and dense units in threads); leave out --distributed / torchrun")
-
-
 def train_distributed(dataset: Dataset, cfg: TrainConfig, on_epoch=None,
                       backend: str | None = None) -> TrainResult:
     """Train with ``cfg.workers`` local processes (one worker each) and return rank 0's result.
@@ -319,14 +311,12 @@ def train_distributed(dataset: Dataset, cfg: TrainConfig, on_epoch=None,
     world = cfg.workers
     if world < 2:
         raise UserError("--distributed needs --workers of at least 2 (one process per worker)")
-    _refuse_pipeline(cfg)
     return launch(_train_worker, world, (dataset, cfg), on_event=on_epoch, backend=backend,
                   what="distributed training")[0]
 
 
 def train_from_env(dataset: Dataset, cfg: TrainConfig, on_epoch=None) -> TrainResult:
     """Join the torchrun-described process group and train; every rank returns the result."""
-    _refuse_pipeline(cfg)
     for key in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
         if key not in os.environ:
             raise UserError(f"{key} is not set: run under torchrun, or use --distributed "

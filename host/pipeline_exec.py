@@ -39,12 +39,13 @@ import time
 
 import numpy as np
 import torch
+import torch.distributed as dist
 
 from moagcn.errors import UserError
 
 from .graph import contiguous_ranges
 from .autograd import AggregationOp, aggregate_backward
-from .mop import LocalComm, MoPRuntime
+from .mop import FLOAT_BYTES, LocalComm, MoPRuntime
 from .pipeline import batch_dependencies, prop35_holds, stages_prop35
 
 PIPELINES = ("off", "natural", "rcm")
@@ -98,6 +99,117 @@ class _TaskDevice:
         return out
 
 
+class _Aborted(Exception):
+    """A task of the other unit failed (its error is re-raised instead)."""
+
+
+class _Mailbox:
+    """The blocks that pass between the pipeline's tasks, keyed ``(kind, layer, batch, src,
+    dst)`` with ``src`` / ``dst`` worker ids: handed over in this process (an event per
+    block), or, between the ranks of a torch.distributed run, as tagged point-to-point
+    messages of a gloo group (sent without blocking, received when needed). Kinds: ``Z`` an
+    aggregation block (device -> dense worker), ``P`` a pre-activation column slice (dense
+    worker -> device), ``dZ`` / ``dP`` their gradients, ``fd`` / ``dd`` / ``sd`` tokens that a
+    forward task / backward dense task / backward sparse task is done (``--pipeline off``).
+    Bytes between different workers are counted on the communicator."""
+
+    KINDS = ("Z", "P", "dZ", "dP", "fd", "dd", "sd")
+
+    def __init__(self, comm, layers: int, stages: int, group=None):
+        self.comm, self.local = comm, set(comm.local)
+        self.layers, self.stages, self.group = layers, stages, group
+        self._store: dict = {}
+        self._events: dict = {}
+        self._lock = threading.Lock()
+        self._sends: list = []
+        self.failed = False
+
+    def _event(self, key) -> threading.Event:
+        with self._lock:
+            ev = self._events.get(key)
+            if ev is None:
+                ev = self._events[key] = threading.Event()
+                if self.failed:
+                    ev.set()
+            return ev
+
+    def _tag(self, kind: str, layer: int, k: int) -> int:
+        return (self.KINDS.index(kind) * (self.layers + 1) + layer) * self.stages + k
+
+    def post(self, kind, layer, k, src, dst, x, backward=False) -> None:
+        if src != dst and kind in ("Z", "P", "dZ", "dP"):
+            self.comm._count(FLOAT_BYTES * x.numel(), 0, backward)
+        if dst in self.local:
+            key = (kind, layer, k, src, dst)
+            self._store[key] = x
+            self._event(key).set()
+            return
+        buf = x.detach().to("cpu", torch.float32).contiguous()
+        work = dist.isend(buf, dst, group=self.group, tag=self._tag(kind, layer, k))
+        self._sends.append((work, buf))
+
+    def take(self, kind, layer, k, src, dst, shape=(1,)) -> torch.Tensor:
+        if src in self.local:
+            key = (kind, layer, k, src, dst)
+            self._event(key).wait()
+            if self.failed:
+                raise _Aborted
+            return self._store.pop(key)
+        buf = torch.empty(shape, dtype=torch.float32)
+        dist.recv(buf, src, group=self.group, tag=self._tag(kind, layer, k))
+        return buf
+
+    def token(self, kind, layer, k, src, dsts) -> None:
+        for d in dsts:
+            self.post(kind, layer, k, src, d, torch.zeros(1))
+
+    def flush(self) -> None:
+        """Wait for every message sent (their buffers are kept until then)."""
+        for work, _ in self._sends:
+            work.wait()
+        self._sends.clear()
+
+    def abort(self) -> None:
+        with self._lock:
+            self.failed = True
+            events = list(self._events.values())
+        for ev in events:
+            ev.set()
+
+
+def _run_units(units) -> None:
+    """Run the pipeline's unit functions in threads; re-raise the first error."""
+    errors: list = []
+
+    def wrap(fn, box):
+        def run():
+            try:
+                fn()
+            except _Aborted:
+                pass
+            except BaseException as exc:        # re-raised below
+                errors.append(exc)
+                box.abort()
+        return run
+
+    # daemon threads: after an error, a unit blocked receiving from another process (which
+    # waits for this one) must not keep this process from reporting the error and exiting
+    threads = [threading.Thread(target=wrap(fn, box), name=name, daemon=True)
+               for name, fn, box in units]
+    for t in threads:
+        t.start()
+    deadline = None
+    while any(t.is_alive() for t in threads):
+        for t in threads:
+            t.join(0.1)
+        if errors and deadline is None:
+            deadline = time.monotonic() + 2.0
+        if deadline is not None and time.monotonic() > deadline:
+            break
+    if errors:
+        raise errors[0]
+
+
 class _PipelineBoundary(torch.autograd.Function):
     """The logits of a pipelined forward pass, tied to the model's parameters: autograd's
     backward through it runs the pipelined backward pass (:meth:`PipelinedMoP._backward`)
@@ -106,7 +218,6 @@ class _PipelineBoundary(torch.autograd.Function):
     @staticmethod
     def forward(ctx, runtime, outputs, *params):
         ctx.runtime = runtime
-        ctx.n_params = len(params)
         return tuple(o.clone() for o in outputs)
 
     @staticmethod
@@ -115,16 +226,13 @@ class _PipelineBoundary(torch.autograd.Function):
 
 
 class PipelinedMoP(MoPRuntime):
-    """MoP trained batch by batch with the sparse and dense units in two threads, forward and
-    backward."""
+    """MoP trained batch by batch with a sparse and a dense unit in two threads, forward and
+    backward; in one process (all workers), or one worker per torch.distributed process."""
 
     def __init__(self, *args, pipeline: str = "natural", stages: int | None = None, **kwargs):
         super().__init__(*args, **kwargs)
         if pipeline not in PIPELINES:
             raise UserError(f"--pipeline {pipeline!r}: choose one of {', '.join(PIPELINES)}")
-        if not isinstance(self.comm, LocalComm):
-            raise UserError("--pipeline runs the workers in one process (threads); leave out "
-                            "--distributed")
         n, m = self.n, self.m
         self.pipeline = pipeline
         self.bandwidth = int(self.op.adj.bandwidth())
@@ -144,7 +252,6 @@ class PipelinedMoP(MoPRuntime):
         self.first = first
         self.block_ops = [self.op.block(np.arange(a, b), np.arange(self.batches[self.dep[k]][1]))
                           for k, (a, b) in enumerate(self.batches)]
-        self._cycles: dict = {}
         # users[j]: the forward batches whose rows have an entry in batch j's columns, i.e.
         # whose gradients batch j's backward aggregation pulls
         pairs = np.unique(row_batch * s + col_batch)
@@ -155,7 +262,7 @@ class PipelinedMoP(MoPRuntime):
         self.user_rows = [torch.from_numpy(np.concatenate(
             [np.arange(*self.batches[u]) for u in us] or [np.zeros(0, np.int64)]))
             for us in users]
-        #: batch j's backward block: the operator's rows of its users by its own columns, and
+        #: batch j's backward block: the operator's rows of its users by its own columns,
         #: taken from the transposed operator (what the device multiplies by; the transpose of
         #: the transpose is cached) so that each row keeps the whole-graph product's
         #: accumulation order
@@ -167,82 +274,87 @@ class PipelinedMoP(MoPRuntime):
                                        None if cs is None else cs[slice(*self.batches[j])],
                                        self.op.kind)
                          for j, (a, rows) in enumerate(zip(back_t, self.user_rows))]
+        self._cycles: dict = {}
         self._tape = None
+        # between processes the blocks travel through a gloo group of their own (CPU tensors,
+        # tagged point-to-point messages, safe from two threads), whatever the main backend
+        self._group = None if isinstance(self.comm, LocalComm) else dist.new_group(
+            backend="gloo")
+
+    def _rows(self, k: int) -> int:
+        return self.batches[k][1] - self.batches[k][0]
+
+    def _batches_of(self, j: int) -> list:
+        return [k for k in range(self.s) if self.owner[k] == j]
+
+    def _width(self, layer: int, i: int) -> int:
+        a, b = self.feat_ranges[layer][i]
+        return b - a
 
     def forward(self, mask_fn=None, out_scale=1.0, count_ops=True, inputs=None):
         if inputs is not None:
             raise UserError("--pipeline does not take label propagation inputs")
         model, m, L = self.model, self.m, self.model.n_layers
-        s, batches = self.s, self.batches
+        s, batches, owner = self.s, self.batches, self.owner
         self._cycles.clear()
         dense_s = {}
-        P = {l: [None] * s for l in range(L)}             # dense outputs, by layer and batch
-        done = {l: [threading.Event() for _ in range(s)] for l in range(L)}
-        handoff: queue.Queue = queue.Queue()
-        errors: list = []
+        box = _Mailbox(self.comm, L, s, self._group)
         X_cols = dict(self.X_cols)
         X_rows = dict(self.X_rows) if model.uses_self else {}
         grad = torch.is_grad_enabled()       # grad mode is per thread: carry it over
         serial = self.pipeline == "off"      # every task after the one before, as run
+        devices = sorted(self.moa.sparse)    # this process's sparse devices
+        mine = [k for k in range(s) if owner[k] in self.local]
         tape = {} if grad else None
+        P_in = {}                            # (layer, batch, device): a received column slice
         masks = {}
-
-        def fail(exc):
-            errors.append(exc)
-            handoff.put(None)
-            for layer in range(L):           # nobody may wait for a batch that never comes
-                for ev in done[layer]:
-                    ev.set()
 
         def sparse_unit():
             torch.set_grad_enabled(grad)
-            try:
-                for layer in range(L):
-                    fr = self.feat_ranges[layer]
-                    mask = mask_fn(layer, (self.n, self.widths[layer])) if mask_fn else None
-                    masks[layer] = mask
-                    for k, (a, b) in enumerate(batches):
-                        upto = batches[self.dep[k]][1]
-                        wait = list(range(self.dep[k] + 1)) if layer else []
-                        for j in wait:
-                            done[layer - 1][j].wait()
-                        if serial and (layer or k):
-                            (done[layer][k - 1] if k else done[layer - 1][s - 1]).wait()
-                        if errors:
-                            return
-                        Z = []
-                        for i in range(m):
-                            dev = _TaskDevice(self.moa.sparse[i], self._cycles, "forward",
-                                              layer, k, i)
-                            if layer == 0:
-                                H = X_cols[i][:upto]
-                            else:                # detached: the backward pass is run by hand
-                                H = torch.cat([P[layer - 1][j][:, slice(*fr[i])]
-                                               for j in range(self.dep[k] + 1)])[:upto]
-                            out_mask = None if mask is None else mask[a:b, slice(*fr[i])]
-                            in_mask = None if mask is None else mask[:upto, slice(*fr[i])]
-                            Z.append(self._aggregate(self.block_ops[k], H, i, out_mask,
-                                                     out_scale, layer, in_mask=in_mask,
-                                                     device=dev))
-                        handoff.put((layer, k, Z))
-            except BaseException as exc:            # re-raised by forward()
-                fail(exc)
+            for layer in range(L):
+                fr = self.feat_ranges[layer]
+                mask = mask_fn(layer, (self.n, self.widths[layer])) if mask_fn else None
+                masks[layer] = mask
+                for k, (a, b) in enumerate(batches):
+                    upto = batches[self.dep[k]][1]
+                    for i in devices:
+                        if serial and (layer or k):     # the task before this one is done
+                            pl, pk = (layer, k - 1) if k else (layer - 1, s - 1)
+                            box.take("fd", pl, pk, owner[pk], i)
+                        if layer:            # the previous layer's rows this batch reads
+                            for j in range(self.dep[k] + 1):
+                                if (layer - 1, j, i) not in P_in:
+                                    P_in[(layer - 1, j, i)] = box.take(
+                                        "P", layer - 1, j, owner[j], i,
+                                        (self._rows(j), self._width(layer, i)))
+                        dev = _TaskDevice(self.moa.sparse[i], self._cycles, "forward",
+                                          layer, k, i)
+                        if layer == 0:
+                            H = X_cols[i][:upto]
+                        else:                # detached: the backward pass is run by hand
+                            H = torch.cat([P_in[(layer - 1, j, i)]
+                                           for j in range(self.dep[k] + 1)])[:upto]
+                        out_mask = None if mask is None else mask[a:b, slice(*fr[i])]
+                        in_mask = None if mask is None else mask[:upto, slice(*fr[i])]
+                        Z = self._aggregate(self.block_ops[k], H, i, out_mask, out_scale,
+                                            layer, in_mask=in_mask, device=dev)
+                        box.post("Z", layer, k, i, owner[k], Z)
+                if layer:     # slices no batch read (a batch nobody depends on): take them too
+                    for i in devices:
+                        for j in range(s):
+                            if (layer - 1, j, i) not in P_in:
+                                P_in[(layer - 1, j, i)] = box.take(
+                                    "P", layer - 1, j, owner[j], i,
+                                    (self._rows(j), self._width(layer, i)))
 
         def dense_unit():
             torch.set_grad_enabled(grad)
-            try:
-                dense_batches()
-            except BaseException as exc:            # re-raised by forward()
-                fail(exc)
-
-        def dense_batches():
             for layer in range(L):
-                for k, (a, b) in enumerate(batches):
-                    item = handoff.get()
-                    if item is None:
-                        return
-                    _, _, Z = item
-                    j = self.owner[k]
+                for k in mine:
+                    a, b = batches[k]
+                    j = owner[k]
+                    Z = [box.take("Z", layer, k, i, j, (b - a, self._width(layer, i)))
+                         for i in range(m)]
                     t0 = time.perf_counter()
                     Zk = torch.cat([z.to(self.dense) for z in Z], dim=1)
                     if grad and layer:       # the gradient the sparse backward pulls
@@ -253,33 +365,34 @@ class PipelinedMoP(MoPRuntime):
                         if layer == 0:
                             hs = X_rows[j][a - lo:b - lo]
                         else:
-                            ps = P[layer - 1][k]
+                            ps = tape_P[(layer - 1, k)]
                             if grad:
                                 ps = ps.detach().requires_grad_()
                             hs = torch.relu(ps)
                     Pk = model.update(layer, Zk, hs)
                     if grad:
                         tape[(layer, k)] = (Zk, ps, Pk)
-                    P[layer][k] = Pk.detach()
+                    tape_P[(layer, k)] = Pk = Pk.detach()
                     dense_s[(layer, k)] = time.perf_counter() - t0
                     if count_ops:
                         self.dense_macs[j] += model.update_macs(layer, b - a, layer > 0)
-                    done[layer][k].set()
+                    if layer < L - 1:
+                        fr2 = self.feat_ranges[layer + 1]
+                        for i in range(m):
+                            box.post("P", layer, k, j, i, Pk[:, slice(*fr2[i])].cpu())
+                    if serial and (layer, k) != (L - 1, s - 1):
+                        box.token("fd", layer, k, j, range(m))
 
-        threads = [threading.Thread(target=sparse_unit, name="moagcn-sparse-unit"),
-                   threading.Thread(target=dense_unit, name="moagcn-dense-unit")]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        if errors:
-            raise errors[0]
+        tape_P = {}                          # this process's dense outputs, by (layer, batch)
+        _run_units([("moagcn-sparse-unit", sparse_unit, box),
+                    ("moagcn-dense-unit", dense_unit, box)])
+        box.flush()
         self._dense_forward_s = dense_s
         keys = sorted(self.local)
-        outs = [torch.cat([P[L - 1][k] for k in range(s) if self.owner[k] == j]) for j in keys]
+        outs = [torch.cat([tape_P[(L - 1, k)] for k in mine if owner[k] == j]) for j in keys]
         if not grad:
             return dict(zip(keys, outs))
-        self._tape = {"tape": tape, "P": P, "masks": masks, "out_scale": out_scale,
+        self._tape = {"tape": tape, "P_in": P_in, "masks": masks, "out_scale": out_scale,
                       "keys": keys}
         params = [p for p in model.parameters() if p.requires_grad]
         self._params = params
@@ -297,127 +410,133 @@ class PipelinedMoP(MoPRuntime):
         if self._tape is None:
             raise RuntimeError("the pipelined backward pass needs a forward pass with grad")
         rec, self._tape = self._tape, None
-        tape, P, masks, out_scale = rec["tape"], rec["P"], rec["masks"], rec["out_scale"]
-        model, m, L, s, batches = self.model, self.m, self.model.n_layers, self.s, self.batches
+        tape, P_in, masks, out_scale = rec["tape"], rec["P_in"], rec["masks"], rec["out_scale"]
+        m, L, s, owner = self.m, self.model.n_layers, self.s, self.owner
         params = self._params
         serial = self.pipeline == "off"
+        box = _Mailbox(self.comm, L, s, self._group)
+        devices = sorted(self.moa.sparse)
+        mine = [k for k in range(s) if owner[k] in self.local]
         g_out = {}
         for j, g in zip(rec["keys"], grads):
             row = 0
-            for k in range(s):
-                if self.owner[k] == j:
-                    n_k = batches[k][1] - batches[k][0]
-                    g_out[k] = g[row:row + n_k]
-                    row += n_k
+            for k in mine:
+                if owner[k] == j:
+                    g_out[k] = g[row:row + self._rows(k)]
+                    row += self._rows(k)
         pgrad = [None] * len(params)
-        gZ, g_sparse, g_self = {}, {}, {}
-        dense_done = {(l, k): threading.Event() for l in range(L) for k in range(s)}
-        sparse_done = {(l, k): threading.Event() for l in range(1, L) for k in range(s)}
-        errors: list = []
+        g_self: dict = {}
         dense_s: dict = {}
 
-        def fail(exc):
-            errors.append(exc)
-            for ev in list(dense_done.values()) + list(sparse_done.values()):
-                ev.set()
-
         def dense_unit():
-            try:
-                for l in reversed(range(L)):
-                    for k in reversed(range(s)):
-                        if l < L - 1:
-                            sparse_done[(l + 1, k)].wait()
-                            if serial and k == s - 1:
-                                sparse_done[(l + 1, 0)].wait()
-                            if errors:
-                                return
-                        g = g_out[k] if l == L - 1 else g_sparse.pop((l + 1, k))
-                        if (l, k) in g_self:
-                            g = g + g_self.pop((l, k))
-                        Zk, ps, Pk = tape.pop((l, k))
-                        inputs = ([Zk] if l else []) + ([ps] if ps is not None else [])
-                        t0 = time.perf_counter()
-                        out = torch.autograd.grad(Pk, inputs + params, g, allow_unused=True)
-                        if l:
-                            gZ[(l, k)] = out[0]
-                        if ps is not None:
-                            g_self[(l - 1, k)] = out[len(inputs) - 1]
-                        for idx, pg in enumerate(out[len(inputs):]):
-                            if pg is not None:
-                                pgrad[idx] = pg if pgrad[idx] is None else pgrad[idx] + pg
-                        dense_s[(l, k)] = time.perf_counter() - t0
-                        dense_done[(l, k)].set()
-            except BaseException as exc:            # re-raised by _backward()
-                fail(exc)
+            for l in reversed(range(L)):
+                for k in reversed(mine):
+                    j = owner[k]
+                    if serial and l < L - 1 and k == max(self._batches_of(j)):
+                        for i in range(m):       # the layer above's sparse tasks are done
+                            box.take("sd", l + 1, 0, i, j)
+                    if l == L - 1:
+                        g = g_out[k]
+                    else:                        # every device's columns of this gradient
+                        g = torch.cat([box.take("dP", l + 1, k, i, j,
+                                                (self._rows(k), self._width(l + 1, i)))
+                                       .to(self.dense) for i in range(m)], dim=1)
+                    if (l, k) in g_self:
+                        g = g + g_self.pop((l, k))
+                    Zk, ps, Pk = tape.pop((l, k))
+                    inputs = ([Zk] if l else []) + ([ps] if ps is not None else [])
+                    t0 = time.perf_counter()
+                    out = torch.autograd.grad(Pk, inputs + params, g, allow_unused=True)
+                    if ps is not None:
+                        g_self[(l - 1, k)] = out[len(inputs) - 1]
+                    for idx, pg in enumerate(out[len(inputs):]):
+                        if pg is not None:
+                            pgrad[idx] = pg if pgrad[idx] is None else pgrad[idx] + pg
+                    dense_s[(l, k)] = time.perf_counter() - t0
+                    if l:
+                        fr = self.feat_ranges[l]
+                        for i in range(m):
+                            box.post("dZ", l, k, j, i, out[0][:, slice(*fr[i])].cpu(),
+                                     backward=True)
+                    if serial and l and k == min(self._batches_of(j)):
+                        box.token("dd", l, k, j, range(m))    # this worker's last of the layer
 
         def sparse_unit():
-            try:
-                for l in reversed(range(1, L)):
-                    fr = self.feat_ranges[l]
-                    args = self._aggregation_args(masks[l], masks[l], out_scale, l)
-                    for j in reversed(range(s)):
+            gZ = {}
+            for l in reversed(range(1, L)):
+                fr = self.feat_ranges[l]
+                args = self._aggregation_args(masks[l], masks[l], out_scale, l)
+                for j in reversed(range(s)):
+                    a, b = batches[j]
+                    rows = self.user_rows[j]
+                    for i in devices:
+                        if serial and j == s - 1:    # every dense task of the layer is done
+                            for o in range(m):
+                                box.take("dd", l, min(self._batches_of(o)), o, i)
+                        cols = slice(*fr[i])
+                        w = fr[i][1] - fr[i][0]
                         for u in self.users[j]:
-                            dense_done[(l, u)].wait()
-                        if serial and j == s - 1:
-                            dense_done[(l, 0)].wait()
-                        if errors:
-                            return
-                        a, b = batches[j]
-                        rows = self.user_rows[j]
+                            if (u, i) not in gZ:
+                                gZ[(u, i)] = box.take("dZ", l, u, owner[u], i,
+                                                      (self._rows(u), w))
                         t0 = time.perf_counter()
-                        parts = []
-                        for i in range(m):
-                            cols = slice(*fr[i])
-                            w = fr[i][1] - fr[i][0]
-                            if not self.users[j] or w == 0:    # nothing reads these rows
-                                parts.append(torch.zeros((b - a, w)))
-                                continue
-                            G = torch.cat([gZ[(l, u)][:, cols].cpu() for u in self.users[j]])
+                        if not self.users[j] or w == 0:    # nothing reads these rows
+                            dP = torch.zeros((b - a, w))
+                        else:
+                            G = torch.cat([gZ[(u, i)] for u in self.users[j]])
                             mask = args["mask"]
                             mask = None if mask is None else mask[rows][:, cols]
                             in_mask = args["in_mask"]
                             in_mask = None if in_mask is None else in_mask[a:b, cols]
                             dev = _TaskDevice(self.moa.sparse[i], self._cycles, "backward",
                                               l, j, i)
-                            parts.append(aggregate_backward(
-                                self.back_ops[j], dev, G, P[l - 1][j][:, cols].cpu(), mask,
-                                args["out_scale"], args["relu_input"], in_mask,
-                                args["in_scale"]))
-                        g_sparse[(l, j)] = torch.cat(parts, dim=1).to(self.dense)
+                            dP = aggregate_backward(self.back_ops[j], dev, G,
+                                                    P_in[(l - 1, j, i)], mask,
+                                                    args["out_scale"], args["relu_input"],
+                                                    in_mask, args["in_scale"])
                         if self.timer is not None:
                             self.timer.add("aggregate", time.perf_counter() - t0)
-                        sparse_done[(l, j)].set()
-                    for k in range(s):              # every user of this layer is read
-                        gZ.pop((l, k), None)
-            except BaseException as exc:            # re-raised by _backward()
-                fail(exc)
+                        box.post("dP", l, j, i, owner[j], dP, backward=True)
+                        if serial and j == 0:
+                            box.token("sd", l, 0, i, range(m))
+                for i in devices:    # gradients no batch pulled (rows nobody reads)
+                    for u in range(s):
+                        if (u, i) not in gZ:
+                            box.take("dZ", l, u, owner[u], i, (self._rows(u), self._width(l, i)))
+                gZ.clear()
 
-        threads = [threading.Thread(target=sparse_unit, name="moagcn-sparse-unit-bwd"),
-                   threading.Thread(target=dense_unit, name="moagcn-dense-unit-bwd")]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        if errors:
-            raise errors[0]
+        batches = self.batches
+        _run_units([("moagcn-sparse-unit-bwd", sparse_unit, box),
+                    ("moagcn-dense-unit-bwd", dense_unit, box)])
+        box.flush()
         self._dense_backward_s = dense_s
         return pgrad
 
     # -- the timeline of the run --------------------------------------------------------------
 
     def timeline(self) -> dict:
-        """The forward and backward schedules of the last training step, from its costs."""
-        clocks = [d.clock_mhz for d in self.moa.sparse.values()]
-        clock = max(clocks) if clocks and max(clocks) else 0.0
+        """The forward and backward schedules of the last training step, from its costs (in a
+        distributed run every process's costs are gathered: call it on every rank)."""
         L, s = self.model.n_layers, self.s
-        if not clock:
+        clocks = {i: d.clock_mhz for i, d in self.moa.sparse.items()}
+        local = ({(ph, l, k, i): c / (clocks[i] * 1e6) for (ph, l, k, i), c in
+                  self._cycles.items() if clocks[i]},
+                 self._dense_forward_s, getattr(self, "_dense_backward_s", {}),
+                 all(clocks.values()))
+        sparse_s, fwd_s, bwd_s, timed = {}, {}, {}, True
+        for a, b, c, t in self.comm.gather(local):
+            sparse_s.update(a)
+            fwd_s.update(b)
+            bwd_s.update(c)
+            timed = timed and t
+        if not timed:
             raise UserError("--pipeline timelines need accelerator devices (--device model or "
                             "rtl): the CPU device has no cycle count")
-        hz = clock * 1e6
         # the m devices aggregate their columns side by side: a batch takes the slowest's time
-        f_sparse = [max(self._cycles.get(("forward", l, k, i), 0) for i in self.moa.sparse) / hz
+        # (each device's cycles at its own clock)
+        f_sparse = [max(sparse_s.get(("forward", l, k, i), 0.0) for i in range(self.m))
                     for l in range(L) for k in range(s)]
-        f_dense = [self._dense_forward_s.get((l, k), 0.0) for l in range(L) for k in range(s)]
+        f_dense = [fwd_s.get((l, k), 0.0) for l in range(L) for k in range(s)]
         owner = [self.owner[k] for _ in range(L) for k in range(s)]
 
         def fwd_ready(t, de):
@@ -442,10 +561,8 @@ class PipelinedMoP(MoPRuntime):
         stall = sum(max(0.0, b - a) for a, b in zip(se[:-1], ss[1:]))
         # backward, in reverse (see _backward): the measured update back-propagations and the
         # recorded transposed products of every batch
-        bwd_s = getattr(self, "_dense_backward_s", {})
         b_dense = {(l, k): bwd_s.get((l, k), 0.0) for l in range(L) for k in range(s)}
-        b_sparse = {(l, j): max(self._cycles.get(("backward", l, j, i), 0)
-                                for i in self.moa.sparse) / hz
+        b_sparse = {(l, j): max(sparse_s.get(("backward", l, j, i), 0.0) for i in range(self.m))
                     for l in range(1, L) for j in range(s)}
         back = {mode: self._backward_schedule(b_dense, b_sparse, overlap)
                 for mode, overlap in (("pipelined", True), ("off", False))}

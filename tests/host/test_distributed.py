@@ -60,6 +60,28 @@ def test_two_gloo_processes_match_the_in_process_run():
     assert rd["comm_bytes"] == sum(4 * (300 * w - 2 * 150 * w // 2) for w in (48, 16, 16, 16, 16))
 
 
+@pytest.mark.parametrize("model, pipeline, workers", [("gcn", "natural", 2),
+                                                      ("sage", "off", 3)])
+def test_the_executed_pipeline_over_processes_matches_the_in_process_run(model, pipeline,
+                                                                         workers):
+    """MoP's fine-grain pipeline with one worker per gloo process: every block between a
+    process's sparse and dense unit and another's travels as a tagged point-to-point message,
+    forward and backward; the losses, bytes, device work and the devices' share of the
+    timeline equal the in-process pipelined run's."""
+    d = small()
+    cfg = TrainConfig(epochs=3, workers=workers, parallelism="mop", device="model", lr=0.05,
+                      model=model, pipeline=pipeline, stages=2 * workers)
+    local = train(d, cfg)
+    dist = train_distributed(d, cfg)
+    assert dist.processes == workers
+    rd, rl = dist.report(), local.report()
+    assert_same_run(rd, rl)
+    pd, pl = rd["pipeline"], rl["pipeline"]
+    assert pd["stages"] == pl["stages"] == 2 * workers and pd["pipeline"] == pipeline
+    for key in ("sparse_busy_s", "backward_sparse_busy_s"):
+        assert pd[key] == pl[key] > 0
+
+
 def halo_sizes(d, sets) -> list[int]:
     """|R_j|: the remote in-neighbours of every part, from the graph's CSR arrays."""
     g = d.graph
