@@ -11,10 +11,11 @@ cut into ``s`` batches (``s`` a multiple of the ``m`` workers, so that dense wor
 - the **dense unit** (the batch's owning dense worker) updates batch ``k`` as soon as its
   aggregation is done.
 
-The two units run in two threads, so aggregation of batch ``k + 1`` really overlaps the update
-of batch ``k``. Each task's cost is taken from the run itself: a sparse batch costs its devices'
-cycles at their clock (the slowest device's, as they work side by side), a dense batch its
-measured update time. The timeline (:func:`schedule`) places every task at the earliest moment
+The two units run in two threads that hand batches over as soon as they exist; their host
+computations take turns (a lock), so that a dense task's measured time is its own and not the
+simulation of a device competing for the same cores and the interpreter. Each task's cost is
+taken from the run itself: a sparse batch costs its devices' cycles at their clock (the slowest
+device's, as they work side by side), a dense batch its measured update time. The timeline (:func:`schedule`) places every task at the earliest moment
 its unit is free and its inputs exist; with ``off`` every task waits for the one before it (no
 overlap), on the same costs, so ``pipeline_speedup = makespan(off) / makespan`` compares the
 schedules of one run.
@@ -32,8 +33,8 @@ the order of the sums).
 
 from __future__ import annotations
 
+import contextlib
 import math
-import queue
 import threading
 import time
 
@@ -276,6 +277,12 @@ class PipelinedMoP(MoPRuntime):
                          for j, (a, rows) in enumerate(zip(back_t, self.user_rows))]
         self._cycles: dict = {}
         self._tape = None
+        #: held by either unit while it computes: the units' waits and hand-offs overlap, their
+        #: host computations do not, so a dense task's measured time is its own (a simulated
+        #: device's time is its cycles, whatever the host took to simulate them)
+        self._compute = threading.Lock()
+        #: every training step's measured time of every dense task, by (phase, layer, batch)
+        self._dense_history: dict = {}
         # between processes the blocks travel through a gloo group of their own (CPU tensors,
         # tagged point-to-point messages, safe from two threads), whatever the main backend
         self._group = None if isinstance(self.comm, LocalComm) else dist.new_group(
@@ -283,6 +290,17 @@ class PipelinedMoP(MoPRuntime):
 
     def _rows(self, k: int) -> int:
         return self.batches[k][1] - self.batches[k][0]
+
+    @contextlib.contextmanager
+    def _dense_task(self, store: dict, key):
+        """Time a dense task (holding the compute lock; CUDA synchronised) into
+        ``store[key]``."""
+        with self._compute:
+            t0 = time.perf_counter()
+            yield
+            if self.dense.type == "cuda":
+                torch.cuda.synchronize(self.dense)
+            store[key] = time.perf_counter() - t0
 
     def _batches_of(self, j: int) -> list:
         return [k for k in range(self.s) if self.owner[k] == j]
@@ -313,7 +331,8 @@ class PipelinedMoP(MoPRuntime):
             torch.set_grad_enabled(grad)
             for layer in range(L):
                 fr = self.feat_ranges[layer]
-                mask = mask_fn(layer, (self.n, self.widths[layer])) if mask_fn else None
+                with self._compute:
+                    mask = mask_fn(layer, (self.n, self.widths[layer])) if mask_fn else None
                 masks[layer] = mask
                 for k, (a, b) in enumerate(batches):
                     upto = batches[self.dep[k]][1]
@@ -329,15 +348,16 @@ class PipelinedMoP(MoPRuntime):
                                         (self._rows(j), self._width(layer, i)))
                         dev = _TaskDevice(self.moa.sparse[i], self._cycles, "forward",
                                           layer, k, i)
-                        if layer == 0:
-                            H = X_cols[i][:upto]
-                        else:                # detached: the backward pass is run by hand
-                            H = torch.cat([P_in[(layer - 1, j, i)]
-                                           for j in range(self.dep[k] + 1)])[:upto]
-                        out_mask = None if mask is None else mask[a:b, slice(*fr[i])]
-                        in_mask = None if mask is None else mask[:upto, slice(*fr[i])]
-                        Z = self._aggregate(self.block_ops[k], H, i, out_mask, out_scale,
-                                            layer, in_mask=in_mask, device=dev)
+                        with self._compute:
+                            if layer == 0:
+                                H = X_cols[i][:upto]
+                            else:            # detached: the backward pass is run by hand
+                                H = torch.cat([P_in[(layer - 1, j, i)]
+                                               for j in range(self.dep[k] + 1)])[:upto]
+                            out_mask = None if mask is None else mask[a:b, slice(*fr[i])]
+                            in_mask = None if mask is None else mask[:upto, slice(*fr[i])]
+                            Z = self._aggregate(self.block_ops[k], H, i, out_mask, out_scale,
+                                                layer, in_mask=in_mask, device=dev)
                         box.post("Z", layer, k, i, owner[k], Z)
                 if layer:     # slices no batch read (a batch nobody depends on): take them too
                     for i in devices:
@@ -355,25 +375,24 @@ class PipelinedMoP(MoPRuntime):
                     j = owner[k]
                     Z = [box.take("Z", layer, k, i, j, (b - a, self._width(layer, i)))
                          for i in range(m)]
-                    t0 = time.perf_counter()
-                    Zk = torch.cat([z.to(self.dense) for z in Z], dim=1)
-                    if grad and layer:       # the gradient the sparse backward pulls
-                        Zk.requires_grad_()
-                    hs = ps = None
-                    if model.uses_self:
-                        lo = self.node_ranges[j][0]
-                        if layer == 0:
-                            hs = X_rows[j][a - lo:b - lo]
-                        else:
-                            ps = tape_P[(layer - 1, k)]
-                            if grad:
-                                ps = ps.detach().requires_grad_()
-                            hs = torch.relu(ps)
-                    Pk = model.update(layer, Zk, hs)
+                    with self._dense_task(dense_s, (layer, k)):
+                        Zk = torch.cat([z.to(self.dense) for z in Z], dim=1)
+                        if grad and layer:       # the gradient the sparse backward pulls
+                            Zk.requires_grad_()
+                        hs = ps = None
+                        if model.uses_self:
+                            lo = self.node_ranges[j][0]
+                            if layer == 0:
+                                hs = X_rows[j][a - lo:b - lo]
+                            else:
+                                ps = tape_P[(layer - 1, k)]
+                                if grad:
+                                    ps = ps.detach().requires_grad_()
+                                hs = torch.relu(ps)
+                        Pk = model.update(layer, Zk, hs)
                     if grad:
                         tape[(layer, k)] = (Zk, ps, Pk)
                     tape_P[(layer, k)] = Pk = Pk.detach()
-                    dense_s[(layer, k)] = time.perf_counter() - t0
                     if count_ops:
                         self.dense_macs[j] += model.update_macs(layer, b - a, layer > 0)
                     if layer < L - 1:
@@ -388,6 +407,9 @@ class PipelinedMoP(MoPRuntime):
                     ("moagcn-dense-unit", dense_unit, box)])
         box.flush()
         self._dense_forward_s = dense_s
+        if grad:
+            for key, t in dense_s.items():
+                self._dense_history.setdefault(("forward",) + key, []).append(t)
         keys = sorted(self.local)
         outs = [torch.cat([tape_P[(L - 1, k)] for k in mine if owner[k] == j]) for j in keys]
         if not grad:
@@ -445,14 +467,13 @@ class PipelinedMoP(MoPRuntime):
                         g = g + g_self.pop((l, k))
                     Zk, ps, Pk = tape.pop((l, k))
                     inputs = ([Zk] if l else []) + ([ps] if ps is not None else [])
-                    t0 = time.perf_counter()
-                    out = torch.autograd.grad(Pk, inputs + params, g, allow_unused=True)
+                    with self._dense_task(dense_s, (l, k)):
+                        out = torch.autograd.grad(Pk, inputs + params, g, allow_unused=True)
+                        for idx, pg in enumerate(out[len(inputs):]):
+                            if pg is not None:
+                                pgrad[idx] = pg if pgrad[idx] is None else pgrad[idx] + pg
                     if ps is not None:
                         g_self[(l - 1, k)] = out[len(inputs) - 1]
-                    for idx, pg in enumerate(out[len(inputs):]):
-                        if pg is not None:
-                            pgrad[idx] = pg if pgrad[idx] is None else pgrad[idx] + pg
-                    dense_s[(l, k)] = time.perf_counter() - t0
                     if l:
                         fr = self.feat_ranges[l]
                         for i in range(m):
@@ -483,17 +504,18 @@ class PipelinedMoP(MoPRuntime):
                         if not self.users[j] or w == 0:    # nothing reads these rows
                             dP = torch.zeros((b - a, w))
                         else:
-                            G = torch.cat([gZ[(u, i)] for u in self.users[j]])
-                            mask = args["mask"]
-                            mask = None if mask is None else mask[rows][:, cols]
-                            in_mask = args["in_mask"]
-                            in_mask = None if in_mask is None else in_mask[a:b, cols]
                             dev = _TaskDevice(self.moa.sparse[i], self._cycles, "backward",
                                               l, j, i)
-                            dP = aggregate_backward(self.back_ops[j], dev, G,
-                                                    P_in[(l - 1, j, i)], mask,
-                                                    args["out_scale"], args["relu_input"],
-                                                    in_mask, args["in_scale"])
+                            with self._compute:
+                                G = torch.cat([gZ[(u, i)] for u in self.users[j]])
+                                mask = args["mask"]
+                                mask = None if mask is None else mask[rows][:, cols]
+                                in_mask = args["in_mask"]
+                                in_mask = None if in_mask is None else in_mask[a:b, cols]
+                                dP = aggregate_backward(self.back_ops[j], dev, G,
+                                                        P_in[(l - 1, j, i)], mask,
+                                                        args["out_scale"], args["relu_input"],
+                                                        in_mask, args["in_scale"])
                         if self.timer is not None:
                             self.timer.add("aggregate", time.perf_counter() - t0)
                         box.post("dP", l, j, i, owner[j], dP, backward=True)
@@ -510,18 +532,26 @@ class PipelinedMoP(MoPRuntime):
                     ("moagcn-dense-unit-bwd", dense_unit, box)])
         box.flush()
         self._dense_backward_s = dense_s
+        for key, t in dense_s.items():
+            self._dense_history.setdefault(("backward",) + key, []).append(t)
         return pgrad
 
     # -- the timeline of the run --------------------------------------------------------------
 
     def timeline(self) -> dict:
-        """The forward and backward schedules of the last training step, from its costs (in a
-        distributed run every process's costs are gathered: call it on every rank)."""
+        """The forward and backward schedules of the last training step, from its costs: the
+        devices' cycles of that step and the dense tasks' least measured times over the run
+        (in a distributed run every process's costs are gathered: call it on every rank)."""
         L, s = self.model.n_layers, self.s
         clocks = {i: d.clock_mhz for i, d in self.moa.sparse.items()}
+        # a dense task's cost: the least of its measured times over the run's training steps
+        # (the same work every step; the host's interruptions and the thread pools competing
+        # for its cores only ever add time), as timeit takes the best of its repeats
+        med = {key: float(np.min(v)) for key, v in self._dense_history.items()}
         local = ({(ph, l, k, i): c / (clocks[i] * 1e6) for (ph, l, k, i), c in
                   self._cycles.items() if clocks[i]},
-                 self._dense_forward_s, getattr(self, "_dense_backward_s", {}),
+                 {key[1:]: t for key, t in med.items() if key[0] == "forward"},
+                 {key[1:]: t for key, t in med.items() if key[0] == "backward"},
                  all(clocks.values()))
         sparse_s, fwd_s, bwd_s, timed = {}, {}, {}, True
         for a, b, c, t in self.comm.gather(local):

@@ -197,7 +197,10 @@ def cmd_train(args) -> int:
               f"{p['bandwidth']} of n = {p['nodes']} (Prop. 3.5 holds: {p['prop35_holds']}); "
               f"forward makespan {p['makespan_s'] * 1e3:.2f} ms, idle fraction "
               f"{p['idle_fraction']:.3f}, sparse stalls {p['sparse_stall_s'] * 1e3:.2f} ms, "
-              f"pipeline speed-up over off {p['pipeline_speedup']:.2f}x")
+              f"pipeline speed-up over off {p['pipeline_speedup']:.2f}x; backward makespan "
+              f"{p['backward_makespan_s'] * 1e3:.2f} ms, idle fraction "
+              f"{p['backward_idle_fraction']:.3f}; whole step {p['step_pipeline_speedup']:.2f}x "
+              "over off")
     if report.get("shares") is not None or report.get("fleet"):
         times = ", ".join(f"{t * 1e3:.2f}" for t in report["device_time_s"])
         shares = ", ".join(f"{x:.3f}" for x in report["shares"]) if report["shares"] else "equal"
