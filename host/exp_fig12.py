@@ -219,6 +219,9 @@ def main(argv=None) -> int:
     parser.add_argument("--param", action="append", metavar="KEY=VALUE",
                         help="override a field of the SPU's paper preset (e.g. walk_rows=64); "
                              "the baselines follow its buffers and HBM")
+    parser.add_argument("--closed-form", action="store_true",
+                        help="the SPU's closed-form cycle model (faster) instead of the "
+                             "replay the RTL checks (docs/sspmm.md, 'Two tiers of the model')")
     parser.add_argument("--quiet", action="store_true", help="no progress lines")
     args = parser.parse_args(argv)
     datasets = _names(args.datasets)
@@ -249,7 +252,7 @@ def _run(args, datasets, out: Path) -> int:
         say = None if args.quiet else (
             lambda s, name=name: print(f"fig12: {name}: {s} ...", file=sys.stderr))
         res = compare(indptr, indices, args.width, unmasked, config, repeats=args.repeats,
-                      threads=args.threads, progress=say)
+                      threads=args.threads, progress=say, replay=not args.closed_form)
         res["graph"] = {k: info[k] for k in ("nodes", "entries", "max_degree", "mean_degree",
                                              "isolated_rows")}
         res["wall_s"] = round(time.perf_counter() - t0, 1)

@@ -15,8 +15,9 @@ The two units run in two threads that hand batches over as soon as they exist; t
 computations take turns (a lock), so that a dense task's measured time is its own and not the
 simulation of a device competing for the same cores and the interpreter. Each task's cost is
 taken from the run itself: a sparse batch costs its devices' cycles at their clock (the slowest
-device's, as they work side by side), a dense batch its measured update time. The timeline (:func:`schedule`) places every task at the earliest moment
-its unit is free and its inputs exist; with ``off`` every task waits for the one before it (no
+device's, as they work side by side), a dense batch its measured update time (the least over
+the run's steps). The timeline (:func:`schedule`) places every task at the earliest moment its
+unit is free and its inputs exist; with ``off`` every task waits for the one before it (no
 overlap), on the same costs, so ``pipeline_speedup = makespan(off) / makespan`` compares the
 schedules of one run.
 

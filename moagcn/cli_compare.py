@@ -91,7 +91,8 @@ def cmd_sspmm_compare(args) -> int:
     unmasked = unmasked_counts(n, args.width, args.mask_density, seed=args.seed)
     say = None if args.quiet else (lambda s: print(f"compare: {s} ...", file=sys.stderr))
     result = compare(indptr, indices, args.width, unmasked, config, systems,
-                     repeats=args.repeats, threads=args.threads, progress=say)
+                     repeats=args.repeats, threads=args.threads, progress=say,
+                     replay=not args.closed_form)
     wall = time.perf_counter() - t0
     report = {"graph": args.graph, "nodes": n, "entries": int(indptr[-1]), "width": args.width,
               "mask": (f"random, density {args.mask_density}" if args.mask_density is not None
@@ -138,5 +139,8 @@ def register(sp_sub) -> None:
                    help="threads of the measured CPU's multi-threaded run (default: all)")
     c.add_argument("--report", required=True, metavar="R.json")
     c.add_argument("--plot", metavar="P.png", help="bar chart of time and energy")
+    c.add_argument("--closed-form", action="store_true",
+                   help="the SPU's closed-form cycle model (faster) instead of the replay the "
+                        "RTL checks (docs/sspmm.md, 'Two tiers of the model')")
     c.add_argument("--quiet", action="store_true", help="no progress lines")
     c.set_defaults(func=cmd_sspmm_compare)

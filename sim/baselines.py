@@ -500,11 +500,13 @@ def spu_sram_traffic(indptr, indices, width: int, unmasked, config, hbm_bytes: i
             "row_tile_pairs": pairs, "sram_read_bytes_pass_words": reads_pass}
 
 
-def spu(indptr, indices, width: int, unmasked, config, progress=None) -> dict:
-    """The SPU: :func:`moagcn.sim.sspmm_memory.estimate_graph` in the common counters."""
+def spu(indptr, indices, width: int, unmasked, config, progress=None,
+        replay: bool = True) -> dict:
+    """The SPU: :func:`moagcn.sim.sspmm_memory.estimate_graph` in the common counters
+    (``replay``: its tier, see there)."""
     from .sspmm_memory import estimate_graph
     indptr = _check(indptr, indices, width)
-    r = estimate_graph(indptr, indices, width, unmasked, config, progress)
+    r = estimate_graph(indptr, indices, width, unmasked, config, progress, replay=replay)
     t = spu_sram_traffic(indptr, indices, width, unmasked, config, r["hbm_bytes"])
     cycles = r["cycles_total"]
     return {"system": "spu", "clock_mhz": config.clock_mhz, "units": config.adders,
@@ -551,14 +553,16 @@ def _ratio(a, b):
 def compare(indptr, indices, width: int, unmasked, spu_config, systems=SYSTEMS, *,
             repeats: int = 5, threads: int | None = None,
             energy_model: EnergyModel = TECH_28NM, hygcn_config: HyGCNConfig | None = None,
-            awbgcn_config: AWBGCNConfig | None = None, progress=None) -> dict:
+            awbgcn_config: AWBGCNConfig | None = None, progress=None,
+            replay: bool = True) -> dict:
     """One row per system with ``time_s``, ``energy_j``, ``speedup_vs_cpu`` (over the
     measured CPU: the faster of one thread and all threads), ``speedup_vs_server`` (over the
     server roofline), ``spu_speedup`` (this system's time over the SPU's) and
     ``spu_energy_gain`` (its energy over the SPU's).
 
     The baselines take the SPU configuration's units, buffers and HBM (:func:`memory_of`);
-    ``progress(name)`` (optional) is called before each system."""
+    ``progress(name)`` (optional) is called before each system; ``replay``: the SPU cycle
+    model's tier (:func:`moagcn.sim.sspmm_memory.estimate_graph`)."""
     from . import cpu_baseline
     systems = parse_systems(systems)
     indptr = _check(indptr, indices, width)
@@ -572,7 +576,7 @@ def compare(indptr, indices, width: int, unmasked, spu_config, systems=SYSTEMS, 
         if progress:
             progress(name)
         if name == "spu":
-            r = spu(indptr, indices, width, unmasked, spu_config)
+            r = spu(indptr, indices, width, unmasked, spu_config, replay=replay)
         elif name == "hygcn":
             r = hygcn(indptr, indices, width, hy)
         elif name == "awbgcn":

@@ -141,10 +141,11 @@ class SSpmmSpec(AcceleratorSpec):
         return self.tile_cycles(t, np.count_nonzero(
             job.M[t.rows_start:t.rows_stop, t.feat_start:t.feat_stop], axis=1), config)
 
-    def tile_cycles(self, t, unmasked, config: SSpmmConfig) -> Counters:
-        """The cycle model of tile ``t`` whose rows have ``unmasked`` features in its chunk."""
+    def tile_cycles(self, t, unmasked, config: SSpmmConfig, replay: bool = False) -> Counters:
+        """The cycle model of tile ``t`` whose rows have ``unmasked`` features in its chunk
+        (``replay``: the replayed tier, see :func:`moagcn.sim.sspmm_model.estimate`)."""
         return self._modelled(np.diff(t.indptr), unmasked, int(t.indices.size), t.width,
-                              int(t.cols.size), config)
+                              int(t.cols.size), config, replay)
 
     def empty_output(self, job: SSpmmJob) -> np.ndarray:
         return np.zeros((job.n_rows, job.n_features), dtype=np.float32)
@@ -171,10 +172,11 @@ class SSpmmSpec(AcceleratorSpec):
                               int(job.indices.size), job.n_features, int(job.H.shape[0]), config)
 
     def _modelled(self, deg, unmasked, n_edges: int, n_features: int, n_cols: int,
-                  config) -> Counters:
+                  config, replay: bool = False) -> Counters:
         """The cycle model's counters with the part's traffic (the driver counts the work once,
         for the whole job)."""
-        c = estimate_rows(deg, unmasked, n_edges, n_features, config, n_cols=n_cols)
+        c = estimate_rows(deg, unmasked, n_edges, n_features, config, n_cols=n_cols,
+                          replay=replay)
         c.bytes_read, c.bytes_written = _traffic(deg, unmasked, n_edges, n_features, n_cols,
                                                  config)
         c.work_adds = 0

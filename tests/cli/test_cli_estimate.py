@@ -86,9 +86,17 @@ def test_estimate_of_a_job_that_fits_is_the_cycle_model(tmp_path):
                  "--preset", "multi", "--report", tmp_path / "r.json")
     assert out.returncode == 0, out.stderr
     r = json.loads((tmp_path / "r.json").read_text())
-    c = estimate(indptr, None, width, preset("multi"), replay=False)   # estimate's closed form
-    assert r["cycles_compute"] == c.cycles_compute and r["tiles"] == 1
-    assert r["cycles_total"] == c.cycles_load + c.cycles_compute + c.cycles_output
+    # the replayed model, the one the RTL checks, by default; --closed-form the other tier
+    for tier, replay in ((r, True), (None, False)):
+        if tier is None:
+            out = moagcn("sspmm", "estimate", "--graph", tmp_path / "g.npz", "--width", width,
+                         "--preset", "multi", "--closed-form", "--report", tmp_path / "c.json")
+            assert out.returncode == 0, out.stderr
+            tier = json.loads((tmp_path / "c.json").read_text())
+        c = estimate(indptr, None, width, preset("multi"), replay=replay)
+        assert tier["model"] == ("replay" if replay else "closed form")
+        assert tier["cycles_compute"] == c.cycles_compute and tier["tiles"] == 1
+        assert tier["cycles_total"] == c.cycles_load + c.cycles_compute + c.cycles_output
 
 
 @pytest.mark.parametrize("args,words", [
