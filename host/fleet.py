@@ -92,14 +92,16 @@ def fleet(text: str, device_kind: str):
 
 
 def predicted_times(perf_model, specs, graph: CSRGraph, widths, parallelism: str, shares,
-                    partition: str = "contiguous") -> np.ndarray:
+                    partition: str = "contiguous", exact: bool = True) -> np.ndarray:
     """Seconds the performance model predicts each worker needs for ``shares`` in one training
     step: the sum over the layers' aggregation widths of one aggregation, plus for every layer
     after the first its backward aggregation (the transposed operator; the first layer's input
     features need no gradient). Under MoP a worker aggregates all N rows over its columns;
     under partition parallelism it aggregates the rows the partitioner gives it for those
     shares with the columns they read, its own rows and its halo (``shares`` None: the equal
-    split the runtimes make without one)."""
+    split the runtimes make without one). Under MoP a worker's columns are those the runtime
+    gives it (``exact``; a worker may get none) or, for the solver's iterations, its share of
+    each width rounded on its own and at least one (smooth in the share)."""
     widths = [int(w) for w in np.atleast_1d(widths)]
     fractions = np.full(len(specs), 1.0 / len(specs)) if shares is None else shares
     if parallelism == "mop":
@@ -109,14 +111,23 @@ def predicted_times(perf_model, specs, graph: CSRGraph, widths, parallelism: str
         from .perfmodel import worker_block
         parts = partition_nodes(graph, len(specs), partition, shares)
         blocks = [worker_block(graph, p) for p in parts]
-    t = np.empty(len(specs))
+    if parallelism == "mop":
+        # the columns each device gets, cut as MoPRuntime cuts them (a device may get none)
+        from .graph import contiguous_ranges
+        cuts = [contiguous_ranges(w, len(specs)) if shares is None
+                else weighted_ranges(w, fractions) for w in widths]
+    t = np.zeros(len(specs))
     for i, (s, f, block) in enumerate(zip(specs, fractions, blocks)):
-        cols = ([max(1, int(round(f * w))) for w in widths] if parallelism == "mop"
-                else widths)
-        t[i] = sum(perf_model.predict(block, w, s) for w in cols)
+        if parallelism != "mop":
+            cols = widths
+        elif exact:
+            cols = [b - a for a, b in (c[i] for c in cuts)]
+        else:
+            cols = [max(1, int(round(f * w))) for w in widths]
+        t[i] = sum(perf_model.predict(block, w, s) for w in cols if w)
         if len(cols) > 1:
             back = block.transpose()
-            t[i] += sum(perf_model.predict(back, w, s) for w in cols[1:])
+            t[i] += sum(perf_model.predict(back, w, s) for w in cols[1:] if w)
     return t
 
 
@@ -207,7 +218,7 @@ def work_shares(balance: str, specs, graph: CSRGraph, widths, parallelism: str,
 
     def predicted(shares):
         return np.maximum(predicted_times(perf_model, specs, graph, widths, parallelism, shares,
-                                          partition), 1e-12)
+                                          partition, exact=False), 1e-12)
 
     full = np.array([sum(perf_model.predict(graph, w, s) for w in widths) for s in specs])
     shares = (1.0 / np.maximum(full, 1e-12))

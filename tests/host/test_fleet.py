@@ -184,6 +184,21 @@ def test_predicted_step_is_forward_plus_backward_on_the_workers_blocks():
         assert t[i] == (nnz * 20 + 1) + (nnz * 6 + 1) + (nnz * 6 + 1)
         assert ((rows.size, cols), nnz, 20) in m.asked and ((cols, rows.size), nnz, 6) in m.asked
     t = predicted_times(m, specs, g, [20, 6], "mop", [0.75, 0.25])
-    # columns 0.75 x (20, 6) -> 15, 4 (round half to even) and 0.25 x (20, 6) -> 5, 2
+    # the columns MoPRuntime gives: 0.75 x (20, 6) -> 15, 5 and 0.25 x (20, 6) -> 5, 1 (6 x
+    # 0.75 = 4.5 and 6 x 0.25 = 1.5 round by largest remainder, the tie to the first device;
+    # the prediction used to round each on its own, to 4 and 2)
+    assert list(t) == [(g.nnz * 15 + 1) + 2 * (g.nnz * 5 + 1),
+                       (g.nnz * 5 + 1) + 2 * (g.nnz * 1 + 1)]
+    from moagcn.host.models import GNN
+    from moagcn.host.mop import MoPRuntime
+    rt = MoPRuntime(GNN("gcn", 20, 6, 3), g, np.zeros((g.n_nodes, 20), np.float32), 2, "model",
+                    shares=[0.75, 0.25])
+    assert [[b - a for a, b in fr] for fr in rt.feat_ranges] == [[15, 5], [5, 1]]
+    # a device whose share rounds to no columns is predicted to do nothing there
+    m2 = _CountingModel()
+    t = predicted_times(m2, specs, g, [3], "mop", [0.9, 0.1])
+    assert list(t) == [g.nnz * 3 + 1, 0.0]
+    # the solver's smooth variant: each share of each width rounded on its own, at least one
+    t = predicted_times(m2, specs, g, [20, 6], "mop", [0.75, 0.25], exact=False)
     assert list(t) == [(g.nnz * 15 + 1) + 2 * (g.nnz * 4 + 1),
                        (g.nnz * 5 + 1) + 2 * (g.nnz * 2 + 1)]
