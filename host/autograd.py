@@ -25,7 +25,8 @@ backward one masks by both::
 Row scaling commutes with an element-wise mask, so the device only ever sees a binary matrix,
 a feature block and a bitmap. ``relu?`` is applied when the input is the previous layer's
 pre-activation (every layer after the first); then the backward product directly yields the
-gradient of that pre-activation.
+gradient of that pre-activation. On a design with a dense datapath (HyScale), the dense layers
+can run there too, both passes (:func:`linears_on_device`).
 """
 
 from __future__ import annotations
@@ -253,3 +254,56 @@ def reference_aggregate(op: AggregationOp, P: torch.Tensor, mask=None, out_scale
     if mask is not None:
         Z = Z * mask
     return Z * out_scale if out_scale != 1.0 else Z
+
+
+class _LinearOnDevice(torch.autograd.Function):
+    """``y = x Wᵀ + b`` (an ``nn.Linear``) with all three products on an accelerator's dense
+    datapath (:meth:`moagcn.sim.device.AcceleratorDevice.linear`): forward ``x Wᵀ``, backward
+    ``dx = g W`` and ``dW = gᵀ x``; the bias gradient (a column sum) on the host."""
+
+    @staticmethod
+    def forward(ctx, x, weight, bias, device, timer):
+        t0 = time.perf_counter()
+        xn = x.detach().cpu().numpy()
+        wn = weight.detach().cpu().numpy()
+        bn = None if bias is None else bias.detach().cpu().numpy()
+        y = torch.from_numpy(device.linear(xn, np.ascontiguousarray(wn.T), bn)).to(x.device)
+        ctx.device, ctx.timer = device, timer
+        ctx.has_bias = bias is not None
+        ctx.save_for_backward(x, weight)
+        if timer is not None:
+            timer.add("aggregate", time.perf_counter() - t0)
+        return y
+
+    @staticmethod
+    def backward(ctx, g):
+        t0 = time.perf_counter()
+        x, weight = ctx.saved_tensors
+        gn = np.ascontiguousarray(g.detach().cpu().numpy(), dtype=np.float32)
+        dx = dw = db = None
+        if ctx.needs_input_grad[0]:
+            dx = torch.from_numpy(ctx.device.linear(gn, weight.detach().cpu().numpy())
+                                  ).to(g.device)
+        if ctx.needs_input_grad[1]:
+            dw = torch.from_numpy(ctx.device.linear(np.ascontiguousarray(gn.T),
+                                                    x.detach().cpu().numpy())).to(g.device)
+        if ctx.has_bias and ctx.needs_input_grad[2]:
+            db = g.sum(0)
+        if ctx.timer is not None:
+            ctx.timer.add("aggregate", time.perf_counter() - t0)
+        return dx, dw, db, None, None
+
+
+def linears_on_device(module: torch.nn.Module, device, timer: PhaseTimer | None = None) -> int:
+    """Make every ``nn.Linear`` in ``module`` compute on ``device``'s dense datapath, forward
+    and backward (:class:`_LinearOnDevice`); the parameters stay where they are (an optimiser
+    or a gradient synchronizer sees no difference). Device time is counted under the timer's
+    ``aggregate`` phase, with the aggregations. Returns how many layers were moved."""
+    count = 0
+    for lin in module.modules():
+        if isinstance(lin, torch.nn.Linear):
+            def forward(x, lin=lin):
+                return _LinearOnDevice.apply(x, lin.weight, lin.bias, device, timer)
+            lin.forward = forward
+            count += 1
+    return count

@@ -9,8 +9,11 @@ transfer of ``i + 1``), a replica of the model, and a sparse device:
 
 - ``cpu`` trainers aggregate with torch on the CPU;
 - ``accel`` trainers aggregate on an accelerator (``--device model|rtl``, ``--design``,
-  ``--param``), forward and backward (:func:`~moagcn.host.autograd.aggregate`); the dense
-  updates run in torch on the host;
+  ``--param``), forward and backward (:func:`~moagcn.host.autograd.aggregate`); on a design
+  with a dense datapath (``--design hyscale``: the systolic array) their dense layers run
+  there too, the update and both of its backward products
+  (:func:`~moagcn.host.autograd.linears_on_device`; ``update_on="host"``: torch), so the
+  whole training step is the accelerator's; on the S-SpMM they run in torch on the host;
 - ``gpu`` trainers are ``cpu`` trainers whose torch work runs on CUDA when there is one.
 
 The trainers run one after another, each timed alone (``concurrent=True``: at the same time, in
@@ -24,8 +27,8 @@ replica: synchronous SGD.
 **Stage times.** Per iteration: ``T_SC`` / ``T_SA`` sampling of the CPU / accelerator groups'
 sub-batches, ``T_Load`` feature loading, ``T_Tran`` the accelerator group's transfer, ``T_TC``
 the slowest CPU trainer, ``T_TA`` the slowest accelerator trainer -- its time is the
-accelerator's aggregation time (cycles at its clock) plus its measured host time outside the
-aggregations (updates, loss). The iteration time of the system is ``max(T_TC, max(T_Tran,
+accelerator's time (the cycles of its aggregations, and of its updates where they run on
+it, at its clock) plus its measured host time outside them (host updates, loss). The iteration time of the system is ``max(T_TC, max(T_Tran,
 T_TA))`` (the prefetchers hide sampling and loading as long as they keep up), its throughput
 ``batch / iteration time`` (targets per second) and, as the paper's Eq. 5, sampled edges
 per second. With prefetching the iteration time is the pipeline's slowest stage over all
@@ -59,7 +62,7 @@ import torch.nn.functional as F
 
 from moagcn.errors import UserError
 
-from .autograd import AggregationOp, PhaseTimer, aggregate
+from .autograd import AggregationOp, PhaseTimer, aggregate, linears_on_device
 from .datasets import Dataset
 from .deal import _AGG_KIND, local_operator
 from .devices import AcceleratorChoice
@@ -127,6 +130,10 @@ class HybridConfig:
     #: alone, the iteration taking the slowest (the trainers' hardware is separate; on a
     #: 2-core host, concurrent trainers mostly measure each other)
     concurrent: bool = False
+    #: where an accelerator trainer's dense layers (the update and its two backward products)
+    #: run: ``device`` on a design with a dense datapath (HyScale's systolic array; the S-SpMM
+    #: has none, so its trainers update on the host), or ``host`` (torch)
+    update_on: str = "device"
 
     def kinds(self) -> list[str]:
         return parse_trainers(self.trainers)
@@ -148,6 +155,8 @@ class HybridConfig:
             raise UserError(f"--cpu-share {self.cpu_share}: must be in (0, 1)")
         if self.epochs < 1 or self.hidden < 1:
             raise UserError("--epochs and --hidden must be at least 1")
+        if self.update_on not in ("device", "host"):
+            raise UserError(f"update_on = {self.update_on!r}: choose device or host")
         if self.device not in ("model", "rtl"):
             raise UserError(f"--device {self.device!r}: accelerator trainers run on model or "
                             "rtl")
@@ -216,7 +225,7 @@ class Trainer:
 
     def __init__(self, index: int, kind: str, model: GNN, choice: AcceleratorChoice,
                  dense: torch.device, fanouts: list, dropout: float, seed: int,
-                 degrees: np.ndarray):
+                 degrees: np.ndarray, update_on: str = "device"):
         self.index, self.kind = index, kind
         self.degrees = degrees
         self.model = copy.deepcopy(model).to(dense)
@@ -224,6 +233,11 @@ class Trainer:
         self.dense = dense
         self.fanouts, self.dropout, self.seed = fanouts, dropout, seed
         self.timer = PhaseTimer()
+        #: dense layers on the accelerator (its time counted as device cycles, not host wall)
+        self.updates_on_device = (kind == "accel" and update_on == "device"
+                                  and getattr(self.device, "has_dense", False))
+        if self.updates_on_device:
+            linears_on_device(self.model, self.device, self.timer)
 
     def step(self, lb: LoadedBatch, batch_total: int, iteration: int) -> dict:
         """Forward and backward on this trainer's sub-batch; the gradients of its share of the
@@ -423,7 +437,7 @@ def train_hybrid(dataset: Dataset, cfg: HybridConfig, on_iteration=None,
     degrees = dataset.graph.degrees().astype(np.int64)
     trainers = {t: Trainer(t, kinds[t], master, accel if kinds[t] == "accel" else cpu,
                            cuda if kinds[t] == "gpu" else torch.device("cpu"), fanouts,
-                           cfg.dropout, cfg.seed, degrees) for t in local}
+                           cfg.dropout, cfg.seed, degrees, cfg.update_on) for t in local}
     n_cpu = sum(k != "accel" for k in kinds)
     n_acc = len(kinds) - n_cpu
     share = cfg.cpu_share if cfg.cpu_share is not None else n_cpu / len(kinds)

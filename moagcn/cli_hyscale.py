@@ -69,7 +69,8 @@ def cmd_hyscale_train(args) -> int:
                        design=choice.design, preset=choice.preset,
                        params=dict(parse_params(args.param)), epochs=args.epochs, lr=args.lr,
                        dropout=args.dropout, seed=args.seed, cpu_share=args.cpu_share,
-                       drm=not args.no_drm, prefetch=not args.no_prefetch)
+                       drm=not args.no_drm, prefetch=not args.no_prefetch,
+                       update_on=args.update_on)
     cfg.validate(dataset)
     print(f"{dataset.summary()}\n{cfg.model.upper()} hidden {cfg.hidden}, fanouts "
           f"{cfg.fanouts}, batch {cfg.batch}, trainers {cfg.trainers} (accelerators: "
@@ -154,6 +155,11 @@ def register(sub) -> None:
                    help="--distributed: fail if a process waits longer than this for a peer")
     t.add_argument("--no-prefetch", action="store_true",
                    help="sample, load and transfer in sequence with training")
+    t.add_argument("--update-on", choices=("device", "host"), default="device",
+                   help="where accelerator trainers run their dense layers (the update and its "
+                        "two backward products): on the design's dense datapath where it has "
+                        "one (--design hyscale: the systolic array), or in torch on the host "
+                        "(default: device)")
     t.add_argument("--hidden", type=int, default=128)
     t.add_argument("--epochs", type=int, default=5)
     t.add_argument("--lr", type=float, default=0.005)

@@ -5,6 +5,8 @@
 :class:`~moagcn.sim.driver.Driver` (which tiles every job once), and accumulates the driver's
 :class:`~moagcn.core.counters.Counters`. ``model`` gives the bit-exact golden model's output with
 the cycle model's cycles; ``rtl`` runs the design's RTL (Verilator's lean harness by default).
+Designs with a dense datapath (HyScale's systolic update: ``spec.dense_job``) also compute
+dense products ``X W + b`` (:meth:`AcceleratorDevice.linear`).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import numpy as np
 from moagcn.core.counters import Counters
 from moagcn.core.device import SparseDevice
 from moagcn.core.spec import AcceleratorSpec
+from moagcn.errors import UserError
 
 from .driver import Driver
 
@@ -44,3 +47,54 @@ class AcceleratorDevice(SparseDevice):
         res = self.driver.run(job, checked=True)
         Z = self.spec.aggregation_output(res.output, job, M)
         return Z, res.counters
+
+    @property
+    def has_dense(self) -> bool:
+        """Whether the design computes dense products (:meth:`linear`)."""
+        return hasattr(self.spec, "dense_job")
+
+    def linear(self, X, W, b=None) -> np.ndarray:
+        """``Y = X W + b`` (float32) on the design's dense datapath, as jobs of at most
+        ``max_feature_width`` inner and output columns: the output columns are cut into
+        independent jobs; the inner dimension into chunks whose partial products are summed
+        here in ascending order (float32, the bias in the first chunk's job), a fixed order
+        the bit-exact model and the RTL share. Rows beyond the buffers are the driver's tiles.
+        The jobs' counters are added to :attr:`counters` (``extra["dense_macs"]`` counts the
+        multiply-adds)."""
+        if not self.has_dense:
+            raise UserError(f"the {self.spec.name} design has no dense datapath: dense products "
+                            "run on the host")
+        X = np.ascontiguousarray(X, dtype=np.float32)
+        W = np.ascontiguousarray(W, dtype=np.float32)
+        if X.ndim != 2 or W.ndim != 2 or X.shape[1] != W.shape[0]:
+            raise UserError(f"linear: X {X.shape} and W {W.shape} do not multiply")
+        n, k = X.shape
+        f = W.shape[1]
+        Y = np.zeros((n, f), dtype=np.float32)
+        if n == 0 or f == 0:
+            return Y
+        step = self.config.max_feature_width
+        for c0 in range(0, f, step):
+            c1 = min(f, c0 + step)
+            acc = None
+            for i, k0 in enumerate(range(0, max(k, 1), step)):
+                k1 = min(k, k0 + step)
+                if k1 <= k0:     # no inner dimension: the product is the bias
+                    part = np.zeros((n, c1 - c0), np.float32)
+                    if b is not None:
+                        part += np.asarray(b, np.float32)[c0:c1]
+                else:
+                    bias = (np.ascontiguousarray(np.asarray(b, np.float32)[c0:c1])
+                            if b is not None and i == 0 else None)
+                    job = self.spec.dense_job(np.ascontiguousarray(X[:, k0:k1]),
+                                              np.ascontiguousarray(W[k0:k1, c0:c1]), bias)
+                    res = self.driver.run(job)
+                    part = res.output
+                    counts = res.counters
+                    counts.extra["dense_macs"] = counts.extra.get("dense_macs", 0) \
+                        + n * (k1 - k0) * (c1 - c0)
+                    counts.lanes, counts.clock_mhz = self.lanes, self.clock_mhz
+                    self.counters.add(counts)
+                acc = part if acc is None else (acc + part).astype(np.float32)
+            Y[:, c0:c1] = acc
+        return Y

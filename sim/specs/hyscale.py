@@ -362,6 +362,17 @@ class HyScaleSpec(AcceleratorSpec):
         loads = sum(len(v) for v in packed.streams.values())
         return int(4 * model) + 4 * loads + 20_000
 
+    # -- dense products ---------------------------------------------------------------------------
+
+    def dense_job(self, X, W, b=None) -> HyScaleJob:
+        """``Y = X W + b`` as a fused-layer job whose aggregation is the identity (one edge of
+        weight 1 per row: each row's aggregate is its own features, bit for bit), so the
+        systolic array computes the product: what a trainer's update and its two backward
+        products run as (:meth:`moagcn.sim.device.AcceleratorDevice.linear`)."""
+        n = int(np.shape(X)[0])
+        return HyScaleJob(np.arange(n + 1, dtype=np.int64), np.arange(n, dtype=np.int64), X, W,
+                          b, False, np.ones(n, np.float32))
+
     # -- aggregation ----------------------------------------------------------------------------
 
     def aggregation_job(self, indptr, indices, H, M, config) -> HyScaleJob:

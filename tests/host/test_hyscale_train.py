@@ -148,3 +148,22 @@ def test_cli_default_batch_fits_the_training_set(tmp_path, capsys):
     assert main(["hyscale", "train", "--dataset", "sbm", "--device", "model", "--batch",
                  "5000", "--quiet", "--report", str(report)]) == 2
     assert "--batch 5000 is larger than the 100 training nodes" in capsys.readouterr().err
+
+
+def test_accelerator_trainers_update_on_the_hyscale_array():
+    """With --design hyscale an accelerator trainer's dense layers run on the systolic array,
+    forward and both backward products (its counters count the multiply-adds); the run equals
+    the one with host updates to float rounding, and the S-SpMM design keeps host updates."""
+    d = sbm(n_nodes=400, seed=3)
+    runs = {}
+    for upd in ("device", "host"):
+        runs[upd] = train_hybrid(d, HybridConfig(design="hyscale", preset="tiny", epochs=2,
+                                                 batch=60, hidden=16, update_on=upd,
+                                                 drm=False))
+    dev = runs["device"]["devices"][1]
+    assert dev["dense_macs"] > 0 and "dense_macs" not in runs["host"]["devices"][1]
+    assert dev["cycles_update"] > runs["host"]["devices"][1]["cycles_update"]
+    losses = {k: [it["loss"] for it in r["iterations"]] for k, r in runs.items()}
+    np.testing.assert_allclose(losses["device"], losses["host"], rtol=1e-4)
+    sspmm = train_hybrid(d, HybridConfig(epochs=1, batch=60, hidden=16, drm=False))
+    assert "dense_macs" not in sspmm["devices"][1]
