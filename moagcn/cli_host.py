@@ -141,8 +141,9 @@ def cmd_train(args) -> int:
               f"{' (torch.distributed)' if args.distributed else ''}, device {cfg.device}"
               f"{'' if cfg.device == 'cpu' else ' ' + cfg.design}, "
               f"{cfg.epochs} epochs")
+    # shown after a second: a configuration the runtime refuses ends with its one line alone
     bar = tqdm(total=cfg.epochs, desc="train", unit="epoch", disable=args.quiet or not rank0,
-               file=sys.stderr)
+               file=sys.stderr, delay=1.0)
 
     def on_epoch(rec):
         bar.update(1)
