@@ -218,13 +218,13 @@ class _PipelineBoundary(torch.autograd.Function):
     and returns the parameters' gradients."""
 
     @staticmethod
-    def forward(ctx, runtime, outputs, *params):
-        ctx.runtime = runtime
+    def forward(ctx, runtime, record, outputs, *params):
+        ctx.runtime, ctx.record = runtime, record     # the forward pass's graphs and blocks
         return tuple(o.clone() for o in outputs)
 
     @staticmethod
     def backward(ctx, *grads):
-        return (None, None) + tuple(ctx.runtime._backward(grads))
+        return (None, None, None) + tuple(ctx.runtime._backward(grads, ctx.record))
 
 
 class PipelinedMoP(MoPRuntime):
@@ -277,7 +277,6 @@ class PipelinedMoP(MoPRuntime):
                                        self.op.kind)
                          for j, (a, rows) in enumerate(zip(back_t, self.user_rows))]
         self._cycles: dict = {}
-        self._tape = None
         #: held by either unit while it computes: the units' waits and hand-offs overlap, their
         #: host computations do not, so a dense task's measured time is its own (a simulated
         #: device's time is its cycles, whatever the host took to simulate them)
@@ -415,27 +414,24 @@ class PipelinedMoP(MoPRuntime):
         outs = [torch.cat([tape_P[(L - 1, k)] for k in mine if owner[k] == j]) for j in keys]
         if not grad:
             return dict(zip(keys, outs))
-        self._tape = {"tape": tape, "P_in": P_in, "masks": masks, "out_scale": out_scale,
-                      "keys": keys}
         params = [p for p in model.parameters() if p.requires_grad]
-        self._params = params
-        return dict(zip(keys, _PipelineBoundary.apply(self, outs, *params)))
+        record = {"tape": tape, "P_in": P_in, "masks": masks, "out_scale": out_scale,
+                  "keys": keys, "params": params}
+        return dict(zip(keys, _PipelineBoundary.apply(self, record, outs, *params)))
 
-    def _backward(self, grads) -> list:
+    def _backward(self, grads, rec: dict) -> list:
         """The backward pass, pipelined as the forward one, in reverse: the dense unit
         back-propagates batch ``k`` of layer ``l`` through its update (the gradient of its
         aggregation output, and of the weights, accumulated batch by batch) as soon as the
         gradient of its pre-activation is complete; the sparse unit computes batch ``j``'s
         share of the transposed aggregation -- the gradient of the previous layer's
         pre-activation on batch ``j``'s rows, pulled from the gradients of every batch that
-        read them (``users[j]``) -- as soon as those exist. Returns the parameters' gradients
-        in :attr:`_params` order."""
-        if self._tape is None:
-            raise RuntimeError("the pipelined backward pass needs a forward pass with grad")
-        rec, self._tape = self._tape, None
+        read them (``users[j]``) -- as soon as those exist. ``rec`` is what the forward pass
+        kept (its per-batch graphs, received blocks and masks). Returns the gradients of
+        ``rec["params"]``."""
         tape, P_in, masks, out_scale = rec["tape"], rec["P_in"], rec["masks"], rec["out_scale"]
         m, L, s, owner = self.m, self.model.n_layers, self.s, self.owner
-        params = self._params
+        params = rec["params"]
         serial = self.pipeline == "off"
         box = _Mailbox(self.comm, L, s, self._group)
         devices = sorted(self.moa.sparse)
