@@ -598,6 +598,8 @@ class PipelinedMoP(MoPRuntime):
         b_busy_dense = [sum(t for (l, k), t in b_dense.items() if self.owner[k] == j)
                         for j in range(self.m)]
         b_busy = max([b_busy_sparse] + b_busy_dense)
+        device_busy = {ph: [sum(t for (p, _, _, i), t in sparse_s.items() if p == ph and i == d)
+                            for d in range(self.m)] for ph in ("forward", "backward")}
         return {"stages": s, "bandwidth": self.bandwidth, "nodes": self.n,
                 "prop35_stages": stages_prop35(self.n, self.bandwidth)
                 if self.bandwidth < self.n else None,
@@ -608,6 +610,10 @@ class PipelinedMoP(MoPRuntime):
                 "pipeline_speedup": off_span / span if span else 1.0,
                 "sparse_busy_s": busy_sparse, "dense_busy_s": busy_dense,
                 "sparse_idle_s": makespan - busy_sparse,
+                # each sparse device on its own (the unit's batch takes the slowest's time)
+                "device_busy_s": device_busy["forward"],
+                "device_idle_s": [makespan - b for b in device_busy["forward"]],
+                "backward_device_busy_s": device_busy["backward"],
                 "dense_idle_s": [makespan - b for b in busy_dense],
                 "sparse_stall_s": stall, "bottleneck": bottleneck,
                 "idle_fraction": 1.0 - busy / makespan if makespan else 0.0,

@@ -70,6 +70,12 @@ def test_off_and_natural_give_identical_losses_and_the_plain_runtime_too():
     assert p["stages"] == 6 and p["pipelined_makespan_s"] <= p["off_makespan_s"]
     assert p["pipeline_speedup"] >= 1.0 and 0.0 <= p["idle_fraction"] < 1.0
     assert p["backward_sparse_busy_s"] > 0
+    # per sparse device: busy within the makespan; the unit's batch takes the slowest device
+    assert len(p["device_busy_s"]) == 2 and all(0 < b <= p["makespan_s"]
+                                                for b in p["device_busy_s"])
+    assert max(p["device_busy_s"]) <= p["sparse_busy_s"] <= sum(p["device_busy_s"])
+    assert all(i == pytest.approx(p["makespan_s"] - b)
+               for i, b in zip(p["device_idle_s"], p["device_busy_s"]))
     assert p["backward_pipelined_makespan_s"] <= p["backward_off_makespan_s"]
     assert p["step_pipeline_speedup"] >= 1.0
     # the blocks that cross between workers are MoP's all-to-alls, batch by batch (Prop. 3.4)
