@@ -167,3 +167,19 @@ def test_accelerator_trainers_update_on_the_hyscale_array():
     np.testing.assert_allclose(losses["device"], losses["host"], rtol=1e-4)
     sspmm = train_hybrid(d, HybridConfig(epochs=1, batch=60, hidden=16, drm=False))
     assert "dense_macs" not in sspmm["devices"][1]
+
+
+def test_drm_bench_repeats_every_measurement_and_reports_medians():
+    """`moagcn bench hyscale-drm --repeats R`: each static split, the DRM run and the run
+    without prefetching R times; the reported figures are the medians of those runs."""
+    from moagcn.host.bench_hyscale_train import run
+    res = run(9, 64, 12, [0.3, 0.7], repeats=3)
+    assert res["repeats"] == 3
+    for v in res["static"].values():
+        assert len(v["throughputs"]) == 3 and v["throughput"] == np.median(v["throughputs"])
+    assert len(res["drm_throughputs_after_10"]) == 3
+    assert res["drm_throughput_after_10"] == np.median(res["drm_throughputs_after_10"])
+    best = res["static"][str(res["best_static_share"])]["throughput"]
+    assert best == max(v["throughput"] for v in res["static"].values())
+    assert res["drm_vs_best_static"] == pytest.approx(res["drm_throughput_after_10"] / best)
+    assert len(res["drm_trace"]) == 12
