@@ -37,20 +37,30 @@ trainers (sampling + loading, transfer, training); without, the slowest trainer'
 **DRM (Alg. 1).** After every iteration the engine (on a moving average of the stage times)
 sorts ``T_SC, T_SA, T_Load, T_TC, T_Accel =
 max(T_Tran, T_TA)``, takes the bottleneck and the fastest, and either *balances work* (moves
-mini-batch share between the CPU and accelerator groups so their predicted times meet, damped
-by half a step; the batch size stays the same; a decision after iteration ``i`` splits the
-batches from ``i + depth + 1`` on, the ones stage A has not sampled yet, so that every process
-cuts every batch alike) or *balances threads* (moves one thread from
+mini-batch share between the CPU and accelerator groups, damped by half a step; the batch size
+stays the same; a decision after iteration ``i`` splits the batches from ``i + depth + 1`` on,
+the ones stage A has not sampled yet, so that every process cuts every batch alike) or
+*balances threads* (moves one thread from
 the fastest CPU task to the bottleneck among the stage-A sampler/loader workers and the CPU
 trainers' torch threads; takes effect at the next epoch, when the prefetchers are rebuilt).
 Where Alg. 1 asks for balance-thread but no task has a thread to give (one thread each, as on a
 2-core machine), the engine balances work between the two groups instead, so a CPU-bound bad
 split can still be left. Every decision is logged in the report.
+
+*What a work balance weighs* (our extension; :meth:`DRM.balance_trainers`): not the two stage
+times Alg. 1 names but each group's own iteration time (``G_C``, ``G_A``: its slowest
+trainer's pipeline, sampling and loading included, which is what the synchronous iteration
+waits for here, where each trainer's stages overlap one another). Until iterations at two
+shares have been seen, the shares move so those times meet if each were proportional to its
+share; after that, both are fitted as affine in the share (a step has fixed costs) with their
+spread, and the share moves towards the least *expected maximum* of the two -- a group whose
+time fluctuates more (wall-clock torch on shared cores) is kept further from critical.
 """
 
 from __future__ import annotations
 
 import copy
+import math
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
@@ -306,6 +316,9 @@ class DRM:
         self.enabled = enabled
         self.damping = damping
         self.log: list[dict] = []
+        #: (share used, T_TC, T_Accel) of every iteration since the threads last moved: what
+        #: :meth:`balance_trainers` fits
+        self.samples: list[tuple] = []
 
     def balance_work(self, t_cpu: float, t_acc: float) -> None:
         """Move share so both groups' times meet, if each group's time is linear in its share;
@@ -315,6 +328,49 @@ class DRM:
             return
         target = (s / t_cpu) / (s / t_cpu + (1 - s) / t_acc)
         self.cpu_share = float(np.clip(s + self.damping * (target - s), 0.02, 0.98))
+
+    @staticmethod
+    def _groups(T: dict, t_acc: float, pair=("T_TC", "T_Accel")) -> tuple:
+        """The two groups' times that a work balance weighs: their own iteration times
+        (``G_C``, ``G_A``: each group's slowest trainer pipeline, sampling and loading
+        included) where the engine was given them, else the stage pair Alg. 1 names."""
+        if T.get("G_C", 0.0) > 0 and T.get("G_A", 0.0) > 0:
+            return T["G_C"], T["G_A"]
+        return T.get(pair[0], 0.0), (t_acc if pair[1] == "T_Accel" else T.get(pair[1], 0.0))
+
+    def balance_trainers(self, t_cpu: float, t_acc: float) -> str:
+        """Balance work between the CPU and accelerator groups (our extension of Alg. 1's
+        balance-work; ``t_cpu`` / ``t_acc`` their current times): once iterations at two or
+        more shares have been seen, fit each group's time (:attr:`samples`) as affine in its
+        share (``a + b x share``: a trainer step has fixed costs) with
+        its spread (the residuals' standard deviation), and move towards the share that
+        minimises the expected *maximum* of the two times -- what a synchronous iteration
+        waits for -- rather than the one where their means meet: a group whose time
+        fluctuates more is kept further from critical. Before that, :meth:`balance_work`.
+        Returns which of the two was used."""
+        pts = np.asarray(self.samples, dtype=np.float64)
+        if pts.shape[0] < 3 or np.unique(np.round(pts[:, 0], 3)).size < 2:
+            self.balance_work(t_cpu, t_acc)
+            return "means"
+        share = pts[:, 0]
+        fits = []
+        for x, y in ((share, pts[:, 1]), (1.0 - share, pts[:, 2])):
+            A = np.stack([np.ones_like(x), x], 1)
+            (a, b), *_ = np.linalg.lstsq(A, y, rcond=None)
+            resid = y - (a + b * x)
+            fits.append((a, max(b, 0.0), float(np.sqrt(np.mean(resid ** 2)))))
+        (ac, bc, sc), (aa, ba, sa) = fits
+        grid = np.linspace(0.02, 0.98, 97)
+        mu_c, mu_a = ac + bc * grid, aa + ba * (1.0 - grid)
+        theta = max(np.hypot(sc, sa), 1e-12)
+        alpha = (mu_c - mu_a) / theta
+        cdf = 0.5 * (1.0 + np.vectorize(math.erf)(alpha / math.sqrt(2.0)))
+        pdf = np.exp(-0.5 * alpha ** 2) / math.sqrt(2.0 * math.pi)
+        expected_max = mu_c * cdf + mu_a * (1.0 - cdf) + theta * pdf
+        target = float(grid[int(np.argmin(expected_max))])
+        s = self.cpu_share
+        self.cpu_share = float(np.clip(s + self.damping * (target - s), 0.02, 0.98))
+        return "expected max"
 
     def balance_thread(self, fastest: str, bottleneck: str) -> str:
         knob = {"T_SC": "sampler", "T_SA": "sampler", "T_Load": "sampler", "T_TC": "trainer"}
@@ -331,12 +387,19 @@ class DRM:
         could never leave a bad split whose bottleneck is a CPU task."""
         moved = self.balance_thread(fastest, bottleneck)
         if moved != "none":
+            self.samples = []             # the trainers' times change with their threads
             return "balance_thread " + moved
-        self.balance_work(t_cpu, t_acc)
-        return f"balance_work({names}) (no thread to move)"
+        how = self.balance_trainers(t_cpu, t_acc)
+        return f"balance_work({names}) (no thread to move; {how})"
 
-    def update(self, iteration: int, T: dict, has_cpu: bool, has_acc: bool) -> dict:
-        """One step of Alg. 1 on the stage times ``T``; returns the logged decision."""
+    def update(self, iteration: int, T: dict, has_cpu: bool, has_acc: bool,
+               share_used: float | None = None) -> dict:
+        """One step of Alg. 1 on the stage times ``T`` of an iteration that ran with the CPU
+        share ``share_used`` (default: the current one); returns the logged decision."""
+        g_cpu, g_acc = self._groups(T, max(T.get("T_Tran", 0.0), T.get("T_TA", 0.0)))
+        if has_cpu and has_acc and g_cpu > 0 and g_acc > 0:
+            self.samples.append((self.cpu_share if share_used is None else float(share_used),
+                                 float(g_cpu), float(g_acc)))
         if self._avg is None:
             self._avg = dict(T)
         else:
@@ -351,28 +414,29 @@ class DRM:
         action = "none"
         before = self.cpu_share
         if self.enabled and has_cpu and has_acc:
+            sampling = self._groups(T, T["T_SA"], ("T_SC", "T_SA"))
+            training = self._groups(T, T["T_Accel"], ("T_TC", "T_Accel"))
             if bottleneck == "T_SA":
-                self.balance_work(T["T_SC"], T["T_SA"])
-                action = "balance_work(T_SC, T_SA)"
+                how = self.balance_trainers(*sampling)
+                action = f"balance_work(T_SC, T_SA) ({how})"
             elif bottleneck == "T_Accel":
-                self.balance_work(T["T_TC"], T["T_Accel"])
-                action = "balance_work(T_TC, T_Accel)"
+                how = self.balance_trainers(*training)
+                action = f"balance_work(T_TC, T_Accel) ({how})"
             elif bottleneck == "T_Load":
                 action = "balance_thread " + self.balance_thread(fastest_cpu, bottleneck)
             elif bottleneck == "T_SC":
                 if fastest == "T_SA" or (fastest == "T_Accel" and second == "T_SA"):
-                    self.balance_work(T["T_SC"], T["T_SA"])
-                    action = "balance_work(T_SC, T_SA)"
+                    how = self.balance_trainers(*sampling)
+                    action = f"balance_work(T_SC, T_SA) ({how})"
                 else:
-                    action = self._thread_or_work(fastest, bottleneck, T["T_SC"], T["T_SA"],
-                                                  "T_SC, T_SA")
+                    action = self._thread_or_work(fastest, bottleneck, *sampling, "T_SC, T_SA")
             elif bottleneck == "T_TC":
                 if fastest == "T_Accel" or (fastest == "T_SA" and second == "T_Accel"):
-                    self.balance_work(T["T_TC"], T["T_Accel"])
-                    action = "balance_work(T_TC, T_Accel)"
+                    how = self.balance_trainers(*training)
+                    action = f"balance_work(T_TC, T_Accel) ({how})"
                 else:
-                    action = self._thread_or_work(fastest, bottleneck, T["T_TC"],
-                                                  T["T_Accel"], "T_TC, T_Accel")
+                    action = self._thread_or_work(fastest, bottleneck, *training,
+                                                  "T_TC, T_Accel")
         if self.cpu_share != before:
             self._avg = None              # the times were measured at the old split
         entry = {"iteration": iteration, "bottleneck": bottleneck, "fastest": fastest,
@@ -382,26 +446,39 @@ class DRM:
         return entry
 
 
-def _stage_times(kinds: list[str], results: list[dict], times: list[dict]) -> dict:
+def _stage_times(kinds: list[str], results: list[dict], times: list[dict],
+                 prefetch: bool = True) -> dict:
+    """Alg. 1's stage times, plus each group's own iteration time (``G_C``, ``G_A``: its
+    slowest trainer's pipeline, as :func:`_iteration_time` counts it), which the work balance
+    weighs."""
     cpu = [t for t, k in enumerate(kinds) if k != "accel"]
     acc = [t for t, k in enumerate(kinds) if k == "accel"]
+    per = _trainer_times(results, times, prefetch)
     return {"T_SC": sum(times[t]["sample"] for t in cpu),
             "T_SA": sum(times[t]["sample"] for t in acc),
             "T_Load": sum(times[t]["load"] for t in range(len(kinds))),
             "T_Tran": sum(times[t]["transfer"] for t in acc),
             "T_TC": max((results[t]["seconds"] for t in cpu), default=0.0),
-            "T_TA": max((results[t]["seconds"] for t in acc), default=0.0)}
+            "T_TA": max((results[t]["seconds"] for t in acc), default=0.0),
+            "G_C": max((per[t] for t in cpu), default=0.0),
+            "G_A": max((per[t] for t in acc), default=0.0)}
+
+
+def _trainer_times(results, times, prefetch: bool) -> list[float]:
+    """Each trainer's share of an iteration: with prefetching its slowest stage (sampling +
+    loading, transfer, training), without their sum."""
+    per = []
+    for r, t in zip(results, times):
+        stages = (t["sample"] + t["load"], t["transfer"], r["seconds"])
+        per.append(max(stages) if prefetch else sum(stages))
+    return per
 
 
 def _iteration_time(kinds, results, times, prefetch: bool) -> float:
     """Seconds of one iteration of the synchronous pipeline: with prefetching, its slowest
     stage (a trainer's sampling + loading, its transfer, or its training); without, the
     slowest trainer's sum of all four."""
-    per = []
-    for r, t in zip(results, times):
-        stages = (t["sample"] + t["load"], t["transfer"], r["seconds"])
-        per.append(max(stages) if prefetch else sum(stages))
-    return max(per)
+    return max(_trainer_times(results, times, prefetch))
 
 
 def evaluate(model: GNN, dataset: Dataset, X: np.ndarray) -> dict:
@@ -503,9 +580,9 @@ def train_hybrid(dataset: Dataset, cfg: HybridConfig, on_iteration=None,
                         summary = {t: v for part in parts for t, v in part.items()}
                     res = [summary[t] for t in range(len(kinds))]
                     times = [r["times"] for r in res]
-                    T = _stage_times(kinds, res, times)
+                    T = _stage_times(kinds, res, times, cfg.prefetch)
                     iteration_s = _iteration_time(kinds, res, times, cfg.prefetch)
-                    decision = drm.update(it, T, n_cpu > 0, n_acc > 0)
+                    decision = drm.update(it, T, n_cpu > 0, n_acc > 0, share_at(it))
                     history.append(drm.cpu_share)
                     rec = {"epoch": epoch, "iteration": it, "targets": int(b.size),
                            "loss": sum(r["loss"] for r in res) / b.size,

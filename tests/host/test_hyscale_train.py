@@ -64,11 +64,40 @@ def _times(**kw):
 def test_drm_balances_work_toward_the_faster_group():
     drm = DRM(0.5, {"sampler": 1, "trainer": 1}, damping=1.0)
     e = drm.update(0, _times(T_TA=3.0, T_Tran=0.5), True, True)      # accelerator bottleneck
-    assert e["bottleneck"] == "T_Accel" and e["action"] == "balance_work(T_TC, T_Accel)"
+    # one share seen so far: the means' proportional balance
+    assert e["bottleneck"] == "T_Accel" and e["action"] == "balance_work(T_TC, T_Accel) (means)"
     assert drm.cpu_share == pytest.approx(0.75)                        # 0.5/1 : 0.5/3
     drm = DRM(0.5, {"sampler": 1, "trainer": 1}, damping=1.0)
     e = drm.update(0, _times(T_TC=4.0, T_TA=0.5, T_Tran=0.5), True, True)
-    assert e["action"] == "balance_work(T_TC, T_Accel)" and drm.cpu_share < 0.5
+    assert e["action"] == "balance_work(T_TC, T_Accel) (means)" and drm.cpu_share < 0.5
+
+
+def test_drm_weighs_the_groups_iteration_times_when_it_has_them():
+    """Sampling of the accelerator group is the largest stage (4 against 1), but each group's
+    own iteration time (its trainers' overlapped stages) is what the iteration waits for:
+    G_C = 1, G_A = 3 move the share to 0.75, as T_SC / T_SA alone would have to 0.8, and the
+    sample kept for the fit is the groups' times."""
+    drm = DRM(0.5, {"sampler": 1, "trainer": 1}, damping=1.0)
+    e = drm.update(0, _times(T_SA=4.0, G_C=1.0, G_A=3.0), True, True, share_used=0.5)
+    assert e["bottleneck"] == "T_SA" and e["action"] == "balance_work(T_SC, T_SA) (means)"
+    assert drm.cpu_share == pytest.approx(0.75)
+    assert drm.samples == [(0.5, 1.0, 3.0)]
+
+
+def test_drm_balances_the_expected_maximum_of_fitted_affine_times():
+    """With iterations at several shares, the trainers' times are fitted as affine in the
+    share: T_TC = 2 + 20 s, T_Accel = 2 + 10 (1 - s) meet at s = 1/3. Without spread the
+    balance goes there; when the CPU trainer's time fluctuates (and the accelerator's does not)
+    the expected maximum is least with the CPU trainer further from critical."""
+    rng = np.random.default_rng(0)
+    for noise, lo, hi in ((0.0, 0.32, 0.345), (6.0, 0.15, 0.29)):
+        drm = DRM(0.5, {"sampler": 1, "trainer": 1}, damping=1.0)
+        for k in range(60):
+            sh = (0.2, 0.4, 0.6)[k % 3]
+            drm.samples.append((sh, 2 + 20 * sh + noise * rng.standard_normal(),
+                                2 + 10 * (1 - sh)))
+        assert drm.balance_trainers(1.0, 1.0) == "expected max"
+        assert lo <= drm.cpu_share <= hi, (noise, drm.cpu_share)
 
 
 def test_drm_moves_threads_when_it_can_and_work_when_it_cannot():
