@@ -28,11 +28,11 @@ replica: synchronous SGD.
 sub-batches, ``T_Load`` feature loading, ``T_Tran`` the accelerator group's transfer, ``T_TC``
 the slowest CPU trainer, ``T_TA`` the slowest accelerator trainer -- its time is the
 accelerator's time (the cycles of its aggregations, and of its updates where they run on
-it, at its clock) plus its measured host time outside them (host updates, loss). The
-iteration time of the system is ``max(T_TC, max(T_Tran, T_TA))`` (the prefetchers hide sampling and loading as long as they keep up), its throughput
-``batch / iteration time`` (targets per second) and, as the paper's Eq. 5, sampled edges
-per second. With prefetching the iteration time is the pipeline's slowest stage over all
-trainers (sampling + loading, transfer, training); without, the slowest trainer's sum of them.
+it, at its clock) plus its measured host time outside them (host updates, loss). With
+prefetching the iteration time is the pipeline's slowest stage over all trainers (sampling +
+loading, transfer, training: the prefetchers hide the first two as long as they keep up);
+without, the slowest trainer's sum of them. The throughput is ``batch / iteration time``
+(targets per second) and, as the paper's Eq. 5, sampled edges per second.
 
 **DRM (Alg. 1).** After every iteration the engine (on a moving average of the stage times)
 sorts ``T_SC, T_SA, T_Load, T_TC, T_Accel =
