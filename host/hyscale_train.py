@@ -243,10 +243,8 @@ class Trainer:
         self.dense = dense
         self.fanouts, self.dropout, self.seed = fanouts, dropout, seed
         self.timer = PhaseTimer()
-        #: dense layers on the accelerator (its time counted as device cycles, not host wall)
-        self.updates_on_device = (kind == "accel" and update_on == "device"
-                                  and getattr(self.device, "has_dense", False))
-        if self.updates_on_device:
+        # dense layers on the accelerator (their time counted as device cycles, not host wall)
+        if kind == "accel" and update_on == "device" and getattr(self.device, "has_dense", False):
             linears_on_device(self.model, self.device, self.timer)
 
     def step(self, lb: LoadedBatch, batch_total: int, iteration: int) -> dict:
@@ -330,13 +328,13 @@ class DRM:
         self.cpu_share = float(np.clip(s + self.damping * (target - s), 0.02, 0.98))
 
     @staticmethod
-    def _groups(T: dict, t_acc: float, pair=("T_TC", "T_Accel")) -> tuple:
+    def _groups(T: dict, pair: tuple) -> tuple:
         """The two groups' times that a work balance weighs: their own iteration times
         (``G_C``, ``G_A``: each group's slowest trainer pipeline, sampling and loading
         included) where the engine was given them, else the stage pair Alg. 1 names."""
         if T.get("G_C", 0.0) > 0 and T.get("G_A", 0.0) > 0:
             return T["G_C"], T["G_A"]
-        return T.get(pair[0], 0.0), (t_acc if pair[1] == "T_Accel" else T.get(pair[1], 0.0))
+        return T.get(pair[0], 0.0), T.get(pair[1], 0.0)
 
     def balance_trainers(self, t_cpu: float, t_acc: float) -> str:
         """Balance work between the CPU and accelerator groups (our extension of Alg. 1's
@@ -348,6 +346,7 @@ class DRM:
         waits for -- rather than the one where their means meet: a group whose time
         fluctuates more is kept further from critical. Before that, :meth:`balance_work`.
         Returns which of the two was used."""
+        from scipy.special import ndtr
         pts = np.asarray(self.samples, dtype=np.float64)
         if pts.shape[0] < 3 or np.unique(np.round(pts[:, 0], 3)).size < 2:
             self.balance_work(t_cpu, t_acc)
@@ -364,8 +363,7 @@ class DRM:
         mu_c, mu_a = ac + bc * grid, aa + ba * (1.0 - grid)
         theta = max(np.hypot(sc, sa), 1e-12)
         alpha = (mu_c - mu_a) / theta
-        cdf = 0.5 * (1.0 + np.vectorize(math.erf)(alpha / math.sqrt(2.0)))
-        pdf = np.exp(-0.5 * alpha ** 2) / math.sqrt(2.0 * math.pi)
+        cdf, pdf = ndtr(alpha), np.exp(-0.5 * alpha ** 2) / math.sqrt(2.0 * math.pi)
         expected_max = mu_c * cdf + mu_a * (1.0 - cdf) + theta * pdf
         target = float(grid[int(np.argmin(expected_max))])
         s = self.cpu_share
@@ -396,7 +394,8 @@ class DRM:
                share_used: float | None = None) -> dict:
         """One step of Alg. 1 on the stage times ``T`` of an iteration that ran with the CPU
         share ``share_used`` (default: the current one); returns the logged decision."""
-        g_cpu, g_acc = self._groups(T, max(T.get("T_Tran", 0.0), T.get("T_TA", 0.0)))
+        T = dict(T, T_Accel=max(T.get("T_Tran", 0.0), T.get("T_TA", 0.0)))
+        g_cpu, g_acc = self._groups(T, ("T_TC", "T_Accel"))
         if has_cpu and has_acc and g_cpu > 0 and g_acc > 0:
             self.samples.append((self.cpu_share if share_used is None else float(share_used),
                                  float(g_cpu), float(g_acc)))
@@ -414,8 +413,8 @@ class DRM:
         action = "none"
         before = self.cpu_share
         if self.enabled and has_cpu and has_acc:
-            sampling = self._groups(T, T["T_SA"], ("T_SC", "T_SA"))
-            training = self._groups(T, T["T_Accel"], ("T_TC", "T_Accel"))
+            sampling = self._groups(T, ("T_SC", "T_SA"))
+            training = self._groups(T, ("T_TC", "T_Accel"))
             if bottleneck == "T_SA":
                 how = self.balance_trainers(*sampling)
                 action = f"balance_work(T_SC, T_SA) ({how})"

@@ -246,12 +246,11 @@ class PipelinedMoP(MoPRuntime):
         self.batches = contiguous_ranges(n, s)
         self.owner = [k * m // s for k in range(s)]          # dense worker of every batch
         self.dep = batch_dependencies(self.op.adj, s)
+        #: the batches each dense worker owns, in order
+        self.owned = [[k for k in range(s) if self.owner[k] == j] for j in range(m)]
         starts = np.array([a for a, _ in self.batches])
         col_batch = np.searchsorted(starts, self.op.adj.indices, side="right") - 1
         row_batch = np.searchsorted(starts, self.op.adj.row_ids(), side="right") - 1
-        first = np.arange(s)
-        np.minimum.at(first, row_batch, col_batch)
-        self.first = first
         self.block_ops = [self.op.block(np.arange(a, b), np.arange(self.batches[self.dep[k]][1]))
                           for k, (a, b) in enumerate(self.batches)]
         # users[j]: the forward batches whose rows have an entry in batch j's columns, i.e.
@@ -281,8 +280,9 @@ class PipelinedMoP(MoPRuntime):
         #: host computations do not, so a dense task's measured time is its own (a simulated
         #: device's time is its cycles, whatever the host took to simulate them)
         self._compute = threading.Lock()
-        #: every training step's measured time of every dense task, by (phase, layer, batch)
-        self._dense_history: dict = {}
+        #: the least measured time of every dense task over the training steps so far, by
+        #: (phase, layer, batch)
+        self._dense_best: dict = {}
         # between processes the blocks travel through a gloo group of their own (CPU tensors,
         # tagged point-to-point messages, safe from two threads), whatever the main backend
         self._group = None if isinstance(self.comm, LocalComm) else dist.new_group(
@@ -302,8 +302,10 @@ class PipelinedMoP(MoPRuntime):
                 torch.cuda.synchronize(self.dense)
             store[key] = time.perf_counter() - t0
 
-    def _batches_of(self, j: int) -> list:
-        return [k for k in range(self.s) if self.owner[k] == j]
+    def _record_dense(self, phase: str, times: dict) -> None:
+        for (layer, k), t in times.items():
+            key = (phase, layer, k)
+            self._dense_best[key] = min(t, self._dense_best.get(key, t))
 
     def _width(self, layer: int, i: int) -> int:
         a, b = self.feat_ranges[layer][i]
@@ -322,7 +324,7 @@ class PipelinedMoP(MoPRuntime):
         grad = torch.is_grad_enabled()       # grad mode is per thread: carry it over
         serial = self.pipeline == "off"      # every task after the one before, as run
         devices = sorted(self.moa.sparse)    # this process's sparse devices
-        mine = [k for k in range(s) if owner[k] in self.local]
+        mine = sorted(k for j in self.local for k in self.owned[j])
         tape = {} if grad else None
         P_in = {}                            # (layer, batch, device): a received column slice
         masks = {}
@@ -406,12 +408,10 @@ class PipelinedMoP(MoPRuntime):
         _run_units([("moagcn-sparse-unit", sparse_unit, box),
                     ("moagcn-dense-unit", dense_unit, box)])
         box.flush()
-        self._dense_forward_s = dense_s
         if grad:
-            for key, t in dense_s.items():
-                self._dense_history.setdefault(("forward",) + key, []).append(t)
+            self._record_dense("forward", dense_s)
         keys = sorted(self.local)
-        outs = [torch.cat([tape_P[(L - 1, k)] for k in mine if owner[k] == j]) for j in keys]
+        outs = [torch.cat([tape_P[(L - 1, k)] for k in self.owned[j]]) for j in keys]
         if not grad:
             return dict(zip(keys, outs))
         params = [p for p in model.parameters() if p.requires_grad]
@@ -435,14 +435,13 @@ class PipelinedMoP(MoPRuntime):
         serial = self.pipeline == "off"
         box = _Mailbox(self.comm, L, s, self._group)
         devices = sorted(self.moa.sparse)
-        mine = [k for k in range(s) if owner[k] in self.local]
+        mine = sorted(k for j in self.local for k in self.owned[j])
         g_out = {}
-        for j, g in zip(rec["keys"], grads):
+        for j, g in zip(rec["keys"], grads):          # each worker's logits: its batches
             row = 0
-            for k in mine:
-                if owner[k] == j:
-                    g_out[k] = g[row:row + self._rows(k)]
-                    row += self._rows(k)
+            for k in self.owned[j]:
+                g_out[k] = g[row:row + self._rows(k)]
+                row += self._rows(k)
         pgrad = [None] * len(params)
         g_self: dict = {}
         dense_s: dict = {}
@@ -451,7 +450,7 @@ class PipelinedMoP(MoPRuntime):
             for l in reversed(range(L)):
                 for k in reversed(mine):
                     j = owner[k]
-                    if serial and l < L - 1 and k == max(self._batches_of(j)):
+                    if serial and l < L - 1 and k == self.owned[j][-1]:
                         for i in range(m):       # the layer above's sparse tasks are done
                             box.take("sd", l + 1, 0, i, j)
                     if l == L - 1:
@@ -476,7 +475,7 @@ class PipelinedMoP(MoPRuntime):
                         for i in range(m):
                             box.post("dZ", l, k, j, i, out[0][:, slice(*fr[i])].cpu(),
                                      backward=True)
-                    if serial and l and k == min(self._batches_of(j)):
+                    if serial and l and k == self.owned[j][0]:
                         box.token("dd", l, k, j, range(m))    # this worker's last of the layer
 
         def sparse_unit():
@@ -490,7 +489,7 @@ class PipelinedMoP(MoPRuntime):
                     for i in devices:
                         if serial and j == s - 1:    # every dense task of the layer is done
                             for o in range(m):
-                                box.take("dd", l, min(self._batches_of(o)), o, i)
+                                box.take("dd", l, self.owned[o][0], o, i)
                         cols = slice(*fr[i])
                         w = fr[i][1] - fr[i][0]
                         for u in self.users[j]:
@@ -528,9 +527,7 @@ class PipelinedMoP(MoPRuntime):
         _run_units([("moagcn-sparse-unit-bwd", sparse_unit, box),
                     ("moagcn-dense-unit-bwd", dense_unit, box)])
         box.flush()
-        self._dense_backward_s = dense_s
-        for key, t in dense_s.items():
-            self._dense_history.setdefault(("backward",) + key, []).append(t)
+        self._record_dense("backward", dense_s)
         return pgrad
 
     # -- the timeline of the run --------------------------------------------------------------
@@ -544,11 +541,11 @@ class PipelinedMoP(MoPRuntime):
         # a dense task's cost: the least of its measured times over the run's training steps
         # (the same work every step; the host's interruptions and the thread pools competing
         # for its cores only ever add time), as timeit takes the best of its repeats
-        med = {key: float(np.min(v)) for key, v in self._dense_history.items()}
+        best = self._dense_best
         local = ({(ph, l, k, i): c / (clocks[i] * 1e6) for (ph, l, k, i), c in
                   self._cycles.items() if clocks[i]},
-                 {key[1:]: t for key, t in med.items() if key[0] == "forward"},
-                 {key[1:]: t for key, t in med.items() if key[0] == "backward"},
+                 {key[1:]: t for key, t in best.items() if key[0] == "forward"},
+                 {key[1:]: t for key, t in best.items() if key[0] == "backward"},
                  all(clocks.values()))
         sparse_s, fwd_s, bwd_s, timed = {}, {}, {}, True
         for a, b, c, t in self.comm.gather(local):

@@ -71,30 +71,22 @@ class AcceleratorDevice(SparseDevice):
         n, k = X.shape
         f = W.shape[1]
         Y = np.zeros((n, f), dtype=np.float32)
-        if n == 0 or f == 0:
-            return Y
+        if b is not None:
+            b = np.asarray(b, dtype=np.float32)
+        if n == 0 or f == 0 or k == 0:       # no product: the bias alone
+            return Y + (0 if b is None else b)
         step = self.config.max_feature_width
         for c0 in range(0, f, step):
             c1 = min(f, c0 + step)
-            acc = None
-            for i, k0 in enumerate(range(0, max(k, 1), step)):
+            for k0 in range(0, k, step):     # partial products, summed in ascending order
                 k1 = min(k, k0 + step)
-                if k1 <= k0:     # no inner dimension: the product is the bias
-                    part = np.zeros((n, c1 - c0), np.float32)
-                    if b is not None:
-                        part += np.asarray(b, np.float32)[c0:c1]
-                else:
-                    bias = (np.ascontiguousarray(np.asarray(b, np.float32)[c0:c1])
-                            if b is not None and i == 0 else None)
-                    job = self.spec.dense_job(np.ascontiguousarray(X[:, k0:k1]),
-                                              np.ascontiguousarray(W[k0:k1, c0:c1]), bias)
-                    res = self.driver.run(job)
-                    part = res.output
-                    counts = res.counters
-                    counts.extra["dense_macs"] = counts.extra.get("dense_macs", 0) \
-                        + n * (k1 - k0) * (c1 - c0)
-                    counts.lanes, counts.clock_mhz = self.lanes, self.clock_mhz
-                    self.counters.add(counts)
-                acc = part if acc is None else (acc + part).astype(np.float32)
-            Y[:, c0:c1] = acc
+                bias = b[c0:c1].copy() if b is not None and k0 == 0 else None
+                res = self.driver.run(self.spec.dense_job(
+                    np.ascontiguousarray(X[:, k0:k1]), np.ascontiguousarray(W[k0:k1, c0:c1]),
+                    bias))
+                counts = res.counters
+                counts.extra["dense_macs"] = n * (k1 - k0) * (c1 - c0)
+                counts.lanes, counts.clock_mhz = self.lanes, self.clock_mhz
+                self.counters.add(counts)
+                Y[:, c0:c1] = res.output if k0 == 0 else Y[:, c0:c1] + res.output
         return Y
