@@ -52,7 +52,7 @@ from moagcn.core.reports import (json_default, output_dir, print_targets, pyplot
                                    torch_threads)
 from moagcn.errors import UserError
 
-from .fleet import BALANCES, predicted_times
+from .fleet import BALANCES, predicted_times, step_keeps
 from .graph import CSRGraph
 
 #: named fleets (``--fleets F1;F2``); F1 is the issue's 4:1 capability spread
@@ -156,12 +156,20 @@ def label(name: str, scale: int) -> str:
     return f"rmat-{scale}" if name == "rmat" else name
 
 
+def operator(graph: CSRGraph) -> CSRGraph:
+    """The sparsity the devices run for the experiment's GCN on ``graph``: ``A + I``."""
+    from .models import aggregation_op
+    return aggregation_op("gcn", graph).adj
+
+
 def fit_graphs(names: str, scale: int) -> dict[str, CSRGraph]:
     """The graphs the perf models are fitted on (label -> graph), from ``--fit-graph``'s
     comma-separated names: ``rmat`` is a different R-MAT draw (seed 1) of the evaluated one's
     size, so its sub-graphs reach the sizes that tile the buffers; ``powerlaw`` a Chung-Lu
     graph and ``sbm`` a 3,000-node block model, both seed 1 (citation-like mean degrees); the
-    others are :func:`moagcn.host.perfmodel.load_graph`'s."""
+    others are :func:`moagcn.host.perfmodel.load_graph`'s. Each graph is returned as the GCN
+    operator's sparsity (``A + I``, :func:`operator`), which is what the devices run: an
+    induced sub-graph of it is the operator of the induced sub-graph."""
     from .datasets import rmat, sbm
     from .perfmodel import load_graph
     out = {}
@@ -174,27 +182,35 @@ def fit_graphs(names: str, scale: int) -> dict[str, CSRGraph]:
             out["sbm-3000-seed1"] = sbm(n_nodes=3000, seed=1).graph
         else:
             out[name] = load_graph(name, seed=0)
-    return out
+    return {k: operator(g) for k, g in out.items()}
 
 
 # -- the share solver's prediction ---------------------------------------------------------------
 
 # -- perf models ---------------------------------------------------------------------------------
 
+def fit_keeps(dropout: float) -> tuple[float, ...]:
+    """The output masks' kept fractions the perf models are fitted and scored at: none, the
+    backward ReLU mask's (:data:`~moagcn.host.fleet.RELU_KEEP`) and the dropout's."""
+    from .fleet import RELU_KEEP
+    return tuple(dict.fromkeys((1.0, RELU_KEEP, *([1.0 - dropout] if dropout > 0 else []))))
+
+
 def fit_fleet(name: str, spec: str, fgraphs: dict, evaluated: dict, out: Path, seed: int,
-              quiet: bool) -> dict:
+              quiet: bool, keeps=(1.0,)) -> dict:
     """Fit the fleet's model on sub-graphs of the ``fgraphs`` (label -> graph), save it, and
-    score it on the ``evaluated`` graphs (label -> (graph, widths)) as whole graphs."""
+    score it on the ``evaluated`` graphs (label -> (graph, widths)) as whole graphs; every run
+    without a mask and with output masks keeping each of ``keeps``."""
     from .perfmodel import fit, held_out, parse_devices
     specs = parse_devices(spec)
     t0 = time.perf_counter()
     fit_label = "+".join(fgraphs)
     model = fit(fgraphs, specs, widths=FIT_WIDTHS, seed=seed, device_kind="model",
-                progress=not quiet, name=fit_label)
+                progress=not quiet, name=fit_label, keeps=keeps)
     rep = model.report
     ho_rows = []
     for g, (graph, widths) in evaluated.items():
-        ho_rows += held_out(model, {g: graph}, widths, "model").rows
+        ho_rows += held_out(model, {g: graph}, widths, "model", keeps=keeps).rows
     path = out / f"perfmodel-{name}.json"
     model.state["holdout"] = {"graphs": list(evaluated), "rows": ho_rows}
     model.save(path)
@@ -221,10 +237,33 @@ def fit_fleet(name: str, spec: str, fgraphs: dict, evaluated: dict, out: Path, s
 
 # -- one run -------------------------------------------------------------------------------------
 
+def rotate(spec: str, order: int) -> str:
+    """The fleet ``spec`` (devices separated by commas) with its devices rotated left by
+    ``order``: worker ``p`` of the rotated fleet is listed device ``(p + order) mod m``."""
+    items = spec.split(",")
+    k = order % len(items)
+    return ",".join(items[k:] + items[:k])
+
+
+def _unrotate(values, order: int):
+    """Per-worker ``values`` of a run of the fleet rotated by ``order``, in listed device
+    order (None stays None)."""
+    if values is None or not order:
+        return values
+    m = len(values)
+    return [values[(i - order) % m] for i in range(m)]
+
+
 def run_row(fleet: str, spec: str, ds: str, d, parallelism: str, balance: str, seed: int,
-            epochs: int, perf_path: Path, perf, specs, dropout: float = 0.5) -> dict:
+            epochs: int, perf_path: Path, perf, specs, dropout: float = 0.5,
+            order: int = 0) -> dict:
+    """One training run; ``order`` > 0 runs the fleet rotated by that many devices (the parts
+    of an order-blind split then land on other devices) and reports every per-device figure
+    in the listed order."""
     from .train import TrainConfig, train
-    cfg = TrainConfig(device="model", workers=len(specs), devices=spec, balance=balance,
+    run_spec = rotate(spec, order)
+    run_specs = specs[order:] + specs[:order]
+    cfg = TrainConfig(device="model", workers=len(specs), devices=run_spec, balance=balance,
                       perf_model=str(perf_path) if balance == "vgnn" else None,
                       parallelism=parallelism,
                       partition="metis" if parallelism == "partition" else "contiguous",
@@ -236,16 +275,21 @@ def run_row(fleet: str, spec: str, ds: str, d, parallelism: str, balance: str, s
     times = [float(t) for t in rep["device_time_s"]]
     shares = rep["shares"] if rep["shares"] is not None else [1.0 / len(specs)] * len(specs)
     widths = [d.n_features, HIDDEN]
-    pred = [float(t) for t in predicted_times(perf, specs, d.graph, widths, parallelism,
-                                              rep["shares"], cfg.partition)]
+    keep, back_keep = step_keeps(dropout)
+    pred = [float(t) for t in predicted_times(perf, run_specs, d.graph, widths, parallelism,
+                                              rep["shares"], cfg.partition,
+                                              operator=operator(d.graph), keep=keep,
+                                              back_keep=back_keep)]
     part = rep["partition"] or {}
-    halo = rep["halo_sizes"]
-    sizes = part.get("part_sizes")
+    halo = _unrotate(rep["halo_sizes"], order)
+    sizes = _unrotate(part.get("part_sizes"), order)
+    times, shares, pred = (_unrotate(v, order) for v in (times, shares, pred))
     mean_t = float(np.mean(times))
     return {
         "fleet": fleet, "devices": spec, "dataset": ds, "nodes": d.n_nodes,
         "edges": int(d.graph.nnz), "features": d.n_features, "parallelism": parallelism,
-        "partition": cfg.partition, "balance": balance, "seed": seed, "epochs": epochs,
+        "partition": cfg.partition, "balance": balance, "order": order, "seed": seed,
+        "epochs": epochs,
         "dropout": dropout,
         "makespan_s": float(rep["makespan_s"]), "device_time_s": times,
         "device_time_std_s": float(np.std(times)),
@@ -258,16 +302,18 @@ def run_row(fleet: str, spec: str, ds: str, d, parallelism: str, balance: str, s
         "halo_sizes": halo, "halo_total": None if halo is None else int(sum(halo)),
         "edge_cut": part.get("edge_cut"), "cut_fraction": part.get("cut_fraction"),
         "comm_bytes": int(rep["comm_bytes"]),
-        "sparse_adds": [w["sparse_adds"] for w in rep["worker_ops"]],
+        "sparse_adds": _unrotate([w["sparse_adds"] for w in rep["worker_ops"]], order),
         "train_wall_s": wall,
     }
 
 
 # -- summaries and targets -----------------------------------------------------------------------
 
-def _find(rows, fleet, ds, par, balance):
+def _find(rows, fleet, ds, par, balance, order: int | None = 0):
+    """The runs of one case and balance; ``order``: only the fleet as listed (0), one
+    rotation, or every one (None)."""
     return [r for r in rows if (r["fleet"], r["dataset"], r["parallelism"], r["balance"])
-            == (fleet, ds, par, balance)]
+            == (fleet, ds, par, balance) and (order is None or r.get("order", 0) == order)]
 
 
 def _mean(rows, key):
@@ -293,6 +339,16 @@ def summaries(rows: list[dict]) -> list[dict]:
             s[f"acc_{b}"] = _mean(rs, "test_acc")
             if rs[0]["halo_total"] is not None:
                 s[f"halo_{b}"] = _mean(rs, "halo_total")
+        # the order-blind uniform split over every device order that was run (a rotation
+        # changes which device gets which part): the mean over orders of the seeds' mean
+        orders = sorted({r.get("order", 0) for r in _find(rows, fleet, ds, par, "uniform",
+                                                          None)})
+        by_order = [_mean(_find(rows, fleet, ds, par, "uniform", k), "makespan_s")
+                    for k in orders]
+        s["uniform_orders"] = orders
+        s["makespan_uniform_orders_s"] = by_order
+        s["makespan_uniform_mean_s"] = float(np.mean(by_order))
+        s["vgnn_over_uniform_mean"] = s["makespan_uniform_mean_s"] / s["makespan_vgnn_s"]
         s["vgnn_over_uniform"] = s["makespan_uniform_s"] / s["makespan_vgnn_s"]
         s["vgnn_over_spec"] = s["makespan_spec_s"] / s["makespan_vgnn_s"]
         s["spec_over_uniform"] = s["makespan_uniform_s"] / s["makespan_spec_s"]
@@ -324,7 +380,8 @@ def targets(rows: list[dict], summ: list[dict], fits: dict) -> list[dict]:
     if four:
         f = four[0]
         ss = [s for s in summ if s["fleet"] == f]
-        vu = {f"{s['dataset']} {s['parallelism']}": s["vgnn_over_uniform"] for s in ss}
+        vu = {f"{s['dataset']} {s['parallelism']}": s["vgnn_over_uniform_mean"] for s in ss}
+        listed = {f"{s['dataset']} {s['parallelism']}": s["vgnn_over_uniform"] for s in ss}
         vs = {f"{s['dataset']} {s['parallelism']}": s["vgnn_over_spec"] for s in ss}
         ok_u = [k for k, v in vu.items() if v >= TARGET_UNIFORM]
         ok_s = [k for k, v in vs.items() if v >= 1.0]
@@ -338,12 +395,16 @@ def targets(rows: list[dict], summ: list[dict], fits: dict) -> list[dict]:
                               f"{fits[f]['devices']}), vgnn epoch time >= {TARGET_UNIFORM:g}x "
                               "better than uniform, no worse than spec on every graph, better "
                               "on average",
-                    "ours": "over uniform " + ", ".join(f"{k} {v:.2f}x" for k, v in vu.items())
+                    "ours": "over uniform (mean over the device orders) "
+                            + ", ".join(f"{k} {v:.2f}x" for k, v in vu.items())
+                            + "; over uniform with the devices as listed "
+                            + ", ".join(f"{k} {v:.2f}x" for k, v in listed.items())
                             + "; over spec " + ", ".join(f"{k} {v:.2f}x" for k, v in vs.items())
                             + f" (geometric mean {avg:.2f}x); ideal split over uniform "
                               "(measured rates, linear) "
                             + ", ".join(f"{k} {v:.2f}x" for k, v in ideal.items()),
-                    "values": {"over_uniform": vu, "over_spec": vs, "over_spec_geomean": avg,
+                    "values": {"over_uniform": vu, "over_uniform_listed": listed,
+                               "over_spec": vs, "over_spec_geomean": avg,
                                "ideal_over_uniform": ideal},
                     "paper": "no uniform baseline in vGNN (all its baselines are spec ratios)",
                     "verdict": verdict})
@@ -354,11 +415,12 @@ def targets(rows: list[dict], summ: list[dict], fits: dict) -> list[dict]:
     # accuracy
     diffs = {}
     for r in rows:
-        if r["balance"] == "uniform":
+        if r["balance"] == "uniform" and not r.get("order"):
             continue
         u = [x for x in _find(rows, r["fleet"], r["dataset"], r["parallelism"], "uniform")
              if x["seed"] == r["seed"]][0]
-        k = f"{r['fleet']} {r['dataset']} {r['parallelism']} {r['balance']} seed {r['seed']}"
+        k = (f"{r['fleet']} {r['dataset']} {r['parallelism']} {r['balance']}"
+             + (f" rotated {r['order']}" if r.get("order") else "") + f" seed {r['seed']}")
         diffs[k] = r["test_acc"] - u["test_acc"]
     worst = max((abs(v) for v in diffs.values()), default=0.0)
     bad = [k for k, v in diffs.items() if abs(v) > TARGET_ACC]
@@ -421,7 +483,7 @@ def _fmt_list(v, fmt="{:.3g}"):
 
 
 CSV_COLUMNS = ("fleet", "devices", "dataset", "nodes", "edges", "features", "parallelism",
-               "partition", "balance", "seed", "epochs", "dropout", "makespan_s",
+               "partition", "balance", "order", "seed", "epochs", "dropout", "makespan_s",
                "device_time_s",
                "device_time_std_s", "device_time_cv", "max_over_min", "shares", "part_fraction",
                "predicted_device_s", "predicted_makespan_s", "test_acc", "val_acc",
@@ -523,14 +585,18 @@ def print_tables(rows, summ, fits, tg) -> None:
     print("\nMakespan (slowest device's aggregation time per epoch, ms) and vgnn's speed-up; "
           "ideal = the best split if times were linear in the share, from uniform's measured "
           "device times; std = standard deviation of the devices' times (ms, vGNN Table 6):")
-    print("| fleet | dataset | parallelism | uniform | spec | vgnn | vgnn / uniform | "
+    print("| fleet | dataset | parallelism | uniform | uniform, each device order | spec | "
+          "vgnn | vgnn / uniform | vgnn / uniform (mean of orders) | "
           "ideal / uniform | vgnn / spec | std uniform | std spec | std vgnn | "
           "acc u / s / v |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for s in summ:
         print(f"| {s['fleet']} | {s['dataset']} | {s['parallelism']} | "
-              f"{1e3 * s['makespan_uniform_s']:.3f} | {1e3 * s['makespan_spec_s']:.3f} | "
+              f"{1e3 * s['makespan_uniform_s']:.3f} | "
+              f"{' / '.join(f'{1e3 * t:.3f}' for t in s['makespan_uniform_orders_s'])} | "
+              f"{1e3 * s['makespan_spec_s']:.3f} | "
               f"{1e3 * s['makespan_vgnn_s']:.3f} | {s['vgnn_over_uniform']:.2f}x | "
+              f"{s['vgnn_over_uniform_mean']:.2f}x | "
               f"{s['ideal_over_uniform']:.2f}x | {s['vgnn_over_spec']:.2f}x | "
               f"{1e3 * s['std_uniform_s']:.3f} | {1e3 * s['std_spec_s']:.3f} | "
               f"{1e3 * s['std_vgnn_s']:.3f} | "
@@ -545,7 +611,8 @@ def print_tables(rows, summ, fits, tg) -> None:
     for r in rows:
         if r["seed"] != seed0:
             continue
-        print(f"| {r['fleet']} | {r['dataset']} | {r['parallelism']} | {r['balance']} | "
+        b = r["balance"] + (f" (rotated {r['order']})" if r.get("order") else "")
+        print(f"| {r['fleet']} | {r['dataset']} | {r['parallelism']} | {b} | "
               f"{_fmt_list(r['shares'], '{:.3f}')} | "
               f"{_fmt_list([1e3 * t for t in r['device_time_s']], '{:.3f}')} | "
               f"{_fmt_list([1e3 * t for t in r['predicted_device_s']], '{:.3f}')} | "
@@ -627,29 +694,34 @@ def _run(args, datasets, pars, fleets, seeds, out) -> int:
           + ", ".join(f"{k} ({g.n_rows} nodes, {g.nnz} entries)" for k, g in fgraphs.items())
           + (f"; NOTE: {', '.join(held)} is also evaluated, so it is not held out" if held else
              "; every evaluated graph is held out"), flush=True)
-    evaluated = {ds: (d.graph, [HIDDEN, d.n_features]) for ds, d in loaded.items()}
+    evaluated = {ds: (operator(d.graph), [HIDDEN, d.n_features]) for ds, d in loaded.items()}
     fits, models = {}, {}
     for name, spec in fleets:
-        fits[name] = fit_fleet(name, spec, fgraphs, evaluated, out, args.fit_seed, args.quiet)
+        fits[name] = fit_fleet(name, spec, fgraphs, evaluated, out, args.fit_seed, args.quiet,
+                               fit_keeps(args.dropout))
         models[name] = (PerfModel.load(fits[name]["path"]), parse_devices(spec))
         i = fits[name]
         print(f"{name} ({spec}): {i['regressor']} on {i['runs']} runs, split MAPE "
               f"{100 * i['split_mape']:.2f}%, held-out MAPE {100 * i['holdout_mape']:.1f}% "
               f"({i['fit_s']:.0f} s)", flush=True)
     rows = []
-    steps = [(f, spec, ds, p, seed, b) for f, spec in fleets for ds in loaded for p in pars
-             for seed in seeds for b in BALANCES]
+    # an order-blind uniform partition is also run with the fleet rotated, so each part lands
+    # on each device once (under MoP every device gets the same columns: one order suffices)
+    steps = [(f, spec, ds, p, seed, b, k) for f, spec in fleets for ds in loaded for p in pars
+             for seed in seeds for b in BALANCES
+             for k in (range(len(spec.split(","))) if b == "uniform" and p == "partition"
+                       else [0])]
     bar = tqdm(steps, desc="vgnn runs", unit="run", file=sys.stderr, disable=args.quiet)
-    for f, spec, ds, p, seed, b in bar:
-        bar.set_postfix_str(f"{f} {ds} {p} {b}")
+    for f, spec, ds, p, seed, b, k in bar:
+        bar.set_postfix_str(f"{f} {ds} {p} {b}" + (f" rotated {k}" if k else ""))
         perf, specs = models[f]
         rows.append(run_row(f, spec, ds, loaded[ds], p, b, seed, args.epochs,
-                            Path(fits[f]["path"]), perf, specs, args.dropout))
+                            Path(fits[f]["path"]), perf, specs, args.dropout, order=k))
     bar.close()
     for r in rows:
         same = [x for x in rows if (x["fleet"], x["dataset"], x["parallelism"], x["seed"])
                 == (r["fleet"], r["dataset"], r["parallelism"], r["seed"])]
-        by = {x["balance"]: x["makespan_s"] for x in same}
+        by = {x["balance"]: x["makespan_s"] for x in same if not x.get("order")}
         r["speedup_vs_uniform"] = by["uniform"] / r["makespan_s"]
         r["speedup_vs_spec"] = by["spec"] / r["makespan_s"]
     summ = summaries(rows)

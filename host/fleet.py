@@ -92,7 +92,9 @@ def fleet(text: str, device_kind: str):
 
 
 def predicted_times(perf_model, specs, graph: CSRGraph, widths, parallelism: str, shares,
-                    partition: str = "contiguous", exact: bool = True) -> np.ndarray:
+                    partition: str = "contiguous", exact: bool = True,
+                    operator: CSRGraph | None = None, keep: float = 1.0,
+                    back_keep: float | None = None) -> np.ndarray:
     """Seconds the performance model predicts each worker needs for ``shares`` in one training
     step: the sum over the layers' aggregation widths of one aggregation, plus for every layer
     after the first its backward aggregation (the transposed operator; the first layer's input
@@ -101,16 +103,28 @@ def predicted_times(perf_model, specs, graph: CSRGraph, widths, parallelism: str
     shares with the columns they read, its own rows and its halo (``shares`` None: the equal
     split the runtimes make without one). Under MoP a worker's columns are those the runtime
     gives it (``exact``; a worker may get none) or, for the solver's iterations, its share of
-    each width rounded on its own and at least one (smooth in the share)."""
+    each width rounded on its own and at least one (smooth in the share).
+
+    ``operator`` is the sparsity the devices really run (the model's aggregation operator, e.g.
+    GCN's ``A + I``: :func:`moagcn.host.models.aggregation_op`); the blocks are cut from it,
+    the partition from ``graph``, as the runtimes do. ``None``: ``graph`` itself.
+
+    ``keep`` / ``back_keep``: the kept fraction of the output masks of the forward / backward
+    aggregations (1: none; training's forward carries the dropout mask, ``1 - p``, and its
+    backward the ReLU's, :func:`step_keeps`); ``back_keep`` None: ``keep``."""
+    op = graph if operator is None else operator
+    if (op.n_rows, op.n_cols) != (graph.n_rows, graph.n_cols):
+        raise UserError(f"the operator is {op.n_rows} x {op.n_cols} but the graph "
+                        f"{graph.n_rows} x {graph.n_cols}; pass the operator of this graph")
     widths = [int(w) for w in np.atleast_1d(widths)]
     fractions = np.full(len(specs), 1.0 / len(specs)) if shares is None else shares
     if parallelism == "mop":
-        blocks = [graph] * len(specs)
+        blocks = [op] * len(specs)
     else:
         from .mop import partition_nodes
         from .perfmodel import worker_block
         parts = partition_nodes(graph, len(specs), partition, shares)
-        blocks = [worker_block(graph, p) for p in parts]
+        blocks = [worker_block(op, p) for p in parts]
     if parallelism == "mop":
         # the columns each device gets, cut as MoPRuntime cuts them (a device may get none)
         from .graph import contiguous_ranges
@@ -124,11 +138,30 @@ def predicted_times(perf_model, specs, graph: CSRGraph, widths, parallelism: str
             cols = [b - a for a, b in (c[i] for c in cuts)]
         else:
             cols = [max(1, int(round(f * w))) for w in widths]
-        t[i] = sum(perf_model.predict(block, w, s) for w in cols if w)
+        bk = keep if back_keep is None else back_keep
+        t[i] = sum(perf_model.predict(block, w, s, keep) for w in cols if w)
         if len(cols) > 1:
             back = block.transpose()
-            t[i] += sum(perf_model.predict(back, w, s) for w in cols[1:] if w)
+            t[i] += sum(perf_model.predict(back, w, s, bk) for w in cols[1:] if w)
     return t
+
+
+#: the kept fraction of the ReLU mask a backward aggregation carries (the share of positive
+#: pre-activations: about half at Glorot initialisation; measured 0.41-0.48 with dropout 0.5)
+RELU_KEEP = 0.5
+
+
+def step_keeps(dropout: float, dropout_at: str = "aggregate", relu: bool = True
+               ) -> tuple[float, float]:
+    """``(keep, back_keep)`` of a training step's aggregations (:func:`predicted_times`): the
+    forward ones carry the dropout mask when it sits on the aggregation's output, the backward
+    ones the ReLU mask (and, with the dropout on the layer's input, the dropout mask too)."""
+    drop_keep = 1.0 - float(dropout)
+    keep = drop_keep if dropout_at == "aggregate" and dropout > 0 else 1.0
+    back = RELU_KEEP if relu else 1.0
+    if dropout_at != "aggregate" and dropout > 0:
+        back *= drop_keep
+    return keep, back
 
 
 def bf16_weight(t, n0: float, lam: float, b: float):
@@ -196,9 +229,12 @@ def bf16_shift(shares, specs, graph: CSRGraph, calibration: dict | None = None) 
 
 def work_shares(balance: str, specs, graph: CSRGraph, widths, parallelism: str,
                 perf_model=None, iterations: int = 6,
-                partition: str = "contiguous") -> np.ndarray:
+                partition: str = "contiguous", operator: CSRGraph | None = None,
+                keep: float = 1.0, back_keep: float | None = None) -> np.ndarray:
     """Each worker's fraction of the work (sums to 1); ``widths`` are the aggregation widths of
-    the layers (the vGNN prediction of a worker is the sum over them)."""
+    the layers (the vGNN prediction of a worker is the sum over them); ``operator``, ``keep``
+    and ``back_keep``: the sparsity the devices run and the output masks' kept fractions (see
+    :func:`predicted_times`)."""
     widths = [int(w) for w in np.atleast_1d(widths)]
     m = len(specs)
     if balance not in BALANCES:
@@ -218,9 +254,11 @@ def work_shares(balance: str, specs, graph: CSRGraph, widths, parallelism: str,
 
     def predicted(shares):
         return np.maximum(predicted_times(perf_model, specs, graph, widths, parallelism, shares,
-                                          partition, exact=False), 1e-12)
+                                          partition, exact=False, operator=operator,
+                                          keep=keep, back_keep=back_keep), 1e-12)
 
-    full = np.array([sum(perf_model.predict(graph, w, s) for w in widths) for s in specs])
+    op = graph if operator is None else operator
+    full = np.array([sum(perf_model.predict(op, w, s, keep) for w in widths) for s in specs])
     shares = (1.0 / np.maximum(full, 1e-12))
     shares /= shares.sum()
     for _ in range(iterations):

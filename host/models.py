@@ -120,8 +120,7 @@ class GNN(nn.Module):
 
     def aggregation(self, graph: CSRGraph) -> AggregationOp:
         """The aggregation operator of this model on ``graph``."""
-        return {"gcn": AggregationOp.gcn, "sage": AggregationOp.mean,
-                "gin": AggregationOp.sum_with_self}[self.kind](graph)
+        return aggregation_op(self.kind, graph)
 
     def update(self, layer: int, Z: torch.Tensor, H_self: torch.Tensor | None = None):
         """``P_l`` from the aggregated rows ``Z`` (and, for SAGE, the rows' own features)."""
@@ -141,6 +140,14 @@ class GNN(nn.Module):
             list(self.selfs[layer].modules()) if self.kind == "sage" else [])
         return sum(n_rows * m.in_features * m.out_features * passes
                    for m in mods if isinstance(m, nn.Linear))
+
+
+def aggregation_op(kind: str, graph: CSRGraph) -> AggregationOp:
+    """The aggregation operator of a ``kind`` model (gcn, sage or gin) on ``graph``: its
+    ``adj`` is the sparsity the sparse devices run (GCN's and GIN's carry a self loop on every
+    row, GraphSAGE's none)."""
+    return {"gcn": AggregationOp.gcn, "sage": AggregationOp.mean,
+            "gin": AggregationOp.sum_with_self}[kind](graph)
 
 
 class DropoutMasks:

@@ -59,11 +59,13 @@ DEFAULT_SEEDS = 3
 DEFAULT_TEST_FRACTION = 0.25
 #: timed repeats of one CPU aggregation (the median counts)
 CPU_REPEATS = 15
+#: kept fractions of the output masks the runs are timed with by default (1: no mask)
+DEFAULT_KEEPS = (1.0,)
 #: the synthetic held-out graph :func:`load_graph` knows by this name
 POWERLAW = "powerlaw"
 
 FORMAT = "moagcn-perfmodel"
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 
 
 # -- devices -------------------------------------------------------------------------------------
@@ -336,26 +338,39 @@ def device_features(dev: DeviceSpec) -> dict[str, float]:
 
 # -- timing --------------------------------------------------------------------------------------
 
-def aggregation_time(device, graph: CSRGraph, width: int, repeats: int = CPU_REPEATS) -> float:
-    """Seconds one aggregation ``Z = A H`` (``H``: ``width`` columns, no mask) takes on
-    ``device`` (a :class:`~moagcn.core.device.SparseDevice`).
+def output_mask(n_rows: int, width: int, keep: float, seed: int = 0) -> np.ndarray | None:
+    """A seeded Bernoulli output mask keeping a ``keep`` fraction of the ``n_rows x width``
+    elements (as a dropout mask of rate ``1 - keep`` does); ``None`` for ``keep`` 1."""
+    keep = check_keep(keep, "the output mask's kept fraction")
+    if keep >= 1:
+        return None
+    rng = np.random.default_rng([seed, n_rows, int(width), int(round(keep * 1e6))])
+    return rng.random((n_rows, int(width))) < keep
+
+
+def aggregation_time(device, graph: CSRGraph, width: int, repeats: int = CPU_REPEATS,
+                     keep: float = 1.0) -> float:
+    """Seconds one aggregation ``Z = (A H) ⊙ M`` (``H``: ``width`` columns; ``M``: a seeded
+    random output mask keeping a ``keep`` fraction of Z, :func:`output_mask`, none for 1) takes
+    on ``device`` (a :class:`~moagcn.core.device.SparseDevice`).
 
     An accelerator (``model`` or ``rtl``) counts cycles, so one call gives
     ``cycles_total / clock``; the CPU is timed: one warm-up call (it builds torch's CSR
     tensor), then the median wall time of ``repeats`` calls.
     """
     H = np.ones((graph.n_cols, int(width)), dtype=np.float32)
+    M = output_mask(graph.n_rows, width, keep)
     if device.kind == "cpu":
-        device.sspmm(graph, H)
+        device.sspmm(graph, H, M)
         walls = []
         for _ in range(repeats):
             device.reset()
-            device.sspmm(graph, H)
+            device.sspmm(graph, H, M)
             walls.append(device.counters.wall_s)
         device.reset()
         return float(statistics.median(walls))
     device.reset()
-    device.sspmm(graph, H)
+    device.sspmm(graph, H, M)
     c = device.counters
     device.reset()
     if not c.clock_mhz:
@@ -468,6 +483,15 @@ def check_ratios(ratios: Sequence[float]) -> None:
             raise UserError(f"--ratios: {r} is not a node ratio; use numbers in (0, 1]")
 
 
+def check_keeps(keeps: Sequence[float]) -> list[float]:
+    """``keeps`` as distinct floats in (0, 1], or a UserError."""
+    out = [check_keep(k, "--keeps") for k in keeps]
+    if not out or len(set(out)) != len(out):
+        raise UserError(f"--keeps {','.join(map(str, keeps))}: give distinct kept fractions in "
+                        "(0, 1], e.g. 1,0.5 (1: no mask)")
+    return out
+
+
 def check_widths(widths: Sequence[int]) -> None:
     """Raise UserError unless ``widths`` is a non-empty list of feature widths >= 1."""
     if not len(widths):
@@ -496,38 +520,76 @@ def load_graph(name: str, seed: int = 0, undirected: bool = False) -> CSRGraph:
 SHORT_ROWS = (2, 4, 8, 16)
 #: the graph statistics of one run (stored with every training sample)
 GRAPH_FEATURES = ("nodes", "cols", "edges", "deg_mean", "deg_std", "deg_max", "isolated",
-                  "width", *(f"short{k}" for k in SHORT_ROWS))
+                  "width", *(f"short{k}" for k in SHORT_ROWS), "keep")
 #: cost terms: graph sizes over device rates, in seconds (see :func:`cost_terms`)
 COST_TERMS = ("t_adds", "t_feature_load", "t_index_load", "t_rows", "t_output", "t_hub",
-              "t_gather", "t_dense", "t_tiles", "t_fixed")
+              "t_gather", "t_dense", "t_tiles", "t_mask", "t_fixed")
 
 
-def graph_features(graph: CSRGraph, width: int) -> np.ndarray:
+def check_keep(keep: float, what: str = "--keep") -> float:
+    """``keep`` as a float in (0, 1] (the fraction of output elements an output mask keeps; 1:
+    no mask), or a UserError naming ``what``."""
+    try:
+        k = float(keep)
+    except (TypeError, ValueError):
+        raise UserError(f"{what} {keep!r}: give the kept fraction of the output, a number in "
+                        "(0, 1] (1: no mask)") from None
+    if not 0 < k <= 1:
+        raise UserError(f"{what} {keep!r}: give the kept fraction of the output, a number in "
+                        "(0, 1] (1: no mask)")
+    return k
+
+
+def graph_features(graph: CSRGraph, width: int, keep: float = 1.0) -> np.ndarray:
     """:data:`GRAPH_FEATURES` of aggregating ``graph`` at ``width`` features: nodes (rows),
     columns (the feature rows it reads), stored entries, the mean, standard deviation
-    (population) and largest row degree, rows without neighbours, the width, and the short-row
-    statistics (:data:`SHORT_ROWS`)."""
+    (population) and largest row degree, rows without neighbours, the width, the short-row
+    statistics (:data:`SHORT_ROWS`) and ``keep``, the fraction of output elements an output
+    mask keeps (1: no mask; a dropout mask of rate p keeps 1 - p)."""
     if int(width) < 1:
         raise UserError(f"feature width {width}: an aggregation needs at least one column")
+    keep = check_keep(keep, "the output mask's kept fraction")
     deg = graph.degrees().astype(np.float64)
     if deg.size == 0:
-        return np.array([0, graph.n_cols, 0, 0, 0, 0, 0, width, *([0] * len(SHORT_ROWS))],
+        return np.array([0, graph.n_cols, 0, 0, 0, 0, 0, width, *([0] * len(SHORT_ROWS)), keep],
                         dtype=np.float64)
     busy = deg[deg > 0]
     short = [np.maximum(k - busy, 0).sum() for k in SHORT_ROWS]
     return np.array([graph.n_rows, graph.n_cols, graph.nnz, deg.mean(), deg.std(), deg.max(),
-                     np.count_nonzero(deg == 0), width, *short], dtype=np.float64)
+                     np.count_nonzero(deg == 0), width, *short, keep], dtype=np.float64)
+
+
+def expected_groups(width, keep, granule) -> np.ndarray:
+    """``E[ceil(X / granule)]`` for ``X ~ Binomial(width, keep)``: the lane groups (jobs) a row
+    needs when an output mask keeps each of its ``width`` elements with probability ``keep``
+    (``ceil(width / granule)`` without a mask). Element-wise over arrays of the three."""
+    from scipy.stats import binom
+    F, k, g = np.broadcast_arrays(np.asarray(width, dtype=np.float64),
+                                  np.asarray(keep, dtype=np.float64),
+                                  np.asarray(granule, dtype=np.float64))
+    out = np.ceil(F / g)
+    cache: dict = {}
+    for i in np.flatnonzero(k < 1):
+        key = (F[i], k[i], g[i])
+        if key not in cache:
+            # E[ceil(X/g)] = sum_{j >= 0} P(X > j g)
+            cache[key] = float(binom.sf(np.arange(int(np.ceil(F[i] / g[i]))) * g[i],
+                                        int(F[i]), k[i]).sum())
+        out[i] = cache[key]
+    return out
 
 
 def cost_terms(G: np.ndarray, D: np.ndarray) -> np.ndarray:
     """:data:`COST_TERMS` (seconds) of runs with graph features ``G`` (rows of
     :data:`GRAPH_FEATURES`) on devices ``D`` (rows of :data:`DEVICE_FEATURES`).
 
-    With ``f`` the clock, ``F`` the width and ``F'`` it rounded up to the lane group:
-    ``t_adds = nnz F' / (lanes f)``, ``t_feature_load = C F / (words_per_cycle f)`` (``C`` the
+    With ``f`` the clock, ``F`` the width, ``k`` the kept fraction of the output (an output
+    mask) and ``F'`` the expected kept width rounded up to the lane group
+    (:func:`expected_groups` lane groups):
+    ``t_adds = nnz F' / (lanes f)`` (a masked element costs no addition), ``t_feature_load = C F / (words_per_cycle f)`` (``C`` the
     columns: the feature rows read),
     ``t_index_load = (N + nnz) / (words_per_cycle f)``, ``t_rows = N / f``,
-    ``t_output = N F / (output_words f)``, ``t_hub = deg_max latency / f`` (a hub row's
+    ``t_output = N k F / (output_words f)``, ``t_hub = deg_max latency / f`` (a hub row's
     accumulation chain), ``t_gather = R B / (words_per_cycle f)`` (fetching each row tile's
     distinct source rows, padded to the buffer width: ``B = ceil(F / buffer_width)
     buffer_width``, ``R = r C (1 - exp(-nnz / (r C)))`` over ``r`` row tiles, the expected
@@ -535,14 +597,15 @@ def cost_terms(G: np.ndarray, D: np.ndarray) -> np.ndarray:
     (a design that aggregates through its dense unit, HyScale's W = I update, on width tiles
     ``w_k`` of at most ``buffer_width``) and ``t_tiles = tiles / f`` with ``tiles`` = width
     tiles x row tiles, ``ceil(F / buffer_width) max(ceil(N / buffer_nodes),
-    ceil(nnz / buffer_edges))``; ``t_fixed = 1 / f``, a per-call constant (pipeline fill,
-    the host's call overhead).
+    ceil(nnz / buffer_edges))``; ``t_mask = N / f`` with a mask (``k < 1``; one mask row per
+    beat), else 0; ``t_fixed = 1 / f``, a per-call constant (pipeline fill, the host's call
+    overhead).
     """
     g = {k: G[:, i] for i, k in enumerate(GRAPH_FEATURES)}
     d = {k: D[:, i] for i, k in enumerate(DEVICE_FEATURES)}
     f = d["clock_mhz"] * 1e6
-    N, C, E, F = g["nodes"], g["cols"], g["edges"], g["width"]
-    padded = np.ceil(F / d["granule"]) * d["granule"]
+    N, C, E, F, keep = g["nodes"], g["cols"], g["edges"], g["width"], g["keep"]
+    padded = expected_groups(F, keep, d["granule"]) * d["granule"]
 
     def per(size, limit):         # ceil(size / limit); one part without a buffer
         return np.where(limit > 0, np.ceil(size / np.where(limit > 0, limit, 1)), 1.0)
@@ -560,14 +623,16 @@ def cost_terms(G: np.ndarray, D: np.ndarray) -> np.ndarray:
     distinct = spread * -np.expm1(-E / spread)
     row_words = np.where(bw > 0, width_tiles * bw, F)
     return np.stack([E * padded / d["lanes"], C * F / d["words_per_cycle"],
-                     (N + E) / d["words_per_cycle"], N, N * F / d["output_words"],
+                     (N + E) / d["words_per_cycle"], N, N * keep * F / d["output_words"],
                      g["deg_max"] * d["latency"], distinct * row_words / d["words_per_cycle"],
-                     dense, width_tiles * row_tiles, np.ones_like(N)], axis=1) / f[:, None]
+                     dense, width_tiles * row_tiles, np.where(keep < 1, N, 0.0),
+                     np.ones_like(N)], axis=1) / f[:, None]
 
 
 #: names of the regressors' feature vector (:func:`regression_features`)
 FEATURE_NAMES = ("log_nodes", "log_cols", "cols_per_row", "log_edges", "deg_mean", "deg_cv",
-                 "log_deg_max", "isolated_frac", "log_width", "pad_ratio", *(f"short{k}_per_entry" for k in SHORT_ROWS),
+                 "log_deg_max", "isolated_frac", "log_width", "pad_ratio",
+                 *(f"short{k}_per_entry" for k in SHORT_ROWS), "keep",
                  *(f"log_{k}" for k in DEVICE_FEATURES),
                  *(f"share_{k}" for k in COST_TERMS), "log_cost")
 
@@ -589,6 +654,7 @@ def regression_features(G: np.ndarray, D: np.ndarray) -> np.ndarray:
             g["isolated"] / nodes, np.log(g["width"]), padded / g["width"]]
     edges = np.maximum(g["edges"], 1)
     cols += [g[f"short{k}"] / edges for k in SHORT_ROWS]
+    cols.append(g["keep"])
     cols += [np.log1p(D[:, i]) for i in range(D.shape[1])]
     cols += [T[:, j] / total for j in range(T.shape[1])]
     cols.append(np.log(total))
@@ -915,11 +981,14 @@ class PerfModel:
             self.require([dev])
         return key
 
-    def predict(self, graph: CSRGraph, width: int, device: DeviceSpec | str) -> float:
+    def predict(self, graph: CSRGraph, width: int, device: DeviceSpec | str,
+                keep: float = 1.0) -> float:
         """Predicted seconds of one aggregation of ``graph`` at ``width`` features on
-        ``device`` (a spec or its key)."""
+        ``device`` (a spec or its key), under an output mask keeping a ``keep`` fraction of the
+        result (1: no mask)."""
         key = self._key(device)
-        return float(self._fitted.predict(graph_features(graph, width)[None, :], [key])[0])
+        return float(self._fitted.predict(graph_features(graph, width, keep)[None, :],
+                                          [key])[0])
 
     def predict_features(self, G: np.ndarray, keys: Sequence[str]) -> np.ndarray:
         """Predicted seconds of many runs at once: rows of :data:`GRAPH_FEATURES` and device
@@ -937,28 +1006,29 @@ class PerfModel:
 # -- collecting runs and fitting -----------------------------------------------------------------
 
 def collect(subgraphs: Sequence[SubGraph], widths: Sequence[int], devices: Sequence[DeviceSpec],
-            device_kind: str = "model", progress: bool = False) -> Samples:
-    """Time every (sub-graph, width, device) run; a progress bar over the runs with
-    ``progress``."""
+            device_kind: str = "model", progress: bool = False,
+            keeps: Sequence[float] = DEFAULT_KEEPS) -> Samples:
+    """Time every (sub-graph, width, kept fraction, device) run (``keeps``: the output masks'
+    kept fractions, 1 for none); a progress bar over the runs with ``progress``."""
     from tqdm import tqdm
     check_widths(widths)
+    keeps = check_keeps(keeps)
     made = [(d.key, d.make(device_kind)) for d in devices]
     G, keys, times, groups = [], [], [], []
-    bar = tqdm(total=len(subgraphs) * len(widths) * len(made), desc="perfmodel runs",
-               unit="run", disable=not progress, file=sys.stderr)
+    bar = tqdm(total=len(subgraphs) * len(widths) * len(keeps) * len(made),
+               desc="perfmodel runs", unit="run", disable=not progress, file=sys.stderr)
     with bar:
-        for sub in subgraphs:
-            for width in widths:
-                feats = graph_features(sub.graph, int(width))
-                for key, dev in made:
-                    t = aggregation_time(dev, sub.graph, int(width))
-                    bar.update(1)
-                    if not t > 0:
-                        continue        # nothing ran: no time to learn from (or its log)
-                    G.append(feats)
-                    keys.append(key)
-                    times.append(t)
-                    groups.append(sub.group or sub.name)
+        for sub, width, keep in ((s, w, k) for s in subgraphs for w in widths for k in keeps):
+            feats = graph_features(sub.graph, int(width), keep)
+            for key, dev in made:
+                t = aggregation_time(dev, sub.graph, int(width), keep=keep)
+                bar.update(1)
+                if not t > 0:
+                    continue        # nothing ran: no time to learn from (or its log)
+                G.append(feats)
+                keys.append(key)
+                times.append(t)
+                groups.append(sub.group or sub.name)
     return Samples(np.array(G, dtype=np.float64).reshape(-1, len(GRAPH_FEATURES)), keys,
                    np.array(times, dtype=np.float64), groups)
 
@@ -998,7 +1068,7 @@ def fit(dataset: str | CSRGraph | Mapping[str, CSRGraph], devices: Sequence[Devi
         seeds: int = DEFAULT_SEEDS, seed: int = 0, device_kind: str = "model",
         test_fraction: float = DEFAULT_TEST_FRACTION, regressors: Sequence[str] | None = None,
         baseline: bool = True, blocks: bool = True, progress: bool = False,
-        name: str | None = None) -> PerfModel:
+        name: str | None = None, keeps: Sequence[float] = DEFAULT_KEEPS) -> PerfModel:
     """Sample sub-graphs of ``dataset``, time them on ``devices``, score the regressors on a
     held-out ``test_fraction`` of the sub-graphs, and return the model with the lowest MAPE
     (refitted on every run; its :attr:`PerfModel.report` holds the scores).
@@ -1009,6 +1079,8 @@ def fit(dataset: str | CSRGraph | Mapping[str, CSRGraph], devices: Sequence[Devi
     ``device_kind``: ``model`` (cycle model) or ``rtl`` for the accelerators.
     ``baseline=False``: the regressors fit ``log(time)`` without the cost-term sum.
     ``blocks=False``: square sub-graphs only (see :func:`sample_subgraphs`).
+    ``keeps``: the kept fractions of the output masks every run is also timed with (1: no
+    mask; add a dropout's ``1 - p`` to predict masked training aggregations).
     """
     if not devices:
         raise UserError("--devices: give at least one device, e.g. sspmm:lanes=32,cpu")
@@ -1033,7 +1105,7 @@ def fit(dataset: str | CSRGraph | Mapping[str, CSRGraph], devices: Sequence[Devi
     t0 = time.perf_counter()
     subs = [sub for glabel, graph in graphs.items()
             for sub in sample_subgraphs(graph, ratios, seeds, seed, name=glabel, blocks=blocks)]
-    samples = collect(subs, widths, devices, device_kind, progress)
+    samples = collect(subs, widths, devices, device_kind, progress, keeps)
     sampling_s = time.perf_counter() - t0
     rows = {d.key: device_features(d) for d in devices}
     device_rows = {k: np.array([v[f] for f in DEVICE_FEATURES]) for k, v in rows.items()}
@@ -1050,7 +1122,7 @@ def fit(dataset: str | CSRGraph | Mapping[str, CSRGraph], devices: Sequence[Devi
                      "features": rows[d.key]} for d in devices],
         "sampling": {"ratios": [float(r) for r in ratios], "widths": [int(w) for w in widths],
                      "seeds": int(seeds), "seed": int(seed), "test_fraction": test_fraction,
-                     "blocks": bool(blocks)},
+                     "blocks": bool(blocks), "keeps": [float(k) for k in check_keeps(keeps)]},
         "regressor": {"name": best.regressor, "params": REGRESSORS[best.regressor][1]},
         "report": report.as_dict(),
         "samples": samples.as_dict(),
@@ -1080,23 +1152,24 @@ class HeldOut:
 
 def held_out(model: PerfModel, graphs: Mapping[str, CSRGraph], widths: Sequence[int],
              device_kind: str = "model", devices: Sequence[DeviceSpec] | None = None,
-             progress: bool = False) -> HeldOut:
-    """Measure ``graphs`` at ``widths`` on the model's devices (or ``devices``) and set the
-    predictions beside the measurements."""
+             progress: bool = False, keeps: Sequence[float] = DEFAULT_KEEPS) -> HeldOut:
+    """Measure ``graphs`` at ``widths`` (and output masks keeping ``keeps``) on the model's
+    devices (or ``devices``) and set the predictions beside the measurements."""
     from tqdm import tqdm
     check_widths(widths)
+    keeps = check_keeps(keeps)
     devs = list(devices) if devices is not None else list(model.devices.values())
     model.require(devs)
     made = [(d.key, d.make(device_kind)) for d in devs]
     out = HeldOut()
-    steps = [(n, g, int(w)) for n, g in graphs.items() for w in widths]
-    for name, graph, width in tqdm(steps, desc="held-out runs", unit="graph",
-                                   disable=not progress, file=sys.stderr):
-        feats = graph_features(graph, width)
+    steps = [(n, g, int(w), k) for n, g in graphs.items() for w in widths for k in keeps]
+    for name, graph, width, keep in tqdm(steps, desc="held-out runs", unit="graph",
+                                         disable=not progress, file=sys.stderr):
+        feats = graph_features(graph, width, keep)
         keys = [k for k, _ in made]
         pred = model.predict_features(np.tile(feats, (len(keys), 1)), keys)
         for (key, dev), p in zip(made, pred):
-            out.rows.append({"graph": name, "width": width, "device": key,
+            out.rows.append({"graph": name, "width": width, "keep": keep, "device": key,
                              "predicted_s": float(p),
-                             "measured_s": aggregation_time(dev, graph, width)})
+                             "measured_s": aggregation_time(dev, graph, width, keep=keep)})
     return out

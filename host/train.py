@@ -293,8 +293,15 @@ def work_shares_of(cfg: TrainConfig, dataset: Dataset, widths) -> np.ndarray | N
     if specs is None:     # one design for every worker: equal capabilities
         return None
     perf = PerfModel.load(cfg.perf_model, specs) if cfg.balance == "vgnn" else None
+    op, keeps = None, (1.0, None)
+    if perf is not None:
+        from .fleet import step_keeps
+        from .models import aggregation_op
+        op = aggregation_op(cfg.model, dataset.graph).adj
+        keeps = step_keeps(cfg.dropout, cfg.dropout_at, relu=not cfg.layer_norm)
     return work_shares(cfg.balance, specs, dataset.graph, widths, cfg.parallelism, perf,
-                       partition=cfg.partition)
+                       partition=cfg.partition, operator=op, keep=keeps[0],
+                       back_keep=keeps[1])
 
 
 def device_times(devices: list[dict]) -> list[float]:

@@ -83,7 +83,7 @@ def print_holdout(res, model) -> None:
     keys = list(model.devices)
     wide = max(len("device"), *(len(k) for k in keys))
     cols = [g[:12] for g in res.graphs]
-    print(f"held-out graphs (never sampled), {model.regressor}: MAPE over the widths")
+    print(f"held-out graphs (never sampled), {model.regressor}: MAPE over the widths and masks")
     print(f"{'device':{wide}s} " + " ".join(f"{c:>12s}" for c in cols) + f" {'all':>8s}")
     for k in keys:
         cells = " ".join(f"{100 * res.mape(g, k):11.2f}%" for g in res.graphs)
@@ -112,8 +112,10 @@ def cmd_fit(args) -> int:
     devices = pm.parse_devices(args.devices)
     ratios = _numbers(args.ratios, "--ratios", float)
     widths = _numbers(args.widths, "--widths", int)
+    keeps = _numbers(args.keeps, "--keeps", float)
     pm.check_ratios(ratios)
     pm.check_widths(widths)
+    pm.check_keeps(keeps)
     regressors = _names(args.regressors) or None
     holdout = _names(args.holdout)
     _set_threads(args.threads)
@@ -130,11 +132,13 @@ def cmd_fit(args) -> int:
     print(f"{sizes}; devices "
           f"{', '.join(d.key for d in devices)} ({args.device} for accelerators); "
           f"{len(ratios)} ratios x {args.seeds} seeds"
-          f"{'' if args.no_blocks else ' (and their worker blocks)'} x {len(widths)} widths")
+          f"{'' if args.no_blocks else ' (and their worker blocks)'} x {len(widths)} widths"
+          + (f" x {len(keeps)} output masks" if len(keeps) > 1 or keeps[0] < 1 else ""))
     model = pm.fit(graphs, devices, ratios=ratios, widths=widths, seeds=args.seeds,
                    seed=args.seed, device_kind=args.device, test_fraction=args.test_fraction,
                    regressors=regressors, baseline=not args.no_baseline,
-                   blocks=not args.no_blocks, progress=not args.quiet, name=label)
+                   blocks=not args.no_blocks, progress=not args.quiet, name=label,
+                   keeps=keeps)
     rep = model.report
     print(f"{rep.train_runs} runs fitted, {rep.test_runs} held out (sub-graphs not fitted); "
           f"sampling {rep.sampling_s:.1f} s, fitting {rep.fitting_s:.1f} s; target "
@@ -144,13 +148,15 @@ def cmd_fit(args) -> int:
     write_csv(csv_path, score_rows(rep), SCORE_COLUMNS)
     written = [out, csv_path]
     if held:
-        res = pm.held_out(model, held, widths, args.device, progress=not args.quiet)
+        res = pm.held_out(model, held, widths, args.device, progress=not args.quiet,
+                          keeps=keeps)
         print_holdout(res, model)
         model.state["holdout"] = {"graphs": res.graphs, "mape": res.mape(),
                                   "mape_by_graph": {g: res.mape(g) for g in res.graphs},
                                   "rows": res.rows}
         hpath = out.with_name(out.stem + "-holdout.csv")
-        write_csv(hpath, res.rows, ("graph", "width", "device", "predicted_s", "measured_s"))
+        write_csv(hpath, res.rows, ("graph", "width", "keep", "device", "predicted_s",
+                                    "measured_s"))
         written.append(hpath)
     model.save(out)
     print(f"chosen: {model.regressor}; wrote {', '.join(str(p) for p in written)}")
@@ -167,11 +173,13 @@ def cmd_predict(args) -> int:
     model = pm.PerfModel.load(args.model, wanted)
     if args.width < 1:
         raise UserError(f"--width {args.width}: a feature width is at least 1")
+    keep = pm.check_keep(args.keep)
     _set_threads(args.threads)
     with one_line_warnings():
         graph = pm.load_graph(args.dataset, seed=args.seed, undirected=args.undirected)
     devices = wanted if wanted is not None else list(model.devices.values())
-    print(f"{args.dataset}: {graph.n_rows} nodes, {graph.nnz} edges, width {args.width}; "
+    print(f"{args.dataset}: {graph.n_rows} nodes, {graph.nnz} edges, width {args.width}"
+          f"{'' if keep == 1 else f', output mask keeping {keep:g}'}; "
           f"model: {model.describe()}")
     head = f"{'device':36s} {'predicted (ms)':>15s}"
     if args.measure:
@@ -179,10 +187,10 @@ def cmd_predict(args) -> int:
     print(head)
     errors = []
     for dev in devices:
-        pred = model.predict(graph, args.width, dev)
+        pred = model.predict(graph, args.width, dev, keep)
         line = f"{dev.key:36s} {_ms(pred):>15s}"
         if args.measure:
-            true = pm.aggregation_time(dev.make(args.device), graph, args.width)
+            true = pm.aggregation_time(dev.make(args.device), graph, args.width, keep=keep)
             err = (pred - true) / true
             errors.append(abs(err))
             line += f" {_ms(true):>15s} {100 * err:+7.2f}%"
@@ -228,6 +236,10 @@ def register(subparsers) -> None:
                    metavar="R,...", help="node ratios of the sub-graphs (default 0.1,...,1)")
     f.add_argument("--widths", default=",".join(map(str, pm.DEFAULT_WIDTHS)), metavar="F,...",
                    help="feature widths (default 16,32,64,100,128; 100: no lane multiple)")
+    f.add_argument("--keeps", default=",".join(f"{k:g}" for k in pm.DEFAULT_KEEPS),
+                   metavar="K,...",
+                   help="kept fractions of a random output mask every run is also timed with "
+                        "(default 1: no mask; 1,0.5 also learns dropout-masked aggregations)")
     f.add_argument("--seeds", type=int, default=pm.DEFAULT_SEEDS,
                    help=f"sub-graphs per ratio (default {pm.DEFAULT_SEEDS})")
     f.add_argument("--seed", type=int, default=0, help="base seed of the sampling and split")
@@ -261,6 +273,9 @@ def register(subparsers) -> None:
     p.add_argument("--dataset", required=True, metavar="D", help=dataset_help)
     add_undirected_arg(p)
     p.add_argument("--width", required=True, type=int, metavar="F", help="feature columns")
+    p.add_argument("--keep", default="1", metavar="K",
+                   help="kept fraction of a random output mask (default 1: no mask; 0.5 for a "
+                        "dropout of 0.5)")
     p.add_argument("--devices", metavar="SPECS",
                    help="only these devices (each must be in the model; default: all)")
     p.add_argument("--measure", action="store_true",

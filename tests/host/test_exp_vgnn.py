@@ -20,11 +20,14 @@ def test_experiment_vgnn_smoke(tmp_path, capsys):
     assert "4:1 capability spread" in printed and "2.75x" in printed and "1.27x" in printed
     with open(tmp_path / "vgnn.csv") as f:
         crows = list(csv.DictReader(f))
-    assert [(r["parallelism"], r["balance"]) for r in crows] == \
-        [(p, b) for p in ("partition", "mop") for b in ("uniform", "spec", "vgnn")]
+    # the order-blind uniform partition also runs with the fleet rotated (MoP: one order)
+    assert [(r["parallelism"], r["balance"], r["order"]) for r in crows] == \
+        [("partition", "uniform", "0"), ("partition", "uniform", "1")] \
+        + [("partition", b, "0") for b in ("spec", "vgnn")] \
+        + [("mop", b, "0") for b in ("uniform", "spec", "vgnn")]
     report = json.loads((tmp_path / "vgnn.json").read_text())
     rows = report["rows"]
-    assert len(rows) == 6
+    assert len(rows) == 7
     fit = report["perf_models"]["F1"]
     assert fit["fit_graph"] == "rmat-8-seed1"          # not the evaluated rmat-8 (seed 0)
     assert 0 < fit["holdout_mape"] < 1 and 0 < fit["split_mape"] < 1
@@ -50,11 +53,22 @@ def test_experiment_vgnn_smoke(tmp_path, capsys):
             assert row["edge_cut"] >= 0 and sum(row["part_fraction"]) == pytest.approx(1.0)
         else:
             assert row["halo_sizes"] is None and row["edge_cut"] is None
-    by = {(r["parallelism"], r["balance"]): r for r in rows}
+    by = {(r["parallelism"], r["balance"]): r for r in rows if not r["order"]}
+    # rotated, the same two parts swap devices: each device's additions are the other's, and
+    # every per-device figure is reported in the listed order
+    listed, rotated = rows[0], rows[1]
+    assert rotated["sparse_adds"] == listed["sparse_adds"][::-1]
+    assert rotated["halo_sizes"] == listed["halo_sizes"][::-1]
+    assert rotated["test_acc"] == listed["test_acc"]
     for s in report["summary"]:
         p = s["parallelism"]
         assert s["vgnn_over_uniform"] == pytest.approx(
             by[p, "uniform"]["makespan_s"] / by[p, "vgnn"]["makespan_s"])
+        uni = [r["makespan_s"] for r in rows
+               if (r["parallelism"], r["balance"]) == (p, "uniform")]
+        assert s["makespan_uniform_orders_s"] == pytest.approx(uni)
+        assert s["vgnn_over_uniform_mean"] == pytest.approx(
+            np.mean(uni) / by[p, "vgnn"]["makespan_s"])
         assert s["vgnn_over_spec"] == pytest.approx(
             by[p, "spec"]["makespan_s"] / by[p, "vgnn"]["makespan_s"])
     # full-graph training: the split does not change the model (same seed)

@@ -159,10 +159,11 @@ class _CountingModel:
     prediction under test): one second per stored entry and column."""
 
     def __init__(self):
-        self.asked = []
+        self.asked, self.keeps = [], []
 
-    def predict(self, graph, width, spec):
+    def predict(self, graph, width, spec, keep=1.0):
         self.asked.append((graph.shape, graph.nnz, width))
+        self.keeps.append((graph.shape, width, keep))
         return float(graph.nnz * width + 1)
 
 
@@ -202,3 +203,35 @@ def test_predicted_step_is_forward_plus_backward_on_the_workers_blocks():
     t = predicted_times(m2, specs, g, [20, 6], "mop", [0.75, 0.25], exact=False)
     assert list(t) == [(g.nnz * 15 + 1) + 2 * (g.nnz * 4 + 1),
                        (g.nnz * 5 + 1) + 2 * (g.nnz * 2 + 1)]
+
+
+def test_predicted_step_runs_the_operator_with_the_training_masks():
+    """The blocks come from the operator the devices run (GCN's A + I, cut by a partition of
+    the graph), the forward aggregations are predicted under the dropout mask and the backward
+    ones under the ReLU mask."""
+    from moagcn.host.fleet import RELU_KEEP, predicted_times, step_keeps
+    from moagcn.host.models import aggregation_op
+    from moagcn.host.mop import partition_nodes
+    from moagcn.host.perfmodel import parse_devices
+    specs = parse_devices("sspmm:lanes=32,sspmm:lanes=8")
+    g = rmat(scale=8, seed=5).graph
+    op = aggregation_op("gcn", g).adj
+    assert op.nnz > g.nnz
+    keep, back = step_keeps(0.3)
+    assert (keep, back) == (pytest.approx(0.7), RELU_KEEP)
+    assert step_keeps(0.3, "input") == (1.0, pytest.approx(0.7 * RELU_KEEP))
+    assert step_keeps(0.0) == (1.0, RELU_KEEP)
+    assert step_keeps(0.3, relu=False) == (pytest.approx(0.7), 1.0)
+    m = _CountingModel()
+    t = predicted_times(m, specs, g, [20, 6], "partition", [0.7, 0.3], "metis", operator=op,
+                        keep=keep, back_keep=back)
+    for i, rows in enumerate(partition_nodes(g, 2, "metis", [0.7, 0.3])):
+        a = op.to_scipy()[rows]
+        cols = np.union1d(rows, np.unique(a.indices)).size
+        assert t[i] == (a.nnz * 20 + 1) + 2 * (a.nnz * 6 + 1)
+        assert ((rows.size, cols), 20, keep) in m.keeps
+        assert ((rows.size, cols), 6, keep) in m.keeps
+        assert ((cols, rows.size), 6, back) in m.keeps
+    with pytest.raises(UserError, match="operator"):
+        predicted_times(m, specs, g, [20], "mop", None,
+                        operator=aggregation_op("gcn", rmat(scale=7, seed=5).graph).adj)

@@ -6,6 +6,7 @@ smoke test. No assertion depends on wall-clock time.
 """
 
 import argparse
+import csv
 import json
 import math
 
@@ -166,7 +167,12 @@ def test_graph_features_of_a_hand_built_graph():
                                "deg_std": math.sqrt(2.8 - 1.44), "deg_max": 3, "isolated": 2,
                                "width": 10,
                                # non-empty rows 2, 3, 1 topped up to k: (k - 2) + (k - 3) + (k - 1)
-                               "short2": 1, "short4": 6, "short8": 18, "short16": 42})
+                               "short2": 1, "short4": 6, "short8": 18, "short16": 42,
+                               "keep": 1.0})
+    assert dict(zip(pm.GRAPH_FEATURES, pm.graph_features(HAND, 10, 0.25)))["keep"] == 0.25
+    for bad in (0, 1.5, "x"):
+        with pytest.raises(UserError, match="kept fraction"):
+            pm.graph_features(HAND, 10, bad)
 
 
 def test_device_features_read_the_configuration():
@@ -201,7 +207,21 @@ def test_cost_terms_of_a_hand_built_graph():
         "t_gather": distinct * 64 / (4 * f),    # a row padded to the 64-wide buffer
         "t_dense": 0.0,
         "t_tiles": 1 / f,
+        "t_mask": 0.0,
         "t_fixed": 1 / f}, rel=1e-12)
+    # an output mask keeping a quarter: a row's kept elements X ~ Binomial(10, 1/4) take
+    # E[ceil(X / 4)] lane groups of 4 (enumerated here), the output carries a quarter, and the
+    # mask streams one row per beat
+    p = [math.comb(10, x) * 0.25 ** x * 0.75 ** (10 - x) for x in range(11)]
+    groups = sum(px * math.ceil(x / 4) for x, px in enumerate(p))
+    G = pm.graph_features(HAND, 10, 0.25)[None, :]
+    D = np.array([[pm.device_features(pm.parse_device("sspmm"))[k] for k in pm.DEVICE_FEATURES]])
+    m = dict(zip(pm.COST_TERMS, pm.cost_terms(G, D)[0]))
+    assert m["t_adds"] == pytest.approx(6 * 4 * groups / (16 * f), rel=1e-12)
+    assert m["t_output"] == pytest.approx(5 * 10 * 0.25 / (16 * f), rel=1e-12)
+    assert m["t_mask"] == pytest.approx(5 / f, rel=1e-12)
+    assert {k: m[k] for k in ("t_feature_load", "t_gather", "t_rows")} == \
+        {k: t[k] for k in ("t_feature_load", "t_gather", "t_rows")}
     # HyScale aggregates through its W = I update: width 100 is tiles of 64 and 36
     h = _terms(HAND, 100, "hyscale")
     assert h["t_dense"] == pytest.approx(5 * (64 ** 2 + 36 ** 2) / (16 * f), rel=1e-12)
@@ -329,20 +349,30 @@ def test_cli_fit_and_predict(tmp_path, capsys):
     assert _cli(["perfmodel", "fit", "--devices", "sspmm,sspmm:lanes=32", "--dataset", "sbm",
                  "--ratios", "0.3,0.6,1", "--widths", "16,20", "--seeds", "2", "--out",
                  str(out), "--regressors", "cost_terms,linear,decision_tree",
-                 "--holdout", "powerlaw", "--quiet"]) == 0
+                 "--holdout", "powerlaw", "--keeps", "1,0.5", "--quiet"]) == 0
     text = capsys.readouterr().out
     for word in ("regressor", "MSE (ms^2)", "MAPE", "us/pred", "<- chosen", "powerlaw"):
         assert word in text
     assert out.exists() and out.with_suffix(".csv").exists()
     header = out.with_suffix(".csv").read_text().splitlines()[0]
     assert header == ",".join(cli_perfmodel.SCORE_COLUMNS)
-    assert (tmp_path / "m-holdout.csv").exists()
-    assert "holdout" in json.loads(out.read_text())
+    with open(tmp_path / "m-holdout.csv") as f:
+        assert {r["keep"] for r in csv.DictReader(f)} == {"1.0", "0.5"}
+    state = json.loads(out.read_text())
+    assert "holdout" in state and state["sampling"]["keeps"] == [1.0, 0.5]
+    assert set(np.array(state["samples"]["graph"])[:, pm.GRAPH_FEATURES.index("keep")]) == \
+        {1.0, 0.5}
 
     assert _cli(["perfmodel", "predict", "--model", str(out), "--dataset", "citeseer",
                  "--width", "20", "--measure"]) == 0
     text = capsys.readouterr().out
     assert "sspmm:lanes=32" in text and "measured (ms)" in text and "MAPE" in text
+    assert _cli(["perfmodel", "predict", "--model", str(out), "--dataset", "citeseer",
+                 "--width", "20", "--keep", "0.5", "--measure"]) == 0
+    assert "output mask keeping 0.5" in capsys.readouterr().out
+    with pytest.raises(UserError, match="kept fraction"):
+        _cli(["perfmodel", "predict", "--model", str(out), "--dataset", "citeseer",
+              "--width", "20", "--keep", "2"])
 
     with pytest.raises(UserError, match="no device 'hyscale'"):
         _cli(["perfmodel", "predict", "--model", str(out), "--dataset", "citeseer",
@@ -370,6 +400,8 @@ def test_cli_fit_on_several_graphs(tmp_path, capsys):
     (["--devices", "sspmm", "--widths", "16,x"], "--widths"),
     (["--devices", "sspmm", "--ratios", "0,1"], "--ratios"),
     (["--devices", "sspmm", "--regressors", "magic"], "unknown regressor 'magic'"),
+    (["--devices", "sspmm", "--keeps", "1,1"], "--keeps"),
+    (["--devices", "sspmm", "--keeps", "1,0"], "kept fraction"),
 ])
 def test_cli_fit_errors(tmp_path, extra, says):
     with pytest.raises(UserError, match=says):
