@@ -238,8 +238,9 @@ def register(subparsers) -> None:
                    help="feature widths (default 16,32,64,100,128; 100: no lane multiple)")
     f.add_argument("--keeps", default=",".join(f"{k:g}" for k in pm.DEFAULT_KEEPS),
                    metavar="K,...",
-                   help="kept fractions of a random output mask every run is also timed with "
-                        "(default 1: no mask; 1,0.5 also learns dropout-masked aggregations)")
+                   help="kept fractions of a random output mask every run is timed with "
+                        "(default 1,0.5: unmasked and half-masked, as training's dropout and "
+                        "ReLU masks; 1: unmasked only)")
     f.add_argument("--seeds", type=int, default=pm.DEFAULT_SEEDS,
                    help=f"sub-graphs per ratio (default {pm.DEFAULT_SEEDS})")
     f.add_argument("--seed", type=int, default=0, help="base seed of the sampling and split")

@@ -246,7 +246,7 @@ def test_fit_reports_every_regressor_and_keeps_the_lowest_mape(small_model):
     subs = pm.sample_subgraphs(sbm(n_nodes=300, seed=1).graph, (0.25, 0.5, 0.75, 1.0),
                                seeds=2, seed=3)
     assert len(subs) > 7                           # 7 sub-graphs and their worker blocks
-    assert rep.train_runs + rep.test_runs == len(subs) * 3 * 3
+    assert rep.train_runs + rep.test_runs == len(subs) * 3 * 3 * len(pm.DEFAULT_KEEPS)
     assert rep.test_runs > 0
     best = min(rep.scores, key=lambda s: s.mape)
     assert rep.chosen == small_model.regressor == best.regressor
@@ -327,7 +327,7 @@ def test_held_out_mape_on_graphs_never_sampled():
     model = pm.fit("cora", devices)
     graphs = {name: pm.load_graph(name) for name in ("citeseer", pm.POWERLAW)}
     res = pm.held_out(model, graphs, pm.DEFAULT_WIDTHS)
-    assert len(res.rows) == 2 * len(pm.DEFAULT_WIDTHS) * 3
+    assert len(res.rows) == 2 * len(pm.DEFAULT_WIDTHS) * len(pm.DEFAULT_KEEPS) * 3
     for name in graphs:
         assert res.mape(name) <= HELD_OUT_BOUND, (name, res.mape(name))
     # every prediction within 25 % (measured: 11 %), none off by a factor
