@@ -539,6 +539,17 @@ def _plots(out: Path, rows: list[dict], summ: list[dict], fleets, datasets, pars
             ax.bar(xs, vs, w, color=colors[b], label=b)
             for x, v, ms in zip(xs, vs, labels):
                 ax.text(x, v, f"{ms:.2g}", ha="center", va="bottom", fontsize=6)
+        # the order-blind uniform split in each device order that was run, and their mean
+        for i, ds in enumerate(datasets):
+            s = [x for x in summ if (x["fleet"], x["dataset"], x["parallelism"])
+                 == (f, ds, p)][0]
+            if len(s["makespan_uniform_orders_s"]) > 1:
+                x = i - w
+                ys = [t / s["makespan_uniform_s"] for t in s["makespan_uniform_orders_s"]]
+                ax.plot([x] * len(ys), ys, "k.", markersize=4,
+                        label="uniform, other device orders" if i == 0 else None)
+                ax.plot([x - w / 2, x + w / 2], [np.mean(ys)] * 2, "k-", lw=1.2,
+                        label="uniform, mean of orders" if i == 0 else None)
         ax.set_xticks(range(len(datasets)), datasets)
         ax.set_ylabel("makespan / uniform's (labels: ms)")
         ax.set_title(f"{f} {p}: epoch makespan", fontsize=9)
