@@ -967,10 +967,13 @@ class PerfModel:
         for dev in devices:
             if dev.key not in self.devices:
                 wanted = ",".join([*self.devices, dev.key])
+                fitted_on = str(self.state.get("dataset", "D"))
+                if "+" in fitted_on:      # several graphs (labels): name them with commas
+                    fitted_on = "D[,D...]"
                 raise UserError(
                     f"{where} was fitted for {', '.join(self.devices)}; it has no device "
                     f"{dev.key!r}. Fit a model that includes it: moagcn perfmodel fit "
-                    f"--devices {wanted} --dataset {self.state.get('dataset', 'DATASET')} "
+                    f"--devices {wanted} --dataset {fitted_on} "
                     "--out M.json")
 
     # -- prediction ----------------------------------------------------------------------------
