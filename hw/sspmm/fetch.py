@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from amaranth.hdl import Array, Cat, Module, Mux, Signal
-from amaranth.lib import wiring
+from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
 from ..common.bits import lowest_set, popcount
 from ..common.ram import RamReadSignature
 from .config import SSpmmConfig
-from .layouts import RowLinkSignature, job_layout, widths
+from .layouts import RowLinkSignature, job_layout, sel_layout, widths
 from .protocol import ISSUE_TO_ROOT  # noqa: F401 (the cycle model shares it)
 from .tree import DistributionTree
 
@@ -309,8 +309,11 @@ class RowReader(wiring.Component):
         Column-index read (1-cycle latency).
     row : Out(RamReadSignature(row bits, 32 * F))
         Feature-row read (1-cycle latency); ``en`` only when a row is read.
-    root : Out(RowLinkSignature(config, contexts))
-        The row and its packet, into the tree.
+    sels : In(ArrayLayout(sel_layout(config), contexts))
+        Each context's bound job's lane features (registers of the fetcher).
+    root : Out(RowLinkSignature(config, groups))
+        The row and its packet, into the tree: with, per group, the destination context
+        (``slot``) and its lane features (``sel``), looked up while the row is read.
     err : Out(1)
         The column index read this cycle is out of range.
     busy : Out(1)
@@ -324,15 +327,17 @@ class RowReader(wiring.Component):
         super().__init__({
             "issue": In(IssueSignature(config)),
             "clear": In(1), "n_rows": In(w["row"] + 1),
+            "sels": In(data.ArrayLayout(sel_layout(config), N)),
             "idx": Out(RamReadSignature(w["edge"], 32)),
             "row": Out(RamReadSignature(w["row"], 32 * F)),
-            "root": Out(RowLinkSignature(config, N)),
+            "root": Out(RowLinkSignature(config, config.groups)),
             "err": Out(1), "busy": Out(1),
         })
 
     def elaborate(self, platform):
         m = Module()
-        N = self.config.contexts
+        cfg = self.config
+        N, G, L = cfg.contexts, cfg.groups, cfg.adder_latency
         # -- stage 0: read the column index ----------------------------------------------------
         m.d.comb += self.idx.addr.eq(self.issue.ptr)
         v1 = Signal(name="s1_valid")
@@ -351,11 +356,20 @@ class RowReader(wiring.Component):
         last2 = Signal(name="s2_last")
         m.d.sync += [v2.eq(v1 & ~bad & ~self.clear), mask2.eq(mask1), first2.eq(first1),
                      last2.eq(last1)]
-        # -- stage 2: the row arrives and enters the tree --------------------------------------
+        # meanwhile, each group's destination context and its lane features (a context keeps
+        # them from its bind, a cycle before its first neighbour can be issued, to its release,
+        # after its last neighbour has arrived)
         root = self.root.packet
+        sels = Array(self.sels[n] for n in range(N))
+        slot2 = Signal.like(root.slot, name="s2_slot")
+        sel2 = Signal.like(root.sel, name="s2_sel")
+        for g in range(G):
+            slot = lowest_set(m, mask1[g * L:(g + 1) * L], name=f"s1_slot_{g}")
+            m.d.sync += [slot2[g].eq(slot), sel2[g].eq(sels[g * L + slot])]
+        # -- stage 2: the row arrives and enters the tree --------------------------------------
         m.d.comb += [root.valid.eq(v2), root.first.eq(first2), root.last.eq(last2),
-                     root.dest.eq(mask2), self.root.words.eq(self.row.data),
-                     self.busy.eq(v1 | v2)]
+                     root.dest.eq(mask2), root.slot.eq(slot2), root.sel.eq(sel2),
+                     self.root.words.eq(self.row.data), self.busy.eq(v1 | v2)]
         return m
 
 
@@ -404,7 +418,7 @@ class NeighbourFetcher(wiring.Component):
     row : Out(RamReadSignature(row bits, 32 * F)).array(R)
         Feature-row read port of each root link (1-cycle latency); ``en``: a row is read (the
         data holds its value otherwise).
-    leaf : Out(RowLinkSignature(config, L)).array(groups, R)
+    leaf : Out(RowLinkSignature(config, 1)).array(groups, R)
         The tree's packets for group g on root link j, ``leaf[g][j]``, and their rows (see
         :class:`DistributionTree`).
     err_index, busy : Out(1)
@@ -429,7 +443,7 @@ class NeighbourFetcher(wiring.Component):
             "no_context": Out(1), "no_job": Out(1),
             "idx": Out(RamReadSignature(w["edge"], 32)).array(R),
             "row": Out(RamReadSignature(w["row"], 32 * F)).array(R),
-            "leaf": Out(RowLinkSignature(config, L)).array(G, R),
+            "leaf": Out(RowLinkSignature(config, 1)).array(G, R),
         })
 
     def elaborate(self, platform):
@@ -448,6 +462,11 @@ class NeighbourFetcher(wiring.Component):
                      self.bind_job.eq(self.job),
                      self.no_context.eq(binder.no_context), self.no_job.eq(binder.no_job)]
         wiring.connect(m, binder.form, passes.form)
+        # each context's lane features, from its bind to its next (the readers look them up)
+        sels = Signal(data.ArrayLayout(sel_layout(cfg), cfg.contexts), name="ctx_sel")
+        for n in range(cfg.contexts):
+            with m.If(binder.take & (binder.form.ctx == n)):
+                m.d.sync += sels[n].eq(self.job.sel)
 
         # -- issue: ready passes read their next neighbour, one per root link ------------------
         m.d.comb += [passes.run.eq(self.run), passes.clear.eq(self.clear),
@@ -458,7 +477,8 @@ class NeighbourFetcher(wiring.Component):
             reader = RowReader(cfg)
             m.submodules[f"reader_{j}"] = reader
             readers.append(reader)
-            m.d.comb += [reader.clear.eq(self.clear), reader.n_rows.eq(self.n_rows)]
+            m.d.comb += [reader.clear.eq(self.clear), reader.n_rows.eq(self.n_rows),
+                         reader.sels.eq(sels)]
             wiring.connect(m, passes.issue[j], reader.issue)
             wiring.connect(m, reader.idx, wiring.flipped(self.idx[j]))
             wiring.connect(m, reader.row, wiring.flipped(self.row[j]))

@@ -9,7 +9,7 @@ from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
 from ..arith import Fp32AddConfig, Fp32Adder
-from ..common.bits import lowest_set, select_word
+from ..common.bits import select_word
 from ..common.ram import Ram
 from .config import SSpmmConfig
 from .layouts import RowLinkSignature, chunks, entry_layout, job_layout, widths
@@ -59,10 +59,11 @@ class AggregationGroup(wiring.Component):
     adds one neighbour's W selected features into the job's W partial sums.
 
     *Local double buffers.* Each context has a local buffer of ``local_depth`` entries. When the
-    fetcher binds a job to a context (``bind_*``) the context keeps the job's W lane features
-    (``sel``); when a neighbour's row arrives from the distribution tree for that context, the
-    output-mask MUXes pick those W words and they are written as one entry (the feature-wise
-    selection of the hybrid index module). A row has at most one destination per group, so a
+    fetcher binds a job to a context (``bind_*``) the context keeps the job's row, chunk and
+    lanes in use; when a neighbour's row arrives from the distribution tree for that context,
+    with the job's W lane features (``sel``, which the fetcher keeps), the output-mask MUXes
+    pick those W words and they are written as one entry (the feature-wise selection of the
+    hybrid index module). A row has at most one destination per group, so a
     group has one bank of W MUXes per root link, not one per context. ``reserve`` / ``space``
     count the entries in flight, so the fetcher never sends more than fit. Entries of the next
     job follow those of the current one: fetching the next row overlaps reducing the current
@@ -86,9 +87,10 @@ class AggregationGroup(wiring.Component):
         The fetcher issued an entry for these contexts.
     space : Out(L)
         The context can take one more reserved entry.
-    leaf : In(RowLinkSignature(config, L)).array(fetch_rows)
+    leaf : In(RowLinkSignature(config, 1)).array(fetch_rows)
         Neighbour rows arriving from the distribution tree, one link per root link (at most
-        one destination each).
+        one destination each), with the destination context (``slot``) and its lane features
+        (``sel``) looked up by the fetcher.
     released : Out(L)
         The context's job's last entry was written this cycle (it may be bound again).
     run, clear : In(1)
@@ -114,7 +116,7 @@ class AggregationGroup(wiring.Component):
             "wr_data": Out(32 * config.group_lanes),
             "wr_en": Out(1),
             "turn": Out(1), "bubble": Out(1), "busy": Out(1),
-            "leaf": In(RowLinkSignature(config, L)).array(R),
+            "leaf": In(RowLinkSignature(config, 1)).array(R),
         })
 
     def elaborate(self, platform):
@@ -152,7 +154,6 @@ class AggregationGroup(wiring.Component):
         jl = job_layout(cfg)
         depth_bits = (D - 1).bit_length()
         ctx = _Contexts(
-            sel=[Signal(jl["sel"].shape, name=f"sel_{i}") for i in range(L)],
             job=[Signal(data.StructLayout({"row": jl["row"].shape, "chunk": jl["chunk"].shape,
                                            "lane_valid": W}), name=f"job_{i}")
                  for i in range(L)],
@@ -164,8 +165,7 @@ class AggregationGroup(wiring.Component):
         )
         for i in range(L):
             with m.If(self.bind_valid & (self.bind_slot == i)):
-                m.d.sync += [ctx.sel[i].eq(self.bind_job.sel),
-                             ctx.job[i].row.eq(self.bind_job.row),
+                m.d.sync += [ctx.job[i].row.eq(self.bind_job.row),
                              ctx.job[i].chunk.eq(self.bind_job.chunk),
                              ctx.job[i].lane_valid.eq(self.bind_job.lane_valid)]
             m.d.comb += self.space[i].eq(ctx.reserved[i] < D)
@@ -177,18 +177,17 @@ class AggregationGroup(wiring.Component):
         buffer.
 
         A packet has at most one destination in a group, so each root link needs one bank of W
-        multiplexers per group, set by the destination context's lane features.
+        multiplexers per group. The packet brings the destination context (``slot``) and its
+        lane features (``sel``), looked up by the fetcher a cycle earlier.
         """
         cfg = self.config
         L, W, D = cfg.adder_latency, cfg.group_lanes, cfg.local_depth
         el = entry_layout(cfg)
-        sels, jobs, wptrs = Array(ctx.sel), Array(ctx.job), Array(ctx.wptr)
+        jobs, wptrs = Array(ctx.job), Array(ctx.wptr)
         hit_ctx = []              # (hit, context, last) per link
         for j, (link, write) in enumerate(zip(self.leaf, local.write)):
             pkt = link.packet
-            slot = Signal(range(L), name=f"leaf_{j}_slot")
-            m.d.comb += slot.eq(lowest_set(m, pkt.dest, name=f"leaf_{j}_dest"))
-            lane_sel = sels[slot]
+            slot, lane_sel = pkt.slot[0], pkt.sel[0]
             entry = Signal(el, name=f"entry_{j}")
             for k in range(W):
                 m.d.comb += entry.words.word_select(k, 32).eq(
@@ -278,7 +277,6 @@ class AggregationGroup(wiring.Component):
 class _Contexts:
     """The registers of a group's L job contexts (see :meth:`AggregationGroup._bind_contexts`)."""
 
-    sel: list          # the bound job's lane features
     job: list          # the bound job's row, chunk and lanes in use
     wptr: list         # local-buffer write pointer (entries written)
     rptr: list         # local-buffer read pointer (entries taken by turns)

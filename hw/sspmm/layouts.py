@@ -52,14 +52,29 @@ def entry_layout(config: SSpmmConfig) -> data.StructLayout:
     })
 
 
-def packet_layout(config: SSpmmConfig, dest_bits: int) -> data.StructLayout:
-    """A neighbour row's marks on its way down the distribution tree, with the contexts it goes
-    to (the row's words travel beside it, see :func:`row_words_shape`)."""
+def sel_layout(config: SSpmmConfig) -> data.ArrayLayout:
+    """A job's lane features: which feature of the row each of the W lanes adds."""
+    return data.ArrayLayout(widths(config)["feature"], config.group_lanes)
+
+
+def packet_layout(config: SSpmmConfig, groups: int) -> data.StructLayout:
+    """A neighbour row's marks on its way down the distribution tree, for ``groups`` groups
+    (all of them at the root, one at a leaf; the row's words travel beside it, see
+    :func:`row_words_shape`).
+
+    ``dest`` has one bit per job context (``L = adder_latency`` per group). ``slot[g]`` is the
+    destination context within group ``g`` and ``sel[g]`` its job's lane features: both are
+    looked up once, in the fetcher, a register stage before the row arrives, so that a leaf
+    only selects the words (decoding ``dest`` and looking up the context there was the
+    longest path of the design).
+    """
     return data.StructLayout({
         "valid": 1,
         "first": 1,
         "last": 1,
-        "dest": dest_bits,
+        "dest": groups * config.adder_latency,
+        "slot": data.ArrayLayout(range(config.adder_latency), groups),
+        "sel": data.ArrayLayout(sel_layout(config), groups),
     })
 
 
@@ -74,19 +89,20 @@ def row_words_shape(config: SSpmmConfig) -> int:
 
 class RowLinkSignature(wiring.Signature):
     """One lane of the distribution tree, as its sender sees it: a neighbour row's packet
-    (:func:`packet_layout` with ``dest_bits`` destination contexts) and, beside it, the row.
+    (:func:`packet_layout` for ``groups`` groups) and, beside it, the row.
 
     Members
     -------
     packet : Out(packet_layout(config, dest_bits))
-        ``valid``, ``first`` / ``last`` of its pass, the destination contexts.
+        ``valid``, ``first`` / ``last`` of its pass, the destination contexts, and per group
+        the destination context and its lane features.
     words : Out(row_words_shape(config))
         The row's ``max_feature_width`` binary32 words.
     """
 
-    def __init__(self, config: SSpmmConfig, dest_bits: int):
+    def __init__(self, config: SSpmmConfig, groups: int):
         super().__init__({
-            "packet": Out(packet_layout(config, dest_bits)),
+            "packet": Out(packet_layout(config, groups)),
             "words": Out(row_words_shape(config)),
         })
 

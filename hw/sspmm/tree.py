@@ -26,11 +26,11 @@ class DistributionTree(wiring.Component):
 
     Members
     -------
-    root : In(RowLinkSignature(config, contexts)).array(R)
+    root : In(RowLinkSignature(config, groups)).array(R)
         Packets entering the tree (one per root link) and their rows.
-    leaf : Out(RowLinkSignature(config, L)).array(groups, R)
+    leaf : Out(RowLinkSignature(config, 1)).array(groups, R)
         ``leaf[g][j]``: packets of root link j leaving at group g (``dest`` is that group's
-        slice of the mask), and their rows.
+        slice of the mask, ``slot`` / ``sel`` its entries), and their rows.
     clear : In(1)
         Drop every packet in flight.
     busy : Out(1)
@@ -39,11 +39,11 @@ class DistributionTree(wiring.Component):
 
     def __init__(self, config: SSpmmConfig):
         self.config = config
-        n, L, R = config.contexts, config.adder_latency, config.fetch_rows
+        R = config.fetch_rows
         super().__init__({
             "clear": In(1), "busy": Out(1),
-            "root": In(RowLinkSignature(config, n)).array(R),
-            "leaf": Out(RowLinkSignature(config, L)).array(config.groups, R),
+            "root": In(RowLinkSignature(config, config.groups)).array(R),
+            "leaf": Out(RowLinkSignature(config, 1)).array(config.groups, R),
         })
 
     @property
@@ -79,7 +79,7 @@ class DistributionTree(wiring.Component):
         ``[lo, hi)``; it moves only when a destination lies below that child."""
         valid, pkt, words = lane
         L = self.config.adder_latency
-        out = Signal(packet_layout(self.config, self.config.contexts), name=name,
+        out = Signal(packet_layout(self.config, self.config.groups), name=name,
                      reset_less=True)
         out_words = Signal(len(words), name=f"{name}_words", reset_less=True)
         out_valid = Signal(name=f"{name}_valid")
@@ -91,9 +91,11 @@ class DistributionTree(wiring.Component):
         return out_valid, out, out_words
 
     def _drive_leaf(self, m: Module, leaf, lane, g: int):
-        """Leaf output of group ``g``: the lane's packet with the group's slice of ``dest``."""
+        """Leaf output of group ``g``: the lane's packet with the group's slice of ``dest``, its
+        destination context and that context's lane features."""
         valid, pkt, words = lane
         L = self.config.adder_latency
         m.d.comb += [leaf.packet.valid.eq(valid), leaf.packet.first.eq(pkt.first),
                      leaf.packet.last.eq(pkt.last), leaf.words.eq(words),
-                     leaf.packet.dest.eq(pkt.dest[g * L:(g + 1) * L])]
+                     leaf.packet.dest.eq(pkt.dest[g * L:(g + 1) * L]),
+                     leaf.packet.slot[0].eq(pkt.slot[g]), leaf.packet.sel[0].eq(pkt.sel[g])]

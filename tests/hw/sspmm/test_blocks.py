@@ -204,7 +204,7 @@ async def _group_bench(io, cfg, jobs, rows, seed, limit):
 
     rng = np.random.default_rng(seed)
     L, W = cfg.adder_latency, cfg.group_lanes
-    jl, pl = job_layout(cfg), packet_layout(cfg, L)
+    jl, pl = job_layout(cfg), packet_layout(cfg, 1)
     queue = {i: [j for j in range(len(jobs)) if j % L == i] for i in range(L)}
     current = {i: None for i in range(L)}       # (job, neighbours sent)
     log = {"write": [], "released": [], "bubbles": 0, "turns": 0, "end": None}
@@ -237,8 +237,10 @@ async def _group_bench(io, cfg, jobs, rows, seed, limit):
             i = int(rng.choice(ready))
             j, k = current[i]
             nbrs = jobs[j][3]
+            sel = list(jobs[j][2])
             io.set("leaf__0__packet", pl.const({"valid": 1, "first": int(k == 0),
                                        "last": int(k == len(nbrs) - 1), "dest": 1 << i,
+                                       "slot": [i], "sel": [sel + [0] * (W - len(sel))],
                                        }).as_value().value)
             io.set("leaf__0__words", rows[nbrs[k]])
             io.set("reserve", 1 << i)
@@ -328,8 +330,9 @@ def test_aggregation_group_sums_rows_in_order_through_bubbles_bit_exact():
 @pytest.mark.parametrize("groups,radix,rows", [(4, 2, 2), (4, 4, 1), (2, 2, 1), (1, 2, 1)])
 def test_distribution_tree_multicasts_to_every_destination_and_nowhere_else(groups, radix, rows):
     """Each packet reaches exactly the groups holding one of its destination contexts, with
-    that group's slice of the mask, ``depth`` cycles later; several root links carry packets
-    with disjoint destinations side by side."""
+    that group's slice of the mask and its entries of the context and lane-feature arrays,
+    ``depth`` cycles later; several root links carry packets with disjoint destinations side
+    by side."""
     from moagcn.hw.sspmm import preset
     from moagcn.hw.sspmm.layouts import packet_layout
     from moagcn.hw.sspmm.tree import DistributionTree, tree_depth
@@ -339,7 +342,8 @@ def test_distribution_tree_multicasts_to_every_destination_and_nowhere_else(grou
     dut = DistributionTree(cfg)
     L, n = cfg.adder_latency, cfg.contexts
     depth = tree_depth(groups, radix)
-    layout = packet_layout(cfg, n)
+    layout = packet_layout(cfg, groups)
+    W, fbits = cfg.group_lanes, (cfg.max_feature_width - 1).bit_length()
     rng = np.random.default_rng(groups * 10 + radix + rows)
     sent, seen = [], []
 
@@ -352,33 +356,36 @@ def test_distribution_tree_multicasts_to_every_destination_and_nowhere_else(grou
                     for c in owners[j::rows][:rng.integers(1, 4)]:
                         dest |= 1 << int(c)
                 words = int(rng.integers(0, 1 << 62))
+                slots = [int(x) for x in rng.integers(0, L, groups)]
+                sels = [[int(x) for x in rng.integers(0, 1 << fbits, W)] for _ in range(groups)]
                 pkt = {"valid": int(dest != 0), "first": cycle % 2, "last": cycle % 3 == 0,
-                       "dest": dest}
+                       "dest": dest, "slot": slots, "sel": sels}
                 ctx.set(dut.root[j].packet, layout.const(pkt))
                 ctx.set(dut.root[j].words, words)
                 if dest:
-                    sent.append((cycle, j, dest, words))
+                    sent.append((cycle, j, dest, words, slots, sels))
             await ctx.tick()
             for g in range(groups):
                 for j in range(rows):
                     leaf = dut.leaf[g][j].packet
                     if ctx.get(leaf.valid):
                         seen.append((cycle + 1, g, j, ctx.get(leaf.dest),
-                                     ctx.get(dut.leaf[g][j].words)))
+                                     ctx.get(dut.leaf[g][j].words), ctx.get(leaf.slot[0]),
+                                     [ctx.get(leaf.sel[0][k]) for k in range(W)]))
 
     sim = Simulator(dut)
     sim.add_clock(1e-8)
     sim.add_testbench(bench)
     sim.run()
     expected = []
-    for cycle, j, dest, words in sent:
+    for cycle, j, dest, words, slots, sels in sent:
         for g in range(groups):
             part = dest >> (g * L) & ((1 << L) - 1)
             if part:
-                expected.append((cycle + depth, g, j, part, words))
+                expected.append((cycle + depth, g, j, part, words, slots[g], sels[g]))
     horizon = 80
     assert sorted(e for e in expected if e[0] <= horizon) == sorted(seen)
-    assert any(bin(d).count("1") > 1 for _, _, d, _ in sent)      # real multicasts happened
+    assert any(bin(d).count("1") > 1 for _, _, d, *_ in sent)     # real multicasts happened
 
 
 @pytest.mark.parametrize("bad_column", [False, True])
