@@ -21,6 +21,9 @@ FLAGS = ("err_index", "err_indptr")
 #: cycles from a row read's issue to its packet entering the tree: column index read, feature
 #: row read
 ISSUE_TO_ROOT = 2
+#: cycles a fetched row spends in the scheduler's check stage (its pointers and mask row
+#: registered) before it can be queued
+ROW_CHECK_LATENCY = 1
 #: cycles from a turn's issue to its operands entering the adders: the local-buffer read
 FRONT_END_LATENCY = 1
 

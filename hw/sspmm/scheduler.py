@@ -25,10 +25,11 @@ class JobScheduler(wiring.Component):
     """Walk the rows and queue those with work as row records.
 
     Row fetch (one row per cycle, after reading ``indptr[0]``): read ``indptr[v + 1]`` (the
-    previous row's gives ``indptr[v]``) and the mask row ``v``;
-    next cycle compute the degree and the unmasked-feature count ``|S_v|``, check the row
-    pointers, and queue rows that have work (``deg > 0`` and ``|S_v| > 0``): rows without
-    neighbours or fully masked cost one fetch cycle and no compute. A :class:`JobEmitter` (one
+    previous row's gives ``indptr[v]``) and the mask row ``v``; next cycle register both
+    pointers and the mask row (a block RAM's read data is slow: nothing else follows it in
+    that cycle); the cycle after compute the degree and the unmasked-feature count ``|S_v|``,
+    check the row pointers, and queue rows that have work (``deg > 0`` and ``|S_v| > 0``):
+    rows without neighbours or fully masked cost one fetch cycle and no compute. A :class:`JobEmitter` (one
     per slice, behind a :class:`RowDispatcher` when there are several) takes the queued rows.
 
     Members
@@ -74,16 +75,17 @@ class JobScheduler(wiring.Component):
         m = Module()
         rec_layout = row_record_layout(self.config)
         m.submodules.queue = queue = SyncFIFO(width=rec_layout.size, depth=ROW_QUEUE_DEPTH)
-        fetched, fetched_row, last_ptr, fetch_busy = self._walk_rows(m, queue)
-        self._queue_row(m, queue, fetched, fetched_row, last_ptr)
+        checking = Signal()           # a fetched row is in the check stage
+        fetched, fetched_row, last_ptr, fetch_busy = self._walk_rows(m, queue, checking)
+        self._queue_row(m, queue, fetched, fetched_row, last_ptr, checking)
         m.d.comb += [self.rows.valid.eq(queue.r_rdy), self.rows.payload.eq(queue.r_data),
                      queue.r_en.eq(self.rows.ready),
                      self.done.eq(~fetch_busy & ~queue.r_rdy)]
         return m
 
-    def _walk_rows(self, m: Module, queue: SyncFIFO):
+    def _walk_rows(self, m: Module, queue: SyncFIFO, checking):
         """Read the rows' pointers and mask rows in order, one row per cycle while the queue
-        has room.
+        has room (counting the rows on their way to it: read, and in the check stage).
 
         Rows go in order, so each needs one new pointer, ``indptr[v + 1]``; ``indptr[v]`` is
         the previous row's (``indptr[0]`` is read first). Returns (a read issued last cycle:
@@ -100,7 +102,8 @@ class JobScheduler(wiring.Component):
         with m.If(priming):
             m.d.sync += [priming.eq(0), fetching.eq(1)]
         # issue a read only when the queue can take its result even if nothing leaves it
-        issue = fetching & (row < self.n_rows) & (queue.level + fetched < ROW_QUEUE_DEPTH)
+        issue = fetching & (row < self.n_rows) & (queue.level + fetched + checking
+                                                   < ROW_QUEUE_DEPTH)
         m.d.comb += [self.ptr.addr.eq(Mux(fetching, row + 1, 0)), self.mask.addr.eq(row)]
         m.d.sync += [fetched.eq(issue), fetched_row.eq(row)]
         with m.If(issue):
@@ -111,30 +114,34 @@ class JobScheduler(wiring.Component):
         m.d.sync += primed.eq(priming)
         with m.If(primed | fetched):
             m.d.sync += last_ptr.eq(self.ptr.data)
-        return fetched, fetched_row, last_ptr, priming | primed | fetching | fetched
+        return fetched, fetched_row, last_ptr, priming | primed | fetching | fetched | checking
 
-    def _queue_row(self, m: Module, queue: SyncFIFO, fetched, fetched_row, last_ptr):
-        """A fetched row: check its pointers, count its computed elements, queue it if it has
-        work."""
+    def _queue_row(self, m: Module, queue: SyncFIFO, fetched, fetched_row, last_ptr, checking):
+        """A fetched row: register its pointers and mask row; next cycle check the pointers,
+        count its computed elements, queue it if it has work."""
         cfg = self.config
         F, W = cfg.max_feature_width, cfg.group_lanes
-        p0, p1 = last_ptr, self.ptr.data
+        row = Signal.like(fetched_row, name="check_row")
+        p0, p1 = Signal(32, name="check_p0"), Signal(32, name="check_p1")
+        raw_mask = Signal(F, name="check_mask")
+        m.d.sync += [checking.eq(fetched), row.eq(fetched_row), p0.eq(last_ptr),
+                     p1.eq(self.ptr.data), raw_mask.eq(self.mask.data)]
         feature_valid = Cat(*[f < self.n_features for f in range(F)])
-        mask = self.mask.data & feature_valid
+        mask = raw_mask & feature_valid
         unmasked = popcount(m, mask)
         deg = (p1 - p0)[:widths(cfg)["edge"]]
-        bad = fetched & ((p1 < p0) | (p1 > self.n_edges))
+        bad = checking & ((p1 < p0) | (p1 > self.n_edges))
         with m.If(bad):
             m.d.sync += self.err_indptr.eq(1)
         with m.If(self.start):
             m.d.sync += self.err_indptr.eq(0)
         jobs = (unmasked + (W - 1)) >> (W.bit_length() - 1)
         record = Signal(row_record_layout(cfg))
-        m.d.comb += [record.row.eq(fetched_row), record.ptr.eq(p0), record.deg.eq(deg),
+        m.d.comb += [record.row.eq(row), record.ptr.eq(p0), record.deg.eq(deg),
                      record.mask.eq(mask), record.jobs.eq(jobs),
                      queue.w_data.eq(record),
-                     queue.w_en.eq(fetched & ~bad & (p1 != p0) & (unmasked != 0))]
-        m.d.comb += [self.count_en.eq(fetched & ~bad), self.count_row.eq(fetched_row),
+                     queue.w_en.eq(checking & ~bad & (p1 != p0) & (unmasked != 0))]
+        m.d.comb += [self.count_en.eq(checking & ~bad), self.count_row.eq(row),
                      self.count.eq(Mux(p1 != p0, unmasked, 0))]
 
 
