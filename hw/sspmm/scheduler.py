@@ -26,11 +26,12 @@ class JobScheduler(wiring.Component):
 
     Row fetch (one row per cycle, after reading ``indptr[0]``): read ``indptr[v + 1]`` (the
     previous row's gives ``indptr[v]``) and the mask row ``v``; next cycle register both
-    pointers and the mask row (a block RAM's read data is slow: nothing else follows it in
-    that cycle); the cycle after compute the degree and the unmasked-feature count ``|S_v|``,
+    pointers and the mask row (a block RAM's read data arrives late in the cycle: no logic
+    follows it); the cycle after compute the degree and the unmasked-feature count ``|S_v|``,
     check the row pointers, and queue rows that have work (``deg > 0`` and ``|S_v| > 0``):
-    rows without neighbours or fully masked cost one fetch cycle and no compute. A :class:`JobEmitter` (one
-    per slice, behind a :class:`RowDispatcher` when there are several) takes the queued rows.
+    rows without neighbours or fully masked cost one fetch cycle and no compute. A
+    :class:`JobEmitter` (one per slice, behind a :class:`RowDispatcher` when there are
+    several) takes the queued rows.
 
     Members
     -------
