@@ -131,8 +131,8 @@ def estimate_rows(deg, unmasked, n_edges: int, n_features: int,
                      for rows in _rows_of(owner, config.slices)), default=0)
     # the scheduler walks every row, those without work too, before the job can end
     issue = max(issue, -(-n // config.walk_rows))
-    # fill and drain: a row's check stage, a row read's way to a local buffer, the wait for its context's turn
-    # (half a ring on average), the buffer read, the adders, the write
+    # fill and drain: a row's check stage, a row read's way to a local buffer, the wait for
+    # its context's turn (half a ring on average), the buffer read, the adders, the write
     fill = (ROW_CHECK_LATENCY + ISSUE_TO_ROOT + tree_depth(config.groups, config.tree_radix) + 1
             + config.adder_latency // 2 + FRONT_END_LATENCY + config.adder_latency + 1
             + (1 if config.slices > 1 else 0))        # the dispatcher's slice queues
