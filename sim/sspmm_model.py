@@ -231,9 +231,12 @@ def _slice_schedule(deg, jobs, arrival, config: SSpmmConfig) -> float:
       per cycle (round robin) and each takes at most one turn per ``turn_gap`` cycles in each
       of its contexts, so k passes each progress at ``min(1 / gap, R / k)`` neighbours per cycle;
     - *release*: a context is free for the next job once its pass's last entry is in its local
-      buffer, i.e. ``local_depth`` entries before its last turn when the adders set the pace;
-      the next job's turns follow the old job's in the same context (the double buffer), so a
-      pass starts when every member's previous pass has finished.
+      buffer: the pass issues that entry ``local_depth`` turns before its last when the adders
+      set the pace (a short pass issues all of its entries one per cycle, a cycle after its
+      bind), and the entry reaches the buffer ``ISSUE_TO_ROOT + tree depth + 1`` cycles after
+      its issue (with two-entry buffers and short jobs those cycles decide how long contexts
+      stay bound); the next job's turns follow the old job's in the same context (the double
+      buffer), so a pass starts when every member's previous pass has finished.
 
     The rest of a slice's time (a row read's way to the adders, the adders, the write) is the
     fill that :func:`estimate_rows` adds. Events are pass releases and completions, so the cost
@@ -242,6 +245,9 @@ def _slice_schedule(deg, jobs, arrival, config: SSpmmConfig) -> float:
     G, L, R = config.groups, config.adder_latency, config.fetch_rows
     lead = config.local_depth
     cap = 1.0 / turn_gap(config)
+    # a context is released when its pass's last entry reaches its local buffer: the issue's
+    # way there after the last issue, in turns at the adders' pace
+    hold = (ISSUE_TO_ROOT + tree_depth(config.groups, config.tree_radix) + 1) * cap
     # per group, the contexts free to bind, each as (pass, member) it last served (None: none)
     pool = [[None] * L for _ in range(G)]
     done = {}               # (pass, member) -> when that context's last turn of it was
@@ -273,7 +279,10 @@ def _slice_schedule(deg, jobs, arrival, config: SSpmmConfig) -> float:
         now, v = state["t"], state["progress"]
         t_issue = max(t_bound, max(prior) - lead / cap)
         state["active"] += 1
-        heapq.heappush(events, (v + max(d - lead, 0), 0, p, 0))
+        # the pass issues once bound (a cycle to set up), its last ``lead`` entries (or all of
+        # a short pass's) one per cycle; its last entry then takes ``hold`` to arrive
+        setup = (min(d, lead) if d <= lead else 1) * cap
+        heapq.heappush(events, (v + max(d - lead, 0) + setup + hold, 0, p, 0))
         for i, f in enumerate(prior):
             heapq.heappush(events, (v + d + (max(f, t_issue) - now) * cap, 1, p, i))
 

@@ -338,14 +338,24 @@ class RowReader(wiring.Component):
         m = Module()
         cfg = self.config
         N, G, L = cfg.contexts, cfg.groups, cfg.adder_latency
+        # -- the issue, registered: choosing a pass (its members' room, round robin) and
+        # addressing a block RAM in one cycle was the longest path ---------------------------
+        v0 = Signal(name="s0_valid")
+        ptr0 = Signal.like(self.issue.ptr, name="s0_ptr")
+        mask0 = Signal(N, name="s0_dest")
+        first0 = Signal(name="s0_first")
+        last0 = Signal(name="s0_last")
+        m.d.sync += [v0.eq(self.issue.valid & ~self.clear), ptr0.eq(self.issue.ptr),
+                     mask0.eq(self.issue.dest), first0.eq(self.issue.first),
+                     last0.eq(self.issue.last)]
         # -- stage 0: read the column index ----------------------------------------------------
-        m.d.comb += self.idx.addr.eq(self.issue.ptr)
+        m.d.comb += self.idx.addr.eq(ptr0)
         v1 = Signal(name="s1_valid")
         mask1 = Signal(N, name="s1_dest")
         first1 = Signal(name="s1_first")
         last1 = Signal(name="s1_last")
-        m.d.sync += [v1.eq(self.issue.valid & ~self.clear), mask1.eq(self.issue.dest),
-                     first1.eq(self.issue.first), last1.eq(self.issue.last)]
+        m.d.sync += [v1.eq(v0 & ~self.clear), mask1.eq(mask0),
+                     first1.eq(first0), last1.eq(last0)]
         # -- stage 1: the column index arrives; read the neighbour's row ----------------------
         col = self.idx.data
         bad = v1 & (col >= self.n_rows)
@@ -369,7 +379,7 @@ class RowReader(wiring.Component):
         # -- stage 2: the row arrives and enters the tree --------------------------------------
         m.d.comb += [root.valid.eq(v2), root.first.eq(first2), root.last.eq(last2),
                      root.dest.eq(mask2), root.slot.eq(slot2), root.sel.eq(sel2),
-                     self.root.words.eq(self.row.data), self.busy.eq(v1 | v2)]
+                     self.root.words.eq(self.row.data), self.busy.eq(v0 | v1 | v2)]
         return m
 
 

@@ -18,9 +18,9 @@ COUNTERS = ("cycles_total", "cycles_load", "cycles_compute", "cycles_output",
 #: error flags: a job that raises one stops cleanly
 FLAGS = ("err_index", "err_indptr")
 
-#: cycles from a row read's issue to its packet entering the tree: column index read, feature
-#: row read
-ISSUE_TO_ROOT = 2
+#: cycles from a row read's issue to its packet entering the tree: the issue registered, the
+#: column index read, the feature row read
+ISSUE_TO_ROOT = 3
 #: cycles a fetched row spends in the scheduler's check stage (its pointers and mask row
 #: registered) before it can be queued
 ROW_CHECK_LATENCY = 1
