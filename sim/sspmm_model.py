@@ -45,7 +45,8 @@ import numpy as np
 from moagcn.core.counters import Counters
 from moagcn.core.graph import degrees
 from moagcn.hw.sspmm.config import SSpmmConfig
-from moagcn.hw.sspmm.protocol import FRONT_END_LATENCY, ISSUE_TO_ROOT, ROW_CHECK_LATENCY, tree_depth
+from moagcn.hw.sspmm.protocol import (FRONT_END_LATENCY, ISSUE_TO_ROOT, ROW_CHECK_LATENCY,
+                                      ROW_HEAD_LATENCY, tree_depth)
 
 from .golden.sspmm import normalise_mask
 
@@ -131,10 +132,12 @@ def estimate_rows(deg, unmasked, n_edges: int, n_features: int,
                      for rows in _rows_of(owner, config.slices)), default=0)
     # the scheduler walks every row, those without work too, before the job can end
     issue = max(issue, -(-n // config.walk_rows))
-    # fill and drain: a row's check stage, a row read's way to a local buffer, the wait for
-    # its context's turn (half a ring on average), the buffer read, the adders, the write
-    fill = (ROW_CHECK_LATENCY + ISSUE_TO_ROOT + tree_depth(config.groups, config.tree_radix) + 1
-            + config.adder_latency // 2 + FRONT_END_LATENCY + config.adder_latency + 1
+    # fill and drain: a row's check stage and the emitter's head register, a row read's way
+    # to a local buffer, the wait for its context's turn (half a ring on average), the buffer
+    # read and the operand register, the adders, the write
+    fill = (ROW_CHECK_LATENCY + ROW_HEAD_LATENCY + ISSUE_TO_ROOT
+            + tree_depth(config.groups, config.tree_radix) + 1 + config.adder_latency // 2
+            + FRONT_END_LATENCY + config.adder_latency + 1
             + (1 if config.slices > 1 else 0))        # the dispatcher's slice queues
     # merging a split row's pieces, in order: one add (L cycles) per further piece
     merge = config.adder_latency * (merges - 1) if merges else 0

@@ -315,7 +315,7 @@ class RowReader(wiring.Component):
         The row and its packet, into the tree: with, per group, the destination context
         (``slot``) and its lane features (``sel``), looked up while the row is read.
     err : Out(1)
-        The column index read this cycle is out of range.
+        The column index read last cycle was out of range (the row was not read on).
     busy : Out(1)
         A read is in flight.
     """
@@ -359,7 +359,11 @@ class RowReader(wiring.Component):
         # -- stage 1: the column index arrives; read the neighbour's row ----------------------
         col = self.idx.data
         bad = v1 & (col >= self.n_rows)
-        m.d.comb += [self.err.eq(bad), self.row.addr.eq(col), self.row.en.eq(v1)]
+        # the flag is registered: the check ran on from the block RAM's late read data into
+        # the stop of the whole accelerator (its output stream's start)
+        err = Signal(name="s2_err")
+        m.d.sync += err.eq(bad & ~self.clear)
+        m.d.comb += [self.err.eq(err), self.row.addr.eq(col), self.row.en.eq(v1)]
         v2 = Signal(name="s2_valid")
         mask2 = Signal(N, name="s2_dest")
         first2 = Signal(name="s2_first")
@@ -401,7 +405,8 @@ class NeighbourFetcher(wiring.Component):
     their next column index and then that neighbour's feature row, and the row goes down the
     :class:`DistributionTree` with the pass's members as destinations, marked ``first`` /
     ``last`` for the pass's first and last neighbour. ``reserve`` tells the contexts that an
-    entry is on its way. A column index ``>= n_rows`` raises ``err_index`` (one-cycle pulse).
+    entry is on its way. A column index ``>= n_rows`` raises ``err_index`` (a one-cycle
+    pulse, the cycle after the index is read).
 
     The blocks: a :class:`ContextBinder` (binding and pass forming), a :class:`PassTable`
     (open passes and the round-robin issue), one :class:`RowReader` per root link (index and

@@ -129,10 +129,21 @@ class AggregationGroup(wiring.Component):
         ctx = self._bind_contexts(m)
         self._write_leaves(m, local, ctx)
         turn, bubble, got = self._take_turns(m, local, ctx)
-        # -- the entry arrives: add it to the context's sums (to +0 on a job's first entry) ----
-        m.d.comb += [lanes.valid.eq(turn | bubble), lanes.restart.eq(turn & got.first),
-                     lanes.addend.eq(Mux(turn, got.words, 0))]
-        meta = self._beside_adders(m, turn, bubble, got)
+        # -- the entry arrives and is registered as the adders' operands (the local buffer's
+        # read data and the turn, which fans out to every lane, ran into the adders' first
+        # stage in one cycle); add it to the context's sums (to +0 on a job's first entry) ---
+        jl = job_layout(cfg)
+        op = Signal(data.StructLayout({"turn": 1, "bubble": 1, "first": 1, "last": 1,
+                                       "row": jl["row"].shape, "chunk": jl["chunk"].shape,
+                                       "lane_valid": W}), name="op")
+        addend = Signal(32 * W, name="op_words")
+        m.d.sync += [op.turn.eq(turn & ~self.clear), op.bubble.eq(bubble & ~self.clear),
+                     op.first.eq(got.first), op.last.eq(got.last), op.row.eq(got.row),
+                     op.chunk.eq(got.chunk), op.lane_valid.eq(got.lane_valid),
+                     addend.eq(Mux(turn, got.words, 0))]
+        m.d.comb += [lanes.valid.eq(op.turn | op.bubble), lanes.restart.eq(op.turn & op.first),
+                     lanes.addend.eq(addend)]
+        meta = self._beside_adders(m, op.turn, op.bubble, op)
         # -- write-back: a job's last turn writes its W sums as one chunk of the compressed row
         out = meta[-1]
         m.d.comb += [self.wr_addr.eq(out.row), self.wr_chunk.eq(out.chunk),
@@ -142,7 +153,8 @@ class AggregationGroup(wiring.Component):
                 Mux(out.lane_valid[k], lanes.sums.word_select(k, 32), 0))
 
         pending = Cat(*[(ctx.wptr[i] != ctx.rptr[i]) | (ctx.reserved[i] != 0) for i in range(L)])
-        in_flight = Cat(pending, ctx.active, turn, bubble, *[stage.valid for stage in meta])
+        in_flight = Cat(pending, ctx.active, turn, bubble, op.turn, op.bubble,
+                        *[stage.valid for stage in meta])
         m.d.comb += self.busy.eq(in_flight.any())
         return m
 
@@ -214,8 +226,8 @@ class AggregationGroup(wiring.Component):
     def _take_turns(self, m: Module, local: Ram, ctx: "_Contexts"):
         """The ring: context ``phase`` takes this cycle's turn and reads its next entry.
 
-        Returns the turn as it reaches the adders one cycle later, with the entry read: (an
-        entry is added, a bubble, the entry).
+        Returns the turn as its entry arrives one cycle later (the operand register follows),
+        with the entry read: (an entry is added, a bubble, the entry).
         """
         cfg = self.config
         L, D = cfg.adder_latency, cfg.local_depth
@@ -239,7 +251,7 @@ class AggregationGroup(wiring.Component):
                     m.d.sync += ctx.rptr[i].eq(ctx.rptr[i] + 1)
 
         # the entry arrives one cycle later
-        t_turn, t_bubble = Signal(), Signal()
+        t_turn, t_bubble = Signal(name="t_turn"), Signal(name="t_bubble")
         t_ctx = Signal(range(L))
         m.d.sync += [t_turn.eq(turn & ~self.clear), t_bubble.eq(bubble & ~self.clear),
                      t_ctx.eq(phase)]

@@ -24,8 +24,11 @@ ISSUE_TO_ROOT = 3
 #: cycles a fetched row spends in the scheduler's check stage (its pointers and mask row
 #: registered) before it can be queued
 ROW_CHECK_LATENCY = 1
-#: cycles from a turn's issue to its operands entering the adders: the local-buffer read
-FRONT_END_LATENCY = 1
+#: cycles a queued row spends in the job emitter's head register before its first job is offered
+ROW_HEAD_LATENCY = 1
+#: cycles from a turn's issue to its operands entering the adders: the local-buffer read, the
+#: operand register
+FRONT_END_LATENCY = 2
 
 
 def tree_depth(leaves: int, radix: int) -> int:

@@ -155,7 +155,8 @@ class JobEmitter(wiring.Component):
     Members
     -------
     rows : In(stream.Signature(row_record_layout))
-        Row records; a record is taken with its row's last job.
+        Row records; a record is taken into the head register (one cycle) when the register
+        is empty or gives out its row's last job.
     job, job_valid : Out
         The offered job.
     job_taken : In(1)
@@ -179,15 +180,22 @@ class JobEmitter(wiring.Component):
         cfg = self.config
         F, W = cfg.max_feature_width, cfg.group_lanes
         m.submodules.decoder = decoder = MaskDecoder(F, W)
-        head = self.rows.payload
+        # the head record is registered as it leaves the row queue: the queue's read data (a
+        # LUT-RAM read) does not run into the mask decoder in the same cycle
+        head = Signal(row_record_layout(cfg))
+        head_valid = Signal()
         chunk = Signal(range(-(-F // W) + 1))
         rest = Signal(F)          # the head row's features not given out yet (after chunk 0)
         m.d.comb += decoder.mask.eq(Mux(chunk == 0, head.mask, rest))
         refill = ~self.job_valid | self.job_taken
         row_last = chunk + 1 == head.jobs
+        head_done = refill & head_valid & row_last     # the head row's last job goes out
+        m.d.comb += self.rows.ready.eq(~head_valid | head_done)
+        with m.If(self.rows.ready):
+            m.d.sync += [head_valid.eq(self.rows.valid), head.eq(self.rows.payload)]
         with m.If(refill):
-            m.d.sync += self.job_valid.eq(self.rows.valid)
-            with m.If(self.rows.valid):
+            m.d.sync += self.job_valid.eq(head_valid)
+            with m.If(head_valid):
                 m.d.sync += [self.job.row.eq(head.row), self.job.ptr.eq(head.ptr),
                              self.job.deg.eq(head.deg), self.job.lane_valid.eq(decoder.valid),
                              self.job.chunk.eq(chunk), self.job.row_last.eq(row_last),
@@ -195,11 +203,10 @@ class JobEmitter(wiring.Component):
                 for k in range(W):
                     m.d.sync += self.job.sel[k].eq(decoder.sel[k])
                 with m.If(row_last):
-                    m.d.comb += self.rows.ready.eq(1)
                     m.d.sync += chunk.eq(0)
                 with m.Else():
                     m.d.sync += chunk.eq(chunk + 1)
-        m.d.comb += self.done.eq(~self.rows.valid & ~self.job_valid)
+        m.d.comb += self.done.eq(~self.rows.valid & ~head_valid & ~self.job_valid)
         return m
 
 
