@@ -304,7 +304,7 @@ class RowReader(wiring.Component):
     clear : In(1)
         Drop the reads in flight.
     n_rows : In
-        Rows of the job: a column index at or beyond it is an error (the row is not read on).
+        Rows of the job: a column index at or beyond it is an error.
     idx : Out(RamReadSignature(edge bits, 32))
         Column-index read (1-cycle latency).
     row : Out(RamReadSignature(row bits, 32 * F))
@@ -315,7 +315,7 @@ class RowReader(wiring.Component):
         The row and its packet, into the tree: with, per group, the destination context
         (``slot``) and its lane features (``sel``), looked up while the row is read.
     err : Out(1)
-        The column index read last cycle was out of range (the row was not read on).
+        The column index read two cycles ago was out of range.
     busy : Out(1)
         A read is in flight.
     """
@@ -358,18 +358,23 @@ class RowReader(wiring.Component):
                      first1.eq(first0), last1.eq(last0)]
         # -- stage 1: the column index arrives; read the neighbour's row ----------------------
         col = self.idx.data
-        bad = v1 & (col >= self.n_rows)
-        # the flag is registered: the check ran on from the block RAM's late read data into
-        # the stop of the whole accelerator (its output stream's start)
-        err = Signal(name="s2_err")
-        m.d.sync += err.eq(bad & ~self.clear)
-        m.d.comb += [self.err.eq(err), self.row.addr.eq(col), self.row.en.eq(v1)]
+        m.d.comb += [self.row.addr.eq(col), self.row.en.eq(v1)]
         v2 = Signal(name="s2_valid")
         mask2 = Signal(N, name="s2_dest")
         first2 = Signal(name="s2_first")
         last2 = Signal(name="s2_last")
-        m.d.sync += [v2.eq(v1 & ~bad & ~self.clear), mask2.eq(mask1), first2.eq(first1),
+        m.d.sync += [v2.eq(v1 & ~self.clear), mask2.eq(mask1), first2.eq(first1),
                      last2.eq(last1)]
+        # the range check runs on the registered index while the row is read, and its flag is
+        # registered (from the index buffer's late read data through its word and bank
+        # multiplexers, a compare in the same cycle was the longest path): a bad index's row
+        # still enters the tree, but the flag stops the job before anything is streamed out,
+        # and the next start clears every pass, context and sum
+        col2 = Signal.like(col, name="s2_col")
+        m.d.sync += col2.eq(col)
+        err = Signal(name="s3_err")
+        m.d.sync += err.eq(v2 & (col2 >= self.n_rows) & ~self.clear)
+        m.d.comb += self.err.eq(err)
         # meanwhile, each group's destination context and its lane features (a context keeps
         # them from its bind, a cycle before its first neighbour can be issued, to its release,
         # after its last neighbour has arrived)
@@ -383,7 +388,7 @@ class RowReader(wiring.Component):
         # -- stage 2: the row arrives and enters the tree --------------------------------------
         m.d.comb += [root.valid.eq(v2), root.first.eq(first2), root.last.eq(last2),
                      root.dest.eq(mask2), root.slot.eq(slot2), root.sel.eq(sel2),
-                     self.root.words.eq(self.row.data), self.busy.eq(v0 | v1 | v2)]
+                     self.root.words.eq(self.row.data), self.busy.eq(v0 | v1 | v2 | err)]
         return m
 
 
@@ -406,7 +411,7 @@ class NeighbourFetcher(wiring.Component):
     :class:`DistributionTree` with the pass's members as destinations, marked ``first`` /
     ``last`` for the pass's first and last neighbour. ``reserve`` tells the contexts that an
     entry is on its way. A column index ``>= n_rows`` raises ``err_index`` (a one-cycle
-    pulse, the cycle after the index is read).
+    pulse, two cycles after the index is read).
 
     The blocks: a :class:`ContextBinder` (binding and pass forming), a :class:`PassTable`
     (open passes and the round-robin issue), one :class:`RowReader` per root link (index and

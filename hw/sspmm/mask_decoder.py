@@ -1,54 +1,125 @@
-"""Output mask decoder: which features a job's lanes work on."""
+"""Output mask decoder: which features a job's lanes work on.
+
+A row's unmasked features are given out ``lanes`` at a time in ascending order: job ``c`` of
+the row takes the features whose *rank* (the number of unmasked features below them) lies in
+``c * lanes .. (c + 1) * lanes - 1``, the feature of rank ``c * lanes + k`` on lane ``k``. So
+masked outputs never reach an adder and never move (the feature-wise selection of the hybrid
+index module).
+
+The decoding is split in two so that no cycle carries a long chain: :class:`MaskRanks` ranks
+every feature once, as the row enters the job emitter's head register, and
+:class:`ChunkSelect` picks a job's lanes from the registered ranks, job after job, with no
+state passed from one job to the next.
+"""
 
 from __future__ import annotations
 
-from amaranth.hdl import Module
+from amaranth.hdl import Cat, Const, Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from ..common.bits import lowest_set, wire
+from ..common.bits import wire
 
 
-class MaskDecoder(wiring.Component):
-    """Select the ``lanes`` lowest set bits of an output-mask row.
+def _check(width: int, lanes: int) -> None:
+    if lanes < 1 or lanes & (lanes - 1):
+        raise ValueError(f"lanes must be a power of two, got {lanes}")
+    if width < 1:
+        raise ValueError(f"width must be at least 1, got {width}")
 
-    This is the feature-wise selection of the hybrid index module: a job covers ``lanes``
-    consecutive *unmasked* features of its row, so masked outputs never reach an adder and
-    never move. The job emitter feeds the mask row for a row's first job and ``rest`` (the row
-    without the features already given out) for the next ones. Combinational: per lane, the
-    index of the lowest set bit by halving the window ``log2(width)`` times (each step one
-    index bit: is the lower half empty?), then ``x & (x - 1)`` clears that bit for the next
-    lane.
+
+class MaskRanks(wiring.Component):
+    """Each feature's chunk and lane: its rank among the set bits of ``mask``, split.
+
+    Combinational: the exclusive prefix count of the set bits as a parallel prefix (Sklansky:
+    ``log2(width)`` levels of small adders, each level adding a block's lower-half total into
+    its upper half), then the rank's low ``log2(lanes)`` bits are the lane and the rest the
+    chunk. Bits that are not set get the rank they would have (the selector ignores them).
 
     Members
     -------
     mask : In(width)
-        The features still to give out (bit f = feature f).
-    sel : Out(range(width)).array(lanes)
-        Feature index of each lane (``sel[k]``).
-    valid : Out(lanes)
-        Lane k has a feature (fewer than ``k + 1`` set bits leave it idle).
-    rest : Out(width)
-        ``mask`` without the selected features.
+        The output-mask row (bit f = feature f).
+    chunk : Out(range(ceil(width / lanes))).array(width)
+        The job of the row that feature f belongs to, if set.
+    lane : Out(range(lanes)).array(width)
+        Its lane in that job.
     """
 
     def __init__(self, width: int, lanes: int):
-        self._width = width
-        self._lanes = lanes
+        _check(width, lanes)
+        self._width, self._lanes = width, lanes
         super().__init__({
             "mask": In(width),
-            "sel": Out(range(max(width, 2))).array(lanes),
-            "valid": Out(lanes),
-            "rest": Out(width),
+            "chunk": Out(range(max(-(-width // lanes), 2))).array(width),
+            "lane": Out(range(max(lanes, 2))).array(width),
         })
 
     def elaborate(self, platform):
         m = Module()
-        x = self.mask
-        for k in range(self._lanes):
-            m.d.comb += [self.valid[k].eq(x.any()),
-                         self.sel[k].eq(lowest_set(m, x, name=f"lane{k}"))]
-            # clear it for the next lane
-            x = wire(m, x & (x - 1)[:self._width], name=f"rest_{k}")
-        m.d.comb += self.rest.eq(x)
+        F, W = self._width, self._lanes
+        counts = [self.mask[f] for f in range(F)]          # inclusive prefix counts
+        span, level = 1, 0
+        while span < F:
+            nxt = list(counts)
+            for f in range(F):
+                if f & span:
+                    nxt[f] = counts[f] + counts[(f & ~(2 * span - 1)) + span - 1]
+            counts = [wire(m, c, name=f"prefix_{level}_{f}") if c is not counts[f] else c
+                      for f, c in enumerate(nxt)]
+            span, level = span * 2, level + 1
+        shift = (W - 1).bit_length()
+        for f in range(F):
+            rank = Cat(counts[f - 1], Const(0, shift + 1)) if f else Const(0, shift + 1)
+            m.d.comb += [self.lane[f].eq(rank[:shift] if shift else 0),
+                         self.chunk[f].eq(rank[shift:])]
+        return m
+
+
+class ChunkSelect(wiring.Component):
+    """The lanes of job ``chunk`` of a row, from its features' ranks.
+
+    Combinational, two short steps: feature f is in the job if it is set and its chunk matches;
+    lane k then takes the one such feature whose lane is k (a one-hot OR: each bit of ``sel[k]``
+    is the OR of the matching features whose index has that bit).
+
+    Members
+    -------
+    mask : In(width)
+        The output-mask row.
+    chunk_of, lane_of : In, per feature (from :class:`MaskRanks`)
+    chunk : In(range(ceil(width / lanes) + 1))
+        Which job of the row.
+    sel : Out(range(width)).array(lanes)
+        Feature index of each lane.
+    valid : Out(lanes)
+        Lane k has a feature (a row's last job may leave lanes idle).
+    """
+
+    def __init__(self, width: int, lanes: int):
+        _check(width, lanes)
+        self._width, self._lanes = width, lanes
+        chunks = max(-(-width // lanes), 2)
+        super().__init__({
+            "mask": In(width),
+            "chunk_of": In(range(chunks)).array(width),
+            "lane_of": In(range(max(lanes, 2))).array(width),
+            "chunk": In(range(chunks + 1)),
+            "sel": Out(range(max(width, 2))).array(lanes),
+            "valid": Out(lanes),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        F, W = self._width, self._lanes
+        hit = Signal(F)
+        for f in range(F):
+            m.d.comb += hit[f].eq(self.mask[f] & (self.chunk_of[f] == self.chunk))
+        for k in range(W):
+            on = Signal(F, name=f"lane{k}_hit")
+            for f in range(F):
+                m.d.comb += on[f].eq(hit[f] & (self.lane_of[f] == k))
+            bits = [Cat(*[on[f] for f in range(F) if f >> b & 1]).any()
+                    for b in range(len(self.sel[k]))]
+            m.d.comb += [self.valid[k].eq(on.any()), self.sel[k].eq(Cat(*bits))]
         return m

@@ -11,7 +11,7 @@ from ..common.bits import popcount
 from ..common.ram import RamReadSignature, RamWriteSignature
 from .config import SSpmmConfig
 from .layouts import job_layout, row_record_layout, widths
-from .mask_decoder import MaskDecoder
+from .mask_decoder import ChunkSelect, MaskRanks
 
 ROW_QUEUE_DEPTH = 4
 #: row records each slice can hold: deep enough that the slice with the least work assigned
@@ -149,8 +149,9 @@ class JobScheduler(wiring.Component):
 class JobEmitter(wiring.Component):
     """Split each row record into jobs of W features and offer them one at a time.
 
-    A row becomes ``ceil(|S_v| / W)`` jobs; each job's lane features are decoded by the
-    :class:`MaskDecoder` (the W lowest features the row has not given out yet).
+    A row becomes ``ceil(|S_v| / W)`` jobs; job ``c`` takes the row's unmasked features of rank
+    ``c * W .. c * W + W - 1`` (ranked by :class:`MaskRanks` as the row enters the head
+    register, selected by :class:`ChunkSelect`).
 
     Members
     -------
@@ -179,29 +180,36 @@ class JobEmitter(wiring.Component):
         m = Module()
         cfg = self.config
         F, W = cfg.max_feature_width, cfg.group_lanes
-        m.submodules.decoder = decoder = MaskDecoder(F, W)
-        # the head record is registered as it leaves the row queue: the queue's read data (a
-        # LUT-RAM read) does not run into the mask decoder in the same cycle
+        # the head record is registered as it leaves the row queue, with the rank of each of
+        # its features (:class:`MaskRanks`); each job's lanes are then picked from the
+        # registered ranks (:class:`ChunkSelect`), with nothing carried from job to job
+        m.submodules.ranks = ranks = MaskRanks(F, W)
+        m.submodules.select = select = ChunkSelect(F, W)
         head = Signal(row_record_layout(cfg))
         head_valid = Signal()
+        head_chunk = Signal(data.ArrayLayout(ranks.chunk[0].shape(), F), name="head_chunk_of")
+        head_lane = Signal(data.ArrayLayout(ranks.lane[0].shape(), F), name="head_lane_of")
         chunk = Signal(range(-(-F // W) + 1))
-        rest = Signal(F)          # the head row's features not given out yet (after chunk 0)
-        m.d.comb += decoder.mask.eq(Mux(chunk == 0, head.mask, rest))
+        m.d.comb += [ranks.mask.eq(self.rows.payload.mask), select.mask.eq(head.mask),
+                     select.chunk.eq(chunk)]
+        for f in range(F):
+            m.d.comb += [select.chunk_of[f].eq(head_chunk[f]), select.lane_of[f].eq(head_lane[f])]
         refill = ~self.job_valid | self.job_taken
         row_last = chunk + 1 == head.jobs
         head_done = refill & head_valid & row_last     # the head row's last job goes out
         m.d.comb += self.rows.ready.eq(~head_valid | head_done)
         with m.If(self.rows.ready):
             m.d.sync += [head_valid.eq(self.rows.valid), head.eq(self.rows.payload)]
+            for f in range(F):
+                m.d.sync += [head_chunk[f].eq(ranks.chunk[f]), head_lane[f].eq(ranks.lane[f])]
         with m.If(refill):
             m.d.sync += self.job_valid.eq(head_valid)
             with m.If(head_valid):
                 m.d.sync += [self.job.row.eq(head.row), self.job.ptr.eq(head.ptr),
-                             self.job.deg.eq(head.deg), self.job.lane_valid.eq(decoder.valid),
-                             self.job.chunk.eq(chunk), self.job.row_last.eq(row_last),
-                             rest.eq(decoder.rest)]
+                             self.job.deg.eq(head.deg), self.job.lane_valid.eq(select.valid),
+                             self.job.chunk.eq(chunk), self.job.row_last.eq(row_last)]
                 for k in range(W):
-                    m.d.sync += self.job.sel[k].eq(decoder.sel[k])
+                    m.d.sync += self.job.sel[k].eq(select.sel[k])
                 with m.If(row_last):
                     m.d.sync += chunk.eq(0)
                 with m.Else():
