@@ -120,9 +120,9 @@ AGG_HEAD = 4
 
 def aggregate_tail(config: HyScaleConfig) -> int:
     """Cycles from the last S-PE read to the end of the aggregate phase: the element's product
-    (1 + mul_latency), the G-PE's read and add (1 + add_latency), the kernel's done timer
-    (mul_latency + 3), the kernel's and the layer's done flags (2)."""
-    return 2 * config.mul_latency + config.add_latency + 7
+    (1 + mul_latency), the G-PE's read, operand register and add (2 + add_latency), the
+    kernel's done timer (mul_latency + 3), the kernel's and the layer's done flags (2)."""
+    return 2 * config.mul_latency + config.add_latency + 8
 
 
 def aggregate_kernel_cycles(edge_sources: Sequence[int], edge_banks: Sequence[int], f_in: int,
@@ -142,9 +142,9 @@ def aggregate_kernel_cycles(edge_sources: Sequence[int], edge_banks: Sequence[in
       between two sources (the ring's dispatch pointer passes over the finished slot); it waits
       while the bank's queue holds ``Q = edge_queue`` edges (head-of-line blocking).
     - **Bank.** The S-PE pops an edge when free (the cycle of its previous edge's last read),
-      is granted one cycle later but at least a gather slot ``max(f_in, add_latency + 2)``
+      is granted one cycle later but at least a gather slot ``max(f_in, add_latency + 3)``
       after its previous grant, and reads ``f_in`` elements: an edge every ``c = max(f_in + 1,
-      add_latency + 2)`` cycles when busy.
+      add_latency + 3)`` cycles when busy.
     - **Release.** A slot is freed (in order) once its row is dispatched and its last edge's
       last element read.
     - **End.** The last read plus :func:`aggregate_tail`.

@@ -13,7 +13,7 @@ products into its G-PE, which accumulates them into the bank (read, add, write).
 Conflicts: edges that hit one destination (or one bank) close together wait in that bank's
 queue, in edge order, so every destination accumulates its in-edges in edge order, whatever
 the timing; a full queue stalls the dispatcher (``stall_gather``). Two edges entering one G-PE
-are at least ``max(f_in, add_latency + 2)`` cycles apart, so a read never overtakes the write
+are at least ``max(f_in, add_latency + 3)`` cycles apart, so a read never overtakes the write
 of the same element.
 """
 
@@ -136,15 +136,23 @@ class GatherPE(wiring.Component):
         addr1 = Signal(len(self.in_addr), reset_less=True)
         m.d.sync += [valid1.eq(self.in_valid), first1.eq(self.in_first), data1.eq(self.in_data),
                      addr1.eq(self.in_addr)]
+        # stage 2: both operands registered (the bank's read data, routed across the chip, ran
+        # into the adder's first stage in the same cycle: the longest path of the layer)
+        valid2 = Signal()
+        data2 = Signal(32, reset_less=True)
+        old2 = Signal(32, reset_less=True)
+        addr2 = Signal(len(self.in_addr), reset_less=True)
+        m.d.sync += [valid2.eq(valid1), data2.eq(data1), old2.eq(Mux(first1, 0, old.data)),
+                     addr2.eq(addr1)]
         m.submodules.adder = adder = Fp32Adder(Fp32AddConfig(latency=cfg.add_latency))
-        m.d.comb += [adder.i.valid.eq(valid1), adder.i.payload.a.eq(data1),
-                     adder.i.payload.b.eq(Mux(first1, 0, old.data))]
-        addr_out = delay(m, addr1, cfg.add_latency, "gaddr")[-1]
+        m.d.comb += [adder.i.valid.eq(valid2), adder.i.payload.a.eq(data2),
+                     adder.i.payload.b.eq(old2)]
+        addr_out = delay(m, addr2, cfg.add_latency, "gaddr")[-1]
         write = bank.write[0]
         m.d.comb += [write.addr.eq(addr_out), write.data.eq(adder.o.payload),
                      write.en.eq(adder.o.valid)]
-        inflight = delay(m, valid1, cfg.add_latency, "gvalid", reset_less=False)
-        m.d.comb += self.busy.eq(self.in_valid | Cat(*inflight).any())
+        inflight = delay(m, valid2, cfg.add_latency, "gvalid", reset_less=False)
+        m.d.comb += self.busy.eq(self.in_valid | valid1 | Cat(*inflight).any())
         return m
 
 
@@ -390,7 +398,7 @@ class PEPair(wiring.Component):
 
     def _gather_spacing(self, m: Module, req):
         """The grant of the S-PE's request: two edges into one bank are at least a gather
-        slot (``max(f_in, add_latency + 2)`` cycles) apart."""
+        slot (``max(f_in, add_latency + 3)`` cycles) apart."""
         cfg = self.config
         timer = Signal(range(max(cfg.max_feature_width, cfg.gather_slot) + 1), name="timer")
         grant = wire(m, req & (timer == 0), name="grant")

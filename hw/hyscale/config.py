@@ -107,8 +107,9 @@ class HyScaleConfig:
 
     @property
     def gather_slot(self) -> int:
-        """Fewest cycles between two edges entering one G-PE (the read-add-write distance)."""
-        return self.add_latency + 2
+        """Fewest cycles between two edges entering one G-PE (the read-add-write distance: the
+        read, the operand register, the adder, the write)."""
+        return self.add_latency + 3
 
     @property
     def rows_per_block(self) -> int:
