@@ -146,7 +146,14 @@ class MacCell(wiring.Component):
         sum."""
         cfg = self.config
         weight, bias = wram.read
-        m.d.comb += weight.addr.eq(tok["waddr"])
+        # Both RAM reads are followed by a register before any logic (a block RAM's read data
+        # comes late in the cycle: the bias through its word multiplexers into the adder was
+        # the layer's longest path), and each is issued a cycle earlier, so the MAC's timing
+        # is unchanged: the weight from the token arriving here (the previous MAC's register),
+        # the bias two cycles before the product reaches the adder.
+        m.d.comb += weight.addr.eq(self.tok.waddr)
+        weight1 = Signal(32, name="weight_r", reset_less=True)
+        m.d.sync += weight1.eq(weight.data)
         # stage 1: the weight is out of the RAM
         meta0 = Cat(tok["valid"], tok["first"], tok["last"], tok["row"], tok["par"],
                     tok["baddr"])
@@ -155,15 +162,17 @@ class MacCell(wiring.Component):
         m.d.sync += [meta1.eq(meta0), act1.eq(tok["act"])]
         m.submodules.mul = mul = Fp32Multiplier(Fp32MulConfig(latency=cfg.mul_latency))
         m.d.comb += [mul.i.valid.eq(meta1[0]), mul.i.payload.a.eq(act1),
-                     mul.i.payload.b.eq(weight.data)]
+                     mul.i.payload.b.eq(weight1)]
         line = delay(m, meta1, cfg.mul_latency, "mmeta", reset_less=False)
-        # the bias is read one cycle before the product reaches the adder
-        m.d.comb += bias.addr.eq(line[-2][-self.wbits:])
+        chain = [meta0, meta1, *line]
+        m.d.comb += bias.addr.eq(chain[-3][-self.wbits:])
+        bias1 = Signal(32, name="bias_r", reset_less=True)
+        m.d.sync += bias1.eq(bias.data)
         meta = line[-1]
         valid, first = meta[0], meta[1]
         m.submodules.adder = adder = Fp32Adder(Fp32AddConfig(latency=cfg.add_latency))
         m.d.comb += [adder.i.valid.eq(valid), adder.i.payload.a.eq(mul.o.payload),
-                     adder.i.payload.b.eq(Mux(first, bias.data, adder.o.payload))]
+                     adder.i.payload.b.eq(Mux(first, bias1, adder.o.payload))]
         out_meta = delay(m, meta[:3 + self.rbits + 1], cfg.add_latency, "ameta",
                          reset_less=False)[-1]
         return out_meta, adder.o.payload
