@@ -173,6 +173,7 @@ class AggregationGroup(wiring.Component):
             rptr=[Signal(depth_bits + 1, name=f"rptr_{i}") for i in range(L)],
             reserved=[Signal(range(D + 1), name=f"reserved_{i}") for i in range(L)],
             active=Signal(L),        # the context is in the middle of a job
+            hit=Signal(L),           # an entry arrives for the context this cycle
             depth_bits=depth_bits,
         )
         for i in range(L):
@@ -217,7 +218,7 @@ class AggregationGroup(wiring.Component):
             for valid, slot, last in hit_ctx:
                 hit = hit | (valid & (slot == i))
                 released = released | (valid & (slot == i) & last)
-            m.d.comb += self.released[i].eq(released)
+            m.d.comb += [self.released[i].eq(released), ctx.hit[i].eq(hit)]
             with m.If(self.clear):
                 m.d.sync += ctx.wptr[i].eq(0)
             with m.Elif(hit):
@@ -233,9 +234,20 @@ class AggregationGroup(wiring.Component):
         L, D = cfg.adder_latency, cfg.local_depth
         phase = Signal(range(L))
         m.d.sync += phase.eq(Mux(phase == L - 1, 0, phase + 1))
-        rptrs = Array(ctx.rptr)
-        have = Signal()
-        m.d.comb += have.eq(Array(ctx.wptr)[phase] != rptrs[phase])
+        rptrs, wptrs = Array(ctx.rptr), Array(ctx.wptr)
+        have = Signal()           # context ``phase`` has an entry in its local buffer
+        if L == 1:
+            m.d.comb += have.eq(wptrs[phase] != rptrs[phase])
+        else:
+            # decided a cycle ahead for the next phase, from the pointers' next values (the
+            # multiplexers and the compare ran into every context's credit count in the turn's
+            # cycle): its write pointer moves if an entry arrives for it now, its read pointer
+            # does not (only the current phase's can)
+            ahead = Signal(range(L), name="phase_ahead", init=1)
+            m.d.sync += ahead.eq(Mux(ahead == L - 1, 0, ahead + 1))
+            bits = len(ctx.wptr[0])
+            arriving = (wptrs[ahead] + Array(ctx.hit)[ahead])[:bits]
+            m.d.sync += have.eq(~self.clear & (arriving != rptrs[ahead]))
         turn = self.run & have
         bubble = self.run & ~have & ctx.active.bit_select(phase, 1)
         read = local.read[0]
@@ -294,4 +306,5 @@ class _Contexts:
     rptr: list         # local-buffer read pointer (entries taken by turns)
     reserved: list     # entries issued by the fetcher and not yet taken
     active: Signal     # in the middle of a job
+    hit: Signal        # an entry arrives this cycle
     depth_bits: int    # bits of an entry's index within a local buffer

@@ -213,7 +213,8 @@ async def _group_bench(io, cfg, jobs, rows, seed, limit):
     jl, pl = job_layout(cfg), packet_layout(cfg, 1)
     queue = {i: [j for j in range(len(jobs)) if j % L == i] for i in range(L)}
     current = {i: None for i in range(L)}       # (job, neighbours sent)
-    log = {"write": [], "released": [], "bubbles": 0, "turns": 0, "end": None}
+    log = {"write": [], "released": [], "bubbles": 0, "turns": 0, "end": None, "sent": [],
+           "ring": []}
     io.set("run", 1)
     for cycle in range(limit):
         io.set("bind_valid", 0)
@@ -250,6 +251,7 @@ async def _group_bench(io, cfg, jobs, rows, seed, limit):
                                        }).as_value().value)
             io.set("leaf__0__words", rows[nbrs[k]])
             io.set("reserve", 1 << i)
+            log["sent"].append((cycle, i, int(k == 0), int(k == len(nbrs) - 1)))
             current[i][1] += 1
         if await io.get("wr_en"):
             log["write"].append((cycle, await io.get("wr_addr"), await io.get("wr_chunk"),
@@ -257,6 +259,7 @@ async def _group_bench(io, cfg, jobs, rows, seed, limit):
         released = await io.get("released")
         log["bubbles"] += await io.get("bubble")
         log["turns"] += await io.get("turn")
+        log["ring"].append((await io.get("turn"), await io.get("bubble")))
         busy = await io.get("busy")
         await io.tick()
         for i in range(L):
@@ -331,6 +334,30 @@ def test_aggregation_group_sums_rows_in_order_through_bubbles_bit_exact():
                 acc = np.float32(acc + H[u, f])
         reordered += got != int(acc.view(np.uint32))
     assert reordered >= 2
+    # the ring, cycle by cycle: context (cycle + c) mod L takes the cycle's turn if an entry
+    # written in an earlier cycle is waiting for it, bubbles if it is in the middle of a job
+    # without one, and idles otherwise (an entry written just before its context's slot is
+    # taken in that slot)
+    L = cfg.adder_latency
+    matches = []
+    for c in range(L):
+        waiting = {i: [] for i in range(L)}
+        active = {i: False for i in range(L)}
+        sent = sorted(log["sent"])
+        want = []
+        for t in range(len(log["ring"])):
+            i = (t + c) % L
+            while sent and sent[0][0] < t:
+                _, ctx, first, last = sent.pop(0)
+                waiting[ctx].append((first, last))
+            if waiting[i]:
+                first, last = waiting[i].pop(0)
+                active[i] = not last
+                want.append((1, 0))
+            else:
+                want.append((0, int(active[i])))
+        matches.append(want == log["ring"])
+    assert any(matches)
 
 
 @pytest.mark.parametrize("groups,radix,rows", [(4, 2, 2), (4, 4, 1), (2, 2, 1), (1, 2, 1)])
