@@ -284,7 +284,7 @@ def _slice_schedule(deg, jobs, arrival, config: SSpmmConfig) -> float:
         state["active"] += 1
         # the pass issues once bound (a cycle to set up), its last ``lead`` entries (or all of
         # a short pass's) one per cycle; its last entry then takes ``hold`` to arrive
-        setup = (min(d, lead) if d <= lead else 1) * cap
+        setup = (d if d <= lead else 1) * cap
         heapq.heappush(events, (v + max(d - lead, 0) + setup + hold, 0, p, 0))
         for i, f in enumerate(prior):
             heapq.heappush(events, (v + d + (max(f, t_issue) - now) * cap, 1, p, i))
