@@ -39,7 +39,6 @@ from moagcn.hw.sspmm import preset
 from moagcn.sim.golden.sspmm import sspmm
 from moagcn.core.spec import get_spec
 from moagcn.sim.driver import Driver
-from moagcn.sim.sspmm_model import estimate
 
 SWEEP_FIELDS = ("job", "preset", "nodes", "edges", "features", "density", "bit_exact",
                 "cycles_compute", "model_cycles_compute", "model_error", "utilization",
@@ -72,7 +71,7 @@ def run_mask(driver: Driver, cfg, indptr, indices, H, M) -> dict:
     wall = time.perf_counter() - t0
     exact = np.array_equal(res.output.view(np.uint32),
                            sspmm(indptr, indices, H, M).view(np.uint32))
-    model = estimate(indptr, M, H.shape[1], cfg)
+    model = SPEC.replayed_cycles(SPEC.job(indptr, indices, H, M), cfg)   # per tile, as run
     c = res.counters
     return {
         "bit_exact": bool(exact),

@@ -32,7 +32,6 @@ from moagcn.core.spec import get_spec
 from moagcn.hw.sspmm import preset
 from moagcn.sim.driver import Driver
 from moagcn.sim.golden.sspmm import sspmm
-from moagcn.sim.sspmm_model import estimate
 
 SPEC = get_spec("sspmm")
 FIELDS = ("slices", "lanes", "job", "nodes", "edges", "features", "density", "bit_exact",
@@ -101,7 +100,7 @@ def table(slices, lanes, nodes: int, seed: int, simulator: str) -> list[dict]:
         indptr, indices, H, M = held_out_job(n, F, degree, density, seed + k % 3)
         rtl = _rtl_counters(cfg, f"{n}/{F}/{degree}/{density}/{seed + k % 3}", indptr, indices,
                             H, M, simulator)
-        model = estimate(indptr, M, F, cfg)
+        model = SPEC.replayed_cycles(SPEC.job(indptr, indices, H, M), cfg)
         hw_total = rtl["cycles_compute"] + rtl["cycles_output"]       # what the RTL counts
         model_total = model.cycles_compute + model.cycles_output
         adders = cfg.adders
