@@ -20,15 +20,16 @@ class LaneAdders(wiring.Component):
     """W binary32 adders of latency L whose sums come back as their next operand.
 
     Each cycle with ``valid`` every lane adds its word of ``addend`` to the sum leaving its
-    adder this cycle, or to ``+0`` with ``restart``; the new sums leave L cycles later. The L
-    job contexts of a group take turns, so each sum in the loop belongs to one context.
+    adder this cycle, or to ``+0`` where its ``restart`` bit is set; the new sums leave L cycles
+    later. The L job contexts of a group take turns, so each sum in the loop belongs to one
+    context.
 
     Members
     -------
     valid : In(1)
         Add this cycle.
-    restart : In(1)
-        Start from ``+0`` rather than from the sums leaving the adders.
+    restart : In(W)
+        Per lane: start from ``+0`` rather than from the sum leaving the adder.
     addend : In(32 * W)
         One binary32 word per lane.
     sums : Out(32 * W)
@@ -37,7 +38,7 @@ class LaneAdders(wiring.Component):
 
     def __init__(self, lanes: int, latency: int):
         self.lanes, self.latency = lanes, latency
-        super().__init__({"valid": In(1), "restart": In(1), "addend": In(32 * lanes),
+        super().__init__({"valid": In(1), "restart": In(lanes), "addend": In(32 * lanes),
                           "sums": Out(32 * lanes)})
 
     def elaborate(self, platform):
@@ -46,7 +47,7 @@ class LaneAdders(wiring.Component):
             adder = Fp32Adder(Fp32AddConfig(latency=self.latency))
             m.submodules[f"adder_{k}"] = adder
             m.d.comb += [adder.i.valid.eq(self.valid),
-                         adder.i.payload.a.eq(Mux(self.restart, 0, adder.o.payload)),
+                         adder.i.payload.a.eq(Mux(self.restart[k], 0, adder.o.payload)),
                          adder.i.payload.b.eq(self.addend.word_select(k, 32)),
                          self.sums.word_select(k, 32).eq(adder.o.payload)]
         return m
@@ -137,11 +138,18 @@ class AggregationGroup(wiring.Component):
                                        "row": jl["row"].shape, "chunk": jl["chunk"].shape,
                                        "lane_valid": W}), name="op")
         addend = Signal(32 * W, name="op_words")
+        # one restart register per lane, each a different function (the lane's own valid bit
+        # in it: a lane the job does not use is written as 0 whatever its adder sums), so that
+        # synthesis cannot merge them: one shared register fanned out to every lane's operand
+        # MUXes was the longest path
+        restart = [Signal(name=f"op_restart_{k}") for k in range(W)]
+        starts = turn & got.first & ~self.clear
         m.d.sync += [op.turn.eq(turn & ~self.clear), op.bubble.eq(bubble & ~self.clear),
                      op.first.eq(got.first), op.last.eq(got.last), op.row.eq(got.row),
                      op.chunk.eq(got.chunk), op.lane_valid.eq(got.lane_valid),
+                     *[restart[k].eq(starts & got.lane_valid[k]) for k in range(W)],
                      addend.eq(Mux(turn, got.words, 0))]
-        m.d.comb += [lanes.valid.eq(op.turn | op.bubble), lanes.restart.eq(op.turn & op.first),
+        m.d.comb += [lanes.valid.eq(op.turn | op.bubble), lanes.restart.eq(Cat(*restart)),
                      lanes.addend.eq(addend)]
         meta = self._beside_adders(m, op.turn, op.bubble, op)
         # -- write-back: a job's last turn writes its W sums as one chunk of the compressed row
