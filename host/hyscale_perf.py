@@ -444,7 +444,9 @@ def pipeline_times(pred: dict, sizes: list, platform: Platform, prefetch: bool =
     time Eq. 10 does not count); the iteration is ``max_i max(A_i, B_i, T_i)`` with prefetching,
     ``max_i (A_i + B_i + T_i)`` without, plus ``T_sync`` (Eq. 9). Also the stage times under
     ``hyscale_train``'s names (``T_SC``, ``T_SA``, ``T_Load``, ``T_Tran``, ``T_TC``, ``T_TA``),
-    each group's sum as there (the trainers' the slowest)."""
+    each group's sum as there (the trainers' the slowest), and each group's slowest trainer's
+    share of the iteration (``G_C``, ``G_A``: its slowest stage, or their sum without
+    prefetching), which the DRM's work balance weighs."""
     f0 = pred["dims"][0]
     kinds = pred["kinds"]
     over = overhead or [0.0] * len(kinds)
@@ -459,7 +461,9 @@ def pipeline_times(pred: dict, sizes: list, platform: Platform, prefetch: bool =
              "T_Load": sum(A[i] - pred["t_samp"][i] for i in range(len(kinds))),
              "T_Tran": sum(B[i] for i in acc),
              "T_TC": max((T[i] for i in cpu), default=0.0),
-             "T_TA": max((T[i] for i in acc), default=0.0)}
+             "T_TA": max((T[i] for i in acc), default=0.0),
+             "G_C": max((per[i] for i in cpu), default=0.0),
+             "G_A": max((per[i] for i in acc), default=0.0)}
     return {"A": A, "B": B, "T": T, "overhead": list(over), "stage_s": stage,
             "iteration_s": max(per) + pred["T_sync"], "prefetch": prefetch}
 
@@ -610,7 +614,9 @@ def host_shared(pred: dict, pipe: dict, cores: float, accel_sim_s: list | None =
     stage = {"T_SC": sum(samp[i] for i in cpu), "T_SA": sum(samp[i] for i in acc),
              "T_Load": sum(load), "T_Tran": sum(copy[i] for i in acc),
              "T_TC": max((T[i] for i in cpu), default=0.0),
-             "T_TA": max((T[i] for i in acc), default=0.0)}
+             "T_TA": max((T[i] for i in acc), default=0.0),
+             "G_C": max((per[i] for i in cpu), default=0.0),
+             "G_A": max((per[i] for i in acc), default=0.0)}
     em = expected_max([(samp[i] + load[i], A_cv[i]) for i in range(n)]
                       + [(copy[i], 0.0) for i in range(n)]
                       + [(T[i], T_cv[i]) for i in range(n)])
@@ -915,11 +921,13 @@ def _calibrate_trainers(dataset, loader, mbs, sizes_b, dims, fanouts, model, hid
                      degrees)
         rows, it = [], 0
         for b in sizes_b:
-            for mb in mbs[b][:steps]:
+            for j, mb in enumerate(mbs[b][:steps]):
                 lb = LoadedBatch(it, mb, loader.gather(mb.input_nodes),
                                  loader.labels_of(mb.targets), [])
-                if it == 0:
-                    tr.step(lb, b, 10_000)                   # warm-up
+                if j == 0:
+                    # warm-up at every size: the first step at a new size ran 15-40 % slower
+                    # than the next ones (and than a training run's steady iterations)
+                    tr.step(lb, b, 10_000)
                 r = tr.step(lb, b, it)
                 it += 1
                 sz = _sizes_of(mb)
@@ -1132,6 +1140,25 @@ def paper_predictions(platform: Platform, hidden_sizes=(256, 32), fanouts=(10, 2
 # -- the benchmark --------------------------------------------------------------------------------
 
 
+def measured_runs(reports: list, skip: int = 1) -> dict:
+    """:func:`measured_summary` over several runs of the same configuration: each figure the
+    median of the runs', with the runs' range of the iteration and epoch times (on a shared
+    machine the same run differs by 15-30 % from one minute to the next, which no model of
+    this host predicts) and every run's summary."""
+    runs = [measured_summary(r, skip) for r in reports]
+    out = {k: float(np.median([x[k] for x in runs]))
+           for k in ("iteration_s", "epoch_s", "epoch_wall_s", "edges_per_s")}
+    out["stage_s"] = {k: float(np.median([x["stage_s"][k] for x in runs]))
+                      for k in runs[0]["stage_s"]}
+    out["iterations"] = runs[0]["iterations"]
+    out["steady_iterations"] = sum(x["steady_iterations"] for x in runs)
+    out["runs"] = len(runs)
+    for k in ("iteration_s", "epoch_s"):
+        out[f"{k}_range"] = [min(x[k] for x in runs), max(x[k] for x in runs)]
+    out["per_run"] = runs
+    return out
+
+
 def _err(pred: float, meas: float) -> float:
     return (pred - meas) / meas if meas else float("nan")
 
@@ -1162,7 +1189,7 @@ def run(scale: int = 13, epochs: int = 3, cpu_share: float = 0.3, batch: int = 1
         fanouts: str = "25,10", hidden: int = 128, model: str = "sage",
         trainers: str = "cpu:1,accel:1", seed: int = 0, repeats: int = 5, samples: int = 4,
         paper_pcie_gb_s: float = 12.0, paper_fanouts=(10, 25), paper_sampler_threads: int = 32,
-        progress=None) -> dict:
+        progress=None, measure_repeats: int = 5) -> dict:
     from .bench_hyscale_train import _dataset
     from .hyscale_train import HybridConfig, train_hybrid
     say = progress or (lambda s: None)
@@ -1179,10 +1206,15 @@ def run(scale: int = 13, epochs: int = 3, cpu_share: float = 0.3, batch: int = 1
     pred = predict_run(d, cfg, cal, plat, samples, seed)
     say("predicted")
     measured = {}
+    # the two kinds of run alternate, so that a slow minute of a shared machine does not fall
+    # on one of them only
+    reports = {True: [], False: []}
+    for k in range(measure_repeats):
+        for pf in (True, False):
+            reports[pf].append(train_hybrid(d, dataclasses.replace(cfg, prefetch=pf)))
+        say(f"trained with and without prefetching ({k + 1}/{measure_repeats})")
     for pf in (True, False):
-        r = train_hybrid(d, dataclasses.replace(cfg, prefetch=pf))
-        measured["prefetch" if pf else "no_prefetch"] = measured_summary(r)
-        say(f"trained ({'with' if pf else 'without'} prefetching)")
+        measured["prefetch" if pf else "no_prefetch"] = measured_runs(reports[pf])
     pred_nopf = predict_run(d, dataclasses.replace(cfg, prefetch=False), cal, plat, samples, seed)
     u250 = u250_platform(cal, pcie_gb_s=paper_pcie_gb_s, sampler_threads=paper_sampler_threads)
     paper = paper_predictions(u250, fanouts=tuple(paper_fanouts))
@@ -1241,7 +1273,8 @@ def _table(res: dict) -> list:
                 v = pb["variants"][name][view]
                 label = f"{key} {name}/{view}"
                 for k, m in meas["stage_s"].items():
-                    rows.append((label, k, v["stage_s"][k], m))
+                    if k in v["stage_s"]:
+                        rows.append((label, k, v["stage_s"][k], m))
                 rows.append((label, "iteration", v["iteration_s"], meas["iteration_s"]))
                 if "iteration_median_s" in v:
                     rows.append((label, "iteration (median of max)", v["iteration_median_s"],
@@ -1267,7 +1300,10 @@ def main(argv=None) -> int:
     ap.add_argument("--hidden", type=int, default=128)
     ap.add_argument("--model", default="sage", choices=("gcn", "sage"))
     ap.add_argument("--trainers", default="cpu:1,accel:1")
-    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--repeats", type=int, default=5, help="calibration repeats")
+    ap.add_argument("--measure-repeats", type=int, default=5,
+                    help="training runs with and without prefetching (medians reported, with "
+                    "their range)")
     ap.add_argument("--samples", type=int, default=4)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--pcie-gb-s", type=float, default=12.0,
@@ -1280,8 +1316,9 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     if not 0 < args.cpu_share < 1:
         raise UserError(f"--cpu-share {args.cpu_share}: must be in (0, 1)")
-    if args.epochs < 1 or args.repeats < 1 or args.samples < 1:
-        raise UserError("--epochs, --repeats and --samples must be at least 1")
+    if min(args.epochs, args.repeats, args.samples, args.measure_repeats) < 1:
+        raise UserError("--epochs, --repeats, --measure-repeats and --samples must be at "
+                        "least 1")
     try:
         pf = tuple(int(x) for x in args.paper_fanouts.split(","))
     except ValueError:
@@ -1290,7 +1327,8 @@ def main(argv=None) -> int:
     res = run(args.scale, args.epochs, args.cpu_share, args.batch, args.fanouts, args.hidden,
               args.model, args.trainers, args.seed, args.repeats, args.samples,
               args.pcie_gb_s, pf, args.paper_sampler_threads,
-              progress=lambda s: print(f"  {s}", flush=True))
+              progress=lambda s: print(f"  {s}", flush=True),
+              measure_repeats=args.measure_repeats)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     path = out / "hyscale_model.json"
@@ -1323,7 +1361,8 @@ def main(argv=None) -> int:
               + (f", cycle model {[round(t * 1e3, 2) for t in tr_c['t_aggregate']]} ms"
                  if k == "accel" else "")
               + f", t_upd {[round(t * 1e3, 2) for t in tr_e['t_update']]} ms")
-    print("\npredicted vs measured (medians of full iterations, ms; epoch: sum of iteration_s)")
+    print(f"\npredicted vs measured (medians of full iterations, ms; epoch: sum of iteration_s; "
+          f"measured: the median of {res['measured']['prefetch']['runs']} runs of each kind)")
     print("| variant | stage | predicted | measured | error |")
     print("|---|---|---|---|---|")
     for label, k, p, m in _table(res):
@@ -1339,11 +1378,16 @@ def main(argv=None) -> int:
     sm = res["summary"]
     for key in ("prefetch", "no_prefetch"):
         x = sm[key]
-        ok = max(abs(x["iteration_error"]), abs(x["epoch_error"])) <= 0.15
+        # the issue's target is the epoch time; the iteration's error is printed beside it
+        ok = abs(x["epoch_error"]) <= 0.15
+        lo, hi = res["measured"][key]["epoch_s_range"]
+        print(f"measured, {key}: epoch {lo:.3f} .. {hi:.3f} s over "
+              f"{res['measured'][key]['runs']} runs (the model's error against the fastest "
+              f"{_err(x['epoch_s'], lo):+.0%}, the slowest {_err(x['epoch_s'], hi):+.0%})")
         print(f"system model, {key} ({x['variant']}): iteration {x['iteration_s'] * 1e3:.2f} vs "
               f"{x['measured_iteration_s'] * 1e3:.2f} ms ({x['iteration_error']:+.0%}), epoch "
               f"{x['epoch_s']:.3f} vs {x['measured_epoch_s']:.3f} s ({x['epoch_error']:+.0%}), "
-              f"Eq. 5 {x['MTEPS']:.1f} vs {x['measured_MTEPS']:.1f} MTEPS; target <= 15 %: "
+              f"Eq. 5 {x['MTEPS']:.1f} vs {x['measured_MTEPS']:.1f} MTEPS; target (epoch) <= 15 %: "
               f"{'met' if ok else 'NOT met'}")
     e6 = sm["eq6_as_written"]
     print(f"Eq. 6 as written (no host overhead, no core sharing): {e6['T_execution'] * 1e3:.2f} "

@@ -253,3 +253,30 @@ def test_predict_on_a_small_graph(small, cal):
     assert full["variants"]["cycles"]["eq6"]["trainers"][1]["agg_from"] == "given"
     assert all(math.isfinite(x) and x > 0 for x in r["epoch_s"].values())
     assert r["iterations_per_epoch"] == -(-ids.size // 40)
+
+
+def test_prediction_names_every_stage_a_run_measures(small, cal):
+    """The benchmark's table compares each stage ``train_hybrid`` measures with the model's
+    figure: every measured stage has one (G_C and G_A, the groups' own iteration times, too)."""
+    from moagcn.host.hyscale_train import train_hybrid
+    cfg = HybridConfig(model="sage", hidden=16, fanouts="5,3", batch=40, cpu_share=0.7,
+                       drm=False, epochs=1)
+    runs = [train_hybrid(small, cfg) for _ in range(3)]
+    measured = hp.measured_runs(runs)
+    one = [hp.measured_summary(r) for r in runs]
+    assert measured["runs"] == 3
+    for k in ("iteration_s", "epoch_s"):
+        assert measured[f"{k}_range"] == [min(x[k] for x in one), max(x[k] for x in one)]
+        assert measured[k] == sorted(x[k] for x in one)[1]
+    pred = hp.predict_run(small, cfg, cal, samples=2)
+    res = {"prediction": pred, "prediction_no_prefetch": pred,
+           "measured": {"prefetch": measured, "no_prefetch": measured}}
+    rows = hp._table(res)
+    for view in ("pipeline", "host"):
+        v = pred["batches"][0]["variants"]["cycles"][view]
+        assert set(measured["stage_s"]) <= set(v["stage_s"]), view
+        # a group's share of the iteration is its slowest trainer's slowest stage
+        assert v["stage_s"]["G_C"] <= v["iteration_s"] and v["stage_s"]["G_A"] > 0
+        assert max(v["stage_s"]["G_C"], v["stage_s"]["G_A"]) + pred["batches"][0][
+            "variants"]["cycles"]["eq6"]["T_sync"] == pytest.approx(v["iteration_s"])
+    assert {k for _, k, _, _ in rows} >= set(measured["stage_s"])
