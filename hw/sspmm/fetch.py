@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from amaranth.hdl import Array, Cat, Module, Mux, Signal
+from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -227,43 +227,61 @@ class PassTable(wiring.Component):
 
     def _pick(self, m: Module):
         """Up to R ready passes whose members all have room, round robin from the one after
-        the last pass served; returns (issue, slot) per root link."""
+        the last pass served; returns (issue, one-hot slot) per root link (the slot is zero
+        when nothing is issued).
+
+        The round robin is a one-hot arbiter: ``after`` (a register) marks the slots after the
+        last pass served, and a link takes the lowest eligible slot among those, or else the
+        lowest eligible slot. The same choice as rotating the eligible slots by a pointer and
+        taking the lowest, without the rotation and the pointer's modular add, which were the
+        longest path with the slots' pointers multiplexed by the index they gave.
+        """
         N, R = self.config.contexts, self.config.fetch_rows
         p_valid, p_ready, p_mask = self.p_valid, self.p_ready, self.p_mask
         eligible = Signal(N)
         m.d.comb += eligible.eq(Cat(*[p_valid[e] & p_ready[e] & ~(p_mask[e] & ~self.space).any()
                                       for e in range(N)]))
-        rr = Signal(range(N))
-        rotated = Signal(N)
-        m.d.comb += rotated.eq((Cat(eligible, eligible) >> rr)[:N])
-        picks = []            # (issue, slot) per root link
-        remaining = rotated
+        after = Signal(N, name="rr_after")        # slots after the last pass served
+        picks = []            # (issue, one-hot slot) per root link
+        remaining = Signal(N, name="pick_eligible_0")
+        m.d.comb += remaining.eq(Mux(self.run, eligible, 0))
+        last = Const(0, N)
         for j in range(R):
-            off = lowest_set(m, remaining, name=f"pick_{j}")
+            ahead = Signal(N, name=f"pick_after_{j}")
+            m.d.comb += ahead.eq(remaining & after)
+            pool = Mux(ahead.any(), ahead, remaining)
+            onehot = Signal(N, name=f"issue_onehot_{j}")
+            m.d.comb += onehot.eq(pool & ~(pool - 1))           # its lowest set bit
             go = Signal(name=f"issue_{j}")
-            e = Signal(range(N), name=f"issue_slot_{j}")
-            m.d.comb += [go.eq(self.run & remaining.any()),
-                         e.eq(Mux(rr + off >= N, rr + off - N, rr + off))]
-            picks.append((go, e))
-            remaining = remaining & ~(1 << off)[:N]
-        # the next search starts after the last pass served
-        last_e = picks[0][1]
-        for go, e in picks[1:]:
-            last_e = Mux(go, e, last_e)
+            m.d.comb += go.eq(remaining.any())
+            picks.append((go, onehot))
+            last = Mux(go, onehot, last)
+            if j + 1 < R:
+                rest = Signal(N, name=f"pick_eligible_{j + 1}")
+                m.d.comb += rest.eq(remaining & ~onehot)
+                remaining = rest
+        # the next search starts after the last pass served: the slots above its one-hot bit
+        # (none after the last slot: the search then starts from the lowest)
         with m.If(picks[0][0]):
-            m.d.sync += rr.eq(Mux(last_e == N - 1, 0, last_e + 1))
+            m.d.sync += after.eq(~((last << 1) - 1))
         m.d.comb += self.issued.eq(popcount(m, Cat(*[go for go, _ in picks])))
         return picks
 
     def _issue(self, m: Module, picks):
-        """Each pick's pass on its root link, and the entries it reserves."""
-        ptrs, lefts, masks = Array(self.p_ptr), Array(self.p_left), Array(self.p_mask)
+        """Each pick's pass on its root link (the picked slot's registers through a one-hot
+        AND-OR), and the entries it reserves."""
+        N = self.config.contexts
+        left_one = Cat(*[self.p_left[e] == 1 for e in range(N)])
         reserve = 0
-        for issue, (go, e) in zip(self.issue, picks):
-            m.d.comb += [issue.valid.eq(go), issue.ptr.eq(ptrs[e]), issue.dest.eq(masks[e]),
-                         issue.first.eq(self.p_first.bit_select(e, 1)),
-                         issue.last.eq(lefts[e] == 1)]
-            reserve = reserve | Mux(go, masks[e], 0)
+        for issue, (go, onehot) in zip(self.issue, picks):
+            ptr, dest = 0, 0
+            for e in range(N):
+                ptr = ptr | Mux(onehot[e], self.p_ptr[e], 0)
+                dest = dest | Mux(onehot[e], self.p_mask[e], 0)
+            m.d.comb += [issue.valid.eq(go), issue.ptr.eq(ptr), issue.dest.eq(dest),
+                         issue.first.eq((self.p_first & onehot).any()),
+                         issue.last.eq((left_one & onehot).any())]
+            reserve = reserve | dest
         m.d.comb += self.reserve.eq(reserve)
 
     def _update(self, m: Module, picks):
@@ -273,8 +291,8 @@ class PassTable(wiring.Component):
         form = self.form
         for e in range(N):
             issued_e = 0
-            for go, pe in picks:
-                issued_e = issued_e | (go & (pe == e))
+            for _, onehot in picks:
+                issued_e = issued_e | onehot[e]
             with m.If(self.clear):
                 m.d.sync += [self.p_valid[e].eq(0), self.p_ready[e].eq(0)]
             with m.Elif(issued_e):
