@@ -285,30 +285,40 @@ class PassTable(wiring.Component):
         m.d.comb += self.reserve.eq(reserve)
 
     def _update(self, m: Module, picks):
-        """The table's registers: an issue moves its pass on, a binding opens or joins one."""
+        """The table's registers: an issue moves its pass on, a binding opens or joins one.
+
+        Per slot the priority is clear, issue, open, join; the one-bit fields are written as
+        whole vectors (per-slot conditional bits were most of the simulator's time here)."""
         N = self.config.contexts
         single_group = self.config.groups == 1
         form = self.form
-        for e in range(N):
-            issued_e = 0
-            for _, onehot in picks:
-                issued_e = issued_e | onehot[e]
-            with m.If(self.clear):
-                m.d.sync += [self.p_valid[e].eq(0), self.p_ready[e].eq(0)]
-            with m.Elif(issued_e):
-                m.d.sync += [self.p_ptr[e].eq(self.p_ptr[e] + 1),
-                             self.p_left[e].eq(self.p_left[e] - 1), self.p_first[e].eq(0)]
-                with m.If(self.p_left[e] == 1):
-                    m.d.sync += self.p_valid[e].eq(0)
-            with m.Elif(form.open & (form.ctx == e)):
-                m.d.sync += [self.p_valid[e].eq(1),
-                             self.p_ready[e].eq(form.row_last | single_group),
-                             self.p_first[e].eq(1), self.p_ptr[e].eq(form.ptr),
-                             self.p_left[e].eq(form.deg), self.p_mask[e].eq(form.member)]
-            with m.Elif(form.forming & (form.leader == e)):
-                m.d.sync += self.p_mask[e].eq(self.p_mask[e] | form.member)
-                with m.If(form.close):
-                    m.d.sync += self.p_ready[e].eq(1)
+        issued = Signal(N, name="pass_issued")
+        m.d.comb += issued.eq(Cat(*[Cat(*[onehot[e] for _, onehot in picks]).any()
+                                    for e in range(N)]))
+        done = Signal(N, name="pass_done")          # issued its last neighbour
+        m.d.comb += done.eq(issued & Cat(*[self.p_left[e] == 1 for e in range(N)]))
+        opening = Signal(N, name="pass_opening")
+        m.d.comb += opening.eq(Mux(form.open, form.member, 0) & ~issued)
+        joining = Signal(N, name="pass_joining")
+        m.d.comb += joining.eq(Mux(form.forming, (Const(1, N) << form.leader)[:N], 0)
+                               & ~issued & ~opening)
+        ready_open = Mux(form.row_last | single_group, opening, 0)
+        with m.If(self.clear):
+            m.d.sync += [self.p_valid.eq(0), self.p_ready.eq(0)]
+        with m.Else():
+            m.d.sync += [self.p_valid.eq((self.p_valid & ~done) | opening),
+                         self.p_ready.eq((self.p_ready & ~opening) | ready_open
+                                         | Mux(form.close, joining, 0)),
+                         self.p_first.eq((self.p_first & ~issued) | opening)]
+            for e in range(N):
+                with m.If(issued[e]):
+                    m.d.sync += [self.p_ptr[e].eq(self.p_ptr[e] + 1),
+                                 self.p_left[e].eq(self.p_left[e] - 1)]
+                with m.Elif(opening[e]):
+                    m.d.sync += [self.p_ptr[e].eq(form.ptr), self.p_left[e].eq(form.deg),
+                                 self.p_mask[e].eq(form.member)]
+                with m.Elif(joining[e]):
+                    m.d.sync += self.p_mask[e].eq(self.p_mask[e] | form.member)
 
 
 class RowReader(wiring.Component):
