@@ -132,15 +132,18 @@ def verilog_text(component, toplevel: str) -> tuple[str, list[Port]]:
     from amaranth.back import verilog
     from amaranth.hdl import ClockSignal, ResetSignal
 
-    from moagcn.hw.common.ram import RAM_MODULE, VERILOG_RAM, VerilogTarget
+    from moagcn.hw.common.ram import (RAM_MODULE, RAM_MODULE_NO_COLLISIONS, VERILOG_RAM,
+                                      VERILOG_RAM_NO_COLLISIONS, VerilogTarget)
 
     ports = component_ports(component)
     text = verilog.convert(ClockedTop(component), name=toplevel, platform=VerilogTarget(),
                            ports=[ClockSignal("sync"), ResetSignal("sync"),
                                   *[v for v, _ in ports.values()]],
                            emit_src=False)
-    if f"{RAM_MODULE} #(" in text or f"{RAM_MODULE} " in text:
-        text += VERILOG_RAM
+    for module, source in ((RAM_MODULE, VERILOG_RAM),
+                           (RAM_MODULE_NO_COLLISIONS, VERILOG_RAM_NO_COLLISIONS)):
+        if f"{module} #(" in text or f"{module} " in text:
+            text += source
     port_list = [Port("clk", 1, "in"), Port("rst", 1, "in")]
     port_list += [Port(name, len(v), d) for name, (v, d) in ports.items()]
     return text, port_list

@@ -18,10 +18,13 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 RAM_MODULE = "moagcn_ram"
+#: the same RAM for designs that never read a word in the cycle they write it (see
+#: :class:`Ram`'s ``collisions``)
+RAM_MODULE_NO_COLLISIONS = "moagcn_ram_nc"
 
-VERILOG_RAM = """
-// Multi-port RAM used by moagcn designs (see moagcn.hw.common.ram).
-module moagcn_ram #(
+_RAM_TEMPLATE = """
+// Multi-port RAM used by moagcn designs (see moagcn.hw.common.ram).{note}
+module {name} #(
   parameter WIDTH = 32, parameter DEPTH = 16, parameter AW = 4, parameter GRAN = 32,
   parameter NR = 1, parameter NW = 1
 ) (
@@ -33,8 +36,8 @@ module moagcn_ram #(
   input [NR-1:0] r_en,
   output reg [NR*WIDTH-1:0] r_data
 );
-  reg [WIDTH-1:0] mem [0:DEPTH-1];
-  integer p, b;
+  {attr}reg [WIDTH-1:0] mem [0:DEPTH-1];
+  integer p, b;{check}
   always @(posedge clk) begin
     for (p = 0; p < NR; p = p + 1)
       if (r_en[p])
@@ -48,6 +51,26 @@ module moagcn_ram #(
   end
 endmodule
 """
+
+# simulators check the promise of a RAM without collisions every cycle (synthesis skips it)
+_COLLISION_CHECK = """
+`ifndef SYNTHESIS
+  integer cp, cq;
+  always @(posedge clk)
+    for (cp = 0; cp < NR; cp = cp + 1)
+      for (cq = 0; cq < NW; cq = cq + 1)
+        if (r_en[cp] && (|w_en[cq*(WIDTH/GRAN) +: (WIDTH/GRAN)])
+            && r_addr[cp*AW +: AW] == w_addr[cq*AW +: AW]) begin
+          $display("%m: read port %0d and write port %0d at word %0d in one cycle, in a RAM built without read/write collisions", cp, cq, r_addr[cp*AW +: AW]);
+          $fatal;
+        end
+`endif"""
+
+VERILOG_RAM = _RAM_TEMPLATE.format(name=RAM_MODULE, note="", attr="", check="")
+VERILOG_RAM_NO_COLLISIONS = _RAM_TEMPLATE.format(
+    name=RAM_MODULE_NO_COLLISIONS, attr="(* no_rw_check *) ", check=_COLLISION_CHECK,
+    note="\n// Never read and written at one word in one cycle: synthesis may return anything then\n"
+         "// (no bypass logic); simulators stop with an error if it happens.")
 
 
 class VerilogTarget:
@@ -101,8 +124,14 @@ class Ram(wiring.Component):
     """
 
     def __init__(self, width: int, depth: int, read_ports: int = 1, write_ports: int = 1,
-                 granularity: int | None = None):
+                 granularity: int | None = None, collisions: bool = True):
         granularity = granularity or width
+        #: ``False``: the design never reads a word in the cycle it writes it (a buffer
+        #: written only while loading and read only while computing). Synthesis then drops
+        #: the logic that returns a block RAM's old contents on such a collision (a compare
+        #: of the addresses and a bypass register on the read data, in the read path);
+        #: Verilog simulations stop with an error if a collision happens all the same.
+        self.collisions = collisions
         if width % granularity:
             raise ValueError(f"width {width} is not a multiple of granularity {granularity}")
         self.width, self.depth, self.granularity = width, depth, granularity
@@ -128,7 +157,7 @@ class Ram(wiring.Component):
         if isinstance(platform, VerilogTarget):
             # ports are concatenated, port 0 in the low bits, as VERILOG_RAM slices them
             m.submodules.ram = Instance(
-                RAM_MODULE,
+                RAM_MODULE if self.collisions else RAM_MODULE_NO_COLLISIONS,
                 p_WIDTH=self.width, p_DEPTH=self.depth, p_AW=self.addr_bits,
                 p_GRAN=self.granularity, p_NR=self.n_read, p_NW=self.n_write,
                 i_clk=ClockSignal(),

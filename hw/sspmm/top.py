@@ -155,7 +155,11 @@ class SSpmmAccelerator(wiring.Component):
         # each row's number of computed elements, written by the scheduler as it fetches the
         # row, read by the output stream (which thus needs neither the mask nor the pointers)
         count = Ram(len(Signal(range(F + 1))), cfg.max_nodes)
-        node = [Ram(32 * F, cfg.max_nodes, read_ports=R, granularity=32 * LW) for _ in range(S)]
+        # the feature rows are written only while loading and read (``en``) only by the
+        # fetcher while running: built without read/write collisions, the block RAM needs no
+        # bypass logic between the column index read and the row read
+        node = [Ram(32 * F, cfg.max_nodes, read_ports=R, granularity=32 * LW, collisions=False)
+                for _ in range(S)]
         # the output buffer holds each row *compressed*: chunk c = the sums of the row's unmasked
         # features c*W .. c*W + W - 1 (in feature order), written whole by the job of chunk c.
         # An entry is one output beat (P = G*W words, i.e. G chunks): row r takes entries
