@@ -118,6 +118,18 @@ BENCHES = {"sspmm": "moagcn.sim.bench_sspmm", "sspmm-model": "moagcn.sim.validat
            "hyscale-model-kernel": "moagcn.sim.bench_hyscale_kernel",
            "hyscale-model": "moagcn.host.hyscale_perf",
            "deal-spmm": "moagcn.host.bench_deal", "hyscale-drm": "moagcn.host.bench_hyscale_train"}
+#: what each benchmark measures, for ``moagcn bench --help``
+BENCH_HELP = {
+    "sspmm": "the S-SpMM on a power-law job: utilisation, mask skipping, model error, "
+             "co-simulation speed",
+    "sspmm-model": "the S-SpMM cycle model against the RTL over slices x lanes",
+    "hyscale": "the HyScale fused layer on the RTL against its models",
+    "hyscale-model-kernel": "the HyScale kernels' cycle model on held-out shapes",
+    "hyscale-model": "the HyScale system model (Eq. 5-13) against measured training runs",
+    "hyscale-drm": "HyScale's DRM and two-stage prefetching on this machine",
+    "deal-spmm": "DEAL's SpMM, pipelined against sequential, on torch.distributed processes",
+    "pyg": "moagcn's layers and training against PyTorch Geometric",
+}
 
 
 #: the experiments that reproduce a paper's tables
@@ -231,11 +243,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     be = sub.add_parser("bench", help="benchmark an accelerator (RTL against its models) or "
                                       "moagcn against PyG",
-                        description="Run the benchmark NAME: sspmm, sspmm-model, hyscale, "
-                                    "hyscale-model-kernel (RTL against the models) or pyg "
-                                    "(moagcn's layers and training against PyTorch "
-                                    "Geometric); the arguments after NAME are "
-                                    "the benchmark's own (see moagcn bench NAME --help).")
+                        description="Run the benchmark NAME; the arguments after NAME are "
+                                    "the benchmark's own (see moagcn bench NAME --help). "
+                                    + "; ".join(f"{k}: {v}" for k, v in BENCH_HELP.items())
+                                    + ".")
     be.add_argument("bench_design", metavar="NAME", choices=sorted(BENCHES))
     be.add_argument("bench_args", nargs=argparse.REMAINDER, metavar="...")
     ex = sub.add_parser("experiment", help="reproduce a paper's experiment (supergcn, deal, "

@@ -22,6 +22,15 @@ def test_help_lists_commands():
         assert cmd in out.stdout
 
 
+def test_bench_help_names_every_benchmark():
+    out = moagcn("bench", "--help")
+    assert out.returncode == 0
+    text = " ".join(out.stdout.split())
+    for name in ("sspmm", "sspmm-model", "hyscale", "hyscale-model-kernel", "hyscale-model",
+                 "hyscale-drm", "deal-spmm", "pyg"):
+        assert f"{name}: " in text, name
+
+
 @pytest.mark.parametrize("design", ["fp32-add", "fp32-mul", "fp32-muladd"])
 def test_hw_generate_writes_verilog_and_config_and_lints_clean(tmp_path, design):
     out = moagcn("hw", "generate", design, "--param", "enable=true", "--out", tmp_path, "--lint")
