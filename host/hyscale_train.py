@@ -341,7 +341,8 @@ class DRM:
         balance-work; ``t_cpu`` / ``t_acc`` their current times): once iterations at two or
         more shares have been seen, fit each group's time (:attr:`samples`) as affine in its
         share (``a + b x share``: a trainer step has fixed costs) with
-        its spread (the residuals' standard deviation), and move towards the share that
+        its spread (the residuals' standard deviation; a slope not above twice its standard
+        error falls back to the means), and move towards the share that
         minimises the expected *maximum* of the two times -- what a synchronous iteration
         waits for -- rather than the one where their means meet: a group whose time
         fluctuates more is kept further from critical. Before that, :meth:`balance_work`.
@@ -357,7 +358,15 @@ class DRM:
             A = np.stack([np.ones_like(x), x], 1)
             (a, b), *_ = np.linalg.lstsq(A, y, rcond=None)
             resid = y - (a + b * x)
-            fits.append((a, max(b, 0.0), float(np.sqrt(np.mean(resid ** 2)))))
+            spread = float(np.sqrt(np.mean(resid ** 2)))
+            # a group's time grows with its share; a slope the samples cannot tell from zero
+            # (noise over a narrow range of shares) would make that group look free of work
+            # and push the split to the end where it takes everything: then balance the means
+            slope_error = spread / max(float(np.sqrt(np.sum((x - x.mean()) ** 2))), 1e-12)
+            if not b > 2.0 * slope_error:
+                self.balance_work(t_cpu, t_acc)
+                return "means; fit without a clear slope"
+            fits.append((a, b, spread))
         (ac, bc, sc), (aa, ba, sa) = fits
         grid = np.linspace(0.02, 0.98, 97)
         mu_c, mu_a = ac + bc * grid, aa + ba * (1.0 - grid)

@@ -100,6 +100,23 @@ def test_drm_balances_the_expected_maximum_of_fitted_affine_times():
         assert lo <= drm.cpu_share <= hi, (noise, drm.cpu_share)
 
 
+def test_drm_never_fits_away_the_work_of_the_slower_group():
+    """On a shared machine the CPU group's time can look flat over the narrow range of shares
+    the DRM has visited (noise larger than its growth): a fit that takes it as free of work
+    pushed the split towards the CPU trainer although it was the slower group (a measured run
+    went from 0.57 to 0.98 with G_C 12-23 ms against G_A 6-14 ms). Without a clear slope the
+    balance is the means': the share falls."""
+    rng = np.random.default_rng(3)
+    for trend in (-4.0, 0.0, 4.0):          # what the noise made of the CPU group's growth
+        drm = DRM(0.7, {"sampler": 1, "trainer": 1}, damping=1.0)
+        for k in range(12):
+            sh = 0.57 + 0.3 * rng.random()
+            drm.samples.append((sh, 16.0 + trend * (sh - 0.7) + 4.0 * rng.standard_normal(),
+                                3 + 10 * (1 - sh)))
+        assert drm.balance_trainers(16.0, 6.0) == "means; fit without a clear slope", trend
+        assert drm.cpu_share < 0.7, trend
+
+
 def test_drm_moves_threads_when_it_can_and_work_when_it_cannot():
     drm = DRM(0.5, {"sampler": 2, "trainer": 1})
     e = drm.update(0, _times(T_TC=5.0, T_Load=0.1, T_SC=2.0, T_SA=2.0, T_TA=2.0), True, True)
