@@ -216,8 +216,8 @@ def test_accelerator_trainers_update_on_the_hyscale_array():
 
 
 def test_drm_bench_repeats_every_measurement_and_reports_medians():
-    """`moagcn bench hyscale-drm --repeats R`: each static split, the DRM run and the run
-    without prefetching R times; the reported figures are the medians of those runs."""
+    """`moagcn bench hyscale-drm --repeats R`: each static split, the DRM run and the pair of
+    runs with and without prefetching R times; the reported figures are the medians."""
     from moagcn.host.bench_hyscale_train import run
     res = run(9, 64, 12, [0.3, 0.7], repeats=3)
     assert res["repeats"] == 3
@@ -229,3 +229,9 @@ def test_drm_bench_repeats_every_measurement_and_reports_medians():
     assert best == max(v["throughput"] for v in res["static"].values())
     assert res["drm_vs_best_static"] == pytest.approx(res["drm_throughput_after_10"] / best)
     assert len(res["drm_trace"]) == 12
+    # prefetching: R runs with and R without, at the best split, medians of each
+    assert len(res["prefetch_walls"]) == 3 and len(res["no_prefetch_walls"]) == 3
+    assert res["prefetch_wall_per_iteration"] == np.median(res["prefetch_walls"])
+    assert res["no_prefetch_wall_per_iteration"] == np.median(res["no_prefetch_walls"])
+    assert res["prefetch_speedup"] == pytest.approx(
+        res["no_prefetch_wall_per_iteration"] / res["prefetch_wall_per_iteration"])
