@@ -30,7 +30,7 @@ from amaranth.lib.wiring import In, Out
 from ..arith import Fp32Adder, Fp32AddConfig, Fp32MulConfig, Fp32Multiplier
 from ..common.counters import count_events, counter_members, counters_of
 from ..common.ram import Ram
-from .aggregate import Widths, bits_for, delay
+from .aggregate import Widths, bits_for, delay, log2
 from .config import HyScaleConfig
 from .protocol import COUNTER_BITS, UPD_COUNTERS
 
@@ -379,7 +379,7 @@ class ResultDrain(wiring.Component):
         M = cfg.macs
         R = cfg.rows_per_block
         WPB = cfg.mem_words_per_cycle
-        groups = (self.f_out + (M - 1)) // M
+        groups = (self.f_out + (M - 1)) >> log2(M)
         full = Array([Signal(name="full0"), Signal(name="full1")])
         with m.If(self.written.valid & (self.written.row == R - 1)):
             m.d.sync += full[self.written.par].eq(1)
@@ -390,14 +390,20 @@ class ResultDrain(wiring.Component):
         d_g = Signal(w.feat + 1)
         d_col = Signal(w.feat + 1)           # first column of the current beat
         have = Signal()                       # read data of (d_r, d_q) is on the RAM outputs
-        cols_here = Mux(self.f_out - d_g * M < M, self.f_out - d_g * M, M)
-        beats_here = (cols_here + (WPB - 1)) // WPB
+        # Per-item quantities come from registers, not from d_g through a subtraction, a
+        # compare and a division in the cycle of the read address (that chain into the result
+        # RAMs' address was the tiny preset's longest path): the last column group has
+        # ((f_out - 1) mod M) + 1 columns, every other one M; f_out is fixed for the job.
+        last_beats = Signal(range(-(-M // WPB) + 1), name="last_beats")
+        m.d.sync += last_beats.eq((((self.f_out - 1)[:log2(M)] if M > 1 else 0) + WPB) // WPB)
+        g_last = Signal(name="g_last")       # d_g is the last column group
+        row_last = Signal(name="row_last")   # d_row is the last row
         take = have & self.out.ready
-        q_last = d_q + 1 >= beats_here
-        dg_wrap = d_g + 1 >= groups
+        q_last = d_q + 1 >= Mux(g_last, last_beats, -(-M // WPB))
+        dg_wrap = g_last
         nd_row = Mux(dg_wrap, d_row + 1, d_row)
         nd_g = Mux(dg_wrap, 0, d_g + 1)
-        job_end = nd_row >= self.n_rows
+        job_end = dg_wrap & row_last
         block_end = take & q_last & ((d_r == R - 1) | job_end)
         nxt_q = Mux(q_last, 0, d_q + 1)
         addr_r = Mux(take & q_last, d_r + 1, d_r)
@@ -417,7 +423,9 @@ class ResultDrain(wiring.Component):
             m.d.sync += [d_q.eq(nxt_q), d_col.eq(d_col + WPB)]
             with m.If(q_last):
                 m.d.sync += [d_r.eq(d_r + 1), d_row.eq(nd_row), d_g.eq(nd_g),
-                             d_col.eq(nd_g * M)]
+                             d_col.eq(nd_g * M),
+                             g_last.eq(Mux(dg_wrap, self.f_out <= M, d_g + 2 >= groups)),
+                             row_last.eq(Mux(dg_wrap, d_row + 2 >= self.n_rows, row_last))]
             with m.If(block_end):
                 m.d.sync += [have.eq(0), full[d_par].eq(0), d_par.eq(~d_par), d_r.eq(0)]
         valid_words = sum(((d_col + k) < self.f_out).as_unsigned() for k in range(WPB))
@@ -427,7 +435,8 @@ class ResultDrain(wiring.Component):
                      self.stall.eq(have & ~self.out.ready)]
         with m.If(self.start):
             m.d.sync += [full[0].eq(0), full[1].eq(0), d_par.eq(0), d_r.eq(0), d_q.eq(0),
-                         d_row.eq(0), d_g.eq(0), d_col.eq(0), have.eq(0)]
+                         d_row.eq(0), d_g.eq(0), d_col.eq(0), have.eq(0),
+                         g_last.eq(self.f_out <= M), row_last.eq(self.n_rows <= 1)]
         return m
 
 
