@@ -280,7 +280,8 @@ class EdgeQueue(wiring.Component):
     """A shift-register FIFO of ``depth`` entries, every entry visible.
 
     A pop shifts the entries down; a push writes behind the ones that stay. Push and pop may
-    happen in the same cycle; a push into a full queue is the user's error.
+    happen in the same cycle; a push into a full queue is the user's error. The place behind
+    the held entries is written every cycle (it is free), so ``push`` only moves the count.
 
     Members
     -------
@@ -309,11 +310,14 @@ class EdgeQueue(wiring.Component):
         with m.If(self.pop):
             for i in range(Q - 1):
                 m.d.sync += q[i].eq(q[i + 1])
-        with m.If(self.push):
-            tail = Mux(self.pop, count - 1, count)
-            for i in range(Q):
-                with m.If(tail == i):
-                    m.d.sync += q[i].eq(self.entry)
+        # ``entry`` is written into the first free place every cycle, pushed or not: that place
+        # holds nothing, and only ``count`` says whether it holds an entry now. The registers'
+        # enables depend on the queue's own pop and count, not on ``push``, which comes late
+        # in the cycle from the dispatcher and would otherwise fan out to every entry's bits.
+        tail = Mux(self.pop, count - 1, count)
+        for i in range(Q):
+            with m.If(tail == i):
+                m.d.sync += q[i].eq(self.entry)
         m.d.sync += count.eq(count + self.push - self.pop)
         m.d.comb += [entry.eq(reg) for entry, reg in zip(self.entries, q)]
         m.d.comb += self.level.eq(count)
@@ -526,8 +530,8 @@ class FeatureRing(wiring.Component):
         A queued or held edge reads slot ``head``.
     head, disp : Out(slot bits)
         The oldest slot; the slot the dispatcher takes edges from.
-    disp_ready : Out(1) ; disp_left : Out(16)
-        Slot ``disp`` holds a row; edges of its source left to dispatch.
+    disp_ready : Out(1) ; disp_avail : Out(1)
+        Slot ``disp`` holds a row; it holds a row with edges left to dispatch.
     room, empty : Out(1)
         A slot is free; no slot is used.
     """
@@ -539,7 +543,7 @@ class FeatureRing(wiring.Component):
             "start": In(1), "active": In(1), "fill": In(RingFillSignature(config)),
             "grow": In(1), "take": In(1), "head_busy": In(1),
             "head": Out(sb), "disp": Out(sb),
-            "disp_ready": Out(1), "disp_left": Out(16),
+            "disp_ready": Out(1), "disp_avail": Out(1),
             "room": Out(1), "empty": Out(1),
         })
 
@@ -552,20 +556,28 @@ class FeatureRing(wiring.Component):
         used = Signal(range(K + 1))
         ready = Array(Signal(name=f"slot_ready{s}") for s in range(K))
         left = Array(Signal(16, name=f"slot_left{s}") for s in range(K))
-        disp_ready = ready[disp_ptr]
-        disp_left = left[disp_ptr]
+        # ``left[s] != 0`` kept as a flag beside the count, so that the dispatcher's decision
+        # reads one bit per slot through the pointer's multiplexer, not a 16-bit count and
+        # its zero test (that path ran on into every edge queue)
+        nz = Array(Signal(name=f"slot_nz{s}") for s in range(K))
+        avail = Array(Signal(name=f"slot_avail{s}") for s in range(K))
+        spent = Array(Signal(name=f"slot_spent{s}") for s in range(K))
+        for s in range(K):
+            m.d.comb += [avail[s].eq(ready[s] & nz[s]), spent[s].eq(ready[s] & ~nz[s])]
         m.d.comb += [self.head.eq(head_ptr), self.disp.eq(disp_ptr),
-                     self.disp_ready.eq(disp_ready), self.disp_left.eq(disp_left),
+                     self.disp_ready.eq(ready[disp_ptr]), self.disp_avail.eq(avail[disp_ptr]),
                      self.room.eq(used < K), self.empty.eq(used == 0)]
         with m.If(self.fill.valid):
-            m.d.sync += [ready[self.fill.slot].eq(1), left[self.fill.slot].eq(self.fill.count)]
-        with m.If(self.take):
-            m.d.sync += left[disp_ptr].eq(disp_left - 1)
+            m.d.sync += [ready[self.fill.slot].eq(1), left[self.fill.slot].eq(self.fill.count),
+                         nz[self.fill.slot].eq(self.fill.count != 0)]
+        for s in range(K):
+            with m.If(self.take & (disp_ptr == s)):
+                m.d.sync += [left[s].eq(left[s] - 1), nz[s].eq(left[s] != 1)]
         # a fully dispatched slot is passed over (unfilled slots are not ready: the pointer stops)
-        with m.If(self.active & disp_ready & (disp_left == 0)):
+        with m.If(self.active & spent[disp_ptr]):
             m.d.sync += disp_ptr.eq(disp_ptr + 1)
         # release the head slot once it is dispatched and no queued or held edge still needs it
-        head_done = ready[head_ptr] & (left[head_ptr] == 0)
+        head_done = spent[head_ptr]
         release = wire(m, self.active & head_done & ~self.head_busy, name="release")
         with m.If(release):
             m.d.sync += [ready[head_ptr].eq(0), head_ptr.eq(head_ptr + 1)]
@@ -593,8 +605,8 @@ class EdgeDispatcher(wiring.Component):
         Edges loaded; destination rows (a destination at or beyond it is an error).
     edge_addr : Out ; edge_data : In(64)
         Read port of the edge list (one cycle latency).
-    slot, slot_ready, slot_left : In
-        The ring slot the next edge's source should be in, whether it holds a row, and its
+    slot, slot_avail : In
+        The ring slot the next edge's source should be in, and whether it holds a row with
         edges left to dispatch.
     full : In(spes)
         Bank b's queue is full.
@@ -617,7 +629,7 @@ class EdgeDispatcher(wiring.Component):
             "start": In(1), "active": In(1), "enable": In(1),
             "n_edges": In(w.edge + 1), "n_dst": In(w.dst + 1),
             "edge_addr": Out(w.edge), "edge_data": In(64),
-            "slot": In(w.slot or 1), "slot_ready": In(1), "slot_left": In(16),
+            "slot": In(w.slot or 1), "slot_avail": In(1),
             "full": In(config.spes),
             "dispatch": Out(1), "bank": Out(w.bank or 1),
             "entry": Out(edge_entry_layout(config)),
@@ -632,14 +644,17 @@ class EdgeDispatcher(wiring.Component):
         inflight = Signal()
         occ = Signal(range(3))
         stage = [Signal(64, name=f"edge_stage{i}", reset_less=True) for i in range(2)]
+        # each buffered edge carries its destination's range check, made as it enters the
+        # buffer (n_dst is fixed for the job), so the dispatch decision has no 16-bit compare
+        stage_bad = [Signal(name=f"edge_bad{i}", reset_less=True) for i in range(2)]
         edge_valid = occ != 0
         edges_left = e_ptr < self.n_edges
         e_weight = stage[0][:32]
         e_dst = stage[0][32:48]
         e_first = stage[0][63]
         e_bank = e_dst[:w.bank] if w.bank else 0
-        want = self.enable & self.slot_ready & (self.slot_left != 0)
-        bad_dest = want & edge_valid & edges_left & (e_dst >= self.n_dst)
+        want = self.enable & self.slot_avail
+        bad_dest = want & edge_valid & edges_left & stage_bad[0]
         short = want & ~edges_left                 # counts promise more edges than loaded
         target_full = Array(self.full[b] for b in range(self.config.spes))[e_bank]
         dispatch = wire(m, want & edge_valid & edges_left & ~target_full & ~bad_dest,
@@ -659,13 +674,14 @@ class EdgeDispatcher(wiring.Component):
             m.d.sync += rd_ptr.eq(rd_ptr + 1)
         # pop the head on dispatch; the data of last cycle's read joins behind what stays
         keep = occ - dispatch
+        data_bad = self.edge_data[32:48] >= self.n_dst
         with m.If(dispatch):
-            m.d.sync += stage[0].eq(stage[1])
+            m.d.sync += [stage[0].eq(stage[1]), stage_bad[0].eq(stage_bad[1])]
         with m.If(inflight):
             with m.If(keep == 0):
-                m.d.sync += stage[0].eq(self.edge_data)
+                m.d.sync += [stage[0].eq(self.edge_data), stage_bad[0].eq(data_bad)]
             with m.Else():
-                m.d.sync += stage[1].eq(self.edge_data)
+                m.d.sync += [stage[1].eq(self.edge_data), stage_bad[1].eq(data_bad)]
         m.d.sync += occ.eq(keep + inflight)
         with m.If(dispatch):
             m.d.sync += e_ptr.eq(e_ptr + 1)
@@ -755,8 +771,7 @@ class AggregateKernel(wiring.Component):
                      disp.enable.eq(active & ~error),
                      disp.n_edges.eq(self.n_edges), disp.n_dst.eq(self.n_dst),
                      self.edge_addr.eq(disp.edge_addr), disp.edge_data.eq(self.edge_data),
-                     disp.slot.eq(ring.disp), disp.slot_ready.eq(ring.disp_ready),
-                     disp.slot_left.eq(ring.disp_left),
+                     disp.slot.eq(ring.disp), disp.slot_avail.eq(ring.disp_avail),
                      disp.full.eq(Cat(*[pair.full for pair in pairs]))]
         for b, pair in enumerate(pairs):
             m.d.comb += [pair.push.eq(disp.dispatch & (disp.bank == b)),
@@ -825,6 +840,6 @@ class AggregateKernel(wiring.Component):
                                          w.words), 0),
             "spe_busy": sum(streaming[k] for k in range(len(pairs))),
             "stall_feature": active & disp.edges_left & ~error
-                             & ~(ring.disp_ready & (ring.disp_left != 0)),
+                             & ~ring.disp_avail,
             "stall_gather": disp.blocked,
         }, clear=self.start, enable=active)
