@@ -442,7 +442,8 @@ class FeatureDuplicator(wiring.Component):
     written : Out(1)
         A beat is written into the ring this cycle.
     bad_source : Out(1)
-        The next source index is out of range (nothing is read).
+        The source index read in the previous cycle was out of range (its row is read but
+        never used: the error stops the dispatcher before the row is ready).
     all_fetched : Out(1)
         Every source row has been read.
     """
@@ -471,13 +472,29 @@ class FeatureDuplicator(wiring.Component):
         beats_used = (self.f_in + (w.words - 1)) >> w.word_bits
         src_id = self.src_data[:16]
         src_count = self.src_data[16:32]
-        can_fill = self.enable & src_valid & (fill_src < self.n_sources) & self.room
-        bad_source = can_fill & (src_id >= self.n_rows)
-        issue = wire(m, can_fill & ~bad_source, name="dup_issue")
-        row_last = beat + 1 >= beats_used
+        # Flags and the next source entry kept in registers beside the counters (n_sources
+        # and f_in are fixed for the job), so that the next source-list address is a choice
+        # between registers: the beat and entry compares and the increment ahead of it ran
+        # into the source buffer's address
+        more = Signal(name="more_sources")           # fill_src < n_sources
+        row_last = Signal(name="beat_last")          # beat is the row's last
+        fill_src_p1 = Signal.like(fill_src, name="fill_src_p1")
+        one_beat = beats_used <= 1
+        can_fill = self.enable & src_valid & more & self.room
+        # The fetch does not wait for the range check (the source buffer's read data through
+        # a 16-bit compare into the fetch and the ring's count was the longest path), and the
+        # check's result is registered before it raises the error (the same read data through
+        # the compare into the error register's enable was the next one): a bad source's row
+        # is read from an arbitrary address, the flag rises a cycle later and the error a cycle
+        # after that, in time to stop the dispatcher before the row is ready in its slot (the
+        # row's last beat is written a cycle after its read and the slot is ready a cycle
+        # after that).
+        bad_source = Signal(name="bad_source_r")
+        m.d.sync += bad_source.eq(can_fill & (src_id >= self.n_rows))
+        issue = wire(m, can_fill, name="dup_issue")
         advance = issue & row_last
         # (the next address does not wait for the range check: a bad source stops the job anyway)
-        m.d.comb += [self.src_addr.eq(Mux(self.start, 0, Mux(can_fill & row_last, fill_src + 1,
+        m.d.comb += [self.src_addr.eq(Mux(self.start, 0, Mux(can_fill & row_last, fill_src_p1,
                                                              fill_src))),
                      self.mem_addr.eq(Cat(beat[:w.beat], src_id[:w.src]) if w.beat
                                       else src_id[:w.src]),
@@ -497,12 +514,15 @@ class FeatureDuplicator(wiring.Component):
                      self.fill.valid.eq(wr_en & wr_last), self.fill.slot.eq(wr_slot),
                      self.fill.count.eq(wr_count)]
         with m.If(issue):
-            m.d.sync += beat.eq(beat + 1)
+            m.d.sync += [beat.eq(beat + 1), row_last.eq(beat + 2 >= beats_used)]
             with m.If(row_last):
-                m.d.sync += [beat.eq(0), fill_src.eq(fill_src + 1),
-                             fill_ptr.eq(fill_ptr + 1)]
+                m.d.sync += [beat.eq(0), fill_src.eq(fill_src_p1),
+                             fill_src_p1.eq(fill_src_p1 + 1), fill_ptr.eq(fill_ptr + 1),
+                             more.eq(fill_src_p1 < self.n_sources), row_last.eq(one_beat)]
         with m.If(self.start):
-            m.d.sync += [fill_src.eq(0), fill_ptr.eq(0), beat.eq(0), src_valid.eq(1)]
+            m.d.sync += [fill_src.eq(0), fill_ptr.eq(0), beat.eq(0), src_valid.eq(1),
+                         bad_source.eq(0), fill_src_p1.eq(1), more.eq(self.n_sources != 0),
+                         row_last.eq(one_beat)]
         return m
 
 

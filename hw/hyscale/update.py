@@ -27,8 +27,9 @@ from amaranth.hdl import Array, Cat, Module, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from ..arith import Fp32Adder, Fp32AddConfig, Fp32MulConfig, Fp32Multiplier
+from ..arith import ADDER_STAGES, Fp32Adder, Fp32AddConfig, Fp32MulConfig, Fp32Multiplier
 from ..common.counters import count_events, counter_members, counters_of
+from ..common.pipeline import StagedPipeline, place_registers
 from ..common.ram import Ram
 from .aggregate import Widths, bits_for, delay, log2
 from .config import HyScaleConfig
@@ -82,6 +83,57 @@ class ResultSignature(wiring.Signature):
     def __init__(self, config: HyScaleConfig):
         super().__init__({"valid": Out(1), "row": Out(bits_for(config.rows_per_block)),
                           "par": Out(1)})
+
+
+class AccumulatingAdder(wiring.Component):
+    """A binary32 adder whose second operand is its own result, or ``init`` when an item
+    restarts, chosen in the adder's last stage rather than in front of its first.
+
+    ``o = a + b`` with ``b`` the adder's result at the cycle of ``a`` (the sum issued
+    ``latency`` cycles earlier), except that ``b = init`` where ``restart`` was high ``lead``
+    cycles before ``a``. The choice is made on the last stage's result before its output
+    register and kept in a second register beside it, so the operand enters the first stage
+    straight from a flop (a multiplexer there, driven by a one-bit select fanned out to 32 bits
+    and followed by the magnitude compare, was the fused layer's longest path).
+
+    Members
+    -------
+    valid, a : In
+        The operand (with the same meaning as :class:`~moagcn.hw.arith.Fp32Adder`'s ``i``).
+    restart, init : In
+        ``lead`` cycles ahead of the operand they apply to.
+    o_valid, o : Out
+        The sum, ``latency`` cycles after its operand.
+    """
+
+    def __init__(self, latency: int):
+        self.latency = latency
+        self.lead = self.lead_for(latency)
+        super().__init__({"valid": In(1), "a": In(32), "restart": In(1), "init": In(32),
+                          "o_valid": Out(1), "o": Out(32)})
+
+    @staticmethod
+    def lead_for(latency: int) -> int:
+        """Registers after the adder's last stage: how far ahead ``restart`` and ``init``
+        come."""
+        return place_registers(ADDER_STAGES, latency)[-1]
+
+    def elaborate(self, platform):
+        m = Module()
+        stages = list(Fp32Adder.stages())
+        name, last = stages[-1]
+
+        def last_with_operand(mm, values):
+            out = dict(last(mm, values))
+            out["fb"] = Mux(self.restart, self.init, out["result"])
+            return out
+
+        stages[-1] = (name, last_with_operand)
+        fb = Signal(32, name="acc_operand")
+        out = StagedPipeline(m, stages, self.latency).build(
+            {"a": self.a, "b": fb, "valid": self.valid})
+        m.d.comb += [fb.eq(out["fb"]), self.o.eq(out["result"]), self.o_valid.eq(out["valid"])]
+        return m
 
 
 class MacCell(wiring.Component):
@@ -150,7 +202,7 @@ class MacCell(wiring.Component):
         # comes late in the cycle: the bias through its word multiplexers into the adder was
         # the layer's longest path), and each is issued a cycle earlier, so the MAC's timing
         # is unchanged: the weight from the token arriving here (the previous MAC's register),
-        # the bias two cycles before the product reaches the adder.
+        # the bias two cycles before it is chosen (below).
         m.d.comb += weight.addr.eq(self.tok.waddr)
         weight1 = Signal(32, name="weight_r", reset_less=True)
         m.d.sync += weight1.eq(weight.data)
@@ -164,18 +216,32 @@ class MacCell(wiring.Component):
         m.d.comb += [mul.i.valid.eq(meta1[0]), mul.i.payload.a.eq(act1),
                      mul.i.payload.b.eq(weight1)]
         line = delay(m, meta1, cfg.mul_latency, "mmeta", reset_less=False)
-        chain = [meta0, meta1, *line]
-        m.d.comb += bias.addr.eq(chain[-3][-self.wbits:])
-        bias1 = Signal(32, name="bias_r", reset_less=True)
-        m.d.sync += bias1.eq(bias.data)
+        chain = [meta0, *line]                 # chain[k + 1] is chain[k] a cycle later
         meta = line[-1]
         valid, first = meta[0], meta[1]
-        m.submodules.adder = adder = Fp32Adder(Fp32AddConfig(latency=cfg.add_latency))
-        m.d.comb += [adder.i.valid.eq(valid), adder.i.payload.a.eq(mul.o.payload),
-                     adder.i.payload.b.eq(Mux(first, bias1, adder.o.payload))]
+        bias1 = Signal(32, name="bias_r", reset_less=True)
+        m.d.sync += bias1.eq(bias.data)
+        # The item's first product adds to the bias, every other one to the adder's own result.
+        # Where the multiplier's pipeline is deep enough, the choice is made in the adder's last
+        # stage, ``lead`` cycles ahead (:class:`AccumulatingAdder`), with the bias read that much
+        # earlier; otherwise by a multiplexer in front of the adder.
+        lead = AccumulatingAdder.lead_for(cfg.add_latency)
+        if len(chain) >= 3 + lead:
+            m.submodules.adder = acc = AccumulatingAdder(cfg.add_latency)
+            ahead = chain[-1 - lead]
+            m.d.comb += [bias.addr.eq(chain[-3 - lead][-self.wbits:]),
+                         acc.valid.eq(valid), acc.a.eq(mul.o.payload),
+                         acc.restart.eq(ahead[1]), acc.init.eq(bias1)]
+            total = acc.o
+        else:
+            m.submodules.adder = adder = Fp32Adder(Fp32AddConfig(latency=cfg.add_latency))
+            m.d.comb += [bias.addr.eq(chain[-3][-self.wbits:]),
+                         adder.i.valid.eq(valid), adder.i.payload.a.eq(mul.o.payload),
+                         adder.i.payload.b.eq(Mux(first, bias1, adder.o.payload))]
+            total = adder.o.payload
         out_meta = delay(m, meta[:3 + self.rbits + 1], cfg.add_latency, "ameta",
                          reset_less=False)[-1]
-        return out_meta, adder.o.payload
+        return out_meta, total
 
     def _store_result(self, m: Module, out_meta, result):
         """An item's last sum, ReLU applied, into the result RAM (double buffered by block

@@ -1,5 +1,7 @@
 """Amaranth-simulator tests of the HyScale blocks alone: G-PE, S-PE, update kernel."""
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 from amaranth.sim import Simulator
@@ -119,9 +121,15 @@ def test_scatter_pe_streams_weighted_products_after_its_grant():
         assert data == mul(as_bits(rows[slot, j]), as_bits(weight))
 
 
-@pytest.mark.parametrize("n_rows,f_in,f_out,relu,stall", [(9, 5, 6, True, 0), (3, 16, 9, False, 3)])
-def test_update_kernel_matches_the_golden_mac_order(n_rows, f_in, f_out, relu, stall):
+@pytest.mark.parametrize("n_rows,f_in,f_out,relu,stall,latencies", [
+    (9, 5, 6, True, 0, None), (3, 16, 9, False, 3, None),
+    # the bias chosen in the adder's last stage with 3 registers after it (lead 3), and the
+    # multiplexer in front of the adder where the multiplier's pipeline is too short for that
+    (11, 6, 7, False, 0, (9, 4)), (5, 7, 10, True, 2, (3, 1)), (4, 3, 5, False, 0, (12, 2))])
+def test_update_kernel_matches_the_golden_mac_order(n_rows, f_in, f_out, relu, stall, latencies):
     cfg = preset("tiny")
+    if latencies is not None:
+        cfg = replace(cfg, add_latency=latencies[0], mul_latency=latencies[1])
     dut = UpdateKernel(cfg)
     M, W = cfg.macs, cfg.mem_words_per_cycle
     rng = np.random.default_rng(n_rows)
