@@ -633,7 +633,7 @@ class EdgeDispatcher(wiring.Component):
     dispatch : Out(1) ; bank : Out ; entry : Out(edge_entry_layout(config))
         The head edge goes to bank ``bank`` this cycle.
     bad_dest : Out(1)
-        The head edge's destination is out of range.
+        The head edge's destination is out of range (the edge is dispatched all the same).
     short : Out(1)
         The sources' out-edge counts promise more edges than were loaded.
     edges_left : Out(1)
@@ -664,9 +664,6 @@ class EdgeDispatcher(wiring.Component):
         inflight = Signal()
         occ = Signal(range(3))
         stage = [Signal(64, name=f"edge_stage{i}", reset_less=True) for i in range(2)]
-        # each buffered edge carries its destination's range check, made as it enters the
-        # buffer (n_dst is fixed for the job), so the dispatch decision has no 16-bit compare
-        stage_bad = [Signal(name=f"edge_bad{i}", reset_less=True) for i in range(2)]
         edge_valid = occ != 0
         edges_left = e_ptr < self.n_edges
         e_weight = stage[0][:32]
@@ -674,10 +671,18 @@ class EdgeDispatcher(wiring.Component):
         e_first = stage[0][63]
         e_bank = e_dst[:w.bank] if w.bank else 0
         want = self.enable & self.slot_avail
-        bad_dest = want & edge_valid & edges_left & stage_bad[0]
+        # The destination's range check does not hold the dispatch back (a compare in the
+        # dispatch decision, which fans out to the queues, the ring and the edge buffer, was a
+        # long path, and so was the same compare on the edge buffer's late read data): a bad
+        # edge goes to its bank's queue, its destination row cut to the bank's width, and the
+        # error stops the dispatcher from the next cycle on and the job with no output. The
+        # field's high bits are only tested for zero (n_dst <= 2 ** w.dst), so the compare is
+        # w.dst bits long, not 16.
+        dst_high = e_dst[w.dst:].any() if w.dst < 16 else 0
+        bad_dest = want & edge_valid & edges_left & (dst_high | (e_dst[:w.dst] >= self.n_dst))
         short = want & ~edges_left                 # counts promise more edges than loaded
         target_full = Array(self.full[b] for b in range(self.config.spes))[e_bank]
-        dispatch = wire(m, want & edge_valid & edges_left & ~target_full & ~bad_dest,
+        dispatch = wire(m, want & edge_valid & edges_left & ~target_full,
                         name="dispatch")
         m.d.comb += [self.dispatch.eq(dispatch), self.bank.eq(e_bank),
                      self.entry.slot.eq(self.slot), self.entry.dst.eq(e_dst[:w.dst]),
@@ -694,14 +699,13 @@ class EdgeDispatcher(wiring.Component):
             m.d.sync += rd_ptr.eq(rd_ptr + 1)
         # pop the head on dispatch; the data of last cycle's read joins behind what stays
         keep = occ - dispatch
-        data_bad = self.edge_data[32:48] >= self.n_dst
         with m.If(dispatch):
-            m.d.sync += [stage[0].eq(stage[1]), stage_bad[0].eq(stage_bad[1])]
+            m.d.sync += stage[0].eq(stage[1])
         with m.If(inflight):
             with m.If(keep == 0):
-                m.d.sync += [stage[0].eq(self.edge_data), stage_bad[0].eq(data_bad)]
+                m.d.sync += stage[0].eq(self.edge_data)
             with m.Else():
-                m.d.sync += [stage[1].eq(self.edge_data), stage_bad[1].eq(data_bad)]
+                m.d.sync += stage[1].eq(self.edge_data)
         m.d.sync += occ.eq(keep + inflight)
         with m.If(dispatch):
             m.d.sync += e_ptr.eq(e_ptr + 1)

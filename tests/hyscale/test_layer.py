@@ -84,6 +84,8 @@ def _bad_streams(kind):
         streams["src_in"][1, 0] = (streams["src_in"][1, 0] & 0xFFFF0000) | 10   # only 10 rows
     elif kind == "dest":
         streams["edge_in"][3, 1] = (streams["edge_in"][3, 1] & 0x80000000) | 12  # n_dst = 12
+    elif kind == "dest_high":                     # 3 in the index bits, 64 above them
+        streams["edge_in"][3, 1] = (streams["edge_in"][3, 1] & 0x80000000) | 67
     elif kind == "edges_short":
         streams["src_in"][-1, 0] += 1 << 16        # one edge more than loaded
     elif kind == "edges_extra":
@@ -92,6 +94,7 @@ def _bad_streams(kind):
 
 
 @pytest.mark.parametrize("kind,flag", [("source", "err_source"), ("dest", "err_dest"),
+                                       ("dest_high", "err_dest"),
                                        ("edges_short", "err_edges"),
                                        ("edges_extra", "err_edges")])
 def test_cocotb_verilator_error_flags_stop_cleanly(kind, flag):
