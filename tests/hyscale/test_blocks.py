@@ -69,8 +69,9 @@ def test_gather_pe_accumulates_each_element_in_arrival_order():
     assert got[2][3] == 0
 
 
-def test_scatter_pe_streams_weighted_products_after_its_grant():
-    cfg = preset("tiny")
+@pytest.mark.parametrize("words", [2, 4])   # element read when streamed; read a cycle ahead
+def test_scatter_pe_streams_weighted_products_after_its_grant(words):
+    cfg = replace(preset("tiny"), mem_words_per_cycle=words)
     dut = ScatterPE(cfg)
     W = cfg.mem_words_per_cycle
     F = cfg.max_feature_width
