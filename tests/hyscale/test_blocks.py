@@ -126,7 +126,9 @@ def test_scatter_pe_streams_weighted_products_after_its_grant(words):
     (9, 5, 6, True, 0, None), (3, 16, 9, False, 3, None),
     # the bias chosen in the adder's last stage with 3 registers after it (lead 3), and the
     # multiplexer in front of the adder where the multiplier's pipeline is too short for that
-    (11, 6, 7, False, 0, (9, 4)), (5, 7, 10, True, 2, (3, 1)), (4, 3, 5, False, 0, (12, 2))])
+    (11, 6, 7, False, 0, (9, 4)), (5, 7, 10, True, 2, (3, 1)), (4, 3, 5, False, 0, (12, 2)),
+    # one row and one column (the drain's first item is also the job's last); whole groups
+    (1, 1, 1, False, 0, None), (2, 3, 8, True, 2, None)])
 def test_update_kernel_matches_the_golden_mac_order(n_rows, f_in, f_out, relu, stall, latencies):
     cfg = preset("tiny")
     if latencies is not None:
