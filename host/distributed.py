@@ -3,7 +3,8 @@
 :class:`DistComm` implements :class:`~moagcn.host.mop.Communicator` with ``all_to_all_single``
 (blocks of different widths are flattened into one buffer with per-peer split sizes) inside an
 autograd function whose backward is the reverse all-to-all; weight gradients are summed with
-``all_reduce``. The process group uses NCCL when CUDA is available and gloo otherwise.
+``all_reduce``. The process group uses NCCL when there is a CUDA GPU for every worker and gloo
+otherwise (:func:`process_group_backend`).
 
 Two ways to start a run:
 
@@ -40,9 +41,13 @@ from .mop import Communicator
 from .train import TrainConfig, TrainResult, train
 
 
-def process_group_backend() -> str:
-    """``nccl`` when CUDA (and NCCL) is available, else ``gloo``."""
-    if torch.cuda.is_available() and dist.is_nccl_available():
+def process_group_backend(world: int = 1) -> str:
+    """``nccl`` when NCCL is available and there is a CUDA GPU for each of the ``world`` ranks,
+    else ``gloo``. NCCL refuses two ranks of one communicator on the same GPU ("duplicate GPU"),
+    so on a machine with fewer GPUs than workers the group uses gloo and the dense work stays on
+    the CPU, as on a machine without GPUs."""
+    if (torch.cuda.is_available() and dist.is_nccl_available()
+            and torch.cuda.device_count() >= world):
         return "nccl"
     return "gloo"
 
@@ -234,7 +239,7 @@ def launch(worker, world: int, args: tuple, on_event=None, backend: str | None =
     one line naming it, the others stopped rather than left waiting in a collective; with
     ``timeout_s``, a collective or message that waits longer fails (a hung peer).
     """
-    backend = backend or process_group_backend()
+    backend = backend or process_group_backend(world)
     threads = max(1, (os.cpu_count() or 1) // world)
     method = _start_method()
     events = mp.get_context(method).Queue()
@@ -321,7 +326,7 @@ def train_from_env(dataset: Dataset, cfg: TrainConfig, on_epoch=None) -> TrainRe
         if key not in os.environ:
             raise UserError(f"{key} is not set: run under torchrun, or use --distributed "
                             "without torchrun to spawn local processes")
-    backend = process_group_backend()
+    backend = process_group_backend(int(os.environ["WORLD_SIZE"]))
     _init_group(backend)
     try:
         cfg = dataclasses.replace(cfg, workers=dist.get_world_size())

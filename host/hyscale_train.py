@@ -650,8 +650,10 @@ def _hybrid_worker(rank, world, dense, emit, dataset, cfg):
 
 def train_hybrid_distributed(dataset: Dataset, cfg: HybridConfig, on_iteration=None,
                              timeout_s: float = 300.0) -> dict:
-    """One torch.distributed process per trainer (gloo here; each rank's gradients
-    all-reduced every iteration); rank 0's report."""
+    """One torch.distributed process per trainer, each rank's gradients all-reduced every
+    iteration; rank 0's report. The group is gloo also where there are GPUs: the CPU and
+    accelerator trainers hold their gradients in host memory (a ``gpu`` trainer's are copied
+    there before the sum), as in the paper's host-side synchronisation."""
     from .distributed import launch
     cfg.validate(dataset)
     world = len(cfg.kinds())
@@ -659,4 +661,4 @@ def train_hybrid_distributed(dataset: Dataset, cfg: HybridConfig, on_iteration=N
         raise UserError("--distributed runs one process per trainer: give two or more "
                         "trainers, e.g. --trainers cpu:1,accel:1")
     return launch(_hybrid_worker, world, (dataset, cfg), on_event=on_iteration,
-                  what="distributed hybrid training", timeout_s=timeout_s)[0]
+                  backend="gloo", what="distributed hybrid training", timeout_s=timeout_s)[0]

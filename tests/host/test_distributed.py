@@ -15,6 +15,7 @@ import sys
 
 import numpy as np
 import pytest
+import torch
 
 from moagcn.errors import UserError
 from moagcn.host.datasets import load_dataset, sbm
@@ -200,6 +201,19 @@ def test_torchrun_launch_matches_the_in_process_run(tmp_path):
     local = train(load_dataset("sbm", seed=0), cfg)
     assert_same_run(rd, local.report())
     assert f"report: {report}" in run.stdout
+
+
+def test_nccl_only_with_a_gpu_for_every_rank(monkeypatch):
+    """NCCL refuses two ranks on one GPU: with fewer GPUs than workers the group is gloo."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr(torch.distributed, "is_nccl_available", lambda: True)
+    assert process_group_backend(1) == "nccl"
+    assert process_group_backend(2) == "gloo"
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 4)
+    assert process_group_backend(4) == "nccl"
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert process_group_backend(1) == "gloo"
 
 
 def test_errors_without_a_process_group(monkeypatch):
