@@ -38,11 +38,15 @@ def adder_stages():
         # alignment find the sticky bit with one selection instead of OR-ing shifted-out bits
         below_y = Mux(swap, prefix_or(m, fa.mant), prefix_or(m, fb.mant))
         nan = fa.is_nan | fb.is_nan | (fa.is_inf & fb.is_inf & (fa.sign != fb.sign))
+        # the exponent difference both ways, beside the magnitude compare, and the swap picks
+        # one: subtracting after the swap put a second carry chain behind the compare's
+        a_minus_b = (fa.eff_exp - fb.eff_exp)[:8]
+        b_minus_a = (fb.eff_exp - fa.eff_exp)[:8]
         return {
             "sign": x.sign,
             "sub": x.sign ^ y.sign,
             "exp": x.eff_exp,
-            "diff": (x.eff_exp - y.eff_exp)[:8],
+            "diff": Mux(swap, b_minus_a, a_minus_b),
             "mx": x.mant,
             "my": y.mant,
             "below_y": below_y,

@@ -457,8 +457,8 @@ class FeatureDuplicator(wiring.Component):
     written : Out(1)
         A beat is written into the ring this cycle.
     bad_source : Out(1)
-        The source index read in the previous cycle was out of range (its row is read but
-        never used: the error stops the dispatcher before the row is ready).
+        The source index read two cycles ago was out of range (its row is read and written,
+        but its slot never becomes ready, so no edge reads it).
     all_fetched : Out(1)
         Every source row has been read.
     """
@@ -498,14 +498,19 @@ class FeatureDuplicator(wiring.Component):
         can_fill = self.enable & src_valid & more & self.room
         # The fetch does not wait for the range check (the source buffer's read data through
         # a 16-bit compare into the fetch and the ring's count was the longest path), and the
-        # check's result is registered before it raises the error (the same read data through
-        # the compare into the error register's enable was the next one): a bad source's row
-        # is read from an arbitrary address, the flag rises a cycle later and the error a cycle
-        # after that, in time to stop the dispatcher before the row is ready in its slot (the
-        # row's last beat is written a cycle after its read and the slot is ready a cycle
-        # after that).
+        # check runs a cycle later on a registered copy of the index (the buffer's read data,
+        # 5.6 ns after the clock, through the compare into a flag was the next one): a bad
+        # source's row is read from an arbitrary address and written into its slot, but the
+        # slot never becomes ready (the check is in time for a one-beat row's last write, and a
+        # longer row's last write finds the flag held), so no edge reads it; the flag is
+        # registered and raises the error a cycle after that, which stops the job.
+        chk_id = Signal(16, name="src_check_id", reset_less=True)
+        chk = Signal(name="src_check")
+        m.d.sync += [chk_id.eq(src_id), chk.eq(can_fill)]
+        bad_now = wire(m, chk & (chk_id >= self.n_rows), name="bad_source_now")
+        bad_seen = Signal(name="bad_source_seen")
         bad_source = Signal(name="bad_source_r")
-        m.d.sync += bad_source.eq(can_fill & (src_id >= self.n_rows))
+        m.d.sync += [bad_source.eq(bad_now), bad_seen.eq(bad_seen | bad_now)]
         issue = wire(m, can_fill, name="dup_issue")
         advance = issue & row_last
         # (the next address does not wait for the range check: a bad source stops the job anyway)
@@ -526,7 +531,8 @@ class FeatureDuplicator(wiring.Component):
                      wr_addr.eq(Cat(beat[:w.beat], fill_ptr) if w.beat else fill_ptr)]
         m.d.comb += [self.ring.addr.eq(wr_addr), self.ring.data.eq(self.mem_data),
                      self.ring.en.eq(wr_en), self.written.eq(wr_en),
-                     self.fill.valid.eq(wr_en & wr_last), self.fill.slot.eq(wr_slot),
+                     self.fill.valid.eq(wr_en & wr_last & ~bad_now & ~bad_seen),
+                     self.fill.slot.eq(wr_slot),
                      self.fill.count.eq(wr_count)]
         with m.If(issue):
             m.d.sync += [beat.eq(beat + 1), row_last.eq(beat + 2 >= beats_used)]
@@ -536,7 +542,7 @@ class FeatureDuplicator(wiring.Component):
                              more.eq(fill_src_p1 < self.n_sources), row_last.eq(one_beat)]
         with m.If(self.start):
             m.d.sync += [fill_src.eq(0), fill_ptr.eq(0), beat.eq(0), src_valid.eq(1),
-                         bad_source.eq(0), fill_src_p1.eq(1), more.eq(self.n_sources != 0),
+                         bad_source.eq(0), chk.eq(0), bad_seen.eq(0), fill_src_p1.eq(1), more.eq(self.n_sources != 0),
                          row_last.eq(one_beat)]
         return m
 
@@ -600,8 +606,9 @@ class FeatureRing(wiring.Component):
         for s in range(K):
             m.d.comb += [avail[s].eq(ready[s] & nz[s]), spent[s].eq(ready[s] & ~nz[s])]
         m.d.comb += [self.head.eq(head_ptr), self.disp.eq(disp_ptr),
-                     self.disp_ready.eq(ready[disp_ptr]), self.disp_avail.eq(avail[disp_ptr]),
+                     self.disp_ready.eq(ready[disp_ptr]),
                      self.room.eq(used < K), self.empty.eq(used == 0)]
+        self._avail_ahead(m, disp_ptr, ready, left, nz, spent)
         with m.If(self.fill.valid):
             m.d.sync += [ready[self.fill.slot].eq(1), left[self.fill.slot].eq(self.fill.count),
                          nz[self.fill.slot].eq(self.fill.count != 0)]
@@ -621,6 +628,37 @@ class FeatureRing(wiring.Component):
             m.d.sync += [head_ptr.eq(0), disp_ptr.eq(0), used.eq(0)]
             m.d.sync += [ready[s].eq(0) for s in range(K)]
         return m
+
+    def _avail_ahead(self, m: Module, disp_ptr, ready, left, nz, spent):
+        """``disp_avail`` as a register, set a cycle ahead to what ``ready[disp] & nz[disp]``
+        will be: the dispatch decision then starts from one flip-flop instead of the slot
+        flags through the pointer's multiplexer (that multiplexer, the decision and the slot
+        counts' enables were the longest path at some placements).
+
+        Next cycle's slot is ``disp + 1`` when the dispatcher passes over a spent slot, else
+        ``disp``. Only a fill changes a slot that is not ``disp`` (a slot ahead is released
+        only once spent, and a spent slot holds no edges); ``disp`` itself changes by a fill
+        (while the pointer waits at an unfilled slot) or by a take (it holds a row with edges,
+        so no fill or release touches it that cycle). The take enters last, through one
+        multiplexer, because it is the dispatch decision itself.
+        """
+        K = self.config.feature_slots
+        fill = self.fill
+        filled = [Signal(name=f"fill_to{s}") for s in range(K)]
+        avail_nt = Array(Signal(name=f"slot_avail_nt{s}") for s in range(K))   # no take
+        more = Array(Signal(name=f"slot_more{s}") for s in range(K))           # left > 1
+        for s in range(K):
+            m.d.comb += [filled[s].eq(fill.valid & (fill.slot == s)),
+                         avail_nt[s].eq(Mux(filled[s], fill.count != 0, ready[s] & nz[s])),
+                         more[s].eq(ready[s] & (left[s] != 1))]
+        adv = self.active & spent[disp_ptr]
+        nxt = (disp_ptr + 1)[:len(disp_ptr)]
+        same = Mux(self.take, more[disp_ptr], avail_nt[disp_ptr])
+        avail_r = Signal(name="disp_avail_r")
+        m.d.sync += avail_r.eq(Mux(adv, avail_nt[nxt], same))
+        with m.If(self.start):
+            m.d.sync += avail_r.eq(0)
+        m.d.comb += self.disp_avail.eq(avail_r)
 
 
 class EdgeDispatcher(wiring.Component):
@@ -680,7 +718,9 @@ class EdgeDispatcher(wiring.Component):
         occ = Signal(range(3))
         stage = [Signal(64, name=f"edge_stage{i}", reset_less=True) for i in range(2)]
         edge_valid = occ != 0
-        edges_left = e_ptr < self.n_edges
+        # ``e_ptr < n_edges`` as a register set a cycle ahead (for e_ptr + 1 when this cycle
+        # dispatches): the compare's carry chain was the front of the dispatch decision
+        edges_left = Signal(name="edges_left_r")
         e_weight = stage[0][:32]
         e_dst = stage[0][32:48]
         e_first = stage[0][63]
@@ -724,8 +764,10 @@ class EdgeDispatcher(wiring.Component):
         m.d.sync += occ.eq(keep + inflight)
         with m.If(dispatch):
             m.d.sync += e_ptr.eq(e_ptr + 1)
+        m.d.sync += edges_left.eq(Mux(dispatch, e_ptr + 1 < self.n_edges, e_ptr < self.n_edges))
         with m.If(self.start):
-            m.d.sync += [e_ptr.eq(0), rd_ptr.eq(0), inflight.eq(0), occ.eq(0)]
+            m.d.sync += [e_ptr.eq(0), rd_ptr.eq(0), inflight.eq(0), occ.eq(0),
+                         edges_left.eq(self.n_edges != 0)]
         return m
 
 

@@ -76,12 +76,16 @@ def test_verilator_hub_source_shared_destination_idle_and_backpressure():
 
 
 def _bad_streams(kind):
-    indptr, indices, data, X, W, b = hub_job(7, 12, 10, 6, 5, hub_edges=8, shared_dst_edges=4)
+    f_in = 2 if kind == "source_first" else 6     # 2: one beat per row, the tightest timing
+    indptr, indices, data, X, W, b = hub_job(7, 12, 10, f_in, 5, hub_edges=8,
+                                             shared_dst_edges=4)
     args = check_job(indptr, indices, X, W, b, data, TINY)
     job = pack_job(*args, relu=False, config=TINY)
     streams = {k: v.copy() for k, v in job.streams.items()}
     if kind == "source":
         streams["src_in"][1, 0] = (streams["src_in"][1, 0] & 0xFFFF0000) | 10   # only 10 rows
+    elif kind == "source_first":                  # the dispatcher waits for this row at once
+        streams["src_in"][0, 0] = (streams["src_in"][0, 0] & 0xFFFF0000) | 11
     elif kind == "dest":
         streams["edge_in"][3, 1] = (streams["edge_in"][3, 1] & 0x80000000) | 12  # n_dst = 12
     elif kind == "dest_high":                     # 3 in the index bits, 64 above them
@@ -93,7 +97,8 @@ def _bad_streams(kind):
     return streams, job.scalars
 
 
-@pytest.mark.parametrize("kind,flag", [("source", "err_source"), ("dest", "err_dest"),
+@pytest.mark.parametrize("kind,flag", [("source", "err_source"),
+                                       ("source_first", "err_source"), ("dest", "err_dest"),
                                        ("dest_high", "err_dest"),
                                        ("edges_short", "err_edges"),
                                        ("edges_extra", "err_edges")])
@@ -104,6 +109,13 @@ def test_cocotb_verilator_error_flags_stop_cleanly(kind, flag):
     assert out[flag] == 1
     assert sum(out[f] for f in ("err_source", "err_dest", "err_edges")) == 1
     assert out["beats"] == []                     # nothing written back from a bad job
+    # no edge of a bad source is streamed (its slot never becomes ready): with the first
+    # source bad, no S-PE streams at all
+    if kind == "source_first":
+        assert out["spe_busy"] == 0
+    elif kind == "source":
+        first_count = int(streams["src_in"][0, 0]) >> 16
+        assert 0 < out["spe_busy"] <= first_count * scalars["f_in"]
 
 
 def test_cocotb_verilator_reset_mid_job_then_rerun():
