@@ -217,15 +217,18 @@ class ScatterPE(wiring.Component):
             j=Signal(w.feat + 1),
         )
         j = edge.j
-        m.d.comb += [self.free.eq(~holding | (streaming & (j + 1 >= self.f_in))),
+        # ``j + 1 >= f_in`` (this read is the row's last) as a register set a cycle ahead: the
+        # counter through the compare into ``free``, the queue's pop and its register enables
+        # was the default preset's longest path
+        last = Signal(name="last_read")
+        m.d.comb += [self.free.eq(~holding | (streaming & last)),
                      self.req.eq(waiting), self.holding.eq(holding),
                      self.streaming.eq(streaming), self.slot.eq(edge.slot),
                      self.bank.eq(edge.dst[:w.bank] if w.bank else 0)]
         with m.If(waiting & self.grant):
-            m.d.sync += [waiting.eq(0), streaming.eq(1), j.eq(0)]
-        last = j + 1 >= self.f_in
+            m.d.sync += [waiting.eq(0), streaming.eq(1), j.eq(0), last.eq(self.f_in <= 1)]
         with m.If(streaming):
-            m.d.sync += j.eq(j + 1)
+            m.d.sync += [j.eq(j + 1), last.eq(j + 2 >= self.f_in)]
             with m.If(last):
                 # the last read is issued now: the slot may be reused from the next cycle on
                 m.d.sync += [streaming.eq(0), holding.eq(0)]
