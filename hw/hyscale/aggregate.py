@@ -545,8 +545,8 @@ class FeatureDuplicator(wiring.Component):
                              more.eq(fill_src_p1 < self.n_sources), row_last.eq(one_beat)]
         with m.If(self.start):
             m.d.sync += [fill_src.eq(0), fill_ptr.eq(0), beat.eq(0), src_valid.eq(1),
-                         bad_source.eq(0), chk.eq(0), bad_seen.eq(0), fill_src_p1.eq(1), more.eq(self.n_sources != 0),
-                         row_last.eq(one_beat)]
+                         bad_source.eq(0), chk.eq(0), bad_seen.eq(0), fill_src_p1.eq(1),
+                         more.eq(self.n_sources != 0), row_last.eq(one_beat)]
         return m
 
 
