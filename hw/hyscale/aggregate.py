@@ -574,8 +574,8 @@ class FeatureRing(wiring.Component):
         A queued or held edge reads slot ``head``.
     head, disp : Out(slot bits)
         The oldest slot; the slot the dispatcher takes edges from.
-    disp_ready : Out(1) ; disp_avail : Out(1)
-        Slot ``disp`` holds a row; it holds a row with edges left to dispatch.
+    disp_avail : Out(1)
+        Slot ``disp`` holds a row with edges left to dispatch.
     room, empty : Out(1)
         A slot is free; no slot is used.
     """
@@ -587,7 +587,7 @@ class FeatureRing(wiring.Component):
             "start": In(1), "active": In(1), "fill": In(RingFillSignature(config)),
             "grow": In(1), "take": In(1), "head_busy": In(1),
             "head": Out(sb), "disp": Out(sb),
-            "disp_ready": Out(1), "disp_avail": Out(1),
+            "disp_avail": Out(1),
             "room": Out(1), "empty": Out(1),
         })
 
@@ -609,9 +609,8 @@ class FeatureRing(wiring.Component):
         for s in range(K):
             m.d.comb += [avail[s].eq(ready[s] & nz[s]), spent[s].eq(ready[s] & ~nz[s])]
         m.d.comb += [self.head.eq(head_ptr), self.disp.eq(disp_ptr),
-                     self.disp_ready.eq(ready[disp_ptr]),
                      self.room.eq(used < K), self.empty.eq(used == 0)]
-        self._avail_ahead(m, disp_ptr, ready, left, nz, spent)
+        self._avail_ahead(m, disp_ptr, ready, left, avail, spent)
         with m.If(self.fill.valid):
             m.d.sync += [ready[self.fill.slot].eq(1), left[self.fill.slot].eq(self.fill.count),
                          nz[self.fill.slot].eq(self.fill.count != 0)]
@@ -632,7 +631,7 @@ class FeatureRing(wiring.Component):
             m.d.sync += [ready[s].eq(0) for s in range(K)]
         return m
 
-    def _avail_ahead(self, m: Module, disp_ptr, ready, left, nz, spent):
+    def _avail_ahead(self, m: Module, disp_ptr, ready, left, avail, spent):
         """``disp_avail`` as a register, set a cycle ahead to what ``ready[disp] & nz[disp]``
         will be: the dispatch decision then starts from one flip-flop instead of the slot
         flags through the pointer's multiplexer (that multiplexer, the decision and the slot
@@ -652,7 +651,7 @@ class FeatureRing(wiring.Component):
         more = Array(Signal(name=f"slot_more{s}") for s in range(K))           # left > 1
         for s in range(K):
             m.d.comb += [filled[s].eq(fill.valid & (fill.slot == s)),
-                         avail_nt[s].eq(Mux(filled[s], fill.count != 0, ready[s] & nz[s])),
+                         avail_nt[s].eq(Mux(filled[s], fill.count != 0, avail[s])),
                          more[s].eq(ready[s] & (left[s] != 1))]
         adv = self.active & spent[disp_ptr]
         nxt = (disp_ptr + 1)[:len(disp_ptr)]
