@@ -37,6 +37,9 @@ class BufferLoader(wiring.Component):
         The load stream: ready while ``enable`` (a beat past the capacity is taken too).
     enable : In(1)
         The buffer may be loaded.
+    clear : In(1)
+        Restart at word 0 (``count`` becomes zero; a beat taken in the same cycle is lost, so
+        hold ``enable`` low then).
     write : Out(RamWriteSignature(addr_bits, width))
         To the RAM's write port.
     count : Out(count_bits)
@@ -54,7 +57,7 @@ class BufferLoader(wiring.Component):
         self.step, self.capacity, self.overflow = step, capacity, overflow
         super().__init__({
             "beats": In(stream.Signature(width)),
-            "enable": In(1),
+            "enable": In(1), "clear": In(1),
             "write": Out(RamWriteSignature(addr_bits, width)),
             "count": Out(count_bits),
         })
@@ -72,6 +75,8 @@ class BufferLoader(wiring.Component):
                      self.write.addr.eq(self.count >> (self.step.bit_length() - 1)),
                      self.write.data.eq(self.beats.payload),
                      self.write.en.eq(write)]
-        with m.If(counted):
+        with m.If(self.clear):
+            m.d.sync += self.count.eq(0)
+        with m.Elif(counted):
             m.d.sync += self.count.eq(self.count + self.step)
         return m

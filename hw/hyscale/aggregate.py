@@ -446,7 +446,8 @@ class FeatureDuplicator(wiring.Component):
         The ring has a free slot.
     n_sources, n_rows, f_in : In
         Source entries; feature rows in external memory (a source index at or beyond it is an
-        error); elements per row.
+        error); elements per row. ``n_sources`` and ``n_rows`` are read at ``start`` and kept
+        (the layer loads the next job's buffers while this one runs); ``f_in`` is held.
     src_addr : Out ; src_data : In(32)
         Read port of the source list (one cycle latency).
     mem_addr : Out ; mem_data : In(32 * mem_words_per_cycle)
@@ -510,7 +511,12 @@ class FeatureDuplicator(wiring.Component):
         chk_id = Signal(16, name="src_check_id", reset_less=True)
         chk = Signal(name="src_check")
         m.d.sync += [chk_id.eq(src_id), chk.eq(can_fill)]
-        bad_now = wire(m, chk & (chk_id >= self.n_rows), name="bad_source_now")
+        # the job's sizes as read at start (no check runs in the start cycle)
+        n_sources = Signal.like(self.n_sources, name="n_sources_job", reset_less=True)
+        n_rows = Signal.like(self.n_rows, name="n_rows_job", reset_less=True)
+        with m.If(self.start):
+            m.d.sync += [n_sources.eq(self.n_sources), n_rows.eq(self.n_rows)]
+        bad_now = wire(m, chk & (chk_id >= n_rows), name="bad_source_now")
         bad_seen = Signal(name="bad_source_seen")
         bad_source = Signal(name="bad_source_r")
         m.d.sync += [bad_source.eq(bad_now), bad_seen.eq(bad_seen | bad_now)]
@@ -522,7 +528,7 @@ class FeatureDuplicator(wiring.Component):
                      self.mem_addr.eq(Cat(beat[:w.beat], src_id[:w.src]) if w.beat
                                       else src_id[:w.src]),
                      self.bad_source.eq(bad_source), self.advance.eq(advance),
-                     self.all_fetched.eq(fill_src >= self.n_sources)]
+                     self.all_fetched.eq(fill_src >= n_sources)]
         # the read data arrives next cycle: write it into every S-PE's ring slot
         wr_en = Signal()
         wr_addr = Signal(len(self.ring.addr), reset_less=True)
@@ -542,7 +548,7 @@ class FeatureDuplicator(wiring.Component):
             with m.If(row_last):
                 m.d.sync += [beat.eq(0), fill_src.eq(fill_src_p1),
                              fill_src_p1.eq(fill_src_p1 + 1), fill_ptr.eq(fill_ptr + 1),
-                             more.eq(fill_src_p1 < self.n_sources), row_last.eq(one_beat)]
+                             more.eq(fill_src_p1 < n_sources), row_last.eq(one_beat)]
         with m.If(self.start):
             m.d.sync += [fill_src.eq(0), fill_ptr.eq(0), beat.eq(0), src_valid.eq(1),
                          bad_source.eq(0), chk.eq(0), bad_seen.eq(0), fill_src_p1.eq(1),
@@ -677,7 +683,8 @@ class EdgeDispatcher(wiring.Component):
     active, enable : In(1)
         The job runs; it runs and has no error.
     n_edges, n_dst : In
-        Edges loaded; destination rows (a destination at or beyond it is an error).
+        Edges loaded (read at ``start`` and kept); destination rows (a destination at or beyond
+        it is an error; held).
     edge_addr : Out ; edge_data : In(64)
         Read port of the edge list (one cycle latency).
     slot, slot_avail : In
@@ -749,8 +756,9 @@ class EdgeDispatcher(wiring.Component):
                      self.blocked.eq(want & edge_valid & edges_left & target_full)]
 
         # -- prefetch: keep the two-entry buffer full ------------------------------------------
+        n_edges = Signal.like(self.n_edges, name="n_edges_job", reset_less=True)
         m.d.comb += self.edge_addr.eq(rd_ptr)
-        fetch = self.active & (rd_ptr < self.n_edges) & (occ + inflight - dispatch < 2)
+        fetch = self.active & (rd_ptr < n_edges) & (occ + inflight - dispatch < 2)
         m.d.sync += inflight.eq(fetch)
         with m.If(fetch):
             m.d.sync += rd_ptr.eq(rd_ptr + 1)
@@ -766,10 +774,10 @@ class EdgeDispatcher(wiring.Component):
         m.d.sync += occ.eq(keep + inflight)
         with m.If(dispatch):
             m.d.sync += e_ptr.eq(e_ptr + 1)
-        m.d.sync += edges_left.eq(Mux(dispatch, e_ptr + 1 < self.n_edges, e_ptr < self.n_edges))
+        m.d.sync += edges_left.eq(Mux(dispatch, e_ptr + 1 < n_edges, e_ptr < n_edges))
         with m.If(self.start):
             m.d.sync += [e_ptr.eq(0), rd_ptr.eq(0), inflight.eq(0), occ.eq(0),
-                         edges_left.eq(self.n_edges != 0)]
+                         edges_left.eq(self.n_edges != 0), n_edges.eq(self.n_edges)]
         return m
 
 
@@ -791,7 +799,8 @@ class AggregateKernel(wiring.Component):
     start : In(1)
         Pulse: clear the counters and aggregate ``n_sources`` sources / ``n_edges`` edges.
     n_sources, n_edges, n_rows, n_dst, f_in : In
-        Job size; ``n_rows`` feature rows are loaded in external memory.
+        Job size; ``n_rows`` feature rows are loaded in external memory. The first three are
+        read at ``start`` (they may change while the job runs); ``n_dst`` and ``f_in`` are held.
     done, busy : Out(1)
         ``done`` stays high from the end of the job (or an error) until the next ``start``.
     err_source, err_dest, err_edges : Out(1)

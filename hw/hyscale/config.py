@@ -45,6 +45,11 @@ class HyScaleConfig:
         Edges each PE's queue holds (the dispatcher's lookahead past a busy bank).
     add_latency, mul_latency : int
         Pipeline depth of the binary32 adders and multipliers (>= 1).
+    load_banks : int
+        1 or 2. With 2 the load buffers (sources, edges, destinations, weights, and the
+        feature memory of the simulated system) are ping-pong pairs: the next job's loads go
+        into one half while the running job reads the other, so loads overlap compute. With 1
+        the next job loads once the running one is done.
     simulate : bool
         False for configurations that only the performance model may use.
     """
@@ -63,6 +68,7 @@ class HyScaleConfig:
     edge_queue: int = 8
     add_latency: int = 7
     mul_latency: int = 7
+    load_banks: int = 2
     simulate: bool = True
 
     def __post_init__(self):
@@ -97,6 +103,8 @@ class HyScaleConfig:
             raise ValueError(f"edge_queue={self.edge_queue} must be >= 1")
         if self.feature_slots < 2:
             raise ValueError(f"feature_slots={self.feature_slots} must be >= 2")
+        if self.load_banks not in (1, 2):
+            raise ValueError(f"load_banks={self.load_banks} is not supported; choose 1 or 2")
         if not (1 <= self.add_latency <= 32 and 1 <= self.mul_latency <= 32):
             raise ValueError("add_latency and mul_latency must be 1..32")
 

@@ -12,14 +12,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from amaranth.hdl import Cat, Module, Signal
+from amaranth.hdl import Cat, Module, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from ..common.counters import count_events, counter_members, counters_of
 from ..common.loader import BufferLoader
 from ..common.ram import Ram
-from .aggregate import AggregateKernel, Widths
+from ..common.bits import wire
+from .aggregate import AggregateKernel, Widths, bits_for
 from .config import HyScaleConfig
 from .protocol import (AGG_COUNTERS, COUNTER_BITS, COUNTERS, FLAGS, LAYER_STREAMS,  # noqa: F401
                        STREAMS, UPD_COUNTERS)
@@ -31,14 +32,31 @@ class HyScaleLayer(wiring.Component):
 
     Use: after reset, fill the buffers through the load streams (each from its start, in any
     interleaving), set the scalars, pulse ``start``, take ``Y`` from ``out`` until ``done``.
+    Jobs follow one another without a reset: ``start`` is taken whenever the layer is not
+    busy (also after ``done``, which it clears), and each start restarts the load streams at
+    their first word. With ``load_banks = 2`` the buffers are ping-pong pairs: from the cycle
+    after a start, the streams fill the other half with the next job while this one runs (no
+    beat is taken in the start cycle itself); with ``load_banks = 1`` they are ready only
+    while the layer is not busy. The scalars are read while the job runs: change them only at
+    the next start.
+
+    Counters are per job: cleared at ``start``, read after ``done``. ``cycles_load`` and
+    ``cycles_load_hidden`` are those of the job that started: the cycles with a load beat
+    between the previous start and this one, and how many of them fell while the previous job
+    was busy (overlapped with its compute).
 
     Members
     -------
     mem_addr : Out ; mem_data : In(32 * mem_words_per_cycle)
         External-memory read port: beat ``mem_addr`` (row ``u`` of ``X`` is beats ``u *
         max_feature_width / mem_words_per_cycle`` onward) arrives on ``mem_data`` next cycle.
+        With two load banks its top bit is the running job's bank (``X`` of consecutive jobs
+        in two halves of the memory).
+    load_bank : Out(1)
+        The bank the load streams fill (always 0 with one bank).
     n_rows : In
-        Rows of ``X`` in external memory; a source index at or beyond it raises ``err_source``.
+        Rows of ``X`` in external memory; a source index at or beyond it raises ``err_source``
+        (read at ``start``).
     src_in : In(stream.Signature(32))
         Distinct sources in edge order: index (bits 0-15) and out-edge count (bits 16-31).
     edge_in : In(stream.Signature(64))
@@ -54,8 +72,9 @@ class HyScaleLayer(wiring.Component):
     n_dst, f_in, f_out, relu, start : In
     busy, done : Out(1)
     err_source, err_dest, err_edges : Out(1)
-    cycles_total, cycles_load, cycles_aggregate, cycles_update, feature_reads, words_read,
-    spe_busy, stall_feature, stall_gather, words_written, stall_output : Out(32)
+    cycles_total, cycles_load, cycles_load_hidden, cycles_aggregate, cycles_update,
+    feature_reads, words_read, spe_busy, stall_feature, stall_gather, words_written,
+    stall_output : Out(32)
     """
 
     def __init__(self, config: HyScaleConfig = HyScaleConfig()):
@@ -64,8 +83,10 @@ class HyScaleLayer(wiring.Component):
                              "be built")
         self.config = config
         w = Widths(config)
+        bank_bits = 1 if config.load_banks == 2 else 0
         super().__init__({
-            "mem_addr": Out(w.src + w.beat), "mem_data": In(32 * w.words),
+            "mem_addr": Out(w.src + w.beat + bank_bits), "mem_data": In(32 * w.words),
+            "load_bank": Out(1),
             "n_rows": In(w.src + 1),
             "src_in": In(stream.Signature(32)),
             "edge_in": In(stream.Signature(64)),
@@ -81,23 +102,27 @@ class HyScaleLayer(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        m.submodules.agg = agg = AggregateKernel(self.config)
-        m.submodules.upd = upd = UpdateKernel(self.config)
+        cfg = self.config
+        m.submodules.agg = agg = AggregateKernel(cfg)
+        m.submodules.upd = upd = UpdateKernel(cfg)
         aggregating, updating = Signal(), Signal()
-        m.d.comb += self.busy.eq(aggregating | updating)
-        loading = ~(aggregating | updating | self.done)
-        start_agg = self.start & loading
+        busy = aggregating | updating
+        m.d.comb += self.busy.eq(busy)
+        start_agg = wire(m, self.start & ~busy, name="start_job")
+        banks = _Banks(m, cfg, start_agg, busy)
+        m.d.comb += self.load_bank.eq(banks.load)
 
-        buffers = self._load(m, upd, loading)
-        load_transfer = Cat(*[getattr(self, s).valid & loading for s in LAYER_STREAMS]).any()
-        agg_finished = self._aggregate(m, agg, buffers, aggregating, start_agg)
+        buffers = self._load(m, upd, banks)
+        load_transfer = Cat(*[getattr(self, s).valid & banks.loading
+                              for s in LAYER_STREAMS]).any()
+        agg_finished = self._aggregate(m, agg, buffers, banks, aggregating, start_agg)
         agg_error = agg.err_source | agg.err_dest | agg.err_edges
         start_upd = agg_finished & ~agg_error
-        self._update(m, agg, upd, buffers["dst"].ram, start_upd)
+        self._update(m, agg, upd, buffers["dst"], banks, start_upd)
 
         # -- sequencing ----------------------------------------------------------------------------
         with m.If(start_agg):
-            m.d.sync += aggregating.eq(1)
+            m.d.sync += [aggregating.eq(1), self.done.eq(0)]
         with m.If(agg_finished):
             m.d.sync += aggregating.eq(0)
             with m.If(agg_error):
@@ -115,72 +140,125 @@ class HyScaleLayer(wiring.Component):
             m.d.comb += [ours[name].eq(theirs)
                          for name, theirs in counters_of(kernel, names).items()]
         count_events(m, ours, {
-            "cycles_total": aggregating | updating,
-            "cycles_load": load_transfer,
+            "cycles_total": busy,
             "cycles_aggregate": aggregating,
             "cycles_update": updating,
-        })
+        }, clear=start_agg)
+        job_loads(m, start_agg, busy, load_transfer, self.cycles_load, self.cycles_load_hidden)
         return m
 
-    def _load(self, m: Module, upd: UpdateKernel, loading) -> dict[str, "_Buffer"]:
+    def _load(self, m: Module, upd: UpdateKernel, banks: "_Banks") -> dict[str, "_Buffer"]:
         """Fill the source, edge and destination buffers from their streams, each from address
-        0 (beats past a buffer's end are dropped), and stream the weights into the update
-        kernel's MACs. Returns the buffers by name."""
+        0 of the load bank (beats past a buffer's end are dropped), and stream the weights into
+        the update kernel's MACs. Returns the buffers by name."""
         cfg = self.config
         buffers = {}
         for name, port, width, depth in (("src", self.src_in, 32, cfg.max_sources),
                                          ("edge", self.edge_in, 64, cfg.max_edges),
                                          ("dst", self.dst_in, 1, cfg.max_destinations)):
-            m.submodules[f"{name}_buf"] = ram = Ram(width, depth)
+            bits = bits_for(depth)
+            m.submodules[f"{name}_buf"] = ram = Ram(width, banks.count << bits if banks.count > 1
+                                                    else depth)
             m.submodules[f"{name}_load"] = loader = BufferLoader(
-                width, ram.addr_bits, ram.addr_bits + 1, capacity=depth, overflow="hold")
-            m.d.comb += loader.enable.eq(loading)
+                width, bits, bits + 1, capacity=depth, overflow="hold")
+            m.d.comb += [loader.enable.eq(banks.loading), loader.clear.eq(banks.swap)]
             wiring.connect(m, wiring.flipped(port), loader.beats)
-            wiring.connect(m, loader.write, ram.write[0])
+            write = ram.write[0]
+            m.d.comb += [write.addr.eq(banks.load_addr(loader.write.addr)),
+                         write.data.eq(loader.write.data), write.en.eq(loader.write.en)]
             buffers[name] = _Buffer(ram, loader.count)
-        m.d.comb += [self.weight_in.ready.eq(loading),
-                     upd.w_valid.eq(self.weight_in.valid & loading),
-                     upd.w_data.eq(self.weight_in.payload)]
+        m.d.comb += [self.weight_in.ready.eq(banks.loading),
+                     upd.w_valid.eq(self.weight_in.valid & banks.loading),
+                     upd.w_data.eq(self.weight_in.payload),
+                     upd.w_restart.eq(banks.swap), upd.w_bank.eq(banks.next_load)]
         return buffers
 
     def _aggregate(self, m: Module, agg: AggregateKernel, buffers: dict[str, "_Buffer"],
-                   aggregating, start_agg):
+                   banks: "_Banks", aggregating, start_agg):
         """The aggregate kernel on the source and edge buffers and the memory port; returns
         its end (the kernel is done and was not started this cycle)."""
         src, edge = buffers["src"], buffers["edge"]
-        m.d.comb += [src.ram.read[0].addr.eq(agg.src_addr),
+        m.d.comb += [src.ram.read[0].addr.eq(banks.read_addr(agg.src_addr)),
                      agg.src_data.eq(src.ram.read[0].data),
-                     edge.ram.read[0].addr.eq(agg.edge_addr),
+                     edge.ram.read[0].addr.eq(banks.read_addr(agg.edge_addr)),
                      agg.edge_data.eq(edge.ram.read[0].data),
-                     self.mem_addr.eq(agg.mem_addr), agg.mem_data.eq(self.mem_data),
+                     self.mem_addr.eq(banks.read_addr(agg.mem_addr)),
+                     agg.mem_data.eq(self.mem_data),
                      agg.n_sources.eq(src.count), agg.n_edges.eq(edge.count),
                      agg.n_rows.eq(self.n_rows), agg.n_dst.eq(self.n_dst),
                      agg.f_in.eq(self.f_in), agg.start.eq(start_agg)]
         return aggregating & agg.done & ~start_agg
 
-    def _update(self, m: Module, agg: AggregateKernel, upd: UpdateKernel, dst_buf: Ram,
-                start_upd):
+    def _update(self, m: Module, agg: AggregateKernel, upd: UpdateKernel, dst_buf: "_Buffer",
+                banks: "_Banks", start_upd):
         """The update kernel on the aggregated rows (a destination without in-edges reads as
         zero), streaming ``Y`` out."""
-        dst = dst_buf.read[0]
+        dst = dst_buf.ram.read[0]
         m.d.comb += [agg.act_dst.eq(upd.act_row), agg.act_idx.eq(upd.act_idx),
-                     dst.addr.eq(upd.act_row),
+                     dst.addr.eq(banks.read_addr(upd.act_row)),
                      upd.act_data.eq(agg.act_data & dst.data.replicate(32)),
                      upd.n_rows.eq(self.n_dst), upd.f_in.eq(self.f_in), upd.f_out.eq(self.f_out),
-                     upd.relu.eq(self.relu), upd.start.eq(start_upd)]
+                     upd.relu.eq(self.relu), upd.start.eq(start_upd), upd.bank.eq(banks.run)]
         wiring.connect(m, wiring.flipped(self.out), upd.out)
 
+
+def job_loads(m: Module, start, busy, transfer, cycles_load, cycles_load_hidden):
+    """The per-job load counters: cycles with a ``transfer`` since the last ``start``, and
+    those of them while ``busy``, handed to ``cycles_load`` / ``cycles_load_hidden`` at the
+    next ``start`` (so after ``done`` they describe the job that ran)."""
+    since = Signal(len(cycles_load), name="load_cycles_since_start")
+    hidden = Signal(len(cycles_load_hidden), name="load_cycles_hidden_since_start")
+    with m.If(start):
+        m.d.sync += [cycles_load.eq(since), cycles_load_hidden.eq(hidden),
+                     since.eq(0), hidden.eq(0)]
+    with m.Else():
+        m.d.sync += [since.eq(since + transfer), hidden.eq(hidden + (transfer & busy))]
+
+
+class _Banks:
+    """Which half of the ping-pong load buffers the streams fill and the job reads.
+
+    ``load`` (a register) is the half the streams fill; each start toggles it, so the
+    running job's half is the other one, ``run``. In the start cycle the kernels already
+    read the starting job's half, which is ``load`` until the toggle: ``read`` is the one
+    bit that picks it. With one bank all of these are zero and loading waits for the job.
+    """
+
+    def __init__(self, m: Module, cfg: HyScaleConfig, start, busy):
+        self.count = cfg.load_banks
+        self.swap = start
+        if self.count == 1:
+            self.load = self.next_load = self.run = self.read = 0
+            self.loading = wire(m, ~busy & ~start, name="loading")
+            return
+        load = Signal(name="load_bank_r")
+        with m.If(start):
+            m.d.sync += load.eq(~load)
+        self.load = load
+        self.next_load = ~load           # the half loads fill after this cycle's start
+        self.run = ~load
+        self.read = wire(m, Mux(start, load, ~load), name="read_bank")
+        self.loading = wire(m, ~start, name="loading")
+
+    def load_addr(self, addr):
+        """``addr`` in the half the streams fill."""
+        return Cat(addr, self.load) if self.count > 1 else addr
+
+    def read_addr(self, addr):
+        """``addr`` in the half the starting or running job reads."""
+        return Cat(addr, self.read) if self.count > 1 else addr
 
 class HyScaleSystem(wiring.Component):
     """:class:`HyScaleLayer` with a model of its external memory, for simulation.
 
-    Every member of the layer is here except the memory port and ``n_rows``; in their place
+    Every member of the layer is here except the memory port, ``load_bank`` and ``n_rows``; in
+    their place
     ``feat_in`` (``In(stream.Signature(32 * mem_words_per_cycle))``) fills the memory before the
     job: feature rows of ``max_feature_width / mem_words_per_cycle`` beats each (zero-padded),
     row ``u`` for source index ``u``. ``cycles_load`` counts its transfers too.
     """
 
-    HIDDEN = ("mem_addr", "mem_data", "n_rows")
+    HIDDEN = ("mem_addr", "mem_data", "n_rows", "load_bank")
 
     def __init__(self, config: HyScaleConfig = HyScaleConfig()):
         self.layer = HyScaleLayer(config)
@@ -195,14 +273,17 @@ class HyScaleSystem(wiring.Component):
         m = Module()
         m.submodules.layer = layer = self.layer
         self._forward(m, layer)
-        loading = ~(layer.busy | layer.done)
-        self._memory(m, layer, loading)
+        start = self.start & ~layer.busy
+        loading = ~start if self.config.load_banks == 2 else ~layer.busy & ~start
+        self._memory(m, layer, loading, start)
         # cycles_load also counts the feature transfers that no layer stream overlaps
+        feat_only = self.feat_in.valid & loading & ~Cat(
+            *[getattr(self, s).valid for s in LAYER_STREAMS]).any()
         feat_cycles = Signal(COUNTER_BITS)
-        with m.If(self.feat_in.valid & loading & ~Cat(
-                *[getattr(self, s).valid for s in LAYER_STREAMS]).any()):
-            m.d.sync += feat_cycles.eq(feat_cycles + 1)
-        m.d.comb += self.cycles_load.eq(layer.cycles_load + feat_cycles)
+        feat_hidden = Signal(COUNTER_BITS)
+        job_loads(m, start, layer.busy, feat_only, feat_cycles, feat_hidden)
+        m.d.comb += [self.cycles_load.eq(layer.cycles_load + feat_cycles),
+                     self.cycles_load_hidden.eq(layer.cycles_load_hidden + feat_hidden)]
         return m
 
     def _forward(self, m: Module, layer: HyScaleLayer):
@@ -210,30 +291,36 @@ class HyScaleSystem(wiring.Component):
         ``cycles_load``, which the system extends)."""
         theirs = {path: value for path, _, value in layer.signature.flatten(layer)}
         for path, member, ours in self.signature.flatten(self):
-            if path[0] == "feat_in" or path == ("cycles_load",):
+            if path[0] == "feat_in" or path in (("cycles_load",), ("cycles_load_hidden",)):
                 continue
             if member.flow == In:
                 m.d.comb += theirs[path].eq(ours)
             else:
                 m.d.comb += ours.eq(theirs[path])
 
-    def _memory(self, m: Module, layer: HyScaleLayer, loading):
-        """The model of the external memory, filled from ``feat_in`` (beat k at word k) while
-        the layer is idle, read through the layer's memory port. ``n_rows`` is the number of
-        whole feature rows loaded."""
+    def _memory(self, m: Module, layer: HyScaleLayer, loading, start):
+        """The model of the external memory, filled from ``feat_in`` (beat k at word k of the
+        layer's load bank) while the layer takes loads, read through the layer's memory port.
+        ``n_rows`` is the number of whole feature rows loaded for the next job."""
         cfg = self.config
         w = Widths(cfg)
-        m.submodules.ext_mem = ext_mem = Ram(32 * w.words, cfg.max_sources * cfg.beats_per_row)
-        m.submodules.feat_load = load = BufferLoader(ext_mem.width, ext_mem.addr_bits,
-                                                     ext_mem.addr_bits + 1,
-                                                     capacity=ext_mem.depth, overflow="hold")
-        m.d.comb += load.enable.eq(loading)
+        half = 1 << (w.src + w.beat)        # the layer's row addresses span this per bank
+        two = cfg.load_banks == 2
+        m.submodules.ext_mem = ext_mem = Ram(32 * w.words, 2 * half if two
+                                             else cfg.max_sources * cfg.beats_per_row)
+        bits = w.src + w.beat
+        m.submodules.feat_load = load = BufferLoader(ext_mem.width, bits, bits + 1,
+                                                     capacity=cfg.max_sources * cfg.beats_per_row,
+                                                     overflow="hold")
+        m.d.comb += [load.enable.eq(loading), load.clear.eq(start)]
         wiring.connect(m, wiring.flipped(self.feat_in), load.beats)
-        wiring.connect(m, load.write, ext_mem.write[0])
+        write = ext_mem.write[0]
+        m.d.comb += [write.addr.eq(Cat(load.write.addr, layer.load_bank) if two
+                                   else load.write.addr),
+                     write.data.eq(load.write.data), write.en.eq(load.write.en)]
         read = ext_mem.read[0]
         m.d.comb += [read.addr.eq(layer.mem_addr), layer.mem_data.eq(read.data),
                      layer.n_rows.eq(load.count >> w.beat)]
-
 
 @dataclass
 class _Buffer:

@@ -8,8 +8,10 @@ COUNTER_BITS = 32
 AGG_COUNTERS = ("feature_reads", "words_read", "spe_busy", "stall_feature", "stall_gather")
 #: counters of the update kernel
 UPD_COUNTERS = ("words_written", "stall_output")
-#: status counters of the layer (``cycles_total`` = aggregate + update in the hardware)
-COUNTERS = ("cycles_total", "cycles_load", "cycles_aggregate", "cycles_update",
+#: status counters of the layer (``cycles_total`` = aggregate + update in the hardware), per
+#: job; ``cycles_load_hidden``: the job's load cycles that overlapped the previous job
+COUNTERS = ("cycles_total", "cycles_load", "cycles_load_hidden", "cycles_aggregate",
+            "cycles_update",
             *AGG_COUNTERS, *UPD_COUNTERS)
 #: error flags: a job that raises one stops cleanly
 FLAGS = ("err_source", "err_dest", "err_edges")
@@ -21,3 +23,6 @@ STREAMS = ("feat_in", *LAYER_STREAMS)
 OUTPUT = "out"
 #: job scalars set before ``start``
 SCALARS = ("n_dst", "f_in", "f_out", "relu")
+#: jobs follow one another without a reset; with two load banks the next job's loads overlap
+#: the running one
+RESTARTABLE = True

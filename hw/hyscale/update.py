@@ -37,8 +37,15 @@ from .protocol import COUNTER_BITS, UPD_COUNTERS
 
 
 def weight_depth(cfg: HyScaleConfig) -> int:
-    """Words of each MAC's weight RAM: ``ceil(F / m)`` groups of ``F + 1`` rows (bias last)."""
+    """Words of one job's weights in each MAC: ``ceil(F / m)`` groups of ``F + 1`` rows (bias
+    last)."""
     return -(-cfg.max_feature_width // cfg.macs) * (cfg.max_feature_width + 1)
+
+
+def weight_words(cfg: HyScaleConfig) -> int:
+    """Words of each MAC's weight RAM: one job's weights per load bank (bank ``k`` from word
+    ``k * weight_depth``)."""
+    return cfg.load_banks * weight_depth(cfg)
 
 
 class TokenSignature(wiring.Signature):
@@ -61,7 +68,7 @@ class TokenSignature(wiring.Signature):
 
     def __init__(self, config: HyScaleConfig):
         rbits = bits_for(config.rows_per_block)
-        wbits = bits_for(weight_depth(config))
+        wbits = bits_for(weight_words(config))
         super().__init__({
             "valid": Out(1), "first": Out(1), "last": Out(1), "row": Out(rbits),
             "par": Out(1), "act": Out(32), "waddr": Out(wbits), "baddr": Out(wbits),
@@ -158,7 +165,7 @@ class MacCell(wiring.Component):
         self.config = config
         R = config.rows_per_block
         self.rbits = bits_for(R)
-        self.wbits = bits_for(weight_depth(config))
+        self.wbits = bits_for(weight_words(config))
         super().__init__({
             "tok": In(TokenSignature(config)), "next": Out(TokenSignature(config)),
             "relu": In(1),
@@ -170,7 +177,7 @@ class MacCell(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         cfg = self.config
-        m.submodules.weights = wram = Ram(32, weight_depth(cfg), read_ports=2)
+        m.submodules.weights = wram = Ram(32, weight_words(cfg), read_ports=2)
         write = wram.write[0]
         m.d.comb += [write.addr.eq(self.w_addr), write.data.eq(self.w_data),
                      write.en.eq(self.w_en)]
@@ -287,6 +294,8 @@ class TokenGenerator(wiring.Component):
         Pulse: begin at item 0.
     running : In(1)
         The job runs.
+    bank : In(1)
+        The load bank holding the job's weights (read at ``start``).
     n_rows, f_in, f_out : In
     act_row, act_idx : Out ; act_data : In(32)
         Activation read (one cycle latency).
@@ -300,7 +309,7 @@ class TokenGenerator(wiring.Component):
         self.config = config
         w = Widths(config)
         super().__init__({
-            "start": In(1), "running": In(1),
+            "start": In(1), "running": In(1), "bank": In(1),
             "n_rows": In(w.dst + 1), "f_in": In(w.feat + 1), "f_out": In(w.feat + 1),
             "act_row": Out(w.dst), "act_idx": Out(w.feat), "act_data": In(32),
             "token": Out(TokenSignature(config)),
@@ -320,7 +329,7 @@ class TokenGenerator(wiring.Component):
         w = Widths(cfg)
         M = cfg.macs
         R = cfg.rows_per_block
-        wbits = bits_for(weight_depth(cfg))
+        wbits = bits_for(weight_words(cfg))
         groups = (self.f_out + (M - 1)) // M
         gstep = self.f_in + 1                 # weight rows per column group (bias last)
         b_row = Signal(w.dst + 1)            # the block's first item
@@ -335,12 +344,14 @@ class TokenGenerator(wiring.Component):
         par = Signal()                       # result buffer of the block being fed
         pending = Array([Signal(name="pending0"), Signal(name="pending1")])
         fed_all = Signal()
+        # the weight base of column group 0: the job's load bank
+        base = Signal(wbits + 1, name="weight_bank_base", reset_less=True)
         r_last = r == R - 1
         i_last = i + 1 >= self.f_in
         g_wrap = t_g + 1 >= groups
         n_row = Mux(g_wrap, t_row + 1, t_row)
         n_g = Mux(g_wrap, 0, t_g + 1)
-        n_gb = Mux(g_wrap, 0, t_gb + gstep)
+        n_gb = Mux(g_wrap, base, t_gb + gstep)
         # a block starts once its result buffer has been drained
         can_open = self.running & ~in_block & ~fed_all & ~pending[par]
         with m.If(can_open):
@@ -358,13 +369,14 @@ class TokenGenerator(wiring.Component):
         with m.If(self.freed.valid):
             m.d.sync += pending[self.freed.par].eq(0)
         with m.If(self.start):
-            m.d.sync += [b_row.eq(0), b_g.eq(0), b_gb.eq(0), in_block.eq(0), par.eq(0),
-                         pending[0].eq(0), pending[1].eq(0), fed_all.eq(0)]
+            first = Mux(self.bank, weight_depth(cfg), 0) if cfg.load_banks > 1 else 0
+            m.d.sync += [b_row.eq(0), b_g.eq(0), b_gb.eq(first), in_block.eq(0), par.eq(0),
+                         pending[0].eq(0), pending[1].eq(0), fed_all.eq(0), base.eq(first)]
         return _Item(token=in_block, row=t_row, gbase=t_gb, i=i, i_last=i_last, slot=r, par=par)
 
     def _emit_token(self, m: Module, item: "_Item"):
         """Read the item's activation; one cycle later the token enters MAC 0 with it."""
-        wbits = bits_for(weight_depth(self.config))
+        wbits = bits_for(weight_words(self.config))
         m.d.comb += [self.act_row.eq(item.row), self.act_idx.eq(item.i)]
         t_meta = Cat(item.token, item.i == 0, item.i_last, item.slot, item.par)
         t1 = Signal(len(t_meta))
@@ -520,6 +532,10 @@ class UpdateKernel(wiring.Component):
     w_valid, w_data : In
         Weight load: one beat of ``m`` words per cycle, stored at consecutive addresses
         (group ``g``'s rows ``0 .. f_in - 1`` then its bias row, groups in order).
+    w_restart, w_bank : In(1)
+        Pulse: the next beat is the first of load bank ``w_bank``.
+    bank : In(1)
+        The load bank of the job's weights (read at ``start``).
     out : Out(stream.Signature(32 * mem_words_per_cycle))
         Output beats (see the module docstring for the order); padding words are zero.
     done, busy : Out(1)
@@ -530,12 +546,13 @@ class UpdateKernel(wiring.Component):
     def __init__(self, config: HyScaleConfig):
         self.config = config
         w = Widths(config)
-        self.wbits = bits_for(weight_depth(config))
+        self.wbits = bits_for(weight_words(config))
         super().__init__({
             "start": In(1), "n_rows": In(w.dst + 1), "f_in": In(w.feat + 1),
             "f_out": In(w.feat + 1), "relu": In(1),
             "act_row": Out(w.dst), "act_idx": Out(w.feat), "act_data": In(32),
             "w_valid": In(1), "w_data": In(32 * config.macs),
+            "w_restart": In(1), "w_bank": In(1), "bank": In(1),
             "out": Out(stream.Signature(32 * config.mem_words_per_cycle)),
             "done": Out(1), "busy": Out(1),
             **counter_members(UPD_COUNTERS, COUNTER_BITS),
@@ -554,7 +571,7 @@ class UpdateKernel(wiring.Component):
 
         # -- token generator, then the chain of MACs ---------------------------------------------
         m.submodules.tokens = gen = TokenGenerator(cfg)
-        m.d.comb += [gen.start.eq(self.start), gen.running.eq(running),
+        m.d.comb += [gen.start.eq(self.start), gen.running.eq(running), gen.bank.eq(self.bank),
                      gen.n_rows.eq(self.n_rows), gen.f_in.eq(self.f_in),
                      gen.f_out.eq(self.f_out),
                      self.act_row.eq(gen.act_row), self.act_idx.eq(gen.act_idx),
@@ -591,5 +608,9 @@ class UpdateKernel(wiring.Component):
         for c, cell in enumerate(cells):
             m.d.comb += [cell.w_en.eq(self.w_valid), cell.w_addr.eq(w_ptr),
                          cell.w_data.eq(self.w_data.word_select(c, 32))]
-        with m.If(self.w_valid):
+        with m.If(self.w_restart):
+            first = (Mux(self.w_bank, weight_depth(self.config), 0)
+                     if self.config.load_banks > 1 else 0)
+            m.d.sync += w_ptr.eq(first)
+        with m.Elif(self.w_valid):
             m.d.sync += w_ptr.eq(w_ptr + 1)

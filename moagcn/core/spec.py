@@ -46,13 +46,16 @@ class StreamProtocol:
     flags: tuple[str, ...]
     start: str = "start"
     done: str = "done"
+    #: jobs may follow one another without a reset (``start`` again after ``done``)
+    restartable: bool = False
 
     @classmethod
     def of(cls, protocol) -> "StreamProtocol":
         """The protocol a design's plain-Python protocol module states (``STREAMS``,
         ``OUTPUT``, ``SCALARS``, ``COUNTERS``, ``FLAGS``)."""
         return cls(loads=protocol.STREAMS, output=protocol.OUTPUT, scalars=protocol.SCALARS,
-                   counters=protocol.COUNTERS, flags=protocol.FLAGS)
+                   counters=protocol.COUNTERS, flags=protocol.FLAGS,
+                   restartable=getattr(protocol, "RESTARTABLE", False))
 
 
 @dataclass

@@ -350,8 +350,12 @@ class HyScaleSpec(AcceleratorSpec):
         return unpack_y(words, packed, job.n_dst, job.f_out, config)
 
     def hardware_counters(self, raw, job: HyScaleJob, config) -> Counters:
+        """The layer's counters of one job. ``cycles_load`` is the load time the job added:
+        its load cycles less those overlapped with the previous job
+        (``extra["cycles_load_hidden"]``, non-zero only when jobs run back to back on two
+        load banks)."""
         mapped = ("cycles_total", "cycles_load")
-        c = Counters(cycles_load=int(raw["cycles_load"]),
+        c = Counters(cycles_load=int(raw["cycles_load"]) - int(raw.get("cycles_load_hidden", 0)),
                      cycles_compute=int(raw["cycles_aggregate"]) + int(raw["cycles_update"]),
                      extra={k: int(raw[k]) for k in self.protocol.counters if k not in mapped})
         c.bytes_read, c.bytes_written = self.traffic(job, config)
