@@ -26,7 +26,7 @@ import numpy as np
 
 from moagcn.core.counters import Counters
 from moagcn.core.names import SIMULATORS
-from moagcn.core.spec import AcceleratorSpec, Packed
+from moagcn.core.spec import AcceleratorSpec, Packed, overlap_loads
 from moagcn.errors import SimulationError, UserError
 
 #: what a driver computes on
@@ -96,8 +96,16 @@ class Driver:
         raw: dict = {}
         if self.device == "model":
             out = spec.golden(job, cfg)
-            for part in parts:
-                counters.add(spec.part_cycles(part, job, cfg))
+            counters.add(self._part_model(parts, job))
+        elif self._back_to_back(len(parts), waves, reset_after, per_cycle):
+            out = spec.empty_output(job)
+            for part, (part_out, part_counters, part_raw) in zip(
+                    parts, self._simulate_sequence([p.job for p in parts], idle_every,
+                                                   stall_every, progress)):
+                spec.place(out, part, part_out)
+                counters.add(part_counters)
+                for key, value in part_raw.items():
+                    raw[key] = raw.get(key, 0) + value
         else:
             out = spec.empty_output(job)
             steps = enumerate(parts)
@@ -121,9 +129,27 @@ class Driver:
         """The cycle model's counters of ``job`` (split into parts like :meth:`run`), without
         computing the output."""
         job, parts, counters = self._prepare(job, checked)
+        return counters.add(self._part_model(parts, job))
+
+    def _part_model(self, parts, job) -> Counters:
+        """The cycle model of the parts as the RTL runs them: one after another, each part's
+        loads overlapped with the part before where the design has ping-pong load buffers."""
+        spec, cfg = self.spec, self.config
+        overlap = spec.loads_overlap(cfg)
+        total, previous = Counters(), None
         for part in parts:
-            counters.add(self.spec.part_cycles(part, job, self.config))
-        return counters
+            c = spec.part_cycles(part, job, cfg)
+            if overlap:
+                c = overlap_loads(previous, c)
+            total.add(c)
+            previous = c
+        return total
+
+    def _back_to_back(self, n_parts: int, waves, reset_after, per_cycle) -> bool:
+        """Whether the parts run as one sequence on the lean harness (several parts, a design
+        that restarts without a reset, nothing that needs the per-cycle testbench)."""
+        return (n_parts > 1 and self.simulator == "verilator" and self.spec.protocol.restartable
+                and waves is None and reset_after is None and not per_cycle)
 
     def _prepare(self, job, checked: bool):
         """The checked job, its parts, and its counters before any cycles: the job's work."""
@@ -135,6 +161,45 @@ class Driver:
         counters.calls, counters.tiles = 1, len(parts)
         counters.lanes, counters.clock_mhz = spec.lanes(cfg), spec.clock_mhz(cfg)
         return job, parts, counters
+
+    def _simulate_sequence(self, jobs, idle_every, stall_every, progress):
+        """Parts back to back on the lean harness, one reset before the first (the next
+        part's loads offered while one runs): [(output, counters, raw registers)] per part."""
+        from moagcn.hw.designs import get_design
+
+        from .build import generate_verilog
+        from .lean import LeanJob, build_lean, run_lean_jobs
+        spec, cfg = self.spec, self.config
+        proto = spec.protocol
+        exe = build_lean(generate_verilog(get_design(spec.design), cfg), proto)
+        packed = [spec.pack(job, cfg) for job in jobs]
+        if progress:
+            print(f"{spec.name} on {self.simulator}: {len(jobs)} tiles back to back", flush=True)
+        max_cycles = sum(spec.max_cycles(job, p, cfg) for job, p in zip(jobs, packed))
+        results = run_lean_jobs(exe, proto, [LeanJob(p.streams, p.scalars) for p in packed],
+                                spec.output_words(cfg), idle_every=idle_every,
+                                stall_every=stall_every, max_cycles=max_cycles)
+        out, before = [], 0
+        for job, p, res in zip(jobs, packed, results):
+            raw = {k: int(res.values[k]) for k in (*proto.counters, *proto.flags)
+                   if k in res.values}
+            self._check_flags(raw)
+            counters = spec.hardware_counters(raw, job, cfg)
+            # the simulator's cycles from the previous part's done to this one's; the wall
+            # time of the whole sequence shared out by cycles
+            counters.sim_cycles = res.cycles - before
+            total = max(results[-1].cycles, 1)
+            counters.sim_wall_s = res.wall_s * counters.sim_cycles / total
+            before = res.cycles
+            out.append((spec.unpack(res.beats, p, job, cfg), counters, raw))
+        return out
+
+    def _check_flags(self, raw: dict) -> None:
+        flags = {f: raw.get(f, 0) for f in self.spec.protocol.flags}
+        if any(flags.values()):
+            # the host validated the job, so a flag means the hardware and the host disagree
+            raise SimulationError(f"the {self.spec.name} accelerator stopped with an error flag "
+                                  f"on a validated job: {flags}")
 
     def _simulate(self, job, *, idle_every, stall_every, waves, reset_after, per_cycle):
         """One part on the RTL: (output, counters, raw registers)."""
@@ -169,11 +234,7 @@ class Driver:
         # the registers the design reports (the testbench may return more, e.g. its view
         # before a reset): these are what parts sum
         raw = {k: int(raw[k]) for k in (*proto.counters, *proto.flags) if k in raw}
-        flags = {f: raw.get(f, 0) for f in proto.flags}
-        if any(flags.values()):
-            # the host validated the job, so a flag means the hardware and the host disagree
-            raise SimulationError(f"the {spec.name} accelerator stopped with an error flag on a "
-                                  f"validated job: {flags}")
+        self._check_flags(raw)
         out = spec.unpack(beats, packed, job, cfg)
         counters = spec.hardware_counters(raw, job, cfg)
         counters.sim_cycles = int(sim_cycles)

@@ -185,6 +185,12 @@ class AcceleratorSpec(ABC):
         part's whole job (the model device's hot path)."""
         return self.cycles(part.job, config)
 
+    def loads_overlap(self, config) -> bool:
+        """Whether the next part's loads overlap the running part (ping-pong load buffers):
+        then a part's loads hide behind the busy cycles of the part before it, and only the
+        rest adds to the time (:func:`overlap_loads`)."""
+        return False
+
     # -- the hardware ---------------------------------------------------------------------------
 
     @abstractmethod
@@ -256,3 +262,17 @@ def get_spec(name: str) -> AcceleratorSpec:
 
 register_spec("sspmm", "moagcn.sim.specs.sspmm:SPEC")
 register_spec("hyscale", "moagcn.sim.specs.hyscale:SPEC")
+
+
+def overlap_loads(previous: Counters | None, part: Counters) -> Counters:
+    """``part``'s counters with its loads overlapped behind ``previous`` (the part before it,
+    on a design whose next loads go into the other half of its buffers while it runs): the
+    loads start with the previous part and run beside its ``cycles_compute +
+    cycles_output``; those cycles move from ``cycles_load`` to ``extra["cycles_load_hidden"]``.
+    What the RTL counts when the parts run back to back and every load beat is taken at once."""
+    if previous is None:
+        return part
+    hidden = min(part.cycles_load, previous.cycles_compute + previous.cycles_output)
+    part.cycles_load -= hidden
+    part.extra["cycles_load_hidden"] = part.extra.get("cycles_load_hidden", 0) + hidden
+    return part

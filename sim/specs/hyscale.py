@@ -249,6 +249,9 @@ class HyScaleSpec(AcceleratorSpec):
     def lanes(self, config: HyScaleConfig) -> int:
         return config.spes
 
+    def loads_overlap(self, config: HyScaleConfig) -> bool:
+        return config.load_banks == 2
+
     def output_words(self, config: HyScaleConfig) -> int:
         return config.mem_words_per_cycle
 

@@ -1,0 +1,151 @@
+"""Jobs back to back on the fused layer without a reset, with the next job's loads overlapping
+the running one (two load banks) or following it (one bank): Verilator, lean harness."""
+
+import numpy as np
+import pytest
+
+from moagcn.hw.designs import get_design
+from moagcn.hw.hyscale import preset
+from moagcn.sim.build import generate_verilog
+from moagcn.sim.driver import Driver
+from moagcn.sim.golden import hyscale as golden
+from moagcn.sim.golden.fp32 import as_bits
+from moagcn.sim.lean import LeanJob, build_lean, run_lean_jobs
+from moagcn.sim.specs.hyscale import SPEC
+
+from .jobs import hub_job, sampled_job
+
+pytestmark = pytest.mark.xdist_group("verilator-hyscale")
+
+
+def _jobs(config):
+    """Four jobs of different sizes: widths that are not multiples of the lane counts, an
+    empty destination in each hub job, a sampled mini-batch layer, a one-column output."""
+    out = []
+    for seed, (f_in, f_out) in enumerate([(16, 12), (5, 7), (13, 16), (8, 1)]):
+        if seed == 2:
+            indptr, indices, X, W, b = sampled_job(seed, 3, (25, 10), f_in, f_out, layer=1)
+            data = None
+        else:
+            indptr, indices, data, X, W, b = hub_job(seed, 30 + 5 * seed, 25, f_in, f_out,
+                                                     hub_edges=20, shared_dst_edges=10)
+            if seed % 2:
+                # the hub is the last source here, so that consecutive jobs' first source
+                # entries differ (a job that read the other half's entry 0 would show)
+                indices, X = X.shape[0] - 1 - indices, X[::-1].copy()
+        out.append(SPEC.check(SPEC.job(indptr, indices, X, W, b, relu=seed % 2 == 0,
+                                       data=data), config))
+    return out
+
+
+def _expected(job):
+    return golden.layer(job.indptr, job.indices, job.data, job.X, job.W, job.b, job.relu)
+
+
+def _run(config, jobs, **options):
+    exe = build_lean(generate_verilog(get_design(SPEC.design), config), SPEC.protocol)
+    packed = [SPEC.pack(j, config) for j in jobs]
+    # a design that stops making progress fails instead of hanging
+    limit = sum(SPEC.max_cycles(j, p, config) for j, p in zip(jobs, packed))
+    results = run_lean_jobs(exe, SPEC.protocol, [LeanJob(p.streams, p.scalars) for p in packed],
+                            SPEC.output_words(config), max_cycles=limit, **options)
+    return [(SPEC.unpack(r.beats, p, j, config), r) for j, p, r in zip(jobs, packed, results)]
+
+
+@pytest.mark.parametrize("banks", [1, 2])
+def test_jobs_back_to_back_match_jobs_alone(banks):
+    config = preset("tiny", load_banks=banks)
+    jobs = _jobs(config)
+    together = _run(config, jobs)
+    previous_busy, previous_done = None, 0
+    for job, (Y, res) in zip(jobs, together):
+        assert np.array_equal(as_bits(Y), as_bits(_expected(job)))
+        (_, alone), = _run(config, [job])
+        v, a = res.values, alone.values
+        # the same work and cycles as the job alone after a reset ...
+        for name in SPEC.protocol.counters:
+            if name != "cycles_load_hidden":
+                assert v[name] == a[name], name
+        assert a["cycles_load_hidden"] == 0
+        # ... except that its loads ran beside the previous job's busy cycles (every beat is
+        # offered at once, so they start the cycle after the previous start)
+        hidden = 0 if previous_busy is None or banks == 1 else min(a["cycles_load"],
+                                                                  previous_busy)
+        assert v["cycles_load_hidden"] == hidden
+        # the harness's cycles from the previous done: the job's exposed loads, its start
+        # cycle and its busy cycles
+        assert res.cycles - previous_done == (a["cycles_load"] - hidden) + 1 + a["cycles_total"]
+        previous_busy, previous_done = a["cycles_total"], res.cycles
+    if banks == 2:
+        assert sum(r.values["cycles_load_hidden"] for _, r in together) > 0
+
+
+def test_back_to_back_with_idle_loads_and_backpressure():
+    config = preset("tiny")
+    jobs = _jobs(config)
+    for job, (Y, res) in zip(jobs, _run(config, jobs, idle_every=3, stall_every=2)):
+        assert np.array_equal(as_bits(Y), as_bits(_expected(job)))
+        assert res.values["stall_output"] > 0
+
+
+def test_a_bad_job_stops_and_the_next_one_runs():
+    config = preset("tiny")
+    jobs = _jobs(config)[:3]
+    exe = build_lean(generate_verilog(get_design(SPEC.design), config), SPEC.protocol)
+    packed = [SPEC.pack(j, config) for j in jobs]
+    streams = {k: v.copy() for k, v in packed[1].streams.items()}
+    streams["src_in"][1, 0] = (streams["src_in"][1, 0] & 0xFFFF0000) | 1000  # no such row
+    lean_jobs = [LeanJob(p.streams, p.scalars) for p in packed]
+    lean_jobs[1] = LeanJob(streams, packed[1].scalars)
+    results = run_lean_jobs(exe, SPEC.protocol, lean_jobs, SPEC.output_words(config),
+                            max_cycles=sum(SPEC.max_cycles(j, p, config)
+                                           for j, p in zip(jobs, packed)))
+    assert results[1].values["err_source"] == 1 and results[1].beats.size == 0
+    for k in (0, 2):
+        assert results[k].values["err_source"] == 0
+        Y = SPEC.unpack(results[k].beats, packed[k], jobs[k], config)
+        assert np.array_equal(as_bits(Y), as_bits(_expected(jobs[k])))
+
+
+def _wide_sources(seed):
+    """120 destinations with 12 in-edges each from 3,000 sources, two features: tiles whose
+    feature loads (8 beats a row on the tiny preset) outlast the previous tile's compute."""
+    rng = np.random.default_rng(seed)
+    n_dst, deg, n_src = 120, 12, 3000
+    indptr = np.arange(0, deg * n_dst + 1, deg)
+    indices = np.concatenate([rng.choice(n_src, deg, replace=False) for _ in range(n_dst)])
+    X = rng.standard_normal((n_src, 2)).astype(np.float32)
+    W = rng.standard_normal((2, 1)).astype(np.float32)
+    return indptr, indices, None, X, W, None
+
+
+@pytest.mark.parametrize("banks", [1, 2])
+@pytest.mark.parametrize("shape", ["compute_bound", "load_bound"])
+def test_tiled_job_model_follows_rtl_with_overlapped_loads(banks, shape):
+    # more destinations / sources than the tiny preset holds: tiles, run back to back
+    config = preset("tiny", load_banks=banks)
+    if shape == "compute_bound":
+        indptr, indices, data, X, W, b = hub_job(3, 200, 150, 13, 10, hub_edges=90,
+                                                 shared_dst_edges=40)
+    else:
+        indptr, indices, data, X, W, b = _wide_sources(5)
+    job = SPEC.check(SPEC.job(indptr, indices, X, W, b, relu=True, data=data), config)
+    rtl = Driver(SPEC, config, "rtl").run(job, checked=True)
+    model = Driver(SPEC, config, "model").run(job, checked=True)
+    assert rtl.tiles == model.tiles > 1
+    assert np.array_equal(as_bits(rtl.output), as_bits(model.output))
+    r, m = rtl.counters, model.counters
+    hidden = r.extra.get("cycles_load_hidden", 0)
+    m_hidden = m.extra.get("cycles_load_hidden", 0)
+    assert (hidden > 0) == (banks == 2)
+    # the loads themselves do not depend on the compute: exposed + hidden is their sum
+    assert r.cycles_load + hidden == m.cycles_load + m_hidden
+    for ours, theirs in ((r.cycles_compute, m.cycles_compute), (r.cycles_load, m.cycles_load),
+                         (hidden, m_hidden)):
+        assert abs(ours - theirs) <= 0.005 * theirs
+    if banks == 2 and shape == "load_bound":
+        # a tile's loads outlast the tile before it: more is exposed than the first tile's
+        first = SPEC.cycles(SPEC.split(job, config)[0].job, config).cycles_load
+        assert r.cycles_load > first
+    # the simulator ran the exposed loads, one start cycle per tile and the busy cycles
+    assert r.sim_cycles == r.cycles_load + rtl.tiles + r.cycles_compute
