@@ -116,6 +116,7 @@ def cmd_synth(args) -> int:
 BENCHES = {"sspmm": "moagcn.sim.bench_sspmm", "sspmm-model": "moagcn.sim.validate_sspmm",
            "hyscale": "moagcn.sim.bench_hyscale", "pyg": "moagcn.host.bench_pyg",
            "hyscale-model-kernel": "moagcn.sim.bench_hyscale_kernel",
+           "hyscale-overlap": "moagcn.sim.bench_hyscale_overlap",
            "hyscale-model": "moagcn.host.hyscale_perf",
            "deal-spmm": "moagcn.host.bench_deal", "hyscale-drm": "moagcn.host.bench_hyscale_train"}
 #: what each benchmark measures, for ``moagcn bench --help``
@@ -125,6 +126,7 @@ BENCH_HELP = {
     "sspmm-model": "the S-SpMM cycle model against the RTL over slices x lanes",
     "hyscale": "the HyScale fused layer on the RTL against its models",
     "hyscale-model-kernel": "the HyScale kernels' cycle model on held-out shapes",
+    "hyscale-overlap": "a tiled HyScale mini-batch with and without ping-pong load buffers",
     "hyscale-model": "the HyScale system model (Eq. 5-13) against measured training runs",
     "hyscale-drm": "HyScale's DRM and two-stage prefetching on this machine",
     "deal-spmm": "DEAL's SpMM, pipelined against sequential, on torch.distributed processes",

@@ -115,3 +115,30 @@ def test_hw_generate_hyscale_layer(tmp_path):
     assert "module hyscale_layer" in text
     meta = json.loads((tmp_path / "hyscale-layer.json").read_text())
     assert meta["config"]["spes"] == 2 and meta["config"]["macs"] == 4
+
+
+@pytest.mark.xdist_group("verilator-hyscale")
+def test_bench_hyscale_overlap_tiles_a_minibatch_with_and_without_ping_pong(tmp_path):
+    out = moagcn("bench", "hyscale-overlap", "--preset", "tiny", "--graph-nodes", "2000",
+                 "--targets", "40", "--f-in", "11", "--f-out", "6", "--out", tmp_path)
+    assert out.returncode == 0, out.stderr
+    res = json.loads((tmp_path / "hyscale_overlap.json").read_text())
+    one, two = res["rows"]
+    assert one["load_banks"] == 1 and two["load_banks"] == 2
+    assert one["tiles"] == two["tiles"] > 1
+    assert one["bit_exact"] and two["bit_exact"]
+    assert one["cycles_load_hidden"] == 0 < two["cycles_load_hidden"]
+    # the same loads and compute; two banks hide part of the loads behind the compute
+    assert one["cycles_load"] == two["cycles_load"] + two["cycles_load_hidden"]
+    assert one["cycles_compute"] == two["cycles_compute"]
+    assert res["speedup"] == pytest.approx(one["cycles_total"] / two["cycles_total"])
+    assert res["speedup"] > 1
+    for row in res["rows"]:
+        assert abs(row["model_error"]) < 0.03
+    assert "ping-pong load buffers" in out.stdout
+
+
+def test_bench_hyscale_overlap_bad_fanouts_is_one_line(tmp_path):
+    out = moagcn("bench", "hyscale-overlap", "--fanouts", "10,0", "--out", tmp_path)
+    assert out.returncode != 0
+    assert "Traceback" not in out.stderr and "--fanouts" in out.stderr
