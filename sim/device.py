@@ -76,17 +76,21 @@ class AcceleratorDevice(SparseDevice):
         if n == 0 or f == 0 or k == 0:       # no product: the bias alone
             return Y + (0 if b is None else b)
         step = self.config.max_feature_width
+        chunks, jobs = [], []
         for c0 in range(0, f, step):
             c1 = min(f, c0 + step)
             for k0 in range(0, k, step):     # partial products, summed in ascending order
                 k1 = min(k, k0 + step)
                 bias = b[c0:c1].copy() if b is not None and k0 == 0 else None
-                res = self.driver.run(self.spec.dense_job(
-                    np.ascontiguousarray(X[:, k0:k1]), np.ascontiguousarray(W[k0:k1, c0:c1]),
-                    bias))
-                counts = res.counters
-                counts.extra["dense_macs"] = n * (k1 - k0) * (c1 - c0)
-                counts.lanes, counts.clock_mhz = self.lanes, self.clock_mhz
-                self.counters.add(counts)
-                Y[:, c0:c1] = res.output if k0 == 0 else Y[:, c0:c1] + res.output
+                chunks.append((c0, c1, k0, k1))
+                jobs.append(self.spec.dense_job(np.ascontiguousarray(X[:, k0:k1]),
+                                                np.ascontiguousarray(W[k0:k1, c0:c1]), bias))
+        # the jobs go to the accelerator as one queue: on ping-pong load buffers each one's
+        # loads overlap the one before
+        for (c0, c1, k0, k1), res in zip(chunks, self.driver.run_many(jobs)):
+            counts = res.counters
+            counts.extra["dense_macs"] = n * (k1 - k0) * (c1 - c0)
+            counts.lanes, counts.clock_mhz = self.lanes, self.clock_mhz
+            self.counters.add(counts)
+            Y[:, c0:c1] = res.output if k0 == 0 else Y[:, c0:c1] + res.output
         return Y

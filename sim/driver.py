@@ -96,7 +96,7 @@ class Driver:
         raw: dict = {}
         if self.device == "model":
             out = spec.golden(job, cfg)
-            counters.add(self._part_model(parts, job))
+            counters.add(self._part_model(parts, job)[0])
         elif self._back_to_back(len(parts), waves, reset_after, per_cycle):
             out = spec.empty_output(job)
             for part, (part_out, part_counters, part_raw) in zip(
@@ -129,21 +129,63 @@ class Driver:
         """The cycle model's counters of ``job`` (split into parts like :meth:`run`), without
         computing the output."""
         job, parts, counters = self._prepare(job, checked)
-        return counters.add(self._part_model(parts, job))
+        return counters.add(self._part_model(parts, job)[0])
 
-    def _part_model(self, parts, job) -> Counters:
+    def run_many(self, jobs, *, checked: bool = False, idle_every: int = 0,
+                 stall_every: int = 0) -> list[Result]:
+        """Run independent ``jobs`` one after another, as the accelerator takes them from a
+        queue: where the design has ping-pong load buffers, each job's loads overlap the job
+        before (its first part the previous job's last), in the model and on the RTL (the lean
+        harness runs every part of every job back to back, one reset). Otherwise the same as
+        :meth:`run` on each job. One :class:`Result` per job."""
+        spec, cfg = self.spec, self.config
+        t0 = time.perf_counter()
+        prepared = [self._prepare(job, checked) for job in jobs]
+        results = []
+        if self.device == "model":
+            previous = None
+            for job, parts, counters in prepared:
+                out = spec.golden(job, cfg)
+                model, previous = self._part_model(parts, job, previous)
+                counters.add(model)
+                results.append(Result(out, counters, self.device, self.simulator, {}))
+        elif self._back_to_back(sum(len(p) for _, p, _ in prepared), None, None, False):
+            flat = [(k, part) for k, (_, parts, _) in enumerate(prepared) for part in parts]
+            runs = self._simulate_sequence([part.job for _, part in flat], idle_every,
+                                           stall_every, False)
+            outs = [spec.empty_output(job) for job, _, _ in prepared]
+            raws: list[dict] = [{} for _ in prepared]
+            for (k, part), (part_out, part_counters, part_raw) in zip(flat, runs):
+                spec.place(outs[k], part, part_out)
+                prepared[k][2].add(part_counters)
+                for key, value in part_raw.items():
+                    raws[k][key] = raws[k].get(key, 0) + value
+            results = [Result(out, counters, self.device, self.simulator, raw)
+                       for out, (_, _, counters), raw in zip(outs, prepared, raws)]
+        else:
+            return [self.run(job, checked=True, idle_every=idle_every, stall_every=stall_every)
+                    for job, _, _ in prepared]
+        wall = (time.perf_counter() - t0) / max(len(results), 1)
+        for r in results:
+            r.counters.wall_s = wall
+        return results
+
+    def _part_model(self, parts, job, previous: Counters | None = None
+                    ) -> tuple[Counters, Counters | None]:
         """The cycle model of the parts as the RTL runs them: one after another, each part's
-        loads overlapped with the part before where the design has ping-pong load buffers."""
+        loads overlapped with the part before (``previous``: the last part of the job before,
+        if any) where the design has ping-pong load buffers. Returns the parts' sum and the
+        last part's counters."""
         spec, cfg = self.spec, self.config
         overlap = spec.loads_overlap(cfg)
-        total, previous = Counters(), None
+        total = Counters()
         for part in parts:
             c = spec.part_cycles(part, job, cfg)
             if overlap:
                 c = overlap_loads(previous, c)
             total.add(c)
             previous = c
-        return total
+        return total, previous
 
     def _back_to_back(self, n_parts: int, waves, reset_after, per_cycle) -> bool:
         """Whether the parts run as one sequence on the lean harness (several parts, a design
