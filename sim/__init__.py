@@ -3,7 +3,14 @@
 
 from moagcn.core.names import SIMULATORS
 
-from .backends import RunResult, run
 from .io import CycleLimitExceeded, SimIO
 
 __all__ = ["SIMULATORS", "RunResult", "run", "SimIO", "CycleLimitExceeded"]
+
+
+def __getattr__(name):
+    # the simulator backends load on first use (the host runtime needs no HDL stack)
+    if name in ("RunResult", "run"):
+        from . import backends
+        return getattr(backends, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
