@@ -398,16 +398,26 @@ class HyScaleSpec(AcceleratorSpec):
 
     def kernel_model(self, job: HyScaleJob, config: HyScaleConfig, replay: bool = True) -> dict:
         """The kernel cycle model of a checked job, summed over the parts it runs as:
-        ``model_cycles_load``, ``_aggregate``, ``_update``, ``_compute`` and ``model_cycles``
-        (their total, the prediction of ``cycles_total``); ``replay``: see
-        :func:`job_kernel_cycles`."""
-        total = {"load": 0, "aggregate": 0, "update": 0, "compute": 0, "total": 0}
+        ``model_cycles_load`` (exposed), ``model_cycles_load_hidden``, ``_aggregate``,
+        ``_update``, ``_compute`` and ``model_cycles`` (exposed loads + compute, the
+        prediction of ``cycles_total``); ``replay``: see :func:`job_kernel_cycles`. With two
+        load banks each part's loads overlap the part before, as in
+        :func:`~moagcn.core.spec.overlap_loads`."""
+        total = {"load": 0, "hidden": 0, "aggregate": 0, "update": 0, "compute": 0}
+        previous_busy = None
         for part in self.split(job, config):
-            for key, value in job_kernel_cycles(part.job, config, replay).items():
-                total[key] += value
-        return {"model_cycles_load": total["load"], "model_cycles_aggregate": total["aggregate"],
+            k = job_kernel_cycles(part.job, config, replay)
+            hidden = (min(k["load"], previous_busy)
+                      if previous_busy is not None and self.loads_overlap(config) else 0)
+            total["load"] += k["load"] - hidden
+            total["hidden"] += hidden
+            for key in ("aggregate", "update", "compute"):
+                total[key] += k[key]
+            previous_busy = k["compute"]
+        return {"model_cycles_load": total["load"], "model_cycles_load_hidden": total["hidden"],
+                "model_cycles_aggregate": total["aggregate"],
                 "model_cycles_update": total["update"], "model_cycles_compute": total["compute"],
-                "model_cycles": total["total"]}
+                "model_cycles": total["load"] + total["compute"]}
 
     def report(self, result, job: HyScaleJob, config: HyScaleConfig) -> dict:
         """The figures of one layer run: counters, the kernel cycle model and the paper's Eq.

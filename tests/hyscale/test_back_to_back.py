@@ -149,3 +149,17 @@ def test_tiled_job_model_follows_rtl_with_overlapped_loads(banks, shape):
         assert r.cycles_load > first
     # the simulator ran the exposed loads, one start cycle per tile and the busy cycles
     assert r.sim_cycles == r.cycles_load + rtl.tiles + r.cycles_compute
+
+
+def test_report_of_a_tiled_job_models_the_hidden_loads():
+    config = preset("tiny")
+    indptr, indices, data, X, W, b = hub_job(3, 200, 150, 13, 10, hub_edges=90,
+                                             shared_dst_edges=40)
+    job = SPEC.check(SPEC.job(indptr, indices, X, W, b, data=data), config)
+    res = Driver(SPEC, config, "rtl").run(job, checked=True)
+    report = SPEC.report(res, job, config)
+    assert report["tiles"] > 1
+    assert report["cycles_load_hidden"] == report["model_cycles_load_hidden"] > 0
+    assert report["model_cycles"] == (report["model_cycles_load"]
+                                      + report["model_cycles_compute"])
+    assert abs(report["model_error"]) < 0.01
