@@ -112,3 +112,86 @@ async def stream_job(io, proto: StreamProtocol, streams: dict[str, np.ndarray],
     if result_before is not None:
         result["before"] = result_before
     return result
+
+
+async def stream_jobs(io, proto: StreamProtocol, jobs: list, idle_every: int = 0,
+                      stall_every: int = 0) -> list[dict]:
+    """Run ``jobs`` (``(streams, scalars)`` pairs) back to back without a reset, as the lean
+    harness does: job 0 loaded, then each job started and its output taken until ``done``
+    while the next job's loads are offered (a design with ping-pong buffers takes them then;
+    one that is not ready gets them after ``done``). Returns per job the counters and flags
+    read at its ``done``, ``beats`` and ``done_cycle`` (cycles since the first load)."""
+    if len(jobs) > 1 and not proto.restartable:
+        raise ValueError("this design takes one job per reset")
+    queued = [{s: beat_ints(streams[s]) for s in proto.loads} for streams, _ in jobs]
+    pos = [{s: 0 for s in proto.loads} for _ in jobs]
+    clock = {"cycle": 0, "load": 0}
+    out = proto.output
+
+    def pending(k):
+        return any(pos[k][s] < len(queued[k][s]) for s in proto.loads)
+
+    def offer(k):
+        """Drive job k's next beats; returns the streams offered."""
+        idle = idle_every and clock["load"] % idle_every == idle_every - 1
+        offered = []
+        for s in proto.loads:
+            valid = not idle and pos[k][s] < len(queued[k][s])
+            if valid:
+                io.set(f"{s}__payload", queued[k][s][pos[k][s]])
+                offered.append(s)
+            io.set(f"{s}__valid", int(valid))
+        return offered
+
+    def clear():
+        for s in proto.loads:
+            io.set(f"{s}__valid", 0)
+
+    async def load_rest(k):
+        while pending(k):
+            offered = offer(k)
+            taken = [s for s in offered if await io.get(f"{s}__ready")]
+            await io.tick()
+            clock["cycle"] += 1
+            clock["load"] += 1
+            for s in taken:
+                pos[k][s] += 1
+        clear()
+
+    results = []
+    await load_rest(0)
+    k_out = 0
+    for k, (_, scalars) in enumerate(jobs):
+        nxt = k + 1 if k + 1 < len(jobs) else None
+        for name, value in scalars.items():
+            io.set(name, value)
+        io.set(proto.start, 1)
+        await io.tick()
+        clock["cycle"] += 1
+        io.set(proto.start, 0)
+        beats = []
+        while not await io.get(proto.done):
+            ready = not (stall_every and k_out % stall_every == stall_every - 1)
+            io.set(f"{out}__ready", int(ready))
+            offered = offer(nxt) if nxt is not None else []
+            taken = [s for s in offered if await io.get(f"{s}__ready")]
+            valid = await io.get(f"{out}__valid")
+            payload = await io.get(f"{out}__payload") if valid else None
+            await io.tick()
+            clock["cycle"] += 1
+            k_out += 1
+            if valid and ready:
+                beats.append(payload)
+            for s in taken:
+                pos[nxt][s] += 1
+            if nxt is not None and pending(nxt):
+                clock["load"] += 1
+        clear()
+        io.set(f"{out}__ready", 0)
+        result = {name: await io.get(name) for name in (*proto.counters, *proto.flags)}
+        result["beats"] = beats
+        result["done_cycle"] = clock["cycle"]
+        results.append(result)
+        if nxt is not None:
+            await load_rest(nxt)
+    return results

@@ -11,8 +11,11 @@ from moagcn.sim.driver import Driver
 from moagcn.sim.golden import hyscale as golden
 from moagcn.sim.golden.fp32 import as_bits
 from moagcn.sim.lean import LeanJob, build_lean, run_lean_jobs
+from moagcn.sim import run
 from moagcn.sim.specs.hyscale import SPEC
+from moagcn.sim.stream_tb import int_words, stream_jobs
 
+from ..conftest import needs_icarus
 from .jobs import hub_job, sampled_job
 
 pytestmark = pytest.mark.xdist_group("verilator-hyscale")
@@ -163,3 +166,35 @@ def test_report_of_a_tiled_job_models_the_hidden_loads():
     assert report["model_cycles"] == (report["model_cycles_load"]
                                       + report["model_cycles_compute"])
     assert abs(report["model_error"]) < 0.01
+
+
+def _small_jobs(config):
+    out = []
+    for seed, (f_in, f_out) in enumerate([(7, 5), (3, 6), (5, 2)]):
+        indptr, indices, data, X, W, b = hub_job(20 + seed, 8 + seed, 6, f_in, f_out,
+                                                 hub_edges=5, shared_dst_edges=4)
+        if seed % 2:
+            indices, X = X.shape[0] - 1 - indices, X[::-1].copy()
+        out.append(SPEC.check(SPEC.job(indptr, indices, X, W, b, relu=seed == 0, data=data),
+                              config))
+    return out
+
+
+@pytest.mark.parametrize("simulator", [pytest.param("icarus", marks=needs_icarus), "pysim"])
+def test_the_python_testbench_runs_jobs_back_to_back_like_the_harness(simulator):
+    # the same RTL on another simulator, driven by the Python testbench (its own code for the
+    # protocol), against the lean harness on Verilator: bits, every counter, the done cycles
+    config = preset("tiny")
+    jobs = _small_jobs(config)
+    packed = [SPEC.pack(j, config) for j in jobs]
+    words = SPEC.output_words(config)
+    res = run(get_design(SPEC.design), config, stream_jobs, simulator, proto=SPEC.protocol,
+              jobs=[(p.streams, p.scalars) for p in packed], stall_every=3).value
+    lean = _run(config, jobs, stall_every=3)
+    for job, p, r, (Y, l) in zip(jobs, packed, res, lean):
+        assert np.array_equal(as_bits(SPEC.unpack(int_words(r["beats"], words), p, job, config)),
+                              as_bits(_expected(job)))
+        assert np.array_equal(as_bits(Y), as_bits(_expected(job)))
+        assert {k: int(r[k]) for k in l.values} == l.values
+        assert r["done_cycle"] == l.cycles
+    assert sum(r["cycles_load_hidden"] for r in res) > 0
