@@ -16,10 +16,10 @@ from amaranth.hdl import Cat, Module, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from ..common.bits import wire
 from ..common.counters import count_events, counter_members, counters_of
 from ..common.loader import BufferLoader
 from ..common.ram import Ram
-from ..common.bits import wire
 from .aggregate import AggregateKernel, Widths, bits_for
 from .config import HyScaleConfig
 from .protocol import (AGG_COUNTERS, COUNTER_BITS, COUNTERS, FLAGS, LAYER_STREAMS,  # noqa: F401
