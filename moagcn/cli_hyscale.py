@@ -36,7 +36,10 @@ def cmd_hyscale_run(args) -> int:
           f"{report['destinations']} rows, {report['edges']} edges, "
           f"{report['distinct_sources']} sources, {report['f_in']} -> {report['f_out']}, "
           f"{report['tiles']} job(s): {report['cycles_total']:.0f} cycles, "
-          f"{report['cycles_load']:.0f} load + {report['cycles_compute']:.0f} compute (kernel "
+          f"{report['cycles_load']:.0f} load"
+          + (f" ({report['cycles_load_hidden']:.0f} more hidden behind the job before)"
+             if report.get("cycles_load_hidden") else "")
+          + f" + {report['cycles_compute']:.0f} compute (kernel "
           f"model {report['model_cycles']:.0f}, error {report['model_error']:+.3f}; Eq. 11 + 12 "
           f"on compute {report['paper_model_error']:+.3f}), feature reads "
           f"{report['feature_reads']}, wall {wall:.2f} s -> {args.out}, {args.report}")
