@@ -11,7 +11,11 @@ parts that fit the buffers (:meth:`~moagcn.core.spec.AcceleratorSpec.split`), an
 Simulators: ``verilator`` runs the lean harness (:mod:`moagcn.sim.lean`: no cocotb, Python
 asleep while the design runs) unless a waveform, a mid-job reset or ``per_cycle`` asks for the
 per-cycle cocotb testbench; ``icarus`` (cocotb) and ``pysim`` (Amaranth) run that testbench
-(:func:`moagcn.sim.stream_tb.stream_job`) too. The result's :class:`~moagcn.core.counters.Counters`
+(:func:`moagcn.sim.stream_tb.stream_job`) too. On a design that restarts without a reset
+(``StreamProtocol.restartable``) the parts of a job, and the jobs of :meth:`Driver.run_many`,
+run back to back after one reset (``run_lean_jobs`` or ``stream_jobs``), and where it has
+ping-pong load buffers each part's loads overlap the part before, in the RTL and in the model
+(:func:`~moagcn.core.spec.overlap_loads`). The result's :class:`~moagcn.core.counters.Counters`
 is the same type on every path.
 """
 
@@ -101,7 +105,7 @@ class Driver:
             out = spec.empty_output(job)
             for part, (part_out, part_counters, part_raw) in zip(
                     parts, self._simulate_sequence([p.job for p in parts], idle_every,
-                                                   stall_every, progress)):
+                                                   stall_every, progress, per_cycle)):
                 spec.place(out, part, part_out)
                 counters.add(part_counters)
                 for key, value in part_raw.items():
@@ -152,7 +156,7 @@ class Driver:
         elif self._back_to_back(sum(len(p) for _, p, _ in prepared), None, None, False):
             flat = [(k, part) for k, (_, parts, _) in enumerate(prepared) for part in parts]
             runs = self._simulate_sequence([part.job for _, part in flat], idle_every,
-                                           stall_every, False)
+                                           stall_every, False, False)
             outs = [spec.empty_output(job) for job, _, _ in prepared]
             raws: list[dict] = [{} for _ in prepared]
             for (k, part), (part_out, part_counters, part_raw) in zip(flat, runs):
@@ -188,10 +192,12 @@ class Driver:
         return total, previous
 
     def _back_to_back(self, n_parts: int, waves, reset_after, per_cycle) -> bool:
-        """Whether the parts run as one sequence on the lean harness (several parts, a design
-        that restarts without a reset, nothing that needs the per-cycle testbench)."""
-        return (n_parts > 1 and self.simulator == "verilator" and self.spec.protocol.restartable
-                and waves is None and reset_after is None and not per_cycle)
+        """Whether the parts run as one sequence after one reset (several parts, a design that
+        restarts without a reset, no mid-job reset and no waveform per part): on the lean
+        harness, or with ``per_cycle`` or another simulator on the testbench's
+        :func:`~moagcn.sim.stream_tb.stream_jobs`."""
+        return (n_parts > 1 and self.spec.protocol.restartable and waves is None
+                and reset_after is None)
 
     def _prepare(self, job, checked: bool):
         """The checked job, its parts, and its counters before any cycles: the job's work."""
@@ -204,36 +210,49 @@ class Driver:
         counters.lanes, counters.clock_mhz = spec.lanes(cfg), spec.clock_mhz(cfg)
         return job, parts, counters
 
-    def _simulate_sequence(self, jobs, idle_every, stall_every, progress):
-        """Parts back to back on the lean harness, one reset before the first (the next
-        part's loads offered while one runs): [(output, counters, raw registers)] per part."""
+    def _simulate_sequence(self, jobs, idle_every, stall_every, progress, per_cycle=False):
+        """Parts back to back, one reset before the first (the next part's loads offered
+        while one runs): on the lean harness (Verilator), else on the testbench's
+        ``stream_jobs``. [(output, counters, raw registers)] per part."""
         from moagcn.hw.designs import get_design
 
         from .build import generate_verilog
-        from .lean import LeanJob, build_lean, run_lean_jobs
         spec, cfg = self.spec, self.config
         proto = spec.protocol
-        exe = build_lean(generate_verilog(get_design(spec.design), cfg), proto)
+        design = get_design(spec.design)
         packed = [spec.pack(job, cfg) for job in jobs]
+        words = spec.output_words(cfg)
         if progress:
             print(f"{spec.name} on {self.simulator}: {len(jobs)} tiles back to back", flush=True)
         max_cycles = sum(spec.max_cycles(job, p, cfg) for job, p in zip(jobs, packed))
-        results = run_lean_jobs(exe, proto, [LeanJob(p.streams, p.scalars) for p in packed],
-                                spec.output_words(cfg), idle_every=idle_every,
-                                stall_every=stall_every, max_cycles=max_cycles)
+        if self.simulator == "verilator" and not per_cycle:
+            from .lean import LeanJob, build_lean, run_lean_jobs
+            exe = build_lean(generate_verilog(design, cfg), proto)
+            lean = run_lean_jobs(exe, proto, [LeanJob(p.streams, p.scalars) for p in packed],
+                                 words, idle_every=idle_every, stall_every=stall_every,
+                                 max_cycles=max_cycles)
+            runs = [(r.values, r.beats, r.cycles) for r in lean]
+            wall = lean[-1].wall_s
+        else:
+            from .backends import run
+            from .stream_tb import int_words, stream_jobs
+            res = run(design, cfg, stream_jobs, self.simulator, max_cycles=max_cycles,
+                      proto=proto, jobs=[(p.streams, p.scalars) for p in packed],
+                      idle_every=idle_every, stall_every=stall_every)
+            runs = [(r, int_words(r["beats"], words), r["done_cycle"]) for r in res.value]
+            wall = res.wall_s
+        total = max(runs[-1][2], 1)
         out, before = [], 0
-        for job, p, res in zip(jobs, packed, results):
-            raw = {k: int(res.values[k]) for k in (*proto.counters, *proto.flags)
-                   if k in res.values}
+        for job, p, (values, beats, done_at) in zip(jobs, packed, runs):
+            raw = {k: int(values[k]) for k in (*proto.counters, *proto.flags) if k in values}
             self._check_flags(raw)
             counters = spec.hardware_counters(raw, job, cfg)
             # the simulator's cycles from the previous part's done to this one's; the wall
             # time of the whole sequence shared out by cycles
-            counters.sim_cycles = res.cycles - before
-            total = max(results[-1].cycles, 1)
-            counters.sim_wall_s = res.wall_s * counters.sim_cycles / total
-            before = res.cycles
-            out.append((spec.unpack(res.beats, p, job, cfg), counters, raw))
+            counters.sim_cycles = done_at - before
+            counters.sim_wall_s = wall * counters.sim_cycles / total
+            before = done_at
+            out.append((spec.unpack(beats, p, job, cfg), counters, raw))
         return out
 
     def _check_flags(self, raw: dict) -> None:
