@@ -10,7 +10,9 @@ one is done) and 2 (it loads into the other half while the running one computes)
 back to back. Per case it prints the tiles, the exposed and hidden load cycles, the compute
 cycles, ``cycles_total`` (exposed loads + compute), the simulator's cycles, the model's total
 and its error, and whether ``Y`` equals the golden model bit for bit; then the speed-up of the
-two banks. Writes ``hyscale_overlap.json``. Exit status 1 if an output differs.
+two banks. Writes ``hyscale_overlap.json`` and ``hyscale_overlap.png`` (the cycles of each
+case as stacked bars: exposed loads, compute, hidden loads beside them). Exit status 1 if an
+output differs.
 """
 
 from __future__ import annotations
@@ -20,7 +22,9 @@ import json
 
 import numpy as np
 
-from moagcn.core.reports import output_dir
+from pathlib import Path
+
+from moagcn.core.reports import output_dir, pyplot
 from moagcn.errors import UserError
 from moagcn.hw.hyscale import preset
 from moagcn.sim.driver import Driver
@@ -73,6 +77,30 @@ def run(preset_name: str, job, banks=(1, 2), progress=None) -> dict:
             "rows": rows, "speedup": speedup}
 
 
+def plot(res: dict, path: Path) -> None:
+    """Stacked bars per load-bank count: exposed loads, then compute (the time); the hidden
+    loads as a hatched bar beside them."""
+    plt = pyplot()
+    rows = res["rows"]
+    x = np.arange(len(rows))
+    exposed = np.array([r["cycles_load"] for r in rows])
+    compute = np.array([r["cycles_compute"] for r in rows])
+    hidden = np.array([r["cycles_load_hidden"] for r in rows])
+    fig, ax = plt.subplots(figsize=(6, 4))
+    ax.bar(x - 0.2, exposed, 0.4, label="loads (exposed)")
+    ax.bar(x - 0.2, compute, 0.4, bottom=exposed, label="compute")
+    ax.bar(x + 0.2, hidden, 0.4, hatch="//", fill=False, label="loads hidden behind compute")
+    ax.scatter(x - 0.2, [r["model_cycles_total"] for r in rows], marker="_", s=600,
+               color="black", label="model total", zorder=3)
+    ax.set_xticks(x, [f"{r['load_banks']} load bank(s)\n{r['tiles']} tiles" for r in rows])
+    ax.set_ylabel("cycles")
+    ax.set_title(f"HyScale {res['preset']} preset: a tiled mini-batch layer")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="moagcn bench hyscale-overlap",
                                  description=__doc__.split("\n\n")[0])
@@ -103,6 +131,7 @@ def main(argv=None) -> int:
     res = run(args.preset, job, progress=lambda s: print(f"  done: {s}", flush=True))
     out = output_dir(args.out)
     (out / "hyscale_overlap.json").write_text(json.dumps(res, indent=2) + "\n")
+    plot(res, out / "hyscale_overlap.png")
     print(f"{args.preset} preset; layer {args.layer} of a mini-batch of {args.targets} targets "
           f"(fan-outs {args.fanouts}): {res['destinations']:,} destinations, {res['sources']:,} "
           f"sources, {res['edges']:,} edges, f_in {res['f_in']}, f_out {res['f_out']}")
@@ -116,5 +145,5 @@ def main(argv=None) -> int:
               f"{r['model_error']:+.1%} |")
     if res["speedup"]:
         print(f"ping-pong load buffers: {res['speedup']:.2f}x fewer cycles for the mini-batch")
-    print(f"written: {out / 'hyscale_overlap.json'}")
+    print(f"written: {out / 'hyscale_overlap.json'}, {out / 'hyscale_overlap.png'}")
     return 0 if all(r["bit_exact"] for r in res["rows"]) else 1

@@ -136,6 +136,7 @@ def test_bench_hyscale_overlap_tiles_a_minibatch_with_and_without_ping_pong(tmp_
     for row in res["rows"]:
         assert abs(row["model_error"]) < 0.03
     assert "ping-pong load buffers" in out.stdout
+    assert (tmp_path / "hyscale_overlap.png").stat().st_size > 0
 
 
 def test_bench_hyscale_overlap_bad_fanouts_is_one_line(tmp_path):
