@@ -112,7 +112,8 @@ def generate_harness(verilog: GeneratedVerilog, proto: StreamProtocol) -> str:
     output taken until ``done``; while it runs, the next job's loads are offered (a design
     that takes them then, into a second buffer half, overlaps them with compute; one that is
     not ready simply gets them after ``done``). The counters and flags are read at each
-    ``done``.
+    ``done``. The next job's scalars are set once the previous job is done, before the rest
+    of its loads.
     """
     widths = {p.name: p.width for p in verilog.ports}
     words = {s: -(-widths[f"{s}__payload"] // 32) for s in proto.loads}
@@ -253,7 +254,9 @@ int main(int argc, char **argv) {{
     n_beats[j] = beats.size() / {out_words};
     std::vector<uint64_t> &r = regs[j];
 {results}
-    if (next) load_rest(*next);
+    // the next job's scalars from here on (a design may read them while it loads, e.g. a
+    // row's beats); the job that ran is done with its own
+    if (next) {{ scalars(top, *next); top->eval(); load_rest(*next); }}
   }}
   auto t1 = std::chrono::steady_clock::now();
   double wall = std::chrono::duration<double>(t1 - t0).count();

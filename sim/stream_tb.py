@@ -119,7 +119,8 @@ async def stream_jobs(io, proto: StreamProtocol, jobs: list, idle_every: int = 0
     """Run ``jobs`` (``(streams, scalars)`` pairs) back to back without a reset, as the lean
     harness does: job 0 loaded, then each job started and its output taken until ``done``
     while the next job's loads are offered (a design with ping-pong buffers takes them then;
-    one that is not ready gets them after ``done``). Returns per job the counters and flags
+    one that is not ready gets them after ``done``, with the next job's scalars set by then).
+    Returns per job the counters and flags
     read at its ``done``, ``beats`` and ``done_cycle`` (cycles since the first load)."""
     if len(jobs) > 1 and not proto.restartable:
         raise ValueError("this design takes one job per reset")
@@ -193,5 +194,9 @@ async def stream_jobs(io, proto: StreamProtocol, jobs: list, idle_every: int = 0
         result["done_cycle"] = clock["cycle"]
         results.append(result)
         if nxt is not None:
+            # the next job's scalars once this one is done (a design may read them while it
+            # loads), then the rest of its loads
+            for name, value in jobs[nxt][1].items():
+                io.set(name, value)
             await load_rest(nxt)
     return results
