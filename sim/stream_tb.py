@@ -120,8 +120,8 @@ async def stream_jobs(io, proto: StreamProtocol, jobs: list, idle_every: int = 0
     harness does: job 0 loaded, then each job started and its output taken until ``done``
     while the next job's loads are offered (a design with ping-pong buffers takes them then;
     one that is not ready gets them after ``done``, with the next job's scalars set by then).
-    Returns per job the counters and flags
-    read at its ``done``, ``beats`` and ``done_cycle`` (cycles since the first load)."""
+    Returns per job the counters and flags read at its ``done``, ``beats`` and ``done_cycle``
+    (cycles since the first load)."""
     if len(jobs) > 1 and not proto.restartable:
         raise ValueError("this design takes one job per reset")
     queued = [{s: beat_ints(streams[s]) for s in proto.loads} for streams, _ in jobs]
