@@ -103,13 +103,9 @@ class Driver:
             counters.add(self._part_model(parts, job)[0])
         elif self._back_to_back(len(parts), waves, reset_after, per_cycle):
             out = spec.empty_output(job)
-            for part, (part_out, part_counters, part_raw) in zip(
-                    parts, self._simulate_sequence([p.job for p in parts], idle_every,
-                                                   stall_every, progress, per_cycle)):
-                spec.place(out, part, part_out)
-                counters.add(part_counters)
-                for key, value in part_raw.items():
-                    raw[key] = raw.get(key, 0) + value
+            for part, result in zip(parts, self._simulate_sequence(
+                    [p.job for p in parts], idle_every, stall_every, progress, per_cycle)):
+                self._collect(out, counters, raw, part, result)
         else:
             out = spec.empty_output(job)
             steps = enumerate(parts)
@@ -118,14 +114,10 @@ class Driver:
                 steps = tqdm(steps, total=len(parts), unit="tile",
                              desc=f"{spec.name} on {self.simulator}")
             for k, part in steps:
-                part_out, part_counters, part_raw = self._simulate(
+                self._collect(out, counters, raw, part, self._simulate(
                     part.job, idle_every=idle_every, stall_every=stall_every,
                     waves=_part_waves(waves, k, len(parts)), reset_after=reset_after,
-                    per_cycle=per_cycle)
-                spec.place(out, part, part_out)
-                counters.add(part_counters)
-                for key, value in part_raw.items():
-                    raw[key] = raw.get(key, 0) + value
+                    per_cycle=per_cycle))
         counters.wall_s = time.perf_counter() - t0
         return Result(out, counters, self.device, self.simulator, raw)
 
@@ -159,11 +151,8 @@ class Driver:
                                            stall_every, False, False)
             outs = [spec.empty_output(job) for job, _, _ in prepared]
             raws: list[dict] = [{} for _ in prepared]
-            for (k, part), (part_out, part_counters, part_raw) in zip(flat, runs):
-                spec.place(outs[k], part, part_out)
-                prepared[k][2].add(part_counters)
-                for key, value in part_raw.items():
-                    raws[k][key] = raws[k].get(key, 0) + value
+            for (k, part), result in zip(flat, runs):
+                self._collect(outs[k], prepared[k][2], raws[k], part, result)
             results = [Result(out, counters, self.device, self.simulator, raw)
                        for out, (_, _, counters), raw in zip(outs, prepared, raws)]
         else:
@@ -254,6 +243,15 @@ class Driver:
             before = done_at
             out.append((spec.unpack(beats, p, job, cfg), counters, raw))
         return out
+
+    def _collect(self, out, counters: Counters, raw: dict, part, result) -> None:
+        """One simulated part into its job: its output placed, its counters and registers
+        added."""
+        part_out, part_counters, part_raw = result
+        self.spec.place(out, part, part_out)
+        counters.add(part_counters)
+        for key, value in part_raw.items():
+            raw[key] = raw.get(key, 0) + value
 
     def _check_flags(self, raw: dict) -> None:
         flags = {f: raw.get(f, 0) for f in self.spec.protocol.flags}

@@ -42,6 +42,11 @@ def weight_depth(cfg: HyScaleConfig) -> int:
     return -(-cfg.max_feature_width // cfg.macs) * (cfg.max_feature_width + 1)
 
 
+def bank_base(cfg: HyScaleConfig, bank):
+    """The first word of load bank ``bank`` in a MAC's weight RAM."""
+    return Mux(bank, weight_depth(cfg), 0) if cfg.load_banks > 1 else 0
+
+
 def weight_words(cfg: HyScaleConfig) -> int:
     """Words of each MAC's weight RAM: one job's weights per load bank (bank ``k`` from word
     ``k * weight_depth``)."""
@@ -369,7 +374,7 @@ class TokenGenerator(wiring.Component):
         with m.If(self.freed.valid):
             m.d.sync += pending[self.freed.par].eq(0)
         with m.If(self.start):
-            first = Mux(self.bank, weight_depth(cfg), 0) if cfg.load_banks > 1 else 0
+            first = bank_base(cfg, self.bank)
             m.d.sync += [b_row.eq(0), b_g.eq(0), b_gb.eq(first), in_block.eq(0), par.eq(0),
                          pending[0].eq(0), pending[1].eq(0), fed_all.eq(0), base.eq(first)]
         return _Item(token=in_block, row=t_row, gbase=t_gb, i=i, i_last=i_last, slot=r, par=par)
@@ -609,8 +614,6 @@ class UpdateKernel(wiring.Component):
             m.d.comb += [cell.w_en.eq(self.w_valid), cell.w_addr.eq(w_ptr),
                          cell.w_data.eq(self.w_data.word_select(c, 32))]
         with m.If(self.w_restart):
-            first = (Mux(self.w_bank, weight_depth(self.config), 0)
-                     if self.config.load_banks > 1 else 0)
-            m.d.sync += w_ptr.eq(first)
+            m.d.sync += w_ptr.eq(bank_base(self.config, self.w_bank))
         with m.Elif(self.w_valid):
             m.d.sync += w_ptr.eq(w_ptr + 1)

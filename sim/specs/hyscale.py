@@ -27,7 +27,7 @@ import numpy as np
 
 from moagcn.core.counters import Counters
 from moagcn.core.graph import validate_csr
-from moagcn.core.spec import AcceleratorSpec, Packed, Part, StreamProtocol
+from moagcn.core.spec import AcceleratorSpec, Packed, Part, StreamProtocol, overlap_loads
 from moagcn.core.tiling import TileLimits, plan_tiles
 from moagcn.errors import SimulationError, UserError
 from moagcn.hw.hyscale import protocol
@@ -404,16 +404,17 @@ class HyScaleSpec(AcceleratorSpec):
         load banks each part's loads overlap the part before, as in
         :func:`~moagcn.core.spec.overlap_loads`."""
         total = {"load": 0, "hidden": 0, "aggregate": 0, "update": 0, "compute": 0}
-        previous_busy = None
+        previous = None
         for part in self.split(job, config):
             k = job_kernel_cycles(part.job, config, replay)
-            hidden = (min(k["load"], previous_busy)
-                      if previous_busy is not None and self.loads_overlap(config) else 0)
-            total["load"] += k["load"] - hidden
-            total["hidden"] += hidden
+            c = Counters(cycles_load=k["load"], cycles_compute=k["compute"])
+            if self.loads_overlap(config):
+                c = overlap_loads(previous, c)
+            previous = c
+            total["load"] += c.cycles_load
+            total["hidden"] += c.extra.get("cycles_load_hidden", 0)
             for key in ("aggregate", "update", "compute"):
                 total[key] += k[key]
-            previous_busy = k["compute"]
         return {"model_cycles_load": total["load"], "model_cycles_load_hidden": total["hidden"],
                 "model_cycles_aggregate": total["aggregate"],
                 "model_cycles_update": total["update"], "model_cycles_compute": total["compute"],

@@ -213,3 +213,17 @@ def test_tiled_job_on_icarus_runs_back_to_back_like_verilator():
     assert icarus.raw == lean.raw
     assert icarus.counters.sim_cycles == lean.counters.sim_cycles
     assert icarus.counters.extra["cycles_load_hidden"] > 0
+
+
+def test_buffers_that_are_not_powers_of_two_keep_their_halves_apart():
+    # each half is rounded up to a power of two: 300 sources, 700 edges, 30 destinations
+    config = preset("tiny", max_sources=300, max_edges=700, max_destinations=30)
+    indptr, indices, X, W, b = sampled_job(3, 48, (10, 25), 11, 6, n_graph=3000, layer=0)
+    job = SPEC.check(SPEC.job(indptr, indices, X, W, b, relu=True), config)
+    rtl = Driver(SPEC, config, "rtl").run(job, checked=True)
+    model = Driver(SPEC, config, "model").run(job, checked=True)
+    assert rtl.tiles == model.tiles > 2
+    assert np.array_equal(as_bits(rtl.output), as_bits(_expected(job)))
+    r, m = rtl.counters, model.counters
+    assert r.extra["cycles_load_hidden"] == m.extra["cycles_load_hidden"] > 0
+    assert (r.cycles_load, r.cycles_compute) == (m.cycles_load, m.cycles_compute)
