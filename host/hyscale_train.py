@@ -77,8 +77,8 @@ from .datasets import Dataset
 from .deal import _AGG_KIND, local_operator
 from .devices import AcceleratorChoice
 from .graph import row_normalize
-from .minibatch import (FeatureLoader, LoadedBatch, NeighborSampler, Prefetcher, batches,
-                        check_fanouts, training_ids)
+from .minibatch import (FeatureLoader, LoadedBatch, NeighborSampler, Prefetcher,
+                        StageAProcesses, batches, can_fork, check_fanouts, training_ids)
 from .models import GNN
 
 TRAINER_KINDS = ("cpu", "accel", "gpu")
@@ -135,6 +135,10 @@ class HybridConfig:
     #: stage-A (sample + load) threads per trainer, and torch threads of the CPU trainers
     sampler_threads: int = 1
     trainer_threads: int = 1
+    #: where the prefetchers' stage A (sampling + loading) runs: ``process`` (forked
+    #: processes, ``sampler_threads`` of them per trainer: no interpreter lock shared with
+    #: the trainers; Linux) or ``thread``
+    stage_a: str = "process"
     normalize_features: bool = True
     #: run the trainers at the same time (threads); by default one after another, each timed
     #: alone, the iteration taking the slowest (the trainers' hardware is separate; on a
@@ -165,6 +169,11 @@ class HybridConfig:
             raise UserError(f"--cpu-share {self.cpu_share}: must be in (0, 1)")
         if self.epochs < 1 or self.hidden < 1:
             raise UserError("--epochs and --hidden must be at least 1")
+        if self.stage_a not in ("process", "thread"):
+            raise UserError(f"--stage-a {self.stage_a!r}: choose process or thread")
+        if self.stage_a == "process" and self.prefetch and not can_fork():
+            raise UserError("--stage-a process forks the samplers, which this platform cannot; "
+                            "use --stage-a thread")
         if self.update_on not in ("device", "host"):
             raise UserError(f"update_on = {self.update_on!r}: choose device or host")
         if self.device not in ("model", "rtl"):
@@ -260,10 +269,9 @@ class Trainer:
         kind = _AGG_KIND[model.kind]
         H = lb.x.to(self.dense)
         H_self = H
+        ops = lb.prepared or BlockOperators(model.kind, self.degrees, self.fanouts)(lb.batch)
         for layer, block in enumerate(lb.batch.blocks):
-            adj, rs, cs = local_operator(kind, block.graph, block.dst_pos)
-            if model.kind == "gcn":      # each source's scale from its sampled in-degree
-                cs = _gcn_source_scale(self.degrees[block.src], self.fanouts[layer])
+            adj, rs, cs = ops[layer]
             if self.dropout > 0:
                 keep = torch.rand(H.shape, generator=gen) >= self.dropout
                 H = H * keep.to(H.device) / (1.0 - self.dropout)
@@ -289,6 +297,23 @@ class Trainer:
         return {"grads": grads, "loss": float(loss.detach()) * batch_total, "n": int(y.numel()),
                 "correct": correct, "seconds": seconds, "wall_s": wall, "cycles": cycles,
                 "edges": int(lb.batch.edges)}
+
+
+class BlockOperators:
+    """A mini-batch's aggregation operators, ``(adj, row_scale, col_scale)`` per block (numpy
+    only): made in stage A with the sampling, as a sampler makes its blocks."""
+
+    def __init__(self, model_kind: str, degrees: np.ndarray, fanouts: list):
+        self.model_kind, self.degrees, self.fanouts = model_kind, degrees, fanouts
+
+    def __call__(self, mb) -> list:
+        ops = []
+        for layer, block in enumerate(mb.blocks):
+            adj, rs, cs = local_operator(_AGG_KIND[self.model_kind], block.graph, block.dst_pos)
+            if self.model_kind == "gcn":      # each source's scale from its sampled in-degree
+                cs = _gcn_source_scale(self.degrees[block.src], self.fanouts[layer])
+            ops.append((adj, rs, cs))
+        return ops
 
 
 def _gcn_source_scale(deg: np.ndarray, k) -> np.ndarray:
@@ -549,69 +574,83 @@ def train_hybrid(dataset: Dataset, cfg: HybridConfig, on_iteration=None,
     loader = FeatureLoader(X, dataset.labels)
     train_ids = training_ids(dataset.train_mask, labels=dataset.labels)
     records, it = [], 0
+    prepare = BlockOperators(cfg.model, degrees, fanouts)
+    use_procs = cfg.prefetch and cfg.depth > 0 and cfg.stage_a == "process"
+    procs: dict = {}
     threads_before = torch.get_num_threads()
     t_run = time.perf_counter()
     stats = []
-    with ThreadPoolExecutor(len(trainers), thread_name_prefix="moagcn-trainer") as pool:
-        for epoch in range(cfg.epochs):
-            torch.set_num_threads(drm.threads["trainer"])
-            bl = epoch_batches(train_ids, cfg.batch, cfg.seed, epoch, len(kinds))
-            first = it
+    try:
+        with ThreadPoolExecutor(len(trainers), thread_name_prefix="moagcn-trainer") as pool:
+            for epoch in range(cfg.epochs):
+                torch.set_num_threads(drm.threads["trainer"])
+                bl = epoch_batches(train_ids, cfg.batch, cfg.seed, epoch, len(kinds))
+                first = it
 
-            def share_of(kind, i, first=first):
-                c = share_at(first + i)
-                return c / n_cpu if kind != "accel" else (1 - c) / n_acc
+                def share_of(kind, i, first=first):
+                    c = share_at(first + i)
+                    return c / n_cpu if kind != "accel" else (1 - c) / n_acc
 
-            splitter = _Splitter(bl, kinds, share_of)
-            pfs = {t: Prefetcher(sampler, loader, splitter.view(t), salt=(epoch, t),
-                                 depth=cfg.depth, enabled=cfg.prefetch,
-                                 workers=drm.threads["sampler"]) for t in local}
-            iters = {t: iter(pf) for t, pf in pfs.items()}
-            try:
-                for i, b in enumerate(bl):
-                    t0 = time.perf_counter()
-                    lbs = {t: next(x) for t, x in iters.items()}
-                    if cfg.concurrent and len(local) > 1:
-                        futures = {t: pool.submit(trainers[t].step, lbs[t], b.size, it)
+                splitter = _Splitter(bl, kinds, share_of)
+                if use_procs and (not procs or procs[local[0]].workers != drm.threads["sampler"]):
+                    for p in procs.values():            # (re)made when the DRM moves threads
+                        p.close()
+                    procs = {t: StageAProcesses(sampler, loader, drm.threads["sampler"],
+                                                prepare=prepare) for t in local}
+                pfs = {t: Prefetcher(sampler, loader, splitter.view(t), salt=(epoch, t),
+                                     depth=cfg.depth, enabled=cfg.prefetch,
+                                     workers=drm.threads["sampler"],
+                                     processes=procs.get(t, False), prepare=prepare)
+                       for t in local}
+                iters = {t: iter(pf) for t, pf in pfs.items()}
+                try:
+                    for i, b in enumerate(bl):
+                        t0 = time.perf_counter()
+                        lbs = {t: next(x) for t, x in iters.items()}
+                        if cfg.concurrent and len(local) > 1:
+                            futures = {t: pool.submit(trainers[t].step, lbs[t], b.size, it)
+                                       for t in local}
+                            results = {t: f.result() for t, f in futures.items()}
+                        else:
+                            results = {t: trainers[t].step(lbs[t], b.size, it) for t in local}
+                        _synchronize(master, opt, trainers, results, rank is not None)
+                        summary = {t: {"times": lbs[t].times, **{k: v for k, v in results[t].items()
+                                                                 if k != "grads"}}
                                    for t in local}
-                        results = {t: f.result() for t, f in futures.items()}
-                    else:
-                        results = {t: trainers[t].step(lbs[t], b.size, it) for t in local}
-                    _synchronize(master, opt, trainers, results, rank is not None)
-                    summary = {t: {"times": lbs[t].times, **{k: v for k, v in results[t].items()
-                                                             if k != "grads"}}
-                               for t in local}
-                    if rank is not None:                # every rank sees every trainer
-                        import torch.distributed as dist
-                        parts = [None] * dist.get_world_size()
-                        dist.all_gather_object(parts, summary)
-                        summary = {t: v for part in parts for t, v in part.items()}
-                    res = [summary[t] for t in range(len(kinds))]
-                    times = [r["times"] for r in res]
-                    T = _stage_times(kinds, res, times, cfg.prefetch)
-                    iteration_s = _iteration_time(kinds, res, times, cfg.prefetch)
-                    decision = drm.update(it, T, n_cpu > 0, n_acc > 0, share_at(it))
-                    history.append(drm.cpu_share)
-                    rec = {"epoch": epoch, "iteration": it, "targets": int(b.size),
-                           "loss": sum(r["loss"] for r in res) / b.size,
-                           "train_acc": sum(r["correct"] for r in res) / b.size,
-                           "cpu_share_used": share_at(it),
-                           "sub_batches": [r["n"] for r in res],
-                           "trainer_s": [r["seconds"] for r in res],
-                           "iteration_s": iteration_s,
-                           "throughput_targets_per_s": b.size / iteration_s if iteration_s else 0.0,
-                           "edges_per_s": (sum(r["edges"] for r in res) / iteration_s
-                                           if iteration_s else 0.0),
-                           "wall_s": time.perf_counter() - t0, "stage_s": T,
-                           "drm": decision}
-                    records.append(rec)
-                    if on_iteration is not None:
-                        on_iteration(rec)
-                    it += 1
-            finally:
-                for pf in pfs.values():
-                    pf.close()
-                stats.append({t: pf.stats.as_dict() for t, pf in pfs.items()})
+                        if rank is not None:                # every rank sees every trainer
+                            import torch.distributed as dist
+                            parts = [None] * dist.get_world_size()
+                            dist.all_gather_object(parts, summary)
+                            summary = {t: v for part in parts for t, v in part.items()}
+                        res = [summary[t] for t in range(len(kinds))]
+                        times = [r["times"] for r in res]
+                        T = _stage_times(kinds, res, times, cfg.prefetch)
+                        iteration_s = _iteration_time(kinds, res, times, cfg.prefetch)
+                        decision = drm.update(it, T, n_cpu > 0, n_acc > 0, share_at(it))
+                        history.append(drm.cpu_share)
+                        rec = {"epoch": epoch, "iteration": it, "targets": int(b.size),
+                               "loss": sum(r["loss"] for r in res) / b.size,
+                               "train_acc": sum(r["correct"] for r in res) / b.size,
+                               "cpu_share_used": share_at(it),
+                               "sub_batches": [r["n"] for r in res],
+                               "trainer_s": [r["seconds"] for r in res],
+                               "iteration_s": iteration_s,
+                               "throughput_targets_per_s": b.size / iteration_s if iteration_s else 0.0,
+                               "edges_per_s": (sum(r["edges"] for r in res) / iteration_s
+                                               if iteration_s else 0.0),
+                               "wall_s": time.perf_counter() - t0, "stage_s": T,
+                               "drm": decision}
+                        records.append(rec)
+                        if on_iteration is not None:
+                            on_iteration(rec)
+                        it += 1
+                finally:
+                    for pf in pfs.values():
+                        pf.close()
+                    stats.append({t: pf.stats.as_dict() for t, pf in pfs.items()})
+    finally:
+        for p in procs.values():
+            p.close()
     torch.set_num_threads(threads_before)
     acc = evaluate(master, dataset, X)
     return {"dataset": dataset.name, "config": asdict(cfg), "trainers": kinds,

@@ -33,10 +33,12 @@ works on ``i + 1`` and stage A (sampling + feature loading) on ``i + 2``.
 
 from __future__ import annotations
 
+import multiprocessing
 import threading
 import time
 from collections import deque
-from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
+from concurrent.futures import CancelledError, Future, ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from numbers import Integral
 from typing import Iterator, Sequence
@@ -308,27 +310,41 @@ class FeatureLoader:
     def n_nodes(self) -> int:
         return int(self.X.shape[0])
 
-    def gather(self, nodes) -> torch.Tensor:
-        """``X[nodes]`` as a fresh contiguous float32 tensor."""
-        idx = torch.from_numpy(np.asarray(nodes, dtype=np.int64))
-        if idx.numel() and (int(idx.min()) < 0 or int(idx.max()) >= self.n_nodes):
+    def _rows(self, nodes) -> np.ndarray:
+        idx = np.asarray(nodes, dtype=np.int64)
+        if idx.size and (int(idx.min()) < 0 or int(idx.max()) >= self.n_nodes):
             raise UserError(f"feature rows {int(idx.min())}..{int(idx.max())} requested from "
                             f"{self.n_nodes} rows; the features must have a row per graph node")
+        return idx
+
+    def gather(self, nodes) -> torch.Tensor:
+        """``X[nodes]`` as a fresh contiguous float32 tensor."""
+        idx = torch.from_numpy(self._rows(nodes))
         out = torch.empty((idx.numel(), self.X.shape[1]), dtype=torch.float32,
                           pin_memory=self.pin)
         return torch.index_select(self.X, 0, idx, out=out)
 
-    def labels_of(self, targets) -> torch.Tensor:
-        """The labels of ``targets`` (int64); every target must be labelled."""
+    def gather_array(self, nodes) -> np.ndarray:
+        """``X[nodes]`` as a fresh float32 numpy array, with numpy alone (no torch call: safe in
+        a forked stage-A process, where torch's thread pool must not be used)."""
+        return self.X.numpy().take(self._rows(nodes), axis=0)
+
+    def label_array(self, targets) -> np.ndarray:
+        """The labels of ``targets`` (int64 numpy); every target must be labelled."""
         if self.labels is None:
             raise UserError("FeatureLoader has no labels; pass labels=dataset.labels (or "
                             "labels=False to the Prefetcher for unlabelled batches)")
         t = np.asarray(targets, dtype=np.int64)
-        y = self.labels[torch.from_numpy(t)]
-        if y.numel() and int(y.min()) < 0:
-            v = int(t[int(torch.argmin(y))])
+        y = self.labels.numpy()[t]
+        if y.size and int(y.min()) < 0:
+            v = int(t[int(np.argmin(y))])
             raise UserError(f"target node {v} has no label (-1); batch only labelled nodes "
                             "(training_ids(train_mask, labels=...))")
+        return y
+
+    def labels_of(self, targets) -> torch.Tensor:
+        """The labels of ``targets`` (int64); every target must be labelled."""
+        y = torch.from_numpy(self.label_array(targets))
         if self.pin:
             y = y.pin_memory()
         return y
@@ -341,8 +357,9 @@ class FeatureLoader:
 class LoadedBatch:
     """What the trainer gets for iteration ``index``: the sampled ``batch`` (host numpy), its
     input features ``x`` and target labels ``y`` on the trainer's device, the blocks' topology
-    there (``topology[l] = (indptr, indices, dst_pos)`` int64 tensors), and the seconds each
-    stage spent on it."""
+    there (``topology[l] = (indptr, indices, dst_pos)`` int64 tensors), the seconds each
+    stage spent on it, and what the prefetcher's ``prepare`` made of the batch in stage A
+    (None without one)."""
 
     index: int
     batch: MiniBatch
@@ -350,6 +367,7 @@ class LoadedBatch:
     y: torch.Tensor | None
     topology: list
     times: dict = field(default_factory=dict)
+    prepared: object = None
 
 
 @dataclass
@@ -369,16 +387,107 @@ class PrefetchStats:
                 "wall_s": self.wall, "iterations": self.iterations}
 
 
+#: what a forked stage-A process works with (set once in each process by its initializer)
+_STAGE_A: tuple | None = None
+
+
+def _stage_a_init(sampler: "NeighborSampler", loader: FeatureLoader, labels: bool,
+                  prepare) -> None:
+    global _STAGE_A
+    _STAGE_A = (sampler, loader, labels, prepare)
+
+
+def _stage_a_process(targets, salt):
+    """Stage A in a forked process: sample (and prepare), gather (numpy only), time both."""
+    sampler, loader, labels, prepare = _STAGE_A
+    t0 = time.perf_counter()
+    mb = sampler.sample(targets, salt)
+    prepared = prepare(mb) if prepare is not None else None
+    t1 = time.perf_counter()
+    x = loader.gather_array(mb.input_nodes)
+    y = loader.label_array(mb.targets) if labels else None
+    t2 = time.perf_counter()
+    return mb, x, y, {"sample": t1 - t0, "load": t2 - t1}, prepared
+
+
+def can_fork() -> bool:
+    """Whether stage A can run in forked processes here (the ``fork`` start method: Linux)."""
+    return "fork" in multiprocessing.get_all_start_methods()
+
+
+def _died(i: int) -> RuntimeError:
+    return RuntimeError(f"a stage-A process died before batch {i} was sampled; the prefetcher "
+                        "stops (see the process's own error above, or the system log if it "
+                        "was killed)")
+
+
+class StageAProcesses:
+    """``workers`` forked processes running stage A (sampling, ``prepare``, feature loading)
+    for :class:`Prefetcher` s of ``sampler`` and ``loader``: one pool can serve many epochs'
+    prefetchers, so that the processes are forked once (a fork copies the page tables of a
+    process that holds torch, and the first batches touch copy-on-write pages: about 0.1 s).
+
+    The processes are forked when the pool is made: make it after everything the stage reads
+    (the graph, the features, ``prepare``'s state) is final. Close it (or use it as a context
+    manager) to end them."""
+
+    def __init__(self, sampler: "NeighborSampler", loader: FeatureLoader, workers: int = 1,
+                 labels: bool = True, prepare=None):
+        if not can_fork():
+            raise UserError("stage-A processes are forked, which this platform cannot; run "
+                            "stage A in threads (processes=False)")
+        self.workers = _whole(workers, "workers", "use 1 or more")
+        if self.workers < 1:
+            raise UserError(f"workers = {self.workers}; use 1 or more stage-A processes")
+        self.sampler, self.loader, self.labels, self.prepare = sampler, loader, bool(labels), prepare
+        self._pool = ProcessPoolExecutor(self.workers,
+                                         mp_context=multiprocessing.get_context("fork"),
+                                         initializer=_stage_a_init,
+                                         initargs=(sampler, loader, self.labels, prepare))
+        # fork every process now (an executor forks on its first task otherwise)
+        for f in [self._pool.submit(int) for _ in range(self.workers)]:
+            f.result()
+
+    def serves(self, sampler, loader, labels, prepare) -> bool:
+        return (self.sampler is sampler and self.loader is loader
+                and self.labels == bool(labels) and self.prepare is prepare)
+
+    def submit(self, targets, salt) -> Future:
+        return self._pool.submit(_stage_a_process, targets, salt)
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+    def __enter__(self) -> "StageAProcesses":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
 class Prefetcher:
     """Two-stage feature prefetching of ``batches`` (lists of target ids) for one epoch.
 
-    Stage A (a pool of ``workers`` threads) samples batch ``i`` with salt ``(salt, i)`` (see
+    Stage A (a pool of ``workers`` threads; with ``processes=True`` of ``workers`` forked
+    processes, or those of a :class:`StageAProcesses` given as ``processes``) samples batch ``i`` with salt ``(salt, i)`` (see
     :meth:`NeighborSampler.sample_many`) and gathers its features and labels; stage B (one
     thread) copies them to ``device`` (``.to(device)``, or a clone into a fresh buffer on the
     CPU). While the trainer holds batch ``i``, batches ``i + 1 .. i + depth`` are in flight:
     with ``depth=2``, ``i + 1`` in B and ``i + 2`` in A. ``enabled=False`` (or ``depth=0``) is the
     baseline: every stage in sequence in the caller's thread. Batches arrive in order and equal
-    the sequential ones.
+    the sequential ones. ``prepare`` (optional, ``prepare(mini_batch) -> object``) is more of
+    stage A's work on each sampled batch (e.g. the blocks' normalised operators), timed with
+    the sampling and handed over as :attr:`LoadedBatch.prepared`; with processes it must not
+    call torch.
+
+    Threads share the interpreter lock with the trainer: sampling is numpy, but also many
+    small Python steps, and so is a training step, so on a host with few cores the two slow
+    each other down. Processes share nothing but the cores: each is forked (copy on write: the
+    graph and the features are not copied) when the first batch is asked for, samples and
+    gathers with numpy alone, and sends the batch back pickled (the pickling is not timed; the
+    copy into the trainer's buffer is stage B's). A stage-A process that dies stops the
+    trainer with an error at its next batch. Processes the prefetcher made end with it; a
+    :class:`StageAProcesses` it was given is left running (its queued batches are cancelled).
 
     Iterate it once (``for lb in pf``); leaving the loop early, an exception in the loop or in
     a stage, or :meth:`close` cancels what is queued and joins the threads. Also a context
@@ -387,7 +496,21 @@ class Prefetcher:
 
     def __init__(self, sampler: NeighborSampler, loader: FeatureLoader, batches: Sequence,
                  salt=None, device="cpu", depth: int = 2, enabled: bool = True,
-                 workers: int = 1, labels: bool = True):
+                 workers: int = 1, labels: bool = True,
+                 processes: "bool | StageAProcesses" = False, prepare=None):
+        if isinstance(processes, StageAProcesses):
+            if not processes.serves(sampler, loader, labels, prepare):
+                raise UserError("Prefetcher(processes=...): the stage-A processes were made for "
+                                "another sampler, loader, labels or prepare; make them with "
+                                "this prefetcher's")
+            self._procs, self._own_procs = processes, False
+        elif processes and not can_fork():
+            raise UserError("Prefetcher(processes=True) forks stage-A processes, which this "
+                            "platform cannot; use processes=False (threads)")
+        else:
+            self._procs, self._own_procs = None, bool(processes)
+        self.processes = bool(processes)
+        self.prepare = prepare
         if loader.n_nodes != sampler.graph.n_rows:
             raise UserError(f"the features have {loader.n_nodes} rows but the graph has "
                             f"{sampler.graph.n_rows} nodes; give one feature row per node")
@@ -417,6 +540,7 @@ class Prefetcher:
         self.enabled = bool(enabled) and self.depth > 0
         self.stats = PrefetchStats()
         self._pending: deque = deque()      # stage-B futures, in order (at most depth)
+        self._stage_a_futures: deque = deque()   # with processes: for cancelling at close
         self._submitted = 0
         self._pool_a = self._pool_b = None
         self._stop = threading.Event()
@@ -430,18 +554,25 @@ class Prefetcher:
             raise CancelledError
         t0 = time.perf_counter()
         mb = self.sampler.sample(self.batches[i], batch_salt(self.salt, i))
+        prepared = self.prepare(mb) if self.prepare is not None else None
         t1 = time.perf_counter()
         x = self.loader.gather(mb.input_nodes)
         y = self.loader.labels_of(mb.targets) if self.labels else None
         t2 = time.perf_counter()
-        return mb, x, y, {"sample": t1 - t0, "load": t2 - t1}
+        return mb, x, y, {"sample": t1 - t0, "load": t2 - t1}, prepared
 
     def _stage_b(self, i: int, host):
         if isinstance(host, Future):                      # a stage-A future
-            host = host.result()
+            try:
+                host = host.result()
+            except BrokenProcessPool:
+                raise _died(i) from None
         if self._stop.is_set():
             raise CancelledError
-        mb, x, y, times = host
+        mb, x, y, times, prepared = host
+        if isinstance(x, np.ndarray):                     # from a stage-A process
+            x = torch.from_numpy(x)
+            y = torch.from_numpy(y) if y is not None else None
         t0 = time.perf_counter()
         dev = self.device
         if dev.type == "cpu":
@@ -465,21 +596,34 @@ class Prefetcher:
             xd, yd = move(x), (move(y) if y is not None else None)
             topo = topology()
         times = dict(times, transfer=time.perf_counter() - t0)
-        return LoadedBatch(i, mb, xd, yd, topo, times)
+        return LoadedBatch(i, mb, xd, yd, topo, times, prepared)
 
     def _submit(self):
         if self._submitted >= len(self.batches):
             return
         i = self._submitted
         self._submitted += 1
-        fa = self._pool_a.submit(self._stage_a, i)
+        if self.processes:
+            try:
+                fa = self._procs.submit(self.batches[i], batch_salt(self.salt, i))
+            except BrokenProcessPool:
+                raise _died(i) from None
+            while self._stage_a_futures and self._stage_a_futures[0].done():
+                self._stage_a_futures.popleft()
+            self._stage_a_futures.append(fa)
+        else:
+            fa = self._pool_a.submit(self._stage_a, i)
         self._pending.append(self._pool_b.submit(self._stage_b, i, fa))
 
     def _next(self) -> LoadedBatch:
         if self.enabled:
-            if self._pool_a is None:
-                self._pool_a = ThreadPoolExecutor(self.workers,
-                                                  thread_name_prefix="moagcn-prefetch-load")
+            if self._pool_b is None:
+                if self._own_procs:
+                    self._procs = StageAProcesses(self.sampler, self.loader, self.workers,
+                                                  self.labels, self.prepare)
+                elif not self.processes:
+                    self._pool_a = ThreadPoolExecutor(self.workers,
+                                                      thread_name_prefix="moagcn-prefetch-load")
                 self._pool_b = ThreadPoolExecutor(1, thread_name_prefix="moagcn-prefetch-transfer")
                 for _ in range(self.depth):
                     self._submit()
@@ -526,14 +670,17 @@ class Prefetcher:
             return
         self._closed = True
         self._stop.set()
-        for f in self._pending:
+        for f in (*self._pending, *self._stage_a_futures):
             f.cancel()
         self._pending.clear()
+        self._stage_a_futures.clear()
         # A first: its running task finishes, queued ones are cancelled, so every stage-B task
         # waiting on one returns; then B.
         for pool in (self._pool_a, self._pool_b):
             if pool is not None:
                 pool.shutdown(wait=wait, cancel_futures=True)
+        if self._own_procs and self._procs is not None:
+            self._procs.close()
 
     def __enter__(self) -> "Prefetcher":
         return self

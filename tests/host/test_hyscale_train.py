@@ -162,6 +162,29 @@ def test_distributed_trainers_equal_the_in_process_run():
     assert used[lag:] == [e["cpu_share"] for e in c["drm_log"]][:len(used) - lag]
 
 
+def test_stage_a_in_processes_threads_or_in_sequence_trains_the_same_weights():
+    """Sampling, operators and feature loading in forked processes (the default), in threads or
+    without prefetching: the same batches, so the same weights bit for bit (DRM off), over
+    epochs that reuse the processes; none is left running."""
+    import multiprocessing
+    d = sbm(n_nodes=600, n_classes=3, seed=4)
+    d = dataclasses.replace(d, train_mask=(d.labels >= 0) & ~d.val_mask & ~d.test_mask)
+    before = set(multiprocessing.active_children())
+    for model in ("gcn", "sage"):
+        cfg = HybridConfig(model=model, hidden=12, fanouts="4,6", batch=60, epochs=3, drm=False,
+                           cpu_share=0.3)
+        assert cfg.stage_a == "process"
+        runs = [train_hybrid(d, c) for c in (cfg, dataclasses.replace(cfg, stage_a="thread"),
+                                             dataclasses.replace(cfg, prefetch=False))]
+        for other in runs[1:]:
+            for k, v in runs[0]["model_state"].items():
+                assert torch.equal(v, other["model_state"][k]), (model, k)
+        assert runs[0]["iterations"][-1]["stage_s"]["T_SC"] > 0
+    assert set(multiprocessing.active_children()) == before
+    with pytest.raises(UserError, match="--stage-a 'fork'"):
+        HybridConfig(stage_a="fork").validate(d)
+
+
 def test_awkward_graph_and_a_tail_batch_smaller_than_the_trainers():
     """40 training nodes in batches of 13 leave a tail of 1 for 3 trainers: it joins the batch
     before it; the hub, isolated nodes and self loops train, and the split still equals one
@@ -235,3 +258,13 @@ def test_drm_bench_repeats_every_measurement_and_reports_medians():
     assert res["no_prefetch_wall_per_iteration"] == np.median(res["no_prefetch_walls"])
     assert res["prefetch_speedup"] == pytest.approx(
         res["no_prefetch_wall_per_iteration"] / res["prefetch_wall_per_iteration"])
+    # ... and R rounds of none / processes / threads on the narrow (loader-bound) run
+    lb = res["prefetch_loader_bound"]
+    assert (lb["features"], lb["hidden"]) == (16, 16)
+    assert all(len(lb["walls"][k]) == 3 for k in ("none", "processes", "threads"))
+    for k in ("processes", "threads"):
+        assert lb["speedup"][k] == pytest.approx(np.median(lb["walls"]["none"])
+                                                 / np.median(lb["walls"][k]))
+    st = lb["stage_s_without_prefetching"]
+    assert lb["loader_bound"] == (max(st["T_SC"], st["T_SA"]) + st["T_Load"]
+                                  > max(st["T_TC"], st["T_TA"], st["T_Tran"]))

@@ -5,6 +5,8 @@ the sampler's own arithmetic; the prefetcher against the plain sequential path. 
 assertions: the thread tests wait on events with generous time-outs only.
 """
 
+import multiprocessing
+import os
 import threading
 from collections import Counter
 
@@ -15,8 +17,8 @@ import torch
 from moagcn.errors import UserError
 from moagcn.host.deal import local_operator
 from moagcn.host.graph import CSRGraph
-from moagcn.host.minibatch import (FeatureLoader, NeighborSampler, Prefetcher, batches,
-                                   check_fanouts, salted_seed, training_ids)
+from moagcn.host.minibatch import (FeatureLoader, NeighborSampler, Prefetcher, StageAProcesses,
+                                   batches, check_fanouts, salted_seed, training_ids)
 from moagcn.host.models import GNN, reference_forward
 from moagcn.host.sampling import sample_rows
 
@@ -289,6 +291,104 @@ def test_early_break_and_exceptions_leave_no_live_threads():
         for lb in Prefetcher(bad, loader, bs, salt=0, depth=2):
             seen.append(lb.index)
     assert seen == [0, 1] and no_prefetch_threads()
+
+
+def _prep(mb):
+    """A stand-in for a trainer's per-batch preparation (numpy only): the blocks' edge counts
+    and the sum of their column ids."""
+    return [(int(b.graph.indices.size), int(b.graph.indices.sum())) for b in mb.blocks]
+
+
+def _in_thread(fn, timeout=120):
+    """Run ``fn`` in a thread and return what it raised (None): a hang fails the test instead of
+    the suite."""
+    box = {}
+
+    def run():
+        try:
+            fn()
+        except BaseException as e:   # noqa: BLE001 (handed to the test)
+            box["error"] = e
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    t.join(timeout)
+    assert not t.is_alive(), f"did not finish within {timeout} s"
+    return box.get("error")
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_stage_a_in_processes_yields_the_sequential_batches(workers):
+    """Stage A in forked processes: the batches, features, labels and prepared values of the
+    sequential path, in order; the processes end with the prefetcher."""
+    sampler, loader, bs = setup()
+    before = set(multiprocessing.active_children())
+    seq = list(Prefetcher(sampler, loader, bs, salt=1, enabled=False, prepare=_prep))
+    assert seq[0].prepared == _prep(seq[0].batch)
+    pf = Prefetcher(sampler, loader, bs, salt=1, depth=2, workers=workers, processes=True,
+                    prepare=_prep)
+    got = list(pf)
+    assert len(got) == len(seq)
+    for a, b in zip(got, seq):
+        same(a, b)
+        assert a.prepared == b.prepared
+    assert pf.stats.iterations == len(bs) and pf.stats.busy["sample"] > 0
+    assert set(multiprocessing.active_children()) == before and no_prefetch_threads()
+
+
+def test_stage_a_processes_serve_many_epochs_and_outlive_their_prefetchers():
+    sampler, loader, bs = setup(4)
+    before = set(multiprocessing.active_children())
+    with StageAProcesses(sampler, loader, 2, prepare=_prep) as procs:
+        forked = set(multiprocessing.active_children()) - before
+        assert len(forked) == 2
+        for epoch in range(3):
+            ref = list(Prefetcher(sampler, loader, bs, salt=epoch, enabled=False, prepare=_prep))
+            pf = Prefetcher(sampler, loader, bs, salt=epoch, depth=2, processes=procs,
+                            prepare=_prep)
+            for a, b in zip(pf, ref):
+                same(a, b)
+                assert a.prepared == b.prepared
+            # the same processes, still running after the prefetcher closed
+            assert set(multiprocessing.active_children()) - before == forked
+        # left early: its queued batches are cancelled, the processes serve the next one
+        for lb in Prefetcher(sampler, loader, bs, salt=9, depth=3, processes=procs,
+                             prepare=_prep):
+            break
+        assert len(list(Prefetcher(sampler, loader, bs, salt=9, processes=procs,
+                                   prepare=_prep))) == len(bs)
+        with pytest.raises(UserError, match="made for another"):
+            Prefetcher(sampler, loader, bs, processes=procs)            # no prepare: not ours
+    assert set(multiprocessing.active_children()) == before
+
+
+def test_a_stage_a_process_that_fails_or_dies_stops_the_trainer():
+    sampler, loader, bs = setup(4)
+
+    class Failing(NeighborSampler):
+        def sample(self, targets, salt=None):
+            if salt[-1] == 2:
+                raise RuntimeError("sampler broke")
+            return super().sample(targets, salt)
+
+    class Dying(NeighborSampler):
+        def sample(self, targets, salt=None):
+            if salt[-1] == 2:
+                os._exit(3)                 # the process ends without a word
+            return super().sample(targets, salt)
+
+    before = set(multiprocessing.active_children())
+    for cls, error, match in ((Failing, RuntimeError, "sampler broke"),
+                              (Dying, RuntimeError, "stage-A process died")):
+        seen = []
+
+        def epoch():
+            for lb in Prefetcher(cls(sampler.graph, sampler.fanouts, 0), loader, bs, salt=0,
+                                 depth=2, processes=True):
+                seen.append(lb.index)
+        err = _in_thread(epoch)
+        assert isinstance(err, error) and match in str(err), err
+        assert seen == list(range(len(seen))) and len(seen) <= 2
+        assert set(multiprocessing.active_children()) == before and no_prefetch_threads()
 
 
 # -- bad input ------------------------------------------------------------------------------------
