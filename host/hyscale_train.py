@@ -4,8 +4,11 @@ two-stage prefetching and the Dynamic Resource Manager (Alg. 1).
 Every iteration one mini-batch of ``batch`` training nodes is split between the trainers: the
 CPU trainers' group gets ``share_cpu`` of it, the accelerator trainers' group the rest, each
 group's part cut evenly among its trainers. Each trainer has its own two-stage
-:class:`~moagcn.host.minibatch.Prefetcher` (sampling + feature loading of iteration ``i + 2``,
-transfer of ``i + 1``), a replica of the model, and a sparse device:
+:class:`~moagcn.host.minibatch.Prefetcher` (sampling, the blocks' aggregation operators and
+feature loading of iteration ``i + 2`` -- stage A, in a forked process by default
+(``stage_a``), so that it shares no interpreter lock with the trainers -- and the transfer of
+``i + 1``; one prefetcher for the whole run, so the pipeline does not drain between epochs), a
+replica of the model, and a sparse device:
 
 - ``cpu`` trainers aggregate with torch on the CPU;
 - ``accel`` trainers aggregate on an accelerator (``--device model|rtl``, ``--design``,
@@ -42,7 +45,8 @@ stays the same; a decision after iteration ``i`` splits the batches from ``i + d
 the ones stage A has not sampled yet, so that every process cuts every batch alike) or
 *balances threads* (moves one thread from
 the fastest CPU task to the bottleneck among the stage-A sampler/loader workers and the CPU
-trainers' torch threads; takes effect at the next epoch, when the prefetchers are rebuilt).
+trainers' torch threads; takes effect at the next epoch, where the prefetchers are made
+again for the rest of the run).
 Where Alg. 1 asks for balance-thread but no task has a thread to give (one thread each, as on a
 2-core machine), the engine balances work between the two groups instead, so a CPU-bound bad
 split can still be left. Every decision is logged in the report.
@@ -580,75 +584,89 @@ def train_hybrid(dataset: Dataset, cfg: HybridConfig, on_iteration=None,
     threads_before = torch.get_num_threads()
     t_run = time.perf_counter()
     stats = []
+    # the prefetchers run across epochs (the pipeline does not drain between them); they are
+    # made again only where the DRM moved stage-A threads, from the next epoch on
+    per_epoch = [epoch_batches(train_ids, cfg.batch, cfg.seed, e, len(kinds))
+                 for e in range(cfg.epochs)]
+    plan = [(e, i, b) for e, bl in enumerate(per_epoch) for i, b in enumerate(bl)]
+    pfs: dict = {}
+    iters: dict = {}
+    workers = None
+
+    def close_prefetchers():
+        for pf in pfs.values():
+            pf.close()
+        if pfs:
+            stats.append({t: pf.stats.as_dict() for t, pf in pfs.items()})
+
     try:
         with ThreadPoolExecutor(len(trainers), thread_name_prefix="moagcn-trainer") as pool:
             for epoch in range(cfg.epochs):
                 torch.set_num_threads(drm.threads["trainer"])
-                bl = epoch_batches(train_ids, cfg.batch, cfg.seed, epoch, len(kinds))
-                first = it
+                if workers != drm.threads["sampler"]:
+                    close_prefetchers()
+                    workers = drm.threads["sampler"]
+                    if use_procs:
+                        for p in procs.values():
+                            p.close()
+                        procs = {t: StageAProcesses(sampler, loader, workers, prepare=prepare)
+                                 for t in local}
+                    first = it
+                    rest = plan[first:]
 
-                def share_of(kind, i, first=first):
-                    c = share_at(first + i)
-                    return c / n_cpu if kind != "accel" else (1 - c) / n_acc
+                    def share_of(kind, i, first=first):
+                        c = share_at(first + i)
+                        return c / n_cpu if kind != "accel" else (1 - c) / n_acc
 
-                splitter = _Splitter(bl, kinds, share_of)
-                if use_procs and (not procs or procs[local[0]].workers != drm.threads["sampler"]):
-                    for p in procs.values():            # (re)made when the DRM moves threads
-                        p.close()
-                    procs = {t: StageAProcesses(sampler, loader, drm.threads["sampler"],
-                                                prepare=prepare) for t in local}
-                pfs = {t: Prefetcher(sampler, loader, splitter.view(t), salt=(epoch, t),
-                                     depth=cfg.depth, enabled=cfg.prefetch,
-                                     workers=drm.threads["sampler"],
-                                     processes=procs.get(t, False), prepare=prepare)
-                       for t in local}
-                iters = {t: iter(pf) for t, pf in pfs.items()}
-                try:
-                    for i, b in enumerate(bl):
-                        t0 = time.perf_counter()
-                        lbs = {t: next(x) for t, x in iters.items()}
-                        if cfg.concurrent and len(local) > 1:
-                            futures = {t: pool.submit(trainers[t].step, lbs[t], b.size, it)
-                                       for t in local}
-                            results = {t: f.result() for t, f in futures.items()}
-                        else:
-                            results = {t: trainers[t].step(lbs[t], b.size, it) for t in local}
-                        _synchronize(master, opt, trainers, results, rank is not None)
-                        summary = {t: {"times": lbs[t].times, **{k: v for k, v in results[t].items()
-                                                                 if k != "grads"}}
+                    splitter = _Splitter([b for *_, b in rest], kinds, share_of)
+                    pfs = {t: Prefetcher(sampler, loader, splitter.view(t),
+                                         salts=[(e, t, i) for e, i, _ in rest],
+                                         depth=cfg.depth, enabled=cfg.prefetch, workers=workers,
+                                         processes=procs.get(t, False), prepare=prepare)
+                           for t in local}
+                    iters = {t: iter(pf) for t, pf in pfs.items()}
+                for b in per_epoch[epoch]:
+                    t0 = time.perf_counter()
+                    lbs = {t: next(x) for t, x in iters.items()}
+                    if cfg.concurrent and len(local) > 1:
+                        futures = {t: pool.submit(trainers[t].step, lbs[t], b.size, it)
                                    for t in local}
-                        if rank is not None:                # every rank sees every trainer
-                            import torch.distributed as dist
-                            parts = [None] * dist.get_world_size()
-                            dist.all_gather_object(parts, summary)
-                            summary = {t: v for part in parts for t, v in part.items()}
-                        res = [summary[t] for t in range(len(kinds))]
-                        times = [r["times"] for r in res]
-                        T = _stage_times(kinds, res, times, cfg.prefetch)
-                        iteration_s = _iteration_time(kinds, res, times, cfg.prefetch)
-                        decision = drm.update(it, T, n_cpu > 0, n_acc > 0, share_at(it))
-                        history.append(drm.cpu_share)
-                        rec = {"epoch": epoch, "iteration": it, "targets": int(b.size),
-                               "loss": sum(r["loss"] for r in res) / b.size,
-                               "train_acc": sum(r["correct"] for r in res) / b.size,
-                               "cpu_share_used": share_at(it),
-                               "sub_batches": [r["n"] for r in res],
-                               "trainer_s": [r["seconds"] for r in res],
-                               "iteration_s": iteration_s,
-                               "throughput_targets_per_s": b.size / iteration_s if iteration_s else 0.0,
-                               "edges_per_s": (sum(r["edges"] for r in res) / iteration_s
-                                               if iteration_s else 0.0),
-                               "wall_s": time.perf_counter() - t0, "stage_s": T,
-                               "drm": decision}
-                        records.append(rec)
-                        if on_iteration is not None:
-                            on_iteration(rec)
-                        it += 1
-                finally:
-                    for pf in pfs.values():
-                        pf.close()
-                    stats.append({t: pf.stats.as_dict() for t, pf in pfs.items()})
+                        results = {t: f.result() for t, f in futures.items()}
+                    else:
+                        results = {t: trainers[t].step(lbs[t], b.size, it) for t in local}
+                    _synchronize(master, opt, trainers, results, rank is not None)
+                    summary = {t: {"times": lbs[t].times, **{k: v for k, v in results[t].items()
+                                                             if k != "grads"}}
+                               for t in local}
+                    if rank is not None:                # every rank sees every trainer
+                        import torch.distributed as dist
+                        parts = [None] * dist.get_world_size()
+                        dist.all_gather_object(parts, summary)
+                        summary = {t: v for part in parts for t, v in part.items()}
+                    res = [summary[t] for t in range(len(kinds))]
+                    times = [r["times"] for r in res]
+                    T = _stage_times(kinds, res, times, cfg.prefetch)
+                    iteration_s = _iteration_time(kinds, res, times, cfg.prefetch)
+                    decision = drm.update(it, T, n_cpu > 0, n_acc > 0, share_at(it))
+                    history.append(drm.cpu_share)
+                    rec = {"epoch": epoch, "iteration": it, "targets": int(b.size),
+                           "loss": sum(r["loss"] for r in res) / b.size,
+                           "train_acc": sum(r["correct"] for r in res) / b.size,
+                           "cpu_share_used": share_at(it),
+                           "sub_batches": [r["n"] for r in res],
+                           "trainer_s": [r["seconds"] for r in res],
+                           "iteration_s": iteration_s,
+                           "throughput_targets_per_s": b.size / iteration_s if iteration_s else 0.0,
+                           "edges_per_s": (sum(r["edges"] for r in res) / iteration_s
+                                           if iteration_s else 0.0),
+                           "wall_s": time.perf_counter() - t0, "stage_s": T,
+                           "drm": decision}
+                    records.append(rec)
+                    if on_iteration is not None:
+                        on_iteration(rec)
+                    it += 1
     finally:
+        close_prefetchers()
         for p in procs.values():
             p.close()
     torch.set_num_threads(threads_before)

@@ -466,10 +466,13 @@ class StageAProcesses:
 
 
 class Prefetcher:
-    """Two-stage feature prefetching of ``batches`` (lists of target ids) for one epoch.
+    """Two-stage feature prefetching of ``batches`` (lists of target ids): an epoch's, or a
+    whole run's (then give ``salts``, one per batch, e.g. ``(epoch, i)``, so that the pipeline
+    does not drain between epochs).
 
     Stage A (a pool of ``workers`` threads; with ``processes=True`` of ``workers`` forked
-    processes, or those of a :class:`StageAProcesses` given as ``processes``) samples batch ``i`` with salt ``(salt, i)`` (see
+    processes, or those of a :class:`StageAProcesses` given as ``processes``) samples batch
+    ``i`` with salt ``(salt, i)`` or ``salts[i]`` (see
     :meth:`NeighborSampler.sample_many`) and gathers its features and labels; stage B (one
     thread) copies them to ``device`` (``.to(device)``, or a clone into a fresh buffer on the
     CPU). While the trainer holds batch ``i``, batches ``i + 1 .. i + depth`` are in flight:
@@ -497,7 +500,7 @@ class Prefetcher:
     def __init__(self, sampler: NeighborSampler, loader: FeatureLoader, batches: Sequence,
                  salt=None, device="cpu", depth: int = 2, enabled: bool = True,
                  workers: int = 1, labels: bool = True,
-                 processes: "bool | StageAProcesses" = False, prepare=None):
+                 processes: "bool | StageAProcesses" = False, prepare=None, salts=None):
         if isinstance(processes, StageAProcesses):
             if not processes.serves(sampler, loader, labels, prepare):
                 raise UserError("Prefetcher(processes=...): the stage-A processes were made for "
@@ -511,6 +514,7 @@ class Prefetcher:
             self._procs, self._own_procs = None, bool(processes)
         self.processes = bool(processes)
         self.prepare = prepare
+        self.salts = None if salts is None else list(salts)
         if loader.n_nodes != sampler.graph.n_rows:
             raise UserError(f"the features have {loader.n_nodes} rows but the graph has "
                             f"{sampler.graph.n_rows} nodes; give one feature row per node")
@@ -529,6 +533,9 @@ class Prefetcher:
         self.batches = batches if isinstance(batches, Sequence) else list(batches)
         if not len(self.batches):
             raise UserError("Prefetcher got no batches; make them with batches(train_ids, ...)")
+        if self.salts is not None and len(self.salts) != len(self.batches):
+            raise UserError(f"Prefetcher got {len(self.salts)} salts for {len(self.batches)} "
+                            "batches; give one salt per batch (or salt=)")
         try:
             self.device = torch.device(device)
         except (RuntimeError, TypeError):
@@ -553,7 +560,7 @@ class Prefetcher:
         if self._stop.is_set():
             raise CancelledError
         t0 = time.perf_counter()
-        mb = self.sampler.sample(self.batches[i], batch_salt(self.salt, i))
+        mb = self.sampler.sample(self.batches[i], self._salt(i))
         prepared = self.prepare(mb) if self.prepare is not None else None
         t1 = time.perf_counter()
         x = self.loader.gather(mb.input_nodes)
@@ -598,6 +605,9 @@ class Prefetcher:
         times = dict(times, transfer=time.perf_counter() - t0)
         return LoadedBatch(i, mb, xd, yd, topo, times, prepared)
 
+    def _salt(self, i: int):
+        return self.salts[i] if self.salts is not None else batch_salt(self.salt, i)
+
     def _submit(self):
         if self._submitted >= len(self.batches):
             return
@@ -605,7 +615,7 @@ class Prefetcher:
         self._submitted += 1
         if self.processes:
             try:
-                fa = self._procs.submit(self.batches[i], batch_salt(self.salt, i))
+                fa = self._procs.submit(self.batches[i], self._salt(i))
             except BrokenProcessPool:
                 raise _died(i) from None
             while self._stage_a_futures and self._stage_a_futures[0].done():

@@ -180,6 +180,9 @@ def test_stage_a_in_processes_threads_or_in_sequence_trains_the_same_weights():
             for k, v in runs[0]["model_state"].items():
                 assert torch.equal(v, other["model_state"][k]), (model, k)
         assert runs[0]["iterations"][-1]["stage_s"]["T_SC"] > 0
+        # one prefetcher per trainer for the whole run: the pipeline runs on across epochs
+        assert [{t: v["iterations"] for t, v in s.items()} for s in runs[0]["prefetch"]] == \
+            [{0: len(runs[0]["iterations"]), 1: len(runs[0]["iterations"])}]
     assert set(multiprocessing.active_children()) == before
     with pytest.raises(UserError, match="--stage-a 'fork'"):
         HybridConfig(stage_a="fork").validate(d)
@@ -266,5 +269,6 @@ def test_drm_bench_repeats_every_measurement_and_reports_medians():
         assert lb["speedup"][k] == pytest.approx(np.median(lb["walls"]["none"])
                                                  / np.median(lb["walls"][k]))
     st = lb["stage_s_without_prefetching"]
+    assert 0 < lb["trainers_host_s"] < np.median(lb["walls"]["none"])
     assert lb["loader_bound"] == (max(st["T_SC"], st["T_SA"]) + st["T_Load"]
-                                  > max(st["T_TC"], st["T_TA"], st["T_Tran"]))
+                                  > lb["trainers_host_s"])
