@@ -71,13 +71,15 @@ for the comparison with ``train_hybrid``, never in :func:`predict`):
    copies in another (B), so its iteration is ``max_i max(A_i, B_i, T_Trainer,i)``
    (:func:`pipeline_times`; without prefetching the per-trainer sum).
 2. *Host overhead.* A trainer step here spends most of its time outside Eq. 10's terms
-   (dropout masks, building the sparse operators, autograd bookkeeping, Python): fitted at
+   (dropout masks, autograd bookkeeping, Python; the sparse operators are built in stage A,
+   with the sampling, and timed there): fitted at
    calibration on ``Trainer.step`` itself as ``a + b x elements + c x edges`` of what Eq. 10
    leaves (``trainer_overhead``), and added to ``T_Trainer`` in the pipeline variants.
-3. *Shared cores.* All stages share two vCPUs (and the GIL) with the trainers, which run one
-   after another in the main thread. :func:`host_shared` replays one iteration of that
-   schedule, every thread at the speed :func:`interference` measured for the mix of threads
-   running at that moment (a sampling loop ``A``, a trainer step ``T``, alone and as AA, AT,
+3. *Shared cores.* All stages share two vCPUs with the trainers, which run one after another
+   in the main thread (stage A in forked processes by default, so the GIL only between
+   threads: stage B and, with ``stage_a="thread"``, stage A). :func:`host_shared` replays one
+   iteration of that schedule, every worker at the speed :func:`interference` measured for the
+   mix of workers running at that moment (a sampling loop ``A``, a trainer step ``T``, alone and as AA, AT,
    AAT), so that overlapping stages stretch as they do when measured.
 4. *Fluctuation.* ``train_hybrid``'s ``iteration_s`` is, per iteration, the slowest of stages
    whose times fluctuate by 20-40 % under sharing; its median exceeds the slowest stage's
@@ -680,16 +682,39 @@ def _spread(v) -> float:
     return float(v.std() / v.mean()) if v.mean() > 0 else 0.0
 
 
-def interference(units: dict, window_s: float = 0.5, alone_reps: int = 7) -> dict:
-    """How threads of this process slow each other down (this host's two cores, hyperthreads
-    and the GIL): ``units`` maps a class letter (``A``: a stage-A sampling, ``T``: a trainer
-    step) to a function running one unit of its work. Each unit's time alone is measured;
+def _loop_unit(fn, start, stop, conn) -> None:
+    """One looping worker of :func:`interference` (a thread, or a forked process): wait for the
+    start, run ``fn`` until ``stop``, send back the units' durations and the elapsed time (or
+    the error that stopped it, as text: the caller raises it)."""
+    start.wait()
+    t0 = time.perf_counter()
+    durs, elapsed = [], 0.0
+    try:
+        while not stop.is_set():
+            t1 = time.perf_counter()
+            fn()
+            durs.append(time.perf_counter() - t1)
+            elapsed = time.perf_counter() - t0
+    except Exception as e:      # noqa: BLE001 (reported to the caller)
+        conn.send(f"{type(e).__name__}: {e}")
+        return
+    conn.send((durs, elapsed))
+
+
+def interference(units: dict, window_s: float = 0.5, alone_reps: int = 7,
+                 processes: str = "") -> dict:
+    """How the stages' workers slow each other down (this host's two cores, and the GIL between
+    threads): ``units`` maps a class letter (``A``: a stage-A sampling, ``T``: a trainer
+    step) to a function running one unit of its work; the classes in ``processes`` run in
+    forked processes (as ``hyscale_train``'s stage A does by default; their unit must not call
+    torch), the others in threads of this process. Each unit's time alone is measured;
     then every mix of ``AA``, ``AT``, ``AAT`` (those whose classes are given) runs for
-    ``window_s``, every thread looping its unit, and a thread's speed is its completed units'
+    ``window_s``, every worker looping its unit, and a worker's speed is its completed units'
     alone time over the time they took (1 = as fast as alone). ``cores``: the speeds of the
     largest mix summed (the effective number of cores for fair sharing). ``cv[cls][mix]``: the
     spread (:func:`_spread`) of a unit's duration in that mix (``cv[cls][cls]``: alone) --
-    with three threads on two vCPUs the scheduler's time slices make it large."""
+    with three workers on two vCPUs the scheduler's time slices make it large."""
+    import multiprocessing
     alone, alone_cv = {}, {}
     for c, fn in units.items():
         fn()
@@ -703,29 +728,31 @@ def interference(units: dict, window_s: float = 0.5, alone_reps: int = 7) -> dic
     speeds: dict = {c: {} for c in units}
     cv: dict = {c: {} for c in units}
     mixes = [m for m in ("AA", "AT", "AAT") if all(c in units for c in m)]
+    ctx = multiprocessing.get_context("fork") if processes else None
     for mix in mixes:
-        stop = threading.Event()
-        start = threading.Barrier(len(mix) + 1)
-        done = [[0, 0.0] for _ in mix]
-        durs = [[] for _ in mix]
-
-        def loop(k, c):
-            start.wait()
-            t0 = time.perf_counter()
-            while not stop.is_set():
-                t1 = time.perf_counter()
-                units[c]()
-                durs[k].append(time.perf_counter() - t1)
-                done[k][0] += 1
-                done[k][1] = time.perf_counter() - t0
-        th = [threading.Thread(target=loop, args=(k, c)) for k, c in enumerate(mix)]
-        for t in th:
-            t.start()
+        forked = any(c in processes for c in mix)
+        stop = ctx.Event() if forked else threading.Event()
+        start = ctx.Barrier(len(mix) + 1) if forked else threading.Barrier(len(mix) + 1)
+        workers, conns = [], []
+        for c in mix:
+            ours, theirs = multiprocessing.Pipe(duplex=False)
+            kind = ctx.Process if c in processes else threading.Thread
+            workers.append(kind(target=_loop_unit, args=(units[c], start, stop, theirs),
+                                daemon=True))
+            conns.append(ours)
+        for w in workers:
+            w.start()
         start.wait()
         time.sleep(window_s)
         stop.set()
-        for t in th:
-            t.join()
+        got = [conn.recv() for conn in conns]
+        for w in workers:
+            w.join()
+        for c, g in zip(mix, got):
+            if isinstance(g, str):
+                raise RuntimeError(f"interference: a unit of class {c} failed in mix {mix}: {g}")
+        durs = [d for d, _ in got]
+        done = [[len(d), e] for d, e in got]
         for c in set(mix):
             v = [done[k][0] * alone[c] / done[k][1] for k, x in enumerate(mix)
                  if x == c and done[k][1] > 0]
@@ -734,7 +761,8 @@ def interference(units: dict, window_s: float = 0.5, alone_reps: int = 7) -> dic
     big = mixes[-1] if mixes else "A"
     cores = sum(speeds[c].get(big, 1.0) for c in big)
     return {"alone_s": alone, "speeds": speeds, "cores": float(cores), "window_s": window_s,
-            "cv": {c: dict(cv[c], **{c: alone_cv[c]}) for c in units}}
+            "cv": {c: dict(cv[c], **{c: alone_cv[c]}) for c in units},
+            "processes": processes}
 
 
 def _eq10_updates(sizes: BatchSizes, dims, model: str, macs: float) -> float:
@@ -781,7 +809,7 @@ def calibrate(dataset, fanouts=(25, 10), model: str = "sage", hidden: int = 128,
               batch_sizes=(128, 256, 512, 1024), repeats: int = 5, seed: int = 0,
               threads: int = 1, accel: bool = True, design: str = "sspmm",
               preset: str | None = None, normalize_features: bool = True,
-              dropout: float = 0.5, trainer_steps: int = 3) -> dict:
+              dropout: float = 0.5, trainer_steps: int = 3, stage_a: str = "process") -> dict:
     """Design-time measurements on this machine (see the module docstring); JSON-able.
 
     Sampling: every batch size ``repeats`` times, fitted linearly in sampled edges and in
@@ -791,15 +819,21 @@ def calibrate(dataset, fanouts=(25, 10), model: str = "sage", hidden: int = 128,
     times ``Trainer.step`` (CPU, and accelerator with ``accel``) on the calibration
     mini-batches and fits what Eq. 10 does not explain (``trainer_overhead``), and times one
     synchronizer step (``sync_s``): both only for our host variant, not part of Eq. 5-13.
+    Sampling is timed with the blocks' operators (:class:`~moagcn.host.hyscale_train.
+    BlockOperators`), as ``hyscale_train``'s stage A makes them, and the trainer steps take
+    them made; ``stage_a`` (``process`` or ``thread``, as ``HybridConfig.stage_a``) is how the
+    interference of the stage-A workers with the trainers is measured.
     """
     from moagcn.core.device import CpuDevice
 
     from .deal import _AGG_KIND, local_operator
     from .devices import AcceleratorChoice
     from .graph import row_normalize
+    from .hyscale_train import BlockOperators
     from .minibatch import FeatureLoader, NeighborSampler, training_ids
     fanouts = list(fanouts)
     ids = training_ids(dataset.train_mask, labels=dataset.labels)
+    prepare = BlockOperators(model, dataset.graph.degrees().astype(np.int64), fanouts)
     sizes_b = sorted({min(int(b), ids.size) for b in batch_sizes})
     X = row_normalize(dataset.features) if normalize_features else \
         np.asarray(dataset.features, dtype=np.float32)
@@ -814,12 +848,14 @@ def calibrate(dataset, fanouts=(25, 10), model: str = "sage", hidden: int = 128,
         points, mbs = [], {}
         for r in range(2):                                   # warm-up
             mb = sampler.sample(rng.choice(ids, sizes_b[-1], replace=False), (1, r))
+            prepare(mb)
             loader.gather(mb.input_nodes).clone()
         for b in sizes_b:
             for r in range(repeats):
                 tg = rng.choice(ids, b, replace=False)
                 t0 = time.perf_counter()
                 mb = sampler.sample(tg, (b, r))
+                prepare(mb)
                 ts = time.perf_counter() - t0
                 points.append({"targets": b, "edges": mb.edges, "seconds": ts,
                                "V": _sizes_of(mb).V, "E": _sizes_of(mb).E})
@@ -885,13 +921,13 @@ def calibrate(dataset, fanouts=(25, 10), model: str = "sage", hidden: int = 128,
                 "sim_wall_per_device_s": sum(p["wall_s"] for p in per) / dev_s,
                 "points": per}
         units = {"A": lambda tg=mbs[sizes_b[len(sizes_b) // 2]][0].targets:
-                 sampler.sample(tg, (97,))}
+                 prepare(sampler.sample(tg, (97,)))}
         if trainer_steps > 0:
             tr_out, units["T"] = _calibrate_trainers(
                 dataset, loader, mbs, sizes_b, dims, fanouts, model, hidden, cpu_agg_bw,
-                cpu_macs, dropout, seed, trainer_steps, dev, design, preset)
+                cpu_macs, dropout, seed, trainer_steps, dev, design, preset, prepare)
             out.update(tr_out)
-        out["interference"] = interference(units)
+        out["interference"] = interference(units, processes="A" if stage_a == "process" else "")
         out["cores_effective"] = out["interference"]["cores"]
     finally:
         torch.set_num_threads(before)
@@ -900,7 +936,8 @@ def calibrate(dataset, fanouts=(25, 10), model: str = "sage", hidden: int = 128,
 
 
 def _calibrate_trainers(dataset, loader, mbs, sizes_b, dims, fanouts, model, hidden,
-                        cpu_agg_bw, cpu_macs, dropout, seed, steps, dev, design, preset) -> dict:
+                        cpu_agg_bw, cpu_macs, dropout, seed, steps, dev, design, preset,
+                        prepare) -> dict:
     """``Trainer.step`` on the calibration mini-batches: its time minus Eq. 10 (with the
     measured rates; for the accelerator the cycle model's aggregation time), fitted per kind;
     and one synchronizer step (gradient sum, Adam, weights back to two replicas). Returns
@@ -923,7 +960,7 @@ def _calibrate_trainers(dataset, loader, mbs, sizes_b, dims, fanouts, model, hid
         for b in sizes_b:
             for j, mb in enumerate(mbs[b][:steps]):
                 lb = LoadedBatch(it, mb, loader.gather(mb.input_nodes),
-                                 loader.labels_of(mb.targets), [])
+                                 loader.labels_of(mb.targets), [], prepared=prepare(mb))
                 if j == 0:
                     # warm-up at every size: the first step at a new size ran 15-40 % slower
                     # than the next ones (and than a training run's steady iterations)
@@ -964,7 +1001,8 @@ def _calibrate_trainers(dataset, loader, mbs, sizes_b, dims, fanouts, model, hid
     tr = Trainer(0, "cpu", master, AcceleratorChoice("cpu"), torch.device("cpu"), fanouts,
                  dropout, seed, degrees)
     mb = mbs[sizes_b[len(sizes_b) // 2]][0]
-    lb = LoadedBatch(0, mb, loader.gather(mb.input_nodes), loader.labels_of(mb.targets), [])
+    lb = LoadedBatch(0, mb, loader.gather(mb.input_nodes), loader.labels_of(mb.targets), [],
+                     prepared=prepare(mb))
     return out, lambda: tr.step(lb, mb.targets.size, 0)
 
 
@@ -1200,7 +1238,7 @@ def run(scale: int = 13, epochs: int = 3, cpu_share: float = 0.3, batch: int = 1
     cfg.validate(d)
     cal = calibrate(d, cfg.fanout_list(), model, hidden, repeats=repeats, seed=seed,
                     threads=cfg.trainer_threads, accel="accel" in cfg.kinds(),
-                    design=cfg.design, preset=cfg.preset)
+                    design=cfg.design, preset=cfg.preset, stage_a=cfg.stage_a)
     say(f"calibrated in {cal['calibration_s']:.1f} s")
     plat = local_platform(cal)
     pred = predict_run(d, cfg, cal, plat, samples, seed)

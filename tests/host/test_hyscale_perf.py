@@ -231,6 +231,40 @@ def test_calibration_is_positive_and_finite(cal):
     assert plat.combine_accel == "sum" and plat.accel_macs == cal["cpu_macs"]
 
 
+def test_interference_runs_the_process_classes_in_forked_processes(tmp_path):
+    """Stage-A units in forked processes (the trainer's default): each A worker of a mix is a
+    process of its own (its pid differs from this one), the T workers are threads here; a unit
+    that fails is reported, not waited for."""
+    import os
+    me = os.getpid()
+
+    def a():
+        (tmp_path / f"A-{os.getpid()}").touch()
+        sum(range(3000))
+
+    def t():
+        (tmp_path / f"T-{os.getpid()}").touch()
+        sum(range(3000))
+    r = hp.interference({"A": a, "T": t}, window_s=0.05, alone_reps=2, processes="A")
+    pids = {p.name.split("-")[0]: set() for p in tmp_path.iterdir()}
+    for p in tmp_path.iterdir():
+        kind, pid = p.name.split("-")
+        pids[kind].add(int(pid))
+    # alone in this process; in the mixes AA, AT, AAT: five forked processes
+    assert pids["T"] == {me} and me in pids["A"] and len(pids["A"] - {me}) == 5
+    assert r["processes"] == "A" and set(r["speeds"]["A"]) == {"AA", "AT", "AAT"}
+    assert all(v > 0 for c in r["speeds"].values() for v in c.values())
+
+    calls = []
+
+    def breaks():
+        calls.append(1)
+        if len(calls) > 3:
+            raise ValueError("unit broke")
+    with pytest.raises(RuntimeError, match="class A failed in mix AA: ValueError: unit broke"):
+        hp.interference({"A": breaks}, window_s=0.05, alone_reps=2)
+
+
 def test_predict_on_a_small_graph(small, cal):
     ids = np.nonzero(small.train_mask)[0]
     s = hp.sampled_sizes(small.graph, [5, 3], 20, ids, samples=2)
