@@ -546,14 +546,17 @@ def expected_max(stages: list, draws: int = 20000, seed: int = 0) -> dict:
 
 def host_shared(pred: dict, pipe: dict, cores: float, accel_sim_s: list | None = None,
                 sync_s: float = 0.0, speeds: dict | None = None,
-                cv: dict | None = None) -> dict:
+                cv: dict | None = None, stage_a_workers: int | None = None) -> dict:
     """Our extension for this host: one iteration of ``hyscale_train``'s schedule replayed with
     processor sharing (:func:`processor_sharing`): the main thread is of class ``T``, the
     stage-A threads of class ``A``, each running at its measured speed in the current mix
     (``speeds``), or at a fair share of ``cores`` where a mix was not measured.
 
     At the start of an iteration every trainer's stage A begins its next mini-batch (one
-    thread each: sampling, then loading, then its stage B copy) while the main thread runs
+    worker each: sampling, then loading, then its stage B copy; with ``stage_a_workers`` = w,
+    the trainers share w workers, trainer ``i``'s batch queued on worker ``i mod w`` after
+    those of the trainers before it, as ``hyscale_train``'s shared pool of stage-A processes
+    takes them) while the main thread runs
     the trainers one after another (in their order) and the synchronizer (``sync_s``). An
     accelerator trainer's aggregation terms of Eq. 10 are device time (added to its stage
     time, no CPU); its host segment is the rest plus ``accel_sim_s`` (the wall time of
@@ -579,10 +582,16 @@ def host_shared(pred: dict, pipe: dict, cores: float, accel_sim_s: list | None =
     sim = accel_sim_s or [0.0] * n
     host_T = [pipe["T"][i] - (dev[i] if kinds[i] == "accel" else 0.0) for i in range(n)]
     main = [host_T[i] + (sim[i] if kinds[i] == "accel" else 0.0) for i in range(n)] + [sync_s]
-    stageA = [[pred["t_samp"][i], pipe["A"][i] - pred["t_samp"][i], pipe["B"][i]]
-              for i in range(n)]
+    w = n if stage_a_workers is None else max(1, min(int(stage_a_workers), n))
+    chains: list = [[] for _ in range(w)]
+    where = []                                   # trainer i: (its worker, its first segment)
+    for i in range(n):
+        where.append((i % w, len(chains[i % w])))
+        chains[i % w] += [pred["t_samp"][i], pipe["A"][i] - pred["t_samp"][i], pipe["B"][i]]
     log: list = []
-    spans = processor_sharing([main] + stageA, cores, ["T"] + ["A"] * n, speeds, log)
+    replay = processor_sharing([main] + chains, cores, ["T"] + ["A"] * w, speeds, log)
+    spans = [replay[0]] + [replay[1 + c][k:k + 3] for c, k in where]
+    log = [log[0]] + [log[1 + c][k:k + 3] for c, k in where]
 
     def dur(sp):
         return sp[1] - sp[0]
@@ -1068,7 +1077,8 @@ def predict_run(dataset, cfg, cal: dict, platform: Platform | None = None, sampl
         for name, agg in (("eq11", None), ("cycles", cyc)):
             pr = predict(sizes, kinds, dims, platform, cfg.model, agg_seconds=agg)
             pipe = pipeline_times(pr, sizes, platform, cfg.prefetch, over)
-            host = host_shared(pr, pipe, cores, sim_s, sync_s, speeds, cv) \
+            host = host_shared(pr, pipe, cores, sim_s, sync_s, speeds, cv,
+                               cfg.sampler_threads if cfg.stage_a == "process" else None) \
                 if cfg.prefetch else None
             variants[name] = {"eq6": pr, "pipeline": pipe, "host": host}
         per_batch.append({"count": count, "batch": b, "parts": parts,

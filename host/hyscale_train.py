@@ -5,8 +5,9 @@ Every iteration one mini-batch of ``batch`` training nodes is split between the 
 CPU trainers' group gets ``share_cpu`` of it, the accelerator trainers' group the rest, each
 group's part cut evenly among its trainers. Each trainer has its own two-stage
 :class:`~moagcn.host.minibatch.Prefetcher` (sampling, the blocks' aggregation operators and
-feature loading of iteration ``i + 2`` -- stage A, in a forked process by default
-(``stage_a``), so that it shares no interpreter lock with the trainers -- and the transfer of
+feature loading of iteration ``i + 2`` -- stage A, by default in a pool of forked processes
+that all trainers share (``stage_a``, ``sampler_threads``), so that it shares no interpreter
+lock with the trainers -- and the transfer of
 ``i + 1``; one prefetcher for the whole run, so the pipeline does not drain between epochs), a
 replica of the model, and a sparse device:
 
@@ -139,9 +140,10 @@ class HybridConfig:
     #: stage-A (sample + load) threads per trainer, and torch threads of the CPU trainers
     sampler_threads: int = 1
     trainer_threads: int = 1
-    #: where the prefetchers' stage A (sampling + loading) runs: ``process`` (forked
-    #: processes, ``sampler_threads`` of them per trainer: no interpreter lock shared with
-    #: the trainers; Linux) or ``thread``
+    #: where the prefetchers' stage A (sampling + loading) runs: ``process`` (one pool of
+    #: ``sampler_threads`` forked processes that every trainer's prefetcher queues its batches
+    #: on, like the paper's pool of sampler threads: no interpreter lock shared with the
+    #: trainers; Linux) or ``thread`` (``sampler_threads`` threads per trainer)
     stage_a: str = "process"
     normalize_features: bool = True
     #: run the trainers at the same time (threads); by default one after another, each timed
@@ -606,11 +608,11 @@ def train_hybrid(dataset: Dataset, cfg: HybridConfig, on_iteration=None,
                 if workers != drm.threads["sampler"]:
                     close_prefetchers()
                     workers = drm.threads["sampler"]
-                    if use_procs:
-                        for p in procs.values():
+                    if use_procs:         # one pool of stage-A processes for every trainer
+                        for p in set(procs.values()):
                             p.close()
-                        procs = {t: StageAProcesses(sampler, loader, workers, prepare=prepare)
-                                 for t in local}
+                        shared = StageAProcesses(sampler, loader, workers, prepare=prepare)
+                        procs = {t: shared for t in local}
                     first = it
                     rest = plan[first:]
 
@@ -667,7 +669,7 @@ def train_hybrid(dataset: Dataset, cfg: HybridConfig, on_iteration=None,
                     it += 1
     finally:
         close_prefetchers()
-        for p in procs.values():
+        for p in set(procs.values()):
             p.close()
     torch.set_num_threads(threads_before)
     acc = evaluate(master, dataset, X)

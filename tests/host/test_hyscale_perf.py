@@ -161,6 +161,23 @@ def test_processor_sharing_by_hand():
     assert hp.mix_rate("T", "T", 0.1, speeds) == 1.0
 
 
+def test_host_replay_queues_the_trainers_on_shared_stage_a_workers():
+    """Two CPU trainers, ample cores (every worker at full speed): one stage-A worker each
+    runs their sampling, loading and copy side by side; one shared worker runs them one after
+    the other (trainer 0's first), two shared workers side by side again. Each stage keeps its
+    own length (the stage times), the replay's wall is what changes."""
+    pred = {"kinds": ["cpu", "cpu"], "trainers": [{}, {}], "t_samp": [1.0, 2.0], "T_sync": 0.0}
+    pipe = {"A": [1.5, 2.5], "B": [0.25, 0.25], "T": [1.0, 1.0]}
+    walls = {}
+    for w in (None, 1, 2):
+        r = hp.host_shared(pred, pipe, cores=8.0, stage_a_workers=w)
+        assert r["stage_s"]["T_SC"] == pytest.approx(3.0)
+        assert r["stage_s"]["T_Load"] == pytest.approx(1.0)
+        walls[w] = r["wall_s"]
+    assert walls[None] == pytest.approx(2.75) and walls[2] == pytest.approx(2.75)
+    assert walls[1] == pytest.approx(1.75 + 2.75)
+
+
 def test_expected_max():
     assert hp.expected_max([(2.0, 0.0), (3.0, 0.0)]) == {"median": 3.0, "mean": 3.0}
     one = hp.expected_max([(2.0, 0.2)])
