@@ -18,8 +18,10 @@
    A), so it shows little of what prefetching hides.
 4. **Prefetching on a loader-bound run** (the issue's measurement): the same at an even split
    on the same graph with ``--loader-features`` input features and ``--loader-hidden`` hidden
-   units (16 and 16 by default), where sampling + loading is the longest stage; whether it is
-   (from the stage times without prefetching) is printed.
+   units (16 and 16 by default), where sampling + loading is the longest stage, with
+   ``--loader-workers`` stage-A workers (2 by default: the pool of processes, or threads per
+   trainer; a loader-bound run is where the DRM's balance-thread gives stage A the threads);
+   whether the run is loader-bound (from the stage times without prefetching) is printed.
 
 Writes ``hyscale_drm.json`` and ``hyscale_drm.png`` (stage times and the CPU share per
 iteration of the DRM run).
@@ -91,7 +93,7 @@ def _throughput(report: dict, skip: int) -> float:
 
 def run(scale: int, batch: int, iterations: int, shares: list[float], seed: int = 0,
         progress=None, repeats: int = 1, loader_features: int = 16,
-        loader_hidden: int = 16) -> dict:
+        loader_hidden: int = 16, loader_workers: int = 2) -> dict:
     """The three measurements, each run ``repeats`` times and summarised by the median: the
     best static split is the largest of several noisy throughputs, so a single run of each
     biases the DRM's ratio to it low."""
@@ -134,9 +136,11 @@ def run(scale: int, batch: int, iterations: int, shares: list[float], seed: int 
     if progress:
         progress("prefetching")
     narrow = _dataset(scale, seed, loader_features)
-    lb = _prefetch_walls(narrow, dataclasses.replace(base, hidden=loader_hidden), iterations,
-                         repeats)
-    lb.update(features=loader_features, hidden=loader_hidden, cpu_share=0.5)
+    lb = _prefetch_walls(narrow, dataclasses.replace(base, hidden=loader_hidden,
+                                                     sampler_threads=loader_workers),
+                         iterations, repeats)
+    lb.update(features=loader_features, hidden=loader_hidden, cpu_share=0.5,
+              workers=loader_workers)
     if progress:
         progress("prefetching, loader-bound")
     pf_wall = pf["median_wall"]["processes"]
@@ -196,6 +200,8 @@ def main(argv=None) -> int:
                     help="input features of the loader-bound prefetching run")
     ap.add_argument("--loader-hidden", type=int, default=16,
                     help="hidden units of the loader-bound prefetching run")
+    ap.add_argument("--loader-workers", type=int, default=2,
+                    help="stage-A workers of the loader-bound prefetching run")
     ap.add_argument("--out", default="reports/bench-hyscale-drm")
     args = ap.parse_args(argv)
     try:
@@ -206,12 +212,13 @@ def main(argv=None) -> int:
         raise UserError("--iterations: use at least 12 (DRM is judged after iteration 10)")
     if args.repeats < 1:
         raise UserError(f"--repeats {args.repeats}: use at least 1")
-    for name in ("loader_features", "loader_hidden"):
+    for name in ("loader_features", "loader_hidden", "loader_workers"):
         if getattr(args, name) < 1:
             raise UserError(f"--{name.replace('_', '-')} {getattr(args, name)}: use at least 1")
     res = run(args.scale, args.batch, args.iterations, shares, args.seed,
               progress=lambda s: print(f"  done: {s}", flush=True), repeats=args.repeats,
-              loader_features=args.loader_features, loader_hidden=args.loader_hidden)
+              loader_features=args.loader_features, loader_hidden=args.loader_hidden,
+              loader_workers=args.loader_workers)
     out = output_dir(args.out)
     (out / "hyscale_drm.json").write_text(json.dumps(res, indent=2) + "\n")
     _plot(res, out / "hyscale_drm.png")
@@ -230,7 +237,8 @@ def main(argv=None) -> int:
     for title, p in ((f"at the best static split ({res['best_static_share']})",
                       res["prefetch_best_split"]),
                      (f"on R-MAT with {res['prefetch_loader_bound']['features']} features, "
-                      f"hidden {res['prefetch_loader_bound']['hidden']}, even split",
+                      f"hidden {res['prefetch_loader_bound']['hidden']}, even split, "
+                      f"{res['prefetch_loader_bound']['workers']} stage-A workers",
                       res["prefetch_loader_bound"])):
         w, st = p["median_wall"], p["stage_s_without_prefetching"]
         print(f"two-stage prefetching {title}: "

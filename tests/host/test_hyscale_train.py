@@ -263,7 +263,7 @@ def test_drm_bench_repeats_every_measurement_and_reports_medians():
         res["no_prefetch_wall_per_iteration"] / res["prefetch_wall_per_iteration"])
     # ... and R rounds of none / processes / threads on the narrow (loader-bound) run
     lb = res["prefetch_loader_bound"]
-    assert (lb["features"], lb["hidden"]) == (16, 16)
+    assert (lb["features"], lb["hidden"], lb["workers"]) == (16, 16, 2)
     assert all(len(lb["walls"][k]) == 3 for k in ("none", "processes", "threads"))
     for k in ("processes", "threads"):
         assert lb["speedup"][k] == pytest.approx(np.median(lb["walls"]["none"])
