@@ -72,11 +72,11 @@ def _prefetch_walls(d, cfg: HybridConfig, iterations: int, repeats: int) -> dict
                          for x in its[2:]]
     med = {k: float(np.median([s[k] for s in stages]))
            for k in ("T_SC", "T_SA", "T_Load", "T_Tran", "T_TC", "T_TA")}
-    # wall-clock terms: with prefetching each trainer's stage A runs beside the trainers, which
-    # run one after another in this process (their host work: torch, and the simulation of
-    # the accelerators, which T_TA does not count); loader-bound where the longest stage A
-    # (T_Load is summed over the trainers: all of it counts) outlasts that host work
-    loader = max(med["T_SC"], med["T_SA"]) + med["T_Load"]
+    # wall-clock terms: with prefetching the pool of stage-A workers serves every trainer
+    # beside the trainers, which run one after another in this process (their host work:
+    # torch, and the simulation of the accelerators, which T_TA does not count); loader-bound
+    # where a worker's share of all stage-A work outlasts that host work
+    loader = (med["T_SC"] + med["T_SA"] + med["T_Load"]) / cfg.sampler_threads
     trainers = float(np.median(host))
     out = {"walls": walls, "median_wall": {k: float(np.median(v)) for k, v in walls.items()},
            "stage_s_without_prefetching": med, "trainers_host_s": trainers,
@@ -244,7 +244,7 @@ def main(argv=None) -> int:
         print(f"two-stage prefetching {title}: "
               f"{'loader-bound' if p['loader_bound'] else 'trainer-bound'} (without: sampling "
               f"T_SC {st['T_SC'] * 1e3:.1f} / T_SA {st['T_SA'] * 1e3:.1f} ms + T_Load "
-              f"{st['T_Load'] * 1e3:.1f} ms against the trainers' host work "
+              f"{st['T_Load'] * 1e3:.1f} ms, per worker against the trainers' host work "
               f"{p['trainers_host_s'] * 1e3:.1f} ms); {w['none'] * 1e3:.1f} ms per iteration -> "
               f"{w['processes'] * 1e3:.1f} ms with stage A in processes = "
               f"{p['speedup']['processes']:.2f}x, {w['threads'] * 1e3:.1f} ms in threads = "
