@@ -144,7 +144,7 @@ class HybridConfig:
     #: ``sampler_threads`` forked processes that every trainer's prefetcher queues its batches
     #: on, like the paper's pool of sampler threads: no interpreter lock shared with the
     #: trainers; Linux) or ``thread`` (``sampler_threads`` threads per trainer)
-    stage_a: str = "process"
+    stage_a: str = field(default_factory=lambda: "process" if can_fork() else "thread")
     normalize_features: bool = True
     #: run the trainers at the same time (threads); by default one after another, each timed
     #: alone, the iteration taking the slowest (the trainers' hardware is separate; on a

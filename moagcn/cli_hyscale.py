@@ -73,7 +73,8 @@ def cmd_hyscale_train(args) -> int:
                        params=dict(parse_params(args.param)), epochs=args.epochs, lr=args.lr,
                        dropout=args.dropout, seed=args.seed, cpu_share=args.cpu_share,
                        drm=not args.no_drm, prefetch=not args.no_prefetch,
-                       update_on=args.update_on, stage_a=args.stage_a)
+                       update_on=args.update_on,
+                       **({"stage_a": args.stage_a} if args.stage_a else {}))
     cfg.validate(dataset)
     where = "processes" if cfg.stage_a == "process" else "threads"
     print(f"{dataset.summary()}\n{cfg.model.upper()} hidden {cfg.hidden}, fanouts "
@@ -159,9 +160,10 @@ def register(sub) -> None:
                    help="--distributed: fail if a process waits longer than this for a peer")
     t.add_argument("--no-prefetch", action="store_true",
                    help="sample, load and transfer in sequence with training")
-    t.add_argument("--stage-a", choices=("process", "thread"), default="process",
-                   help="prefetching: sample and load in forked processes (default; no "
-                        "interpreter lock shared with the trainers) or in threads")
+    t.add_argument("--stage-a", choices=("process", "thread"), default=None,
+                   help="prefetching: sample and load in forked processes (the default where "
+                        "the platform can fork: no interpreter lock shared with the trainers) "
+                        "or in threads")
     t.add_argument("--update-on", choices=("device", "host"), default="device",
                    help="where accelerator trainers run their dense layers (the update and its "
                         "two backward products): on the design's dense datapath where it has "
