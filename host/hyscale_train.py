@@ -136,6 +136,9 @@ class HybridConfig:
     cpu_share: float | None = None
     drm: bool = True
     prefetch: bool = True
+    #: batches stage A and B run ahead of the training; 0: none (stage A of every trainer in
+    #: the stage-A pool at once, then the copies and the training: the baseline without
+    #: prefetching that has the same stage-A workers)
     depth: int = 2
     #: stage-A (sample + load) threads per trainer, and torch threads of the CPU trainers
     sampler_threads: int = 1
@@ -581,7 +584,8 @@ def train_hybrid(dataset: Dataset, cfg: HybridConfig, on_iteration=None,
     train_ids = training_ids(dataset.train_mask, labels=dataset.labels)
     records, it = [], 0
     prepare = BlockOperators(cfg.model, degrees, fanouts)
-    use_procs = cfg.prefetch and cfg.depth > 0 and cfg.stage_a == "process"
+    use_procs = cfg.prefetch and cfg.stage_a == "process"
+    overlap = cfg.prefetch and cfg.depth > 0      # stages beside the training
     procs: dict = {}
     threads_before = torch.get_num_threads()
     t_run = time.perf_counter()
@@ -629,6 +633,8 @@ def train_hybrid(dataset: Dataset, cfg: HybridConfig, on_iteration=None,
                     iters = {t: iter(pf) for t, pf in pfs.items()}
                 for b in per_epoch[epoch]:
                     t0 = time.perf_counter()
+                    for pf in pfs.values():       # depth 0: every trainer's stage A at once
+                        pf.request()
                     lbs = {t: next(x) for t, x in iters.items()}
                     if cfg.concurrent and len(local) > 1:
                         futures = {t: pool.submit(trainers[t].step, lbs[t], b.size, it)
@@ -647,8 +653,8 @@ def train_hybrid(dataset: Dataset, cfg: HybridConfig, on_iteration=None,
                         summary = {t: v for part in parts for t, v in part.items()}
                     res = [summary[t] for t in range(len(kinds))]
                     times = [r["times"] for r in res]
-                    T = _stage_times(kinds, res, times, cfg.prefetch)
-                    iteration_s = _iteration_time(kinds, res, times, cfg.prefetch)
+                    T = _stage_times(kinds, res, times, overlap)
+                    iteration_s = _iteration_time(kinds, res, times, overlap)
                     decision = drm.update(it, T, n_cpu > 0, n_acc > 0, share_at(it))
                     history.append(drm.cpu_share)
                     rec = {"epoch": epoch, "iteration": it, "targets": int(b.size),

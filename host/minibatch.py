@@ -476,9 +476,12 @@ class Prefetcher:
     :meth:`NeighborSampler.sample_many`) and gathers its features and labels; stage B (one
     thread) copies them to ``device`` (``.to(device)``, or a clone into a fresh buffer on the
     CPU). While the trainer holds batch ``i``, batches ``i + 1 .. i + depth`` are in flight:
-    with ``depth=2``, ``i + 1`` in B and ``i + 2`` in A. ``enabled=False`` (or ``depth=0``) is the
-    baseline: every stage in sequence in the caller's thread. Batches arrive in order and equal
-    the sequential ones. ``prepare`` (optional, ``prepare(mini_batch) -> object``) is more of
+    with ``depth=2``, ``i + 1`` in B and ``i + 2`` in A. ``enabled=False`` is the baseline:
+    every stage in sequence in the caller's thread. ``depth=0`` is the baseline with stage A's
+    workers: stage A in its pool, started when the batch is asked for or :meth:`request` is
+    called (so that several trainers' stage A run at once), stage B in the caller; nothing
+    runs beside the training. Batches arrive in order and equal the sequential ones.
+    ``prepare`` (optional, ``prepare(mini_batch) -> object``) is more of
     stage A's work on each sampled batch (e.g. the blocks' normalised operators), timed with
     the sampling and handed over as :attr:`LoadedBatch.prepared`; with processes it must not
     call torch.
@@ -521,9 +524,9 @@ class Prefetcher:
         if labels and loader.labels is None:
             raise UserError("Prefetcher(labels=True) needs a FeatureLoader with labels; pass "
                             "labels=dataset.labels to FeatureLoader, or labels=False")
-        self.depth = _whole(depth, "depth", "use 0 (no prefetching) or more")
+        self.depth = _whole(depth, "depth", "use 0 (no look-ahead) or more")
         if self.depth < 0:
-            raise UserError(f"depth = {self.depth}; use 0 (no prefetching), 1 or 2")
+            raise UserError(f"depth = {self.depth}; use 0 (no look-ahead), 1 or 2")
         self.workers = _whole(workers, "workers", "use 1 or more")
         if self.workers < 1:
             raise UserError(f"workers = {self.workers}; use 1 or more stage-A threads")
@@ -544,6 +547,8 @@ class Prefetcher:
         if self.device.type == "cuda" and not torch.cuda.is_available():
             raise UserError(f"device = {device!r} but CUDA is not available here; use "
                             "device='cpu'")
+        #: depth 0 with ``enabled``: stage A in its pool (see :meth:`request`), no look-ahead
+        self.lockstep = bool(enabled) and self.depth == 0
         self.enabled = bool(enabled) and self.depth > 0
         self.stats = PrefetchStats()
         self._pending: deque = deque()      # stage-B futures, in order (at most depth)
@@ -608,11 +613,8 @@ class Prefetcher:
     def _salt(self, i: int):
         return self.salts[i] if self.salts is not None else batch_salt(self.salt, i)
 
-    def _submit(self):
-        if self._submitted >= len(self.batches):
-            return
-        i = self._submitted
-        self._submitted += 1
+    def _submit_a(self, i: int) -> Future:
+        """Stage A of batch ``i`` into its pool (threads or processes)."""
         if self.processes:
             try:
                 fa = self._procs.submit(self.batches[i], self._salt(i))
@@ -621,19 +623,47 @@ class Prefetcher:
             while self._stage_a_futures and self._stage_a_futures[0].done():
                 self._stage_a_futures.popleft()
             self._stage_a_futures.append(fa)
-        else:
-            fa = self._pool_a.submit(self._stage_a, i)
-        self._pending.append(self._pool_b.submit(self._stage_b, i, fa))
+            return fa
+        return self._pool_a.submit(self._stage_a, i)
+
+    def _submit(self):
+        if self._submitted >= len(self.batches):
+            return
+        i = self._submitted
+        self._submitted += 1
+        self._pending.append(self._pool_b.submit(self._stage_b, i, self._submit_a(i)))
+
+    def _start_pools(self) -> None:
+        if self._own_procs and self._procs is None:
+            self._procs = StageAProcesses(self.sampler, self.loader, self.workers,
+                                          self.labels, self.prepare)
+        elif not self.processes and self._pool_a is None:
+            self._pool_a = ThreadPoolExecutor(self.workers,
+                                              thread_name_prefix="moagcn-prefetch-load")
+
+    def request(self) -> None:
+        """Without look-ahead (``depth=0``): start stage A of the next batch now (it is started
+        when the batch is asked for otherwise), so that several prefetchers' stage A run at
+        once before their trainers take the batches. Otherwise (and when the next batch is
+        already started, or there is none) nothing."""
+        if not (self.lockstep and not self._closed and not self._pending
+                and self._submitted < len(self.batches)):
+            return
+        self._start_pools()
+        i = self._submitted
+        self._submitted += 1
+        self._pending.append((i, self._submit_a(i)))
 
     def _next(self) -> LoadedBatch:
+        if self.lockstep:
+            self.request()
+            if not self._pending:
+                raise StopIteration
+            i, fa = self._pending.popleft()
+            return self._stage_b(i, fa)              # stage B in the caller: no overlap
         if self.enabled:
             if self._pool_b is None:
-                if self._own_procs:
-                    self._procs = StageAProcesses(self.sampler, self.loader, self.workers,
-                                                  self.labels, self.prepare)
-                elif not self.processes:
-                    self._pool_a = ThreadPoolExecutor(self.workers,
-                                                      thread_name_prefix="moagcn-prefetch-load")
+                self._start_pools()
                 self._pool_b = ThreadPoolExecutor(1, thread_name_prefix="moagcn-prefetch-transfer")
                 for _ in range(self.depth):
                     self._submit()
@@ -681,7 +711,7 @@ class Prefetcher:
         self._closed = True
         self._stop.set()
         for f in (*self._pending, *self._stage_a_futures):
-            f.cancel()
+            (f[1] if isinstance(f, tuple) else f).cancel()
         self._pending.clear()
         self._stage_a_futures.clear()
         # A first: its running task finishes, queued ones are cancelled, so every stage-B task

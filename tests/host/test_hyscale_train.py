@@ -264,8 +264,10 @@ def test_drm_bench_repeats_every_measurement_and_reports_medians():
     # ... and R rounds of none / processes / threads on the narrow (loader-bound) run
     lb = res["prefetch_loader_bound"]
     assert (lb["features"], lb["hidden"], lb["workers"]) == (16, 16, 2)
-    assert all(len(lb["walls"][k]) == 3 for k in ("none", "processes", "threads"))
-    for k in ("processes", "threads"):
+    assert all(len(lb["walls"][k]) == 3 for k in ("none", "none_pooled", "processes", "threads"))
+    assert lb["speedup_over_pooled"] == pytest.approx(np.median(lb["walls"]["none_pooled"])
+                                                      / np.median(lb["walls"]["processes"]))
+    for k in ("none_pooled", "processes", "threads"):
         assert lb["speedup"][k] == pytest.approx(np.median(lb["walls"]["none"])
                                                  / np.median(lb["walls"][k]))
     st = lb["stage_s_without_prefetching"]

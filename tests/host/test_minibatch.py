@@ -361,6 +361,28 @@ def test_stage_a_processes_serve_many_epochs_and_outlive_their_prefetchers():
     assert set(multiprocessing.active_children()) == before
 
 
+@pytest.mark.parametrize("processes", [False, True])
+def test_depth_zero_runs_stage_a_in_its_pool_on_request_and_nothing_ahead(processes):
+    """depth 0: the batches of the sequential path; stage A starts when a batch is requested
+    (two prefetchers' at once) or asked for, never ahead of that; stage B in the caller."""
+    sampler, loader, bs = setup(4)
+    seq = list(Prefetcher(sampler, loader, bs, salt=3, enabled=False))
+    pfs = [Prefetcher(sampler, loader, bs, salt=3, depth=0, workers=2, processes=processes)
+           for _ in range(2)]
+    its = [iter(pf) for pf in pfs]
+    for i in range(len(bs)):
+        for pf in pfs:
+            pf.request()
+            pf.request()                          # idempotent: one batch in flight
+            assert pf._submitted == i + 1 and len(pf._pending) == 1
+        for it in its:
+            lb = next(it)
+            same(lb, seq[i])
+            assert lb.times["sample"] > 0
+    assert all(list(it) == [] for it in its)
+    assert no_prefetch_threads()
+
+
 def test_a_stage_a_process_that_fails_or_dies_stops_the_trainer():
     sampler, loader, bs = setup(4)
 
