@@ -140,7 +140,8 @@ class HybridConfig:
     #: the stage-A pool at once, then the copies and the training: the baseline without
     #: prefetching that has the same stage-A workers)
     depth: int = 2
-    #: stage-A (sample + load) threads per trainer, and torch threads of the CPU trainers
+    #: stage-A (sample + load) workers: the processes of the pool the trainers share
+    #: (``stage_a="process"``) or threads per trainer; and torch threads of the CPU trainers
     sampler_threads: int = 1
     trainer_threads: int = 1
     #: where the prefetchers' stage A (sampling + loading) runs: ``process`` (one pool of
