@@ -15,9 +15,9 @@
    sequence; and with the trainers' stage A at once in the pool of stage-A processes, none
    beside the training: ``depth = 0``), with it (stage A in forked processes, the default)
    and with stage A in threads, at the best static split, the runs one after the other
-   (``repeats`` rounds, medians). This run is trainer-bound in wall
-   time (the trainers' host work, which includes simulating the accelerator, outlasts stage
-   A), so it shows little of what prefetching hides.
+   (``repeats`` rounds, medians). This run is mostly trainer-bound in wall time (the
+   trainers' host work, which includes simulating the accelerator, outlasts stage A), so it
+   shows little of what prefetching hides; the bench prints which it is.
 4. **Prefetching on a loader-bound run** (the issue's measurement): the same at an even split
    on the same graph with ``--loader-features`` input features and ``--loader-hidden`` hidden
    units (16 and 16 by default), where sampling + loading is the longest stage, with
@@ -101,7 +101,7 @@ def _throughput(report: dict, skip: int) -> float:
 def run(scale: int, batch: int, iterations: int, shares: list[float], seed: int = 0,
         progress=None, repeats: int = 1, loader_features: int = 16,
         loader_hidden: int = 16, loader_workers: int = 2) -> dict:
-    """The three measurements, each run ``repeats`` times and summarised by the median: the
+    """The measurements, each run ``repeats`` times and summarised by the median: the
     best static split is the largest of several noisy throughputs, so a single run of each
     biases the DRM's ratio to it low."""
     d = _dataset(scale, seed)

@@ -79,8 +79,8 @@ for the comparison with ``train_hybrid``, never in :func:`predict`):
    in the main thread (stage A in forked processes by default, so the GIL only between
    threads: stage B and, with ``stage_a="thread"``, stage A). :func:`host_shared` replays one
    iteration of that schedule, every worker at the speed :func:`interference` measured for the
-   mix of workers running at that moment (a sampling loop ``A``, a trainer step ``T``, alone and as AA, AT,
-   AAT), so that overlapping stages stretch as they do when measured.
+   mix of workers running at that moment (a sampling loop ``A``, a trainer step ``T``, alone
+   and as AA, AT, AAT), so that overlapping stages stretch as they do when measured.
 4. *Fluctuation.* ``train_hybrid``'s ``iteration_s`` is, per iteration, the slowest of stages
    whose times fluctuate by 20-40 % under sharing; its median exceeds the slowest stage's
    median when stages are close. :func:`expected_max` gives the median (and mean, for epochs)

@@ -439,7 +439,8 @@ class StageAProcesses:
         self.workers = _whole(workers, "workers", "use 1 or more")
         if self.workers < 1:
             raise UserError(f"workers = {self.workers}; use 1 or more stage-A processes")
-        self.sampler, self.loader, self.labels, self.prepare = sampler, loader, bool(labels), prepare
+        self.sampler, self.loader = sampler, loader
+        self.labels, self.prepare = bool(labels), prepare
         self._pool = ProcessPoolExecutor(self.workers,
                                          mp_context=multiprocessing.get_context("fork"),
                                          initializer=_stage_a_init,
