@@ -120,9 +120,12 @@ def make_job(shape: Shape, config):
     return indptr, indices, X, W, b
 
 
-def run_shape(shape: Shape, device: str = "rtl", simulator: str = "verilator") -> dict:
-    """Run one shape; returns its row of the table."""
-    cfg = preset(shape.preset, spes=shape.spes, macs=shape.macs)
+def run_shape(shape: Shape, device: str = "rtl", simulator: str = "verilator",
+              params: dict | None = None) -> dict:
+    """Run one shape (its preset with n and m, then ``params``: ``KEY=VALUE`` strings, as
+    ``--param`` gives them); returns its row of the table."""
+    from moagcn.config import apply_params
+    cfg = apply_params(preset(shape.preset, spes=shape.spes, macs=shape.macs), params or {})
     indptr, indices, X, W, b = make_job(shape, cfg)
     job = SPEC.check(SPEC.job(indptr, indices, X, W, b, relu=True), cfg)
     res = Driver(SPEC, cfg, device, simulator).run(job, checked=True)
@@ -154,8 +157,13 @@ def main(argv=None) -> int:
     parser.add_argument("--only", default="", help="comma-separated shape names (default all)")
     parser.add_argument("--tolerance", type=float, default=0.10,
                         help="largest |model error| accepted (total cycles)")
+    parser.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
+                        help="override a configuration field of every shape, e.g. "
+                             "pipelined=true")
     parser.add_argument("--out", default="hyscale_kernel_model")
     args = parser.parse_args(argv)
+    from moagcn.config import parse_params
+    params = parse_params(args.param)
     names = [s for s in args.only.split(",") if s]
     shapes = [s for s in SHAPES if not names or s.name in names]
     if names and len(shapes) != len(names):
@@ -166,7 +174,7 @@ def main(argv=None) -> int:
           f"{'srcs':>5} {'load':>6} {'aggr':>6} {'update':>6} {'RTL total':>9} {'model':>9} "
           f"{'error':>7} {'bound':>7} {'Eq.11+12':>8} bit-exact")
     for shape in shapes:
-        row = run_shape(shape, args.device, args.simulator)
+        row = run_shape(shape, args.device, args.simulator, params)
         rows.append(row)
         print(f"{row['shape']:5} {row['spes']:>2} {row['macs']:>3} {row['f_in']:>4} "
               f"{row['f_out']:>5} {row['destinations']:>4} {row['edges']:>5} "
@@ -176,7 +184,8 @@ def main(argv=None) -> int:
               f"{row['bound_model_error']:>+7.3f} {row['paper_model_error']:>+8.3f} "
               f"{row['bit_exact']}", flush=True)
     worst = max(abs(r["model_error"]) for r in rows)
-    summary = {"device": args.device, "simulator": args.simulator, "shapes": len(rows),
+    summary = {"device": args.device, "simulator": args.simulator, "params": params,
+               "shapes": len(rows),
                "all_bit_exact": all(r["bit_exact"] for r in rows),
                "max_abs_model_error": worst,
                "max_abs_bound_model_error": max(abs(r["bound_model_error"]) for r in rows),

@@ -118,6 +118,10 @@ def aggregate_bound_cycles(distinct_sources: int, bank_edges: Sequence[int], f_i
 AGG_HEAD = 4
 
 
+#: cycles of the aggregate phase of a job without edges (start, then nothing to wait for)
+EMPTY_AGGREGATE = 2
+
+
 def aggregate_tail(config: HyScaleConfig) -> int:
     """Cycles from the last S-PE read to the end of the aggregate phase: the element's product
     (1 + mul_latency), the G-PE's read, operand register and add (2 + add_latency), the
@@ -151,9 +155,18 @@ def aggregate_kernel_cycles(edge_sources: Sequence[int], edge_banks: Sequence[in
 
     With no conflicts this is :func:`aggregate_bound_cycles`.
     """
+    end, _ = aggregate_replay(edge_sources, edge_banks, f_in, config)
+    return end
+
+
+def aggregate_replay(edge_sources: Sequence[int], edge_banks: Sequence[int], f_in: int,
+                     config: HyScaleConfig) -> tuple[int, list]:
+    """:func:`aggregate_kernel_cycles` and, for each edge, the cycle its S-PE issues its last
+    read (from which its row's last write follows)."""
     n_edges = len(edge_sources)
+    reads_of = []
     if n_edges == 0:
-        return 0
+        return EMPTY_AGGREGATE, reads_of
     B = _ceil(f_in, config.mem_words_per_cycle)
     K, Q = config.feature_slots, config.edge_queue
     slot_len = max(f_in, config.gather_slot)
@@ -183,6 +196,7 @@ def aggregate_kernel_cycles(edge_sources: Sequence[int], edge_banks: Sequence[in
             grant = max(pop + 1, last_grant[b] + slot_len)
             read = grant + f_in
             pops[b].append(pop)
+            reads_of.append(read)
             last_grant[b], last_read[b] = grant, read
             dispatched = last_dispatch = t
             last_use = max(last_use, read)
@@ -192,11 +206,11 @@ def aggregate_kernel_cycles(edge_sources: Sequence[int], edge_banks: Sequence[in
                             last_use + 1))
         end = max(end, last_use)
         r += 1
-    return end + aggregate_tail(config)
+    return end + aggregate_tail(config), reads_of
 
 
 def update_kernel_cycles(destinations: int, f_in: int, f_out: int,
-                         config: HyScaleConfig) -> int:
+                         config: HyScaleConfig, ready_at=None) -> int:
     """Cycles of the update phase (``cycles_update``), from ``UpdateKernel``, exactly (no
     output backpressure).
 
@@ -211,6 +225,10 @@ def update_kernel_cycles(destinations: int, f_in: int, f_out: int,
     block only its real items). Block ``k + 2`` opens only once block ``k`` has been drained
     (the results are double-buffered). The recurrence below walks the blocks; the phase ends
     the cycle after the last beat (the done flag).
+
+    ``ready_at`` (pipelined layers): ``ready_at[k]``, the cycle from which rows ``0 .. k - 1``
+    are final; a block opens no earlier than its rows' (its first row and the ``R - 1`` after
+    it, within the job).
     """
     M = config.macs
     R = config.rows_per_block
@@ -226,12 +244,45 @@ def update_kernel_cycles(destinations: int, f_in: int, f_out: int,
     for k in range(_ceil(items, R)):
         if k >= 2:
             t_open = max(t_open, drained[k - 2] + 1)
+        if ready_at is not None:
+            t_open = max(t_open, ready_at[min((k * R) // groups + R, destinations)])
         last_fed = t_open + R * f_in
         beats = sum(beats_of_group[i % groups] for i in range(k * R, min(items, (k + 1) * R)))
         start = max(last_fed + to_result + 2, drained[k - 1] + 2 if k else 0)
         drained.append(start + beats - 1)
         t_open = last_fed + 1
     return drained[-1] + 1
+
+
+def row_final_delay(config: HyScaleConfig) -> int:
+    """Cycles from an edge's last read (:func:`aggregate_replay`) to the cycle its row's bit in
+    the layer's ``row_final`` vector is set: the product, the G-PE's read, operand register
+    and adder, the write, the vector's register."""
+    return config.mul_latency + config.add_latency + 4
+
+
+def pipelined_compute_cycles(edge_sources: Sequence[int], edge_banks: Sequence[int],
+                             edge_rows: Sequence[int], destinations: int, f_in: int, f_out: int,
+                             config: HyScaleConfig) -> dict:
+    """The compute cycles of a ``pipelined`` layer: the aggregate replay gives each row's last
+    read, hence the cycle it is final (:func:`row_final_delay`; rows without in-edges at the
+    start); the scanner moves ``rows_ready`` one row per cycle over final rows, and to the
+    last row when the aggregation ends; the update replay opens each block once its rows are
+    ready. ``edge_rows``: each edge's destination row (the hardware row). Returns
+    ``{"aggregate", "update", "compute"}`` (the update runs from the start, so ``compute`` is
+    the later of the two ends)."""
+    agg, reads = aggregate_replay(edge_sources, edge_banks, f_in, config)
+    final = [0] * destinations
+    delay = row_final_delay(config)
+    for row, read in zip(edge_rows, reads):
+        final[row] = max(final[row], read + delay)
+    ready_at = [0] * (destinations + 1)   # ready_at[k]: first cycle with rows_ready >= k
+    t = 0
+    for r in range(destinations):
+        t = max(t + 1, final[r] + 1)
+        ready_at[r + 1] = min(t, agg + 1)
+    upd = update_kernel_cycles(destinations, f_in, f_out, config, ready_at)
+    return {"aggregate": agg, "update": upd, "compute": max(agg, upd)}
 
 
 def load_cycles(feature_rows: int, distinct_sources: int, edges: int, destinations: int,
@@ -248,7 +299,8 @@ def kernel_cycles(config: HyScaleConfig, *, edges: int, distinct_sources: int,
                   destinations: int, f_in: int, f_out: int,
                   bank_edges: Sequence[int] | None = None,
                   schedule: tuple[Sequence[int], Sequence[int]] | None = None,
-                  feature_rows: int | None = None) -> dict:
+                  feature_rows: int | None = None,
+                  edge_rows: Sequence[int] | None = None) -> dict:
     """The RTL's cycles for one job: ``{"load", "aggregate", "update", "compute", "total"}``.
 
     ``schedule``: ``(edge_sources, edge_banks)`` as :func:`aggregate_kernel_cycles` takes them
@@ -257,18 +309,24 @@ def kernel_cycles(config: HyScaleConfig, *, edges: int, distinct_sources: int,
     ``None``: ``ceil(edges / spes)`` each). ``feature_rows``: rows of ``X`` streamed into the
     external memory (``None``: ``distinct_sources``). ``compute = aggregate + update`` (the
     layer's own ``cycles_total`` counter); ``total = load + compute`` (the report's
-    ``cycles_total``).
+    ``cycles_total``). A ``pipelined`` configuration with ``schedule`` and ``edge_rows`` (each
+    edge's hardware row) overlaps the two: :func:`pipelined_compute_cycles`.
     """
     rows = distinct_sources if feature_rows is None else feature_rows
     load = load_cycles(rows, distinct_sources, edges, destinations, f_in, f_out, config)
     if not edges:
-        agg = 0
+        agg = EMPTY_AGGREGATE
     elif schedule is not None:
         agg = aggregate_kernel_cycles(schedule[0], schedule[1], f_in, config)
     else:
         if bank_edges is None:
             bank_edges = [_ceil(edges, config.spes)] * config.spes
         agg = aggregate_bound_cycles(distinct_sources, bank_edges, f_in, config)
+    if config.pipelined and schedule is not None and edge_rows is not None:
+        p = pipelined_compute_cycles(schedule[0], schedule[1], edge_rows, destinations, f_in,
+                                     f_out, config)
+        return {"load": load, "aggregate": p["aggregate"], "update": p["update"],
+                "compute": p["compute"], "total": load + p["compute"]}
     upd = update_kernel_cycles(destinations, f_in, f_out, config)
     return {"load": load, "aggregate": agg, "update": upd, "compute": agg + upd,
             "total": load + agg + upd}

@@ -63,9 +63,13 @@ class Widths:
 
 def edge_entry_layout(cfg: HyScaleConfig) -> data.StructLayout:
     """A dispatched edge waiting in a PE queue: the ring slot of its source's row, its
-    destination, its weight, and whether it is the first edge into its destination."""
+    destination, its weight, and whether it is the first (and, pipelined, the last) edge into
+    its destination."""
     w = Widths(cfg)
-    return data.StructLayout({"slot": w.slot or 1, "dst": w.dst, "weight": 32, "first": 1})
+    fields = {"slot": w.slot or 1, "dst": w.dst, "weight": 32, "first": 1}
+    if cfg.pipelined:
+        fields["last"] = 1
+    return data.StructLayout(fields)
 
 
 class RingFillSignature(wiring.Signature):
@@ -107,10 +111,14 @@ class GatherPE(wiring.Component):
     -------
     in_valid, in_addr, in_first, in_data : In
         One product for element ``in_addr`` of the bank; ``in_first``: start from ``+0``.
+    in_done : In(1)
+        The product is its row's last (the last element of the last edge into the row).
     rd_addr : In, rd_data : Out
         Second read port of the bank (one cycle latency), for the update kernel.
     busy : Out(1)
         An addition is in flight.
+    row_done : Out(1) ; row_done_row : Out
+        A row's last sum is written this cycle, and its row in the bank.
     """
 
     def __init__(self, config: HyScaleConfig):
@@ -119,7 +127,9 @@ class GatherPE(wiring.Component):
         self.depth = (config.max_destinations // config.spes) * config.max_feature_width
         super().__init__({
             "in_valid": In(1), "in_addr": In(w.bank_addr), "in_first": In(1), "in_data": In(32),
+            "in_done": In(1),
             "rd_addr": In(w.bank_addr), "rd_data": Out(32), "busy": Out(1),
+            "row_done": Out(1), "row_done_row": Out(max(w.bank_row, 1)),
         })
 
     def elaborate(self, platform):
@@ -153,6 +163,14 @@ class GatherPE(wiring.Component):
                      write.en.eq(adder.o.valid)]
         inflight = delay(m, valid2, cfg.add_latency, "gvalid", reset_less=False)
         m.d.comb += self.busy.eq(self.in_valid | valid1 | Cat(*inflight).any())
+        if cfg.pipelined:
+            w = Widths(cfg)
+            done1, done2 = Signal(), Signal()
+            m.d.sync += [done1.eq(self.in_valid & self.in_done), done2.eq(valid1 & done1)]
+            done_out = delay(m, done2, cfg.add_latency, "gdone", reset_less=False)[-1]
+            m.d.comb += [self.row_done.eq(adder.o.valid & done_out),
+                         self.row_done_row.eq(addr_out[w.feat:w.feat + w.bank_row]
+                                              if w.bank_row else 0)]
         return m
 
 
@@ -165,7 +183,7 @@ class ScatterPE(wiring.Component):
 
     Members
     -------
-    assign_valid, assign_slot, assign_dst, assign_weight, assign_first : In
+    assign_valid, assign_slot, assign_dst, assign_weight, assign_first, assign_last : In
     free, req, holding, streaming : Out(1)
     bank : Out ; slot : Out
         The bank of the held edge, and the ring slot its source row occupies.
@@ -174,6 +192,8 @@ class ScatterPE(wiring.Component):
     mem_addr, mem_data, mem_en : In
         Broadcast write port of the local feature memory.
     out_valid, out_bank, out_addr, out_first, out_data : Out
+    out_done : Out(1)
+        The product is its destination's last (last element of the last edge into it).
     """
 
     def __init__(self, config: HyScaleConfig):
@@ -182,14 +202,14 @@ class ScatterPE(wiring.Component):
         self.depth = config.feature_slots * config.beats_per_row
         super().__init__({
             "assign_valid": In(1), "assign_slot": In(w.slot or 1), "assign_dst": In(w.dst),
-            "assign_weight": In(32), "assign_first": In(1),
+            "assign_weight": In(32), "assign_first": In(1), "assign_last": In(1),
             "free": Out(1), "req": Out(1), "holding": Out(1), "streaming": Out(1),
             "bank": Out(w.bank or 1), "slot": Out(w.slot or 1), "grant": In(1),
             "f_in": In(w.feat + 1),
             "mem_addr": In(bits_for(self.depth)), "mem_data": In(32 * config.mem_words_per_cycle),
             "mem_en": In(1),
             "out_valid": Out(1), "out_bank": Out(w.bank or 1), "out_addr": Out(w.bank_addr),
-            "out_first": Out(1), "out_data": Out(32),
+            "out_first": Out(1), "out_data": Out(32), "out_done": Out(1),
         })
 
     def elaborate(self, platform):
@@ -214,13 +234,15 @@ class ScatterPE(wiring.Component):
             dst=Signal(w.dst, reset_less=True),
             weight=Signal(32, reset_less=True),
             first=Signal(reset_less=True),
+            last=Signal(reset_less=True),
             j=Signal(w.feat + 1),
+            last_read=Signal(name="last_read"),
         )
         j = edge.j
         # ``j + 1 >= f_in`` (this read is the row's last) as a register set a cycle ahead: the
         # counter through the compare into ``free``, the queue's pop and its register enables
         # was the default preset's longest path
-        last = Signal(name="last_read")
+        last = edge.last_read
         m.d.comb += [self.free.eq(~holding | (streaming & last)),
                      self.req.eq(waiting), self.holding.eq(holding),
                      self.streaming.eq(streaming), self.slot.eq(edge.slot),
@@ -237,6 +259,8 @@ class ScatterPE(wiring.Component):
             m.d.sync += [holding.eq(1), waiting.eq(1), edge.slot.eq(self.assign_slot),
                          edge.dst.eq(self.assign_dst), edge.weight.eq(self.assign_weight),
                          edge.first.eq(self.assign_first)]
+            if self.config.pipelined:
+                m.d.sync += edge.last.eq(self.assign_last)
         return edge
 
     def _stream_products(self, m: Module, local: Ram, edge: "_HeldEdge"):
@@ -260,7 +284,8 @@ class ScatterPE(wiring.Component):
         m.d.comb += read.addr.eq(Cat(beat, edge.slot) if w.beat else edge.slot)
         dst_row = edge.dst[w.bank:] if w.bank else edge.dst
         # every element of the first edge into a destination starts from +0
-        meta0 = Cat(edge.streaming, self.bank, j[:w.feat], dst_row[:w.bank_row], edge.first)
+        meta0 = Cat(edge.streaming, self.bank, j[:w.feat], dst_row[:w.bank_row], edge.first,
+                    *([edge.last & edge.last_read] if cfg.pipelined else []))
         meta1 = Signal(len(meta0))
         weight1 = Signal(32, reset_less=True)
         if ahead:
@@ -279,7 +304,9 @@ class ScatterPE(wiring.Component):
         nb = w.bank or 1
         m.d.comb += [self.out_valid.eq(meta[0]), self.out_bank.eq(meta[1:1 + nb]),
                      self.out_addr.eq(meta[1 + nb:1 + nb + w.bank_addr]),
-                     self.out_first.eq(meta[-1]), self.out_data.eq(mul.o.payload)]
+                     self.out_first.eq(meta[1 + nb + w.bank_addr]),
+                     self.out_done.eq(meta[-1] if cfg.pipelined else 0),
+                     self.out_data.eq(mul.o.payload)]
 
 
 @dataclass
@@ -291,7 +318,9 @@ class _HeldEdge:
     dst: Signal
     weight: Signal
     first: Signal       # first edge into ``dst``
+    last: Signal        # last edge into ``dst``
     j: Signal           # element read this cycle
+    last_read: Signal   # element ``j`` is the row's last (``j + 1 >= f_in``)
 
 
 class EdgeQueue(wiring.Component):
@@ -369,6 +398,8 @@ class PEPair(wiring.Component):
         The G-PE has an addition in flight.
     act_addr : In ; act_data : Out(32)
         The G-PE bank's second read port (one cycle latency), for the update kernel.
+    row_done, row_done_row : Out
+        The G-PE's report of a row's last write (``pipelined`` configurations).
     """
 
     def __init__(self, config: HyScaleConfig):
@@ -382,6 +413,7 @@ class PEPair(wiring.Component):
             "probe": In(w.slot or 1), "uses_probe": Out(1),
             "edges": Out(1), "streaming": Out(1), "products": Out(1), "adding": Out(1),
             "act_addr": In(w.bank_addr), "act_data": Out(32),
+            "row_done": Out(1), "row_done_row": Out(max(w.bank_row, 1)),
         })
 
     def elaborate(self, platform):
@@ -400,6 +432,7 @@ class PEPair(wiring.Component):
                      spe.assign_valid.eq(pop), spe.assign_slot.eq(head.slot),
                      spe.assign_dst.eq(head.dst), spe.assign_weight.eq(head.weight),
                      spe.assign_first.eq(head.first),
+                     spe.assign_last.eq(head.last if cfg.pipelined else 0),
                      spe.f_in.eq(self.f_in), spe.mem_addr.eq(self.ring.addr),
                      spe.mem_data.eq(self.ring.data), spe.mem_en.eq(self.ring.en)]
 
@@ -407,6 +440,8 @@ class PEPair(wiring.Component):
         m.d.comb += [spe.grant.eq(self._gather_spacing(m, spe.req)),
                      gpe.in_valid.eq(spe.out_valid), gpe.in_addr.eq(spe.out_addr),
                      gpe.in_first.eq(spe.out_first), gpe.in_data.eq(spe.out_data),
+                     gpe.in_done.eq(spe.out_done),
+                     self.row_done.eq(gpe.row_done), self.row_done_row.eq(gpe.row_done_row),
                      gpe.rd_addr.eq(self.act_addr), self.act_data.eq(gpe.rd_data)]
 
         queued_probe = [(queue.level > i) & (entry.slot == self.probe)
@@ -733,6 +768,7 @@ class EdgeDispatcher(wiring.Component):
         e_weight = stage[0][:32]
         e_dst = stage[0][32:48]
         e_first = stage[0][63]
+        e_last = stage[0][62]
         e_bank = e_dst[:w.bank] if w.bank else 0
         want = self.enable & self.slot_avail
         # The destination's range check does not hold the dispatch back (a compare in the
@@ -751,6 +787,7 @@ class EdgeDispatcher(wiring.Component):
         m.d.comb += [self.dispatch.eq(dispatch), self.bank.eq(e_bank),
                      self.entry.slot.eq(self.slot), self.entry.dst.eq(e_dst[:w.dst]),
                      self.entry.weight.eq(e_weight), self.entry.first.eq(e_first),
+                     *([self.entry.last.eq(e_last)] if self.config.pipelined else []),
                      self.bad_dest.eq(bad_dest), self.short.eq(short),
                      self.edges_left.eq(edges_left),
                      self.blocked.eq(want & edge_valid & edges_left & target_full)]
@@ -791,8 +828,8 @@ class AggregateKernel(wiring.Component):
 
     Buffers belong to the layer; the kernel reads them through one-cycle read ports:
     the source list (``src_data``: source index in bits 0-15, out-edge count in bits 16-31), the
-    edge list (``edge_data``: weight in bits 0-31, destination in bits 32-47, first-edge flag in
-    bit 63) and the external feature memory (``mem_data``: ``mem_words_per_cycle`` elements).
+    edge list (``edge_data``: weight in bits 0-31, destination in bits 32-47, last-edge flag in
+    bit 62, first-edge flag in bit 63) and the external feature memory (``mem_data``: ``mem_words_per_cycle`` elements).
 
     Members
     -------
@@ -808,6 +845,9 @@ class AggregateKernel(wiring.Component):
         disagree with ``n_edges``.
     act_dst, act_idx : In ; act_data : Out(32)
         Read port into the aggregated rows (one cycle latency), for the update kernel.
+    row_done : Out(spes) ; row_done_rows : Out
+        With ``pipelined``: bank ``b`` wrote the last sum of its row ``row_done_rows[b]`` (that
+        is, of destination ``row * spes + b``) this cycle.
     feature_reads, words_read, spe_busy, stall_feature, stall_gather : Out(32)
         Rows read from external memory; elements read; S-PE streaming cycles (summed over
         S-PEs); cycles with a free S-PE and edges left but the next source row not resident;
@@ -827,6 +867,7 @@ class AggregateKernel(wiring.Component):
             "edge_addr": Out(w.edge), "edge_data": In(64),
             "mem_addr": Out(w.src + w.beat), "mem_data": In(32 * w.words),
             "act_dst": In(w.dst), "act_idx": In(w.feat), "act_data": Out(32),
+            "row_done": Out(config.spes), "row_done_rows": Out(config.spes * max(w.bank_row, 1)),
             **counter_members(AGG_COUNTERS, COUNTER_BITS),
         })
 
@@ -865,10 +906,13 @@ class AggregateKernel(wiring.Component):
                      self.edge_addr.eq(disp.edge_addr), disp.edge_data.eq(self.edge_data),
                      disp.slot.eq(ring.disp), disp.slot_avail.eq(ring.disp_avail),
                      disp.full.eq(Cat(*[pair.full for pair in pairs]))]
+        rb = max(Widths(cfg).bank_row, 1)
         for b, pair in enumerate(pairs):
             m.d.comb += [pair.push.eq(disp.dispatch & (disp.bank == b)),
                          pair.entry.eq(disp.entry), pair.f_in.eq(self.f_in),
-                         pair.probe.eq(ring.head)]
+                         pair.probe.eq(ring.head),
+                         self.row_done[b].eq(pair.row_done),
+                         self.row_done_rows[b * rb:(b + 1) * rb].eq(pair.row_done_row)]
 
         self._update_port(m, pairs)
         self._finish(m, active, error, dup, ring, disp, pairs)

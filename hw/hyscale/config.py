@@ -50,6 +50,11 @@ class HyScaleConfig:
         feature memory of the simulated system) are ping-pong pairs: the next job's loads go
         into one half while the running job reads the other, so loads overlap compute. With 1
         the next job loads once the running one is done.
+    pipelined : bool
+        Aggregate and update overlap within a job: the update kernel starts with the
+        aggregation and opens each block of rows as soon as those rows' aggregation is
+        complete (the G-PEs report every row's last write; rows without in-edges are complete
+        from the start). False: the update starts when the aggregation has ended.
     simulate : bool
         False for configurations that only the performance model may use.
     """
@@ -69,6 +74,7 @@ class HyScaleConfig:
     add_latency: int = 7
     mul_latency: int = 7
     load_banks: int = 2
+    pipelined: bool = False
     simulate: bool = True
 
     def __post_init__(self):

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from amaranth.hdl import Cat, Module, Mux, Signal
+from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -117,20 +117,26 @@ class HyScaleLayer(wiring.Component):
                               for s in LAYER_STREAMS]).any()
         agg_finished = self._aggregate(m, agg, buffers, banks, aggregating, start_agg)
         agg_error = agg.err_source | agg.err_dest | agg.err_edges
-        start_upd = agg_finished & ~agg_error
-        self._update(m, agg, upd, buffers["dst"], banks, start_upd)
+        if cfg.pipelined:
+            self._update(m, agg, upd, buffers["dst"], banks, start_agg)
+            self._pipelined(m, agg, upd, buffers["dst"], start_agg, agg_finished, agg_error,
+                            aggregating, updating)
+        else:
+            start_upd = agg_finished & ~agg_error
+            self._update(m, agg, upd, buffers["dst"], banks, start_upd)
+            m.d.comb += upd.rows_ready.eq(self.n_dst)
 
-        # -- sequencing ----------------------------------------------------------------------------
-        with m.If(start_agg):
-            m.d.sync += [aggregating.eq(1), self.done.eq(0)]
-        with m.If(agg_finished):
-            m.d.sync += aggregating.eq(0)
-            with m.If(agg_error):
-                m.d.sync += self.done.eq(1)     # a bad job stops with its flag set
-            with m.Else():
-                m.d.sync += updating.eq(1)
-        with m.If(updating & upd.done & ~start_upd):
-            m.d.sync += [updating.eq(0), self.done.eq(1)]
+            # -- sequencing ------------------------------------------------------------------------
+            with m.If(start_agg):
+                m.d.sync += [aggregating.eq(1), self.done.eq(0)]
+            with m.If(agg_finished):
+                m.d.sync += aggregating.eq(0)
+                with m.If(agg_error):
+                    m.d.sync += self.done.eq(1)     # a bad job stops with its flag set
+                with m.Else():
+                    m.d.sync += updating.eq(1)
+            with m.If(updating & upd.done & ~start_upd):
+                m.d.sync += [updating.eq(0), self.done.eq(1)]
         m.d.comb += [self.err_source.eq(agg.err_source), self.err_dest.eq(agg.err_dest),
                      self.err_edges.eq(agg.err_edges)]
 
@@ -146,6 +152,51 @@ class HyScaleLayer(wiring.Component):
         }, clear=start_agg)
         job_loads(m, start_agg, busy, load_transfer, self.cycles_load, self.cycles_load_hidden)
         return m
+
+    def _pipelined(self, m: Module, agg: AggregateKernel, upd: UpdateKernel, dst: "_Buffer",
+                   start, agg_finished, agg_error, aggregating, updating):
+        """Aggregate and update together: the update starts with the job; ``rows_ready``, the
+        number of leading rows whose aggregation is complete, lets it open its blocks.
+
+        ``final`` (one bit per destination) starts as "no in-edges" (those rows read as zero)
+        and takes the G-PEs' reports of each row's last write; a scanner moves ``rows_ready``
+        over it, one row per cycle, and sets it to ``n_dst`` when the aggregation ends (a
+        missing last-edge flag costs time, never a hang). A bad job: no row completes after
+        the error, the blocks already open drain, then ``done`` rises with the flag (the rows
+        sent before are a prefix of ``Y``; the host drops the job)."""
+        cfg = self.config
+        w = Widths(cfg)
+        final = Signal(cfg.max_destinations, name="row_final")
+        ready = Signal(w.dst + 1, name="rows_ready")
+        with m.If(start):
+            m.d.sync += [final.eq(~dst.nonempty), ready.eq(0)]
+        with m.Else():
+            rb = max(w.bank_row, 1)
+            for b in range(cfg.spes):
+                row = agg.row_done_rows[b * rb:(b + 1) * rb][:w.bank_row] if w.bank_row else 0
+                index = Cat(Const(b, w.bank), row) if w.bank else row
+                with m.If(agg.row_done[b]):
+                    m.d.sync += final.bit_select(index, 1).eq(1)
+            with m.If(agg_finished):
+                m.d.sync += ready.eq(self.n_dst)
+            with m.Elif((ready < self.n_dst) & final.bit_select(ready[:w.dst], 1)):
+                m.d.sync += ready.eq(ready + 1)
+        m.d.comb += upd.rows_ready.eq(ready)
+
+        stopping = Signal()
+        upd_end = updating & ~start & (upd.done | ((stopping | (agg_finished & agg_error))
+                                                   & upd.idle))
+        with m.If(start):
+            m.d.sync += [aggregating.eq(1), updating.eq(1), stopping.eq(0), self.done.eq(0)]
+        with m.If(agg_finished):
+            m.d.sync += aggregating.eq(0)
+            with m.If(agg_error):
+                m.d.sync += stopping.eq(1)
+        with m.If(upd_end):
+            m.d.sync += updating.eq(0)
+        with m.If(~start & (aggregating | updating) & (agg_finished | ~aggregating)
+                  & (upd_end | ~updating)):
+            m.d.sync += self.done.eq(1)
 
     def _load(self, m: Module, upd: UpdateKernel, banks: "_Banks") -> dict[str, "_Buffer"]:
         """Fill the source, edge and destination buffers from their streams, each from address
@@ -167,6 +218,14 @@ class HyScaleLayer(wiring.Component):
             m.d.comb += [write.addr.eq(banks.load_addr(loader.write.addr)),
                          write.data.eq(loader.write.data), write.en.eq(loader.write.en)]
             buffers[name] = _Buffer(ram, loader.count)
+            if name == "dst" and cfg.pipelined:
+                # the loaded job's destination bits as a vector too: its rows without
+                # in-edges are final from its start
+                bits = Signal(cfg.max_destinations, name="dst_nonempty")
+                with m.If(loader.write.en):
+                    m.d.sync += bits.bit_select(loader.write.addr[:bits_for(depth)], 1).eq(
+                        loader.write.data[0])
+                buffers[name].nonempty = bits
         m.d.comb += [self.weight_in.ready.eq(banks.loading),
                      upd.w_valid.eq(self.weight_in.valid & banks.loading),
                      upd.w_data.eq(self.weight_in.payload),
@@ -198,7 +257,9 @@ class HyScaleLayer(wiring.Component):
                      dst.addr.eq(banks.read_addr(upd.act_row)),
                      upd.act_data.eq(agg.act_data & dst.data.replicate(32)),
                      upd.n_rows.eq(self.n_dst), upd.f_in.eq(self.f_in), upd.f_out.eq(self.f_out),
-                     upd.relu.eq(self.relu), upd.start.eq(start_upd), upd.bank.eq(banks.run)]
+                     upd.relu.eq(self.relu), upd.start.eq(start_upd),
+                     # pipelined, the update starts in the start cycle, before the toggle
+                     upd.bank.eq(banks.read if self.config.pipelined else banks.run)]
         wiring.connect(m, wiring.flipped(self.out), upd.out)
 
 
@@ -328,3 +389,4 @@ class _Buffer:
 
     ram: Ram
     count: Signal
+    nonempty: Signal | None = None     # the destination buffer's bits, pipelined layers

@@ -308,6 +308,11 @@ class TokenGenerator(wiring.Component):
         The token entering MAC 0.
     freed : In(BlockFreeSignature())
         A result buffer has been drained.
+    rows_ready : In
+        Rows ``0 .. rows_ready - 1`` of ``A`` are final: a block opens only once every row it
+        may hold (its first row and the ``R - 1`` after it) is, since an open block cannot stall.
+    idle : Out(1)
+        No block is being fed or waits for its results to be drained.
     """
 
     def __init__(self, config: HyScaleConfig):
@@ -319,6 +324,7 @@ class TokenGenerator(wiring.Component):
             "act_row": Out(w.dst), "act_idx": Out(w.feat), "act_data": In(32),
             "token": Out(TokenSignature(config)),
             "freed": In(BlockFreeSignature()),
+            "rows_ready": In(w.dst + 1), "idle": Out(1),
         })
 
     def elaborate(self, platform):
@@ -357,8 +363,13 @@ class TokenGenerator(wiring.Component):
         n_row = Mux(g_wrap, t_row + 1, t_row)
         n_g = Mux(g_wrap, 0, t_g + 1)
         n_gb = Mux(g_wrap, base, t_gb + gstep)
-        # a block starts once its result buffer has been drained
+        # a block starts once its result buffer has been drained (and, pipelined, once its rows
+        # are final: the rows it may hold, ``b_row .. b_row + R - 1``, within the job)
+        m.d.comb += self.idle.eq(~in_block & ~pending[0] & ~pending[1])
         can_open = self.running & ~in_block & ~fed_all & ~pending[par]
+        if cfg.pipelined:
+            need = Mux(b_row + R < self.n_rows, b_row + R, self.n_rows)
+            can_open = can_open & (self.rows_ready >= need)
         with m.If(can_open):
             m.d.sync += [in_block.eq(1), pending[par].eq(1), i.eq(0), r.eq(0),
                          t_row.eq(b_row), t_g.eq(b_g), t_gb.eq(b_gb)]
@@ -544,6 +555,8 @@ class UpdateKernel(wiring.Component):
     out : Out(stream.Signature(32 * mem_words_per_cycle))
         Output beats (see the module docstring for the order); padding words are zero.
     done, busy : Out(1)
+    rows_ready : In ; idle : Out(1)
+        See :class:`TokenGenerator` (``rows_ready`` matters with ``pipelined`` only).
     words_written, stall_output : Out(32)
         Valid words sent out; cycles a beat waited on ``out.ready``.
     """
@@ -560,6 +573,7 @@ class UpdateKernel(wiring.Component):
             "w_restart": In(1), "w_bank": In(1), "bank": In(1),
             "out": Out(stream.Signature(32 * config.mem_words_per_cycle)),
             "done": Out(1), "busy": Out(1),
+            "rows_ready": In(w.dst + 1), "idle": Out(1),
             **counter_members(UPD_COUNTERS, COUNTER_BITS),
         })
 
@@ -578,7 +592,8 @@ class UpdateKernel(wiring.Component):
         m.submodules.tokens = gen = TokenGenerator(cfg)
         m.d.comb += [gen.start.eq(self.start), gen.running.eq(running), gen.bank.eq(self.bank),
                      gen.n_rows.eq(self.n_rows), gen.f_in.eq(self.f_in),
-                     gen.f_out.eq(self.f_out),
+                     gen.f_out.eq(self.f_out), gen.rows_ready.eq(self.rows_ready),
+                     self.idle.eq(gen.idle),
                      self.act_row.eq(gen.act_row), self.act_idx.eq(gen.act_idx),
                      gen.act_data.eq(self.act_data)]
         wiring.connect(m, gen.token, cells[0].tok)

@@ -144,6 +144,29 @@ def balance_banks(in_degree: np.ndarray, banks: int) -> np.ndarray:
     return row_of
 
 
+def rows_by_completion(last_edge: np.ndarray, in_degree: np.ndarray, banks: int) -> np.ndarray:
+    """Hardware row of each destination for a pipelined layer, whose update takes rows in
+    order as their aggregation completes: destinations in the order their last in-edge comes
+    (those without in-edges first: they are complete from the start), cut into windows of
+    ``banks``; within a window, largest in-degree first to the bank with the fewest edges so
+    far (the greedy of :func:`balance_banks`, one row per bank per window). Rows then complete
+    nearly in order and the banks' edge counts stay close. A permutation, like
+    :func:`balance_banks`'s; the outputs do not depend on it."""
+    n = in_degree.size
+    order = np.lexsort((np.arange(n), last_edge))
+    load = np.zeros(banks, dtype=np.int64)
+    row_of = np.empty(n, dtype=np.int64)
+    for w0 in range(0, n, banks):
+        window = order[w0:w0 + banks]
+        free = list(range(window.size))       # the last window may be short
+        for v in window[np.argsort(-in_degree[window], kind="stable")]:
+            b = min(free, key=lambda k: (load[k], k))
+            free.remove(b)
+            row_of[v] = w0 + b
+            load[b] += in_degree[v]
+    return row_of
+
+
 def pack_job(indptr, indices, data, X, W, b, relu: bool, config: HyScaleConfig) -> Packed:
     """The load streams of a validated job that fits the buffers (see
     :class:`~moagcn.hw.hyscale.layer.HyScaleLayer`). Destinations are renumbered by
@@ -157,7 +180,8 @@ def pack_job(indptr, indices, data, X, W, b, relu: bool, config: HyScaleConfig) 
             raise UserError(f"the job has {value} {what} but this configuration holds {limit}; "
                             f"use a larger preset or --param {param}=...")
     sched = golden.edge_schedule(indptr, indices, data)
-    row_of = balance_banks(np.diff(np.asarray(indptr, dtype=np.int64)), config.spes)
+    last, _ = last_edges(sched.dst, n_dst)
+    row_of = hardware_rows(sched.dst, np.diff(np.asarray(indptr, dtype=np.int64)), config)
     nonempty = np.zeros(n_dst, dtype=bool)
     nonempty[row_of] = sched.nonempty
     f_in, f_out = W.shape
@@ -168,7 +192,8 @@ def pack_job(indptr, indices, data, X, W, b, relu: bool, config: HyScaleConfig) 
     src = (sched.sources.astype(np.uint64) | (sched.counts.astype(np.uint64) << 16))
     edge = np.zeros((sched.src.size, 2), dtype=np.uint32)
     edge[:, 0] = as_bits(sched.weight)
-    edge[:, 1] = row_of[sched.dst].astype(np.uint32) | (sched.first.astype(np.uint32) << 31)
+    edge[:, 1] = (row_of[sched.dst].astype(np.uint32) | (last << 30)
+                  | (sched.first.astype(np.uint32) << 31))
     M = config.macs
     groups = -(-f_out // M)
     wb = np.zeros((f_in + 1, groups * M), dtype=np.uint32)
@@ -200,19 +225,45 @@ def unpack_y(beats: np.ndarray, packed: Packed, n_dst: int, f_out: int,
     return as_float(np.ascontiguousarray(rows[packed.context.row_of]))
 
 
-def kernel_schedule(indptr, indices, config: HyScaleConfig) -> tuple[np.ndarray, np.ndarray]:
+def kernel_schedule(indptr, indices, config: HyScaleConfig, with_rows: bool = False):
     """What :func:`~moagcn.sim.hyscale_model.aggregate_kernel_cycles` replays: for each edge in
     the kernel's order (sorted by source), the position of its source in the source list and
-    the G-PE bank of its destination after :func:`balance_banks`."""
+    the G-PE bank of its destination's hardware row (:func:`hardware_rows`); with
+    ``with_rows`` also that row."""
     indptr = np.asarray(indptr, dtype=np.int64)
     indices = np.asarray(indices, dtype=np.int64)
     dst = np.repeat(np.arange(indptr.size - 1), np.diff(indptr))
     order = np.argsort(indices, kind="stable")
     src = indices[order]
-    row_of = balance_banks(np.diff(indptr), config.spes)
-    banks = row_of[dst[order]] % config.spes
+    row_of = hardware_rows(dst[order], np.diff(indptr), config)
+    rows = row_of[dst[order]]
+    banks = rows % config.spes
     position = np.cumsum(np.r_[False, src[1:] != src[:-1]]) if src.size else src
+    if with_rows:
+        return position.tolist(), banks.tolist(), rows.tolist()
     return position.tolist(), banks.tolist()
+
+
+def last_edges(edge_dst: np.ndarray, n_dst: int) -> tuple[np.ndarray, np.ndarray]:
+    """For edges in kernel order with destinations ``edge_dst``: a flag on the last edge into
+    each destination, and each destination's last edge (-1: none)."""
+    flag = np.zeros(edge_dst.size, dtype=np.uint32)
+    at = np.full(n_dst, -1, dtype=np.int64)
+    if edge_dst.size:
+        _, from_end = np.unique(edge_dst[::-1], return_index=True)
+        pos = edge_dst.size - 1 - from_end
+        flag[pos] = 1
+        at[edge_dst[pos]] = pos
+    return flag, at
+
+
+def hardware_rows(edge_dst: np.ndarray, in_degree: np.ndarray, config: HyScaleConfig):
+    """Each destination's hardware row: :func:`rows_by_completion` on a pipelined layer,
+    :func:`balance_banks` otherwise."""
+    if config.pipelined:
+        return rows_by_completion(last_edges(edge_dst, in_degree.size)[1], in_degree,
+                                  config.spes)
+    return balance_banks(in_degree, config.spes)
 
 
 def paper_model_cycles(edges: int, n_dst: int, f_in: int, f_out: int,
@@ -230,12 +281,12 @@ def job_kernel_cycles(job: "HyScaleJob", config: HyScaleConfig, replay: bool = T
     """:func:`~moagcn.sim.hyscale_model.kernel_cycles` of one job that fits the buffers (its
     edge schedule replayed, or with ``replay=False`` the closed-form aggregate bound on its
     per-bank edge counts; its feature rows loaded)."""
-    schedule = kernel_schedule(job.indptr, job.indices, config)
+    sources, banks, rows = kernel_schedule(job.indptr, job.indices, config, with_rows=True)
     return hyscale_model.kernel_cycles(
         config, edges=job.edges, distinct_sources=job.distinct_sources, destinations=job.n_dst,
-        f_in=job.f_in, f_out=job.f_out, schedule=schedule if replay else None,
-        bank_edges=np.bincount(schedule[1], minlength=config.spes).tolist(),
-        feature_rows=int(job.X.shape[0]))
+        f_in=job.f_in, f_out=job.f_out, schedule=(sources, banks) if replay else None,
+        bank_edges=np.bincount(banks, minlength=config.spes).tolist(),
+        feature_rows=int(job.X.shape[0]), edge_rows=rows if replay else None)
 
 
 class HyScaleSpec(AcceleratorSpec):
