@@ -40,6 +40,9 @@ class HyScaleLayer(wiring.Component):
     while the layer is not busy. The scalars are read while the job runs: change them only at
     the next start.
 
+    With ``pipelined`` the update starts with the job and opens each block of rows once their
+    aggregation is complete (:meth:`_pipelined`); ``cycles_update`` then spans the job.
+
     Counters are per job: cleared at ``start``, read after ``done``. ``cycles_load`` and
     ``cycles_load_hidden`` are those of the job that started: the cycles with a load beat
     between the previous start and this one, and how many of them fell while the previous job
@@ -60,8 +63,8 @@ class HyScaleLayer(wiring.Component):
     src_in : In(stream.Signature(32))
         Distinct sources in edge order: index (bits 0-15) and out-edge count (bits 16-31).
     edge_in : In(stream.Signature(64))
-        Edges sorted by source: weight (bits 0-31), destination (32-47), first edge into its
-        destination (bit 63).
+        Edges sorted by source: weight (bits 0-31), destination (32-47), last edge into its
+        destination (bit 62; read with ``pipelined`` only), first edge into it (bit 63).
     dst_in : In(stream.Signature(1))
         One bit per destination: it has at least one in-edge.
     weight_in : In(stream.Signature(32 * macs))

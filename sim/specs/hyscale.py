@@ -9,7 +9,8 @@ job is bit for bit the whole one). An aggregation job (``aggregate_only``: ``W``
 no activation, unit edge weights) also splits by feature columns, which is how the host's
 sparse devices run aggregations on this design.
 
-Counters: ``cycles_compute`` = aggregate + update cycles (the layer runs them in turn),
+Counters: ``cycles_compute`` = aggregate + update cycles (the layer runs them in turn; with
+``pipelined`` they overlap and it is the layer's busy span, ``cycles_total``),
 ``cycles_output`` = 0 (rows of Y leave during the update), ``work_adds`` = ``edges · f_in``
 (the S-PE additions), ``lanes`` = S-PEs; the report adds the per-kernel utilisations.
 The model device's cycles are the kernel cycle model
@@ -386,7 +387,7 @@ class HyScaleSpec(AcceleratorSpec):
         with no idle load cycles and no output backpressure."""
         k = job_kernel_cycles(job, config)
         agg, upd = k["aggregate"], k["update"]
-        c = Counters(cycles_load=k["load"], cycles_compute=agg + upd,
+        c = Counters(cycles_load=k["load"], cycles_compute=k["compute"],
                      extra={"cycles_aggregate": agg, "cycles_update": upd,
                             "feature_reads": job.distinct_sources,
                             "words_read": job.distinct_sources * job.f_in,
@@ -410,7 +411,8 @@ class HyScaleSpec(AcceleratorSpec):
         load banks)."""
         mapped = ("cycles_total", "cycles_load")
         c = Counters(cycles_load=int(raw["cycles_load"]) - int(raw.get("cycles_load_hidden", 0)),
-                     cycles_compute=int(raw["cycles_aggregate"]) + int(raw["cycles_update"]),
+                     cycles_compute=(int(raw["cycles_total"]) if config.pipelined else
+                                     int(raw["cycles_aggregate"]) + int(raw["cycles_update"])),
                      extra={k: int(raw[k]) for k in self.protocol.counters if k not in mapped})
         c.bytes_read, c.bytes_written = self.traffic(job, config)
         return c
