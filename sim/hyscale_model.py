@@ -276,11 +276,13 @@ def pipelined_compute_cycles(edge_sources: Sequence[int], edge_banks: Sequence[i
     delay = row_final_delay(config)
     for row, read in zip(edge_rows, reads):
         final[row] = max(final[row], read + delay)
-    ready_at = [0] * (destinations + 1)   # ready_at[k]: first cycle with rows_ready >= k
+    # ready_at[k]: the first cycle the update's block gate sees rows_ready >= k (the gate
+    # registers the watermark: one cycle after the scanner's)
+    ready_at = [0] * (destinations + 1)
     t = 0
     for r in range(destinations):
         t = max(t + 1, final[r] + 1)
-        ready_at[r + 1] = min(t, agg + 1)
+        ready_at[r + 1] = min(t, agg + 1) + 1
     upd = update_kernel_cycles(destinations, f_in, f_out, config, ready_at)
     return {"aggregate": agg, "update": upd, "compute": max(agg, upd)}
 

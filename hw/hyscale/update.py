@@ -368,8 +368,18 @@ class TokenGenerator(wiring.Component):
         m.d.comb += self.idle.eq(~in_block & ~pending[0] & ~pending[1])
         can_open = self.running & ~in_block & ~fed_all & ~pending[par]
         if cfg.pipelined:
-            need = Mux(b_row + R < self.n_rows, b_row + R, self.n_rows)
-            can_open = can_open & (self.rows_ready >= need)
+            # rows_ready >= min(b_row + R, n_rows), as b_row <= rows_ready - R or every row
+            # ready: the subtraction and the compares with n_rows and R on a register of
+            # rows_ready (a cycle late: it only grows within a job, so late is safe), not in
+            # front of the pick (the adder and two compares from b_row were the longest path)
+            lag = Signal(w.dst + 1, name="rows_ready_lag")
+            lag_ok, every = Signal(name="rows_ready_lag_ok"), Signal(name="rows_all_ready")
+            with m.If(self.start):
+                m.d.sync += [lag_ok.eq(0), every.eq(0)]
+            with m.Else():
+                m.d.sync += [lag.eq(self.rows_ready - R), lag_ok.eq(self.rows_ready >= R),
+                             every.eq(self.rows_ready >= self.n_rows)]
+            can_open = can_open & (every | (lag_ok & (b_row <= lag)))
         with m.If(can_open):
             m.d.sync += [in_block.eq(1), pending[par].eq(1), i.eq(0), r.eq(0),
                          t_row.eq(b_row), t_g.eq(b_g), t_gb.eq(b_gb)]
