@@ -57,6 +57,24 @@ def test_hyscale_run_writes_y_and_report(job_files, backend):
         assert 0 < report["spe_utilization"] <= 1 and 0 < report["mac_utilization"] <= 1
 
 
+@pytest.mark.xdist_group("verilator-hyscale")
+def test_hyscale_run_pipelined_gives_the_same_y_in_fewer_cycles(job_files):
+    """`--param pipelined=true`: the same bits as the golden model, fewer cycles than without,
+    and the report's model is the pipelined replay (within a few cycles)."""
+    d, (indptr, indices, X, W, b) = job_files
+    cycles = {}
+    for flag in ("false", "true"):
+        out = _run(d, "--bias", d / "b.npy", "--relu", "--param", f"pipelined={flag}")
+        assert out.returncode == 0, out.stderr
+        data = golden.gcn_weights(indptr, indices, X.shape[0])
+        want = golden.layer(indptr, indices, data, X, W, b, relu=True)
+        assert np.array_equal(np.load(d / "y.npy").view(np.uint32), want.view(np.uint32))
+        report = json.loads((d / "r.json").read_text())
+        assert abs(report["cycles_total"] - report["model_cycles"]) <= 2
+        cycles[flag] = report["cycles_total"]
+    assert cycles["true"] < cycles["false"]
+
+
 def test_hyscale_run_uses_edge_weights_from_the_graph(job_files):
     d, (indptr, indices, X, W, b) = job_files
     data = np.linspace(-1, 1, indices.size).astype(np.float32)
