@@ -180,7 +180,7 @@ class HyScaleLayer(wiring.Component):
                 index = Cat(Const(b, w.bank), row) if w.bank else row
                 with m.If(agg.row_done[b]):
                     m.d.sync += final.bit_select(index, 1).eq(1)
-            with m.If(agg_finished):
+            with m.If(agg_finished & ~agg_error):      # every row final (not after an error)
                 m.d.sync += ready.eq(self.n_dst)
             with m.Elif((ready < self.n_dst) & final.bit_select(ready[:w.dst], 1)):
                 m.d.sync += ready.eq(ready + 1)
