@@ -166,7 +166,7 @@ class HyScaleLayer(wiring.Component):
         over it, one row per cycle, and sets it to ``n_dst`` when the aggregation ends (a
         missing last-edge flag costs time, never a hang). A bad job: no row completes after
         the error, the blocks already open drain, then ``done`` rises with the flag (the rows
-        sent before are a prefix of ``Y``; the host drops the job)."""
+        sent before are a prefix of ``Y``'s beats; the host drops the job)."""
         cfg = self.config
         w = Widths(cfg)
         final = Signal(cfg.max_destinations, name="row_final")
