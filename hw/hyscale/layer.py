@@ -176,7 +176,7 @@ class HyScaleLayer(wiring.Component):
         with m.Else():
             rb = max(w.bank_row, 1)
             for b in range(cfg.spes):
-                row = agg.row_done_rows[b * rb:(b + 1) * rb][:w.bank_row] if w.bank_row else 0
+                row = agg.row_done_rows[b * rb:(b + 1) * rb][:max(w.bank_row, 1)]
                 index = Cat(Const(b, w.bank), row) if w.bank else row
                 with m.If(agg.row_done[b]):
                     m.d.sync += final.bit_select(index, 1).eq(1)
