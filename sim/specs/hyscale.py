@@ -171,7 +171,7 @@ def rows_by_completion(last_edge: np.ndarray, in_degree: np.ndarray, banks: int)
 def pack_job(indptr, indices, data, X, W, b, relu: bool, config: HyScaleConfig) -> Packed:
     """The load streams of a validated job that fits the buffers (see
     :class:`~moagcn.hw.hyscale.layer.HyScaleLayer`). Destinations are renumbered by
-    :func:`balance_banks`; :func:`unpack_y` undoes it."""
+    :func:`hardware_rows`; :func:`unpack_y` undoes it."""
     n_dst = indptr.size - 1
     limits = (("destinations (graph rows)", n_dst, config.max_destinations, "max_destinations"),
               ("feature rows", X.shape[0], config.max_sources, "max_sources"),
