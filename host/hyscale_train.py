@@ -216,6 +216,45 @@ def batch_sizes(n_train: int, batch: int, trainers: int) -> list[tuple[int, int]
     return [(full, batch)] + ([(1, last)] if last else [])
 
 
+class _RunBatches(Sequence):
+    """Every epoch's batches (:func:`epoch_batches`) one after another, made an epoch at a time
+    when first asked for (the last two kept): a run-long prefetcher indexes them without the
+    whole run's permutations in memory. :meth:`position` is batch ``i``'s ``(epoch, index)``."""
+
+    def __init__(self, train_ids, batch: int, seed: int, epochs: int, trainers: int):
+        self.args = (train_ids, batch, seed)
+        self.trainers, self.epochs = trainers, epochs
+        self.per_epoch = sum(c for c, _ in batch_sizes(len(train_ids), batch, trainers))
+        self._made: dict[int, list] = {}
+
+    def __len__(self):
+        return self.epochs * self.per_epoch
+
+    def position(self, i: int) -> tuple[int, int]:
+        return divmod(i, self.per_epoch)
+
+    def __getitem__(self, i):
+        e, j = self.position(i)
+        if e not in self._made:
+            train_ids, batch, seed = self.args
+            self._made = {k: v for k, v in self._made.items() if k == e - 1}
+            self._made[e] = epoch_batches(train_ids, batch, seed, e, self.trainers)
+        return self._made[e][j]
+
+
+class _Tail(Sequence):
+    """``items[first:]`` without a copy."""
+
+    def __init__(self, items: Sequence, first: int):
+        self.items, self.first = items, first
+
+    def __len__(self):
+        return len(self.items) - self.first
+
+    def __getitem__(self, i):
+        return self.items[self.first + i]
+
+
 class _Splitter:
     """The split of every iteration's batch between the trainers: ``share_of(kind, i)`` gives
     each trainer's weight for batch ``i`` (cached on first use)."""
@@ -226,6 +265,10 @@ class _Splitter:
 
     def parts(self, i: int) -> list[np.ndarray]:
         if i not in self._cache:
+            # the trainers' prefetchers ask for batch i within their look-ahead of each other:
+            # older splits are not asked for again
+            for k in [k for k in self._cache if k < i - 64]:
+                del self._cache[k]
             b = self.batches[i]
             w = np.array([self.share_of(k, i) for k in self.kinds], dtype=np.float64)
             sizes = np.maximum(1, np.floor(w / w.sum() * b.size).astype(np.int64))
@@ -593,9 +636,7 @@ def train_hybrid(dataset: Dataset, cfg: HybridConfig, on_iteration=None,
     stats = []
     # the prefetchers run across epochs (the pipeline does not drain between them); they are
     # made again only where the DRM moved stage-A threads, from the next epoch on
-    per_epoch = [epoch_batches(train_ids, cfg.batch, cfg.seed, e, len(kinds))
-                 for e in range(cfg.epochs)]
-    plan = [(e, i, b) for e, bl in enumerate(per_epoch) for i, b in enumerate(bl)]
+    run = _RunBatches(train_ids, cfg.batch, cfg.seed, cfg.epochs, len(kinds))
     pfs: dict = {}
     iters: dict = {}
     workers = None
@@ -619,20 +660,21 @@ def train_hybrid(dataset: Dataset, cfg: HybridConfig, on_iteration=None,
                         shared = StageAProcesses(sampler, loader, workers, prepare=prepare)
                         procs = {t: shared for t in local}
                     first = it
-                    rest = plan[first:]
 
                     def share_of(kind, i, first=first):
                         c = share_at(first + i)
                         return c / n_cpu if kind != "accel" else (1 - c) / n_acc
 
-                    splitter = _Splitter([b for *_, b in rest], kinds, share_of)
+                    splitter = _Splitter(_Tail(run, first), kinds, share_of)
                     pfs = {t: Prefetcher(sampler, loader, splitter.view(t),
-                                         salts=[(e, t, i) for e, i, _ in rest],
+                                         salts=[(e, t, j) for e, j in
+                                                map(run.position, range(first, len(run)))],
                                          depth=cfg.depth, enabled=cfg.prefetch, workers=workers,
                                          processes=procs.get(t, False), prepare=prepare)
                            for t in local}
                     iters = {t: iter(pf) for t, pf in pfs.items()}
-                for b in per_epoch[epoch]:
+                for _ in range(run.per_epoch):
+                    b = run[it]
                     t0 = time.perf_counter()
                     for pf in pfs.values():       # depth 0: every trainer's stage A at once
                         pf.request()

@@ -181,8 +181,9 @@ def pack_job(indptr, indices, data, X, W, b, relu: bool, config: HyScaleConfig) 
             raise UserError(f"the job has {value} {what} but this configuration holds {limit}; "
                             f"use a larger preset or --param {param}=...")
     sched = golden.edge_schedule(indptr, indices, data)
-    last, _ = last_edges(sched.dst, n_dst)
-    row_of = hardware_rows(sched.dst, np.diff(np.asarray(indptr, dtype=np.int64)), config)
+    last, last_at = last_edges(sched.dst, n_dst)
+    row_of = hardware_rows(sched.dst, np.diff(np.asarray(indptr, dtype=np.int64)), config,
+                           last_at)
     nonempty = np.zeros(n_dst, dtype=bool)
     nonempty[row_of] = sched.nonempty
     f_in, f_out = W.shape
@@ -258,12 +259,15 @@ def last_edges(edge_dst: np.ndarray, n_dst: int) -> tuple[np.ndarray, np.ndarray
     return flag, at
 
 
-def hardware_rows(edge_dst: np.ndarray, in_degree: np.ndarray, config: HyScaleConfig):
-    """Each destination's hardware row: :func:`rows_by_completion` on a pipelined layer,
-    :func:`balance_banks` otherwise."""
+def hardware_rows(edge_dst: np.ndarray, in_degree: np.ndarray, config: HyScaleConfig,
+                  last_at: np.ndarray | None = None):
+    """Each destination's hardware row: :func:`rows_by_completion` on a pipelined layer (on
+    ``last_at``, :func:`last_edges`' second result, when the caller has it), :func:`balance_banks`
+    otherwise."""
     if config.pipelined:
-        return rows_by_completion(last_edges(edge_dst, in_degree.size)[1], in_degree,
-                                  config.spes)
+        if last_at is None:
+            last_at = last_edges(edge_dst, in_degree.size)[1]
+        return rows_by_completion(last_at, in_degree, config.spes)
     return balance_banks(in_degree, config.spes)
 
 

@@ -274,3 +274,18 @@ def test_drm_bench_repeats_every_measurement_and_reports_medians():
     assert 0 < lb["trainers_host_s"] < np.median(lb["walls"]["none"])
     assert lb["loader_bound"] == ((st["T_SC"] + st["T_SA"] + st["T_Load"]) / 2
                                   > lb["trainers_host_s"])
+
+
+def test_run_batches_are_every_epochs_batches_in_order():
+    """The run-long batch sequence equals epoch_batches epoch by epoch (a merged tail batch
+    included), indexed across epochs in any order."""
+    from moagcn.host.hyscale_train import _RunBatches, epoch_batches
+    for n, batch, k in ((40, 13, 3), (100, 10, 2), (7, 7, 1), (41, 20, 2)):
+        ids = np.arange(1000, 1000 + n)
+        run = _RunBatches(ids, batch, 5, 4, k)
+        want = [b for e in range(4) for b in epoch_batches(ids, batch, 5, e, k)]
+        assert len(run) == len(want)
+        for i in [*range(len(want)), *reversed(range(len(want)))]:
+            assert np.array_equal(run[i], want[i])
+            e, j = run.position(i)
+            assert np.array_equal(epoch_batches(ids, batch, 5, e, k)[j], want[i])
