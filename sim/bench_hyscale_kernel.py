@@ -159,7 +159,7 @@ def main(argv=None) -> int:
                         help="largest |model error| accepted (total cycles)")
     parser.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
                         help="override a configuration field of every shape, e.g. "
-                             "pipelined=true")
+                             "pipelined=false")
     parser.add_argument("--out", default="hyscale_kernel_model")
     args = parser.parse_args(argv)
     from moagcn.config import parse_params

@@ -840,9 +840,13 @@ class AggregateKernel(wiring.Component):
         read at ``start`` (they may change while the job runs); ``n_dst`` and ``f_in`` are held.
     done, busy : Out(1)
         ``done`` stays high from the end of the job (or an error) until the next ``start``.
+    bad_job : In(3)
+        Read at ``start``: the job's errors found before it runs (source, destination, edge
+        count; the layer checks its lists as they load). Any bit set: the job reads and
+        writes nothing, its flags are these bits, and ``done`` follows within two cycles.
     err_source, err_dest, err_edges : Out(1)
         A source index >= ``n_rows``; a destination >= ``n_dst``; the sources' out-edge counts
-        disagree with ``n_edges``.
+        disagree with ``n_edges`` (from ``bad_job``, or found while the job runs).
     act_dst, act_idx : In ; act_data : Out(32)
         Read port into the aggregated rows (one cycle latency), for the update kernel.
     row_done : Out(spes) ; row_done_rows : Out
@@ -861,7 +865,7 @@ class AggregateKernel(wiring.Component):
             "start": In(1),
             "n_sources": In(w.src + 1), "n_edges": In(w.edge + 1), "n_rows": In(w.src + 1),
             "n_dst": In(w.dst + 1), "f_in": In(w.feat + 1),
-            "done": Out(1), "busy": Out(1),
+            "done": Out(1), "busy": Out(1), "bad_job": In(3),
             "err_source": Out(1), "err_dest": Out(1), "err_edges": Out(1),
             "src_addr": Out(w.src), "src_data": In(32),
             "edge_addr": Out(w.edge), "edge_data": In(64),
@@ -951,8 +955,10 @@ class AggregateKernel(wiring.Component):
             m.d.sync += tail.eq(tail - 1)
         bad_source, bad_dest = dup.bad_source, disp.bad_dest
         with m.If(self.start):
-            m.d.sync += [active.eq(1), self.done.eq(0), error.eq(0),
-                         self.err_source.eq(0), self.err_dest.eq(0), self.err_edges.eq(0)]
+            # a job found bad before it starts (``bad_job``) stops in its first cycles
+            m.d.sync += [active.eq(1), self.done.eq(0), error.eq(self.bad_job.any()),
+                         self.err_source.eq(self.bad_job[0]), self.err_dest.eq(self.bad_job[1]),
+                         self.err_edges.eq(self.bad_job[2])]
         with m.Elif(active):
             with m.If(bad_source | bad_dest | disp.short | extra):
                 m.d.sync += [error.eq(1), self.err_source.eq(self.err_source | bad_source),

@@ -74,7 +74,7 @@ class HyScaleConfig:
     add_latency: int = 7
     mul_latency: int = 7
     load_banks: int = 2
-    pipelined: bool = False
+    pipelined: bool = True
     simulate: bool = True
 
     def __post_init__(self):

@@ -182,7 +182,7 @@ class HyScaleLayer(wiring.Component):
                     m.d.sync += final.bit_select(index, 1).eq(1)
             with m.If(agg_finished & ~agg_error):      # every row final (not after an error)
                 m.d.sync += ready.eq(self.n_dst)
-            with m.Elif((ready < self.n_dst) & final.bit_select(ready[:w.dst], 1)):
+            with m.Elif(~agg_error & (ready < self.n_dst) & final.bit_select(ready[:w.dst], 1)):
                 m.d.sync += ready.eq(ready + 1)
         m.d.comb += upd.rows_ready.eq(ready)
 
@@ -221,6 +221,8 @@ class HyScaleLayer(wiring.Component):
             m.d.comb += [write.addr.eq(banks.load_addr(loader.write.addr)),
                          write.data.eq(loader.write.data), write.en.eq(loader.write.en)]
             buffers[name] = _Buffer(ram, loader.count)
+            if name in ("src", "edge"):
+                self._summarise(m, name, loader, banks)
             if name == "dst" and cfg.pipelined:
                 # the loaded job's destination bits as a vector too: its rows without
                 # in-edges are final from its start
@@ -235,6 +237,39 @@ class HyScaleLayer(wiring.Component):
                      upd.w_restart.eq(banks.swap), upd.w_bank.eq(banks.next_load)]
         return buffers
 
+    def _summarise(self, m: Module, name: str, loader: BufferLoader, banks: "_Banks"):
+        """What the job's checks need, kept while its lists load (cleared at each start, with
+        the loader): the source list's largest index and the sum of its out-edge counts, the
+        edge list's largest destination field (all 16 bits). At start they are compared with
+        the job's scalars (:meth:`_checks`), so a bad job stops before it reads or sends
+        anything."""
+        write = loader.write
+        seen = Signal(name=f"{name}_seen")
+        top = Signal(16, name=f"{name}_top")
+        value = write.data[:16] if name == "src" else write.data[32:48]
+        with m.If(banks.swap):
+            m.d.sync += [seen.eq(0), top.eq(0)]
+        with m.Elif(write.en):
+            m.d.sync += [seen.eq(1), top.eq(Mux(value > top, value, top))]
+        if name == "src":
+            total = Signal(16 + bits_for(self.config.max_sources), name="src_count_sum")
+            with m.If(banks.swap):
+                m.d.sync += total.eq(0)
+            with m.Elif(write.en):
+                m.d.sync += total.eq(total + write.data[16:32])
+            self._src_summary = (seen, top, total)
+        else:
+            self._edge_summary = (seen, top)
+
+    def _checks(self, buffers: dict[str, "_Buffer"]):
+        """The starting job's errors, from its loaded lists' summaries and its scalars:
+        ``Cat(source, destination, edge count)``. A source index >= ``n_rows``, a destination
+        >= ``n_dst``, out-edge counts that do not add up to the edges loaded."""
+        s_seen, s_top, total = self._src_summary
+        e_seen, e_top = self._edge_summary
+        return Cat(s_seen & (s_top >= self.n_rows), e_seen & (e_top >= self.n_dst),
+                   total != buffers["edge"].count)
+
     def _aggregate(self, m: Module, agg: AggregateKernel, buffers: dict[str, "_Buffer"],
                    banks: "_Banks", aggregating, start_agg):
         """The aggregate kernel on the source and edge buffers and the memory port; returns
@@ -248,7 +283,8 @@ class HyScaleLayer(wiring.Component):
                      agg.mem_data.eq(self.mem_data),
                      agg.n_sources.eq(src.count), agg.n_edges.eq(edge.count),
                      agg.n_rows.eq(self.n_rows), agg.n_dst.eq(self.n_dst),
-                     agg.f_in.eq(self.f_in), agg.start.eq(start_agg)]
+                     agg.f_in.eq(self.f_in), agg.start.eq(start_agg),
+                     agg.bad_job.eq(self._checks(buffers))]
         return aggregating & agg.done & ~start_agg
 
     def _update(self, m: Module, agg: AggregateKernel, upd: UpdateKernel, dst_buf: "_Buffer",
