@@ -651,7 +651,16 @@ class FeatureRing(wiring.Component):
             m.d.comb += [avail[s].eq(ready[s] & nz[s]), spent[s].eq(ready[s] & ~nz[s])]
         m.d.comb += [self.head.eq(head_ptr), self.disp.eq(disp_ptr),
                      self.room.eq(used < K), self.empty.eq(used == 0)]
-        self._avail_ahead(m, disp_ptr, ready, left, avail, spent)
+        # the pointer passes over a fully dispatched slot only if it is a fresh one (filled
+        # since the pointer last passed it): slots not yet released behind the fill point are
+        # spent too, and a pointer passing over them would go round the ring while it waits
+        # for the next row, then meet that row's slot at a cycle that depends on where it was
+        ahead = Signal(range(K + 1), name="disp_ahead")     # filled slots not yet passed
+        fresh = Signal(name="disp_fresh")                   # ahead != 0, as a register
+        adv = wire(m, self.active & spent[disp_ptr] & fresh, name="disp_pass")
+        ahead_next = ahead + self.fill.valid - adv
+        m.d.sync += [ahead.eq(ahead_next), fresh.eq(ahead_next != 0)]
+        self._avail_ahead(m, disp_ptr, ready, left, avail, spent, adv)
         with m.If(self.fill.valid):
             m.d.sync += [ready[self.fill.slot].eq(1), left[self.fill.slot].eq(self.fill.count),
                          nz[self.fill.slot].eq(self.fill.count != 0)]
@@ -659,7 +668,7 @@ class FeatureRing(wiring.Component):
             with m.If(self.take & (disp_ptr == s)):
                 m.d.sync += [left[s].eq(left[s] - 1), nz[s].eq(left[s] != 1)]
         # a fully dispatched slot is passed over (unfilled slots are not ready: the pointer stops)
-        with m.If(self.active & spent[disp_ptr]):
+        with m.If(adv):
             m.d.sync += disp_ptr.eq(disp_ptr + 1)
         # release the head slot once it is dispatched and no queued or held edge still needs it
         head_done = spent[head_ptr]
@@ -668,18 +677,18 @@ class FeatureRing(wiring.Component):
             m.d.sync += [ready[head_ptr].eq(0), head_ptr.eq(head_ptr + 1)]
         m.d.sync += used.eq(used + self.grow - release)
         with m.If(self.start):
-            m.d.sync += [head_ptr.eq(0), disp_ptr.eq(0), used.eq(0)]
+            m.d.sync += [head_ptr.eq(0), disp_ptr.eq(0), used.eq(0), ahead.eq(0), fresh.eq(0)]
             m.d.sync += [ready[s].eq(0) for s in range(K)]
         return m
 
-    def _avail_ahead(self, m: Module, disp_ptr, ready, left, avail, spent):
+    def _avail_ahead(self, m: Module, disp_ptr, ready, left, avail, spent, adv):
         """``disp_avail`` as a register, set a cycle ahead to what ``ready[disp] & nz[disp]``
         will be: the dispatch decision then starts from one flip-flop instead of the slot
         flags through the pointer's multiplexer (that multiplexer, the decision and the slot
         counts' enables were the longest path at some placements).
 
-        Next cycle's slot is ``disp + 1`` when the dispatcher passes over a spent slot, else
-        ``disp``. Only a fill changes a slot that is not ``disp`` (a slot ahead is released
+        Next cycle's slot is ``disp + 1`` when the dispatcher passes over a spent slot (``adv``),
+        else ``disp``. Only a fill changes a slot that is not ``disp`` (a slot ahead is released
         only once spent, and a spent slot holds no edges); ``disp`` itself changes by a fill
         (while the pointer waits at an unfilled slot) or by a take (it holds a row with edges,
         so no fill or release touches it that cycle). The take enters last, through one
@@ -694,7 +703,6 @@ class FeatureRing(wiring.Component):
             m.d.comb += [filled[s].eq(fill.valid & (fill.slot == s)),
                          avail_nt[s].eq(Mux(filled[s], fill.count != 0, avail[s])),
                          more[s].eq(ready[s] & (left[s] != 1))]
-        adv = self.active & spent[disp_ptr]
         nxt = (disp_ptr + 1)[:len(disp_ptr)]
         same = Mux(self.take, more[disp_ptr], avail_nt[disp_ptr])
         avail_r = Signal(name="disp_avail_r")

@@ -64,23 +64,23 @@ def test_pipelined_jobs_are_bit_exact_faster_and_modelled_cycle_for_cycle(banks)
     plain = preset("tiny", load_banks=banks, pipelined=False)
     jobs = _jobs(piped)
     packed, results = _run(piped, jobs)
-    exact = 0
     for job, p, r in zip(jobs, packed, results):
         Y = SPEC.unpack(r.beats, p, job, piped)
         assert np.array_equal(as_bits(Y), as_bits(_expected(job)))
         model = job_kernel_cycles(job, piped)
         v = r.values
-        # the aggregate replay is 2 cycles short on the one-feature job (its schedule: a
-        # gather slot of 10 cycles per edge, one beat per row); the pipelining adds no error
-        # of its own: the whole job is off by exactly the aggregate phase's miss
-        miss = v["cycles_aggregate"] - model["aggregate"]
-        assert 0 <= miss <= 2, (job.n_dst, job.edges)
-        assert v["cycles_total"] - model["compute"] == miss, (job.n_dst, job.edges)
-        exact += miss == 0
+        # cycle for cycle, the one-feature job included (its rows of one beat keep the ring
+        # full of spent slots waiting for release: the dispatch pointer once went round them
+        # while it waited for the next row, 2 cycles the replay did not have)
+        assert v["cycles_aggregate"] == model["aggregate"], (job.n_dst, job.edges)
+        assert v["cycles_total"] == model["compute"], (job.n_dst, job.edges)
         assert v["cycles_update"] == v["cycles_total"]
         assert not (v["err_source"] or v["err_dest"] or v["err_edges"])
-    assert exact >= len(jobs) - 1
     _, before = _run(plain, _jobs(plain))
+    for job, r in zip(_jobs(plain), before):
+        model = job_kernel_cycles(job, plain)
+        assert r.values["cycles_aggregate"] == model["aggregate"]
+        assert r.values["cycles_total"] == model["compute"]
     total = sum(r.values["cycles_total"] for r in results)
     assert total < 0.9 * sum(r.values["cycles_total"] for r in before)
 
