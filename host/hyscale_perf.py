@@ -719,24 +719,29 @@ def interference(units: dict, window_s: float = 0.5, alone_reps: int = 7,
     torch), the others in threads of this process. Each unit's time alone is measured;
     then every mix of ``AA``, ``AT``, ``AAT`` (those whose classes are given) runs for
     ``window_s``, every worker looping its unit, and a worker's speed is its completed units'
-    alone time over the time they took (1 = as fast as alone). ``cores``: the speeds of the
+    alone time over the time they took (1 = as fast as alone, the most it counts). The alone
+    times are the medians of runs before and after the mixes. ``cores``: the speeds of the
     largest mix summed (the effective number of cores for fair sharing). ``cv[cls][mix]``: the
     spread (:func:`_spread`) of a unit's duration in that mix (``cv[cls][cls]``: alone) --
     with three workers on two vCPUs the scheduler's time slices make it large."""
     import multiprocessing
-    alone, alone_cv = {}, {}
-    for c, fn in units.items():
-        fn()
-        ts = []
-        for _ in range(alone_reps):
-            t0 = time.perf_counter()
+    alone_ts: dict = {c: [] for c in units}
+
+    def time_alone():
+        for c, fn in units.items():
             fn()
-            ts.append(time.perf_counter() - t0)
-        alone[c] = float(statistics.median(ts))
-        alone_cv[c] = _spread(ts)
+            for _ in range(alone_reps):
+                t0 = time.perf_counter()
+                fn()
+                alone_ts[c].append(time.perf_counter() - t0)
+
+    # alone before and after the mixes (a shared host's speed drifts: alone times taken in a
+    # slow spell made a mix look faster than alone, and the host more than two cores)
+    time_alone()
     speeds: dict = {c: {} for c in units}
     cv: dict = {c: {} for c in units}
     mixes = [m for m in ("AA", "AT", "AAT") if all(c in units for c in m)]
+    mix_runs = []
     ctx = multiprocessing.get_context("fork") if processes else None
     for mix in mixes:
         forked = any(c in processes for c in mix)
@@ -760,10 +765,16 @@ def interference(units: dict, window_s: float = 0.5, alone_reps: int = 7,
         for c, g in zip(mix, got):
             if isinstance(g, str):
                 raise RuntimeError(f"interference: a unit of class {c} failed in mix {mix}: {g}")
+        mix_runs.append((mix, got))
+    time_alone()
+    alone = {c: float(statistics.median(ts)) for c, ts in alone_ts.items()}
+    alone_cv = {c: _spread(ts) for c, ts in alone_ts.items()}
+    for mix, got in mix_runs:
         durs = [d for d, _ in got]
         done = [[len(d), e] for d, e in got]
         for c in set(mix):
-            v = [done[k][0] * alone[c] / done[k][1] for k, x in enumerate(mix)
+            # a worker in a mix is no faster than alone: a speed above 1 is the host's noise
+            v = [min(1.0, done[k][0] * alone[c] / done[k][1]) for k, x in enumerate(mix)
                  if x == c and done[k][1] > 0]
             speeds[c][mix] = float(np.mean(v)) if v else 1.0
             cv[c][mix] = _spread([d for k, x in enumerate(mix) if x == c for d in durs[k]])
