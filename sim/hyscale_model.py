@@ -279,7 +279,7 @@ def pipelined_compute_cycles(edge_sources: Sequence[int], edge_banks: Sequence[i
     # ready_at[k]: the first cycle the update's block gate sees rows_ready >= k (the gate
     # registers the watermark: one cycle after the scanner's)
     ready_at = [0] * (destinations + 1)
-    t = 0
+    t = 1       # the scanner's first step is in the cycle after start: rows_ready >= 1 from 2
     for r in range(destinations):
         t = max(t + 1, final[r] + 1)
         ready_at[r + 1] = min(t, agg + 1) + 1

@@ -37,6 +37,13 @@ def _jobs(config):
     W = rng.standard_normal((3, 5)).astype(np.float32)
     b = rng.standard_normal(5).astype(np.float32)
     out.append(SPEC.job(np.array([0, 3]), np.array([3, 0, 3]), X, W, b))      # one row
+    # half the rows without in-edges and a short aggregation: the first blocks wait only for
+    # the scanner passing the empty rows (its first step is the cycle after start)
+    deg = np.tile([0, 2], 12)
+    idx = rng.integers(0, 4, int(deg.sum()))
+    Xe = rng.standard_normal((4, 16)).astype(np.float32)
+    We = rng.standard_normal((16, 6)).astype(np.float32)
+    out.append(SPEC.job(np.concatenate([[0], np.cumsum(deg)]), idx, Xe, We, b[:1].repeat(6)))
     out.append(SPEC.job(np.zeros(8, dtype=np.int64), np.zeros(0, dtype=np.int64), X, W, b,
                         relu=True))                                             # no edges
     return [SPEC.check(j, config) for j in out]
