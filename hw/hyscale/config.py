@@ -54,7 +54,7 @@ class HyScaleConfig:
         Aggregate and update overlap within a job: the update kernel starts with the
         aggregation and opens each block of rows as soon as those rows' aggregation is
         complete (the G-PEs report every row's last write; rows without in-edges are complete
-        from the start). False: the update starts when the aggregation has ended.
+        from the start); the default. False: the update starts when the aggregation has ended.
     simulate : bool
         False for configurations that only the performance model may use.
     """

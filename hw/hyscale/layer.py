@@ -164,9 +164,10 @@ class HyScaleLayer(wiring.Component):
         ``final`` (one bit per destination) starts as "no in-edges" (those rows read as zero)
         and takes the G-PEs' reports of each row's last write; a scanner moves ``rows_ready``
         over it, one row per cycle, and sets it to ``n_dst`` when the aggregation ends (a
-        missing last-edge flag costs time, never a hang). A bad job: no row completes after
-        the error, the blocks already open drain, then ``done`` rises with the flag (the rows
-        sent before are a prefix of ``Y``'s beats; the host drops the job)."""
+        missing last-edge flag costs time, never a hang). A bad job is found at its start
+        (:meth:`_checks`): the watermark stays at 0, no block opens, nothing is sent. Should
+        an error come while the job runs, no row completes after it and the open blocks drain
+        before ``done``."""
         cfg = self.config
         w = Widths(cfg)
         final = Signal(cfg.max_destinations, name="row_final")
