@@ -837,7 +837,8 @@ class AggregateKernel(wiring.Component):
     Buffers belong to the layer; the kernel reads them through one-cycle read ports:
     the source list (``src_data``: source index in bits 0-15, out-edge count in bits 16-31), the
     edge list (``edge_data``: weight in bits 0-31, destination in bits 32-47, last-edge flag in
-    bit 62, first-edge flag in bit 63) and the external feature memory (``mem_data``: ``mem_words_per_cycle`` elements).
+    bit 62, first-edge flag in bit 63) and the external feature memory (``mem_data``:
+    ``mem_words_per_cycle`` elements).
 
     Members
     -------

@@ -129,7 +129,7 @@ class HyScaleLayer(wiring.Component):
             self._update(m, agg, upd, buffers["dst"], banks, start_upd)
             m.d.comb += upd.rows_ready.eq(self.n_dst)
 
-            # -- sequencing ------------------------------------------------------------------------
+            # -- sequencing --------------------------------------------------------------------
             with m.If(start_agg):
                 m.d.sync += [aggregating.eq(1), self.done.eq(0)]
             with m.If(agg_finished):
@@ -223,7 +223,7 @@ class HyScaleLayer(wiring.Component):
                          write.data.eq(loader.write.data), write.en.eq(loader.write.en)]
             buffers[name] = _Buffer(ram, loader.count)
             if name in ("src", "edge"):
-                self._summarise(m, name, loader, banks)
+                buffers[name].summary = self._summarise(m, name, loader, banks)
             if name == "dst" and cfg.pipelined:
                 # the loaded job's destination bits as a vector too: its rows without
                 # in-edges are final from its start
@@ -238,12 +238,12 @@ class HyScaleLayer(wiring.Component):
                      upd.w_restart.eq(banks.swap), upd.w_bank.eq(banks.next_load)]
         return buffers
 
-    def _summarise(self, m: Module, name: str, loader: BufferLoader, banks: "_Banks"):
+    def _summarise(self, m: Module, name: str, loader: BufferLoader, banks: "_Banks") -> tuple:
         """What the job's checks need, kept while its lists load (cleared at each start, with
         the loader): the source list's largest index and the sum of its out-edge counts, the
         edge list's largest destination field (all 16 bits). At start they are compared with
         the job's scalars (:meth:`_checks`), so a bad job stops before it reads or sends
-        anything."""
+        anything. Returns ``(seen, top)``, and for the source list ``(seen, top, total)``."""
         write = loader.write
         seen = Signal(name=f"{name}_seen")
         top = Signal(16, name=f"{name}_top")
@@ -258,16 +258,15 @@ class HyScaleLayer(wiring.Component):
                 m.d.sync += total.eq(0)
             with m.Elif(write.en):
                 m.d.sync += total.eq(total + write.data[16:32])
-            self._src_summary = (seen, top, total)
-        else:
-            self._edge_summary = (seen, top)
+            return seen, top, total
+        return seen, top
 
     def _checks(self, buffers: dict[str, "_Buffer"]):
         """The starting job's errors, from its loaded lists' summaries and its scalars:
         ``Cat(source, destination, edge count)``. A source index >= ``n_rows``, a destination
         >= ``n_dst``, out-edge counts that do not add up to the edges loaded."""
-        s_seen, s_top, total = self._src_summary
-        e_seen, e_top = self._edge_summary
+        s_seen, s_top, total = buffers["src"].summary
+        e_seen, e_top = buffers["edge"].summary
         return Cat(s_seen & (s_top >= self.n_rows), e_seen & (e_top >= self.n_dst),
                    total != buffers["edge"].count)
 
@@ -430,3 +429,4 @@ class _Buffer:
     ram: Ram
     count: Signal
     nonempty: Signal | None = None     # the destination buffer's bits, pipelined layers
+    summary: tuple | None = None       # the source and edge lists: :meth:`HyScaleLayer._summarise`
