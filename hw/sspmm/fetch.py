@@ -78,6 +78,13 @@ class ContextBinder(wiring.Component):
     job, or when the next cycle offers no job of its row. A context is bound until
     ``released``.
 
+    The row's chunks ``c`` of one output beat (``c // G`` equal) also go to distinct groups,
+    so that each group alone writes its word lanes of a beat (the output buffer is one
+    single-write-port RAM per group, see ``SSpmmAccelerator._buffers``). A pass of G jobs
+    starts at a multiple of G, so this only matters after a pass closed early: the next pass
+    then avoids the groups its beat's earlier chunks used (there is always one left: a job's
+    pass and beat hold at most G - 1 other chunks between them).
+
     Members
     -------
     job, job_valid : In
@@ -118,9 +125,14 @@ class ContextBinder(wiring.Component):
         form_row = Signal(w["row"])
         next_group = Signal(range(G))
         used = Signal(G)          # groups with a member in the forming pass
+        beat = Signal(G)          # groups holding the row's chunks of the offered job's beat
 
         free = ~bound
-        candidates, g_sel, slot, ctx = self._choose_context(m, free, forming, used, next_group)
+        g_bits = G.bit_length() - 1
+        new_beat = self.job.chunk[:g_bits] == 0 if G > 1 else 1
+        beat_used = Mux(new_beat, 0, beat)
+        candidates, g_sel, slot, ctx = self._choose_context(
+            m, free, Mux(forming, used, 0) | beat_used, next_group)
         same_row = self.job.row == form_row
         # while the row's next job waits for a context in a group the pass does not use yet,
         # the pass waits too (other passes go on and free contexts): splitting the row would
@@ -143,7 +155,8 @@ class ContextBinder(wiring.Component):
 
         with m.If(take):
             m.d.sync += [next_group.eq(Mux(g_sel == G - 1, 0, g_sel + 1)),
-                         used.eq(used | (1 << g_sel)[:G])]
+                         used.eq(used | (1 << g_sel)[:G]),
+                         beat.eq(beat_used | (1 << g_sel)[:G])]
             with m.If(lead):
                 m.d.sync += [forming.eq(~(self.job.row_last | (G == 1))), form_e.eq(ctx),
                              form_row.eq(self.job.row), used.eq((1 << g_sel)[:G])]
@@ -155,14 +168,14 @@ class ContextBinder(wiring.Component):
             m.d.sync += bound.eq((bound | onehot) & ~self.released)
         return m
 
-    def _choose_context(self, m: Module, free, forming, used, next_group):
-        """A free context in a group the forming pass does not use yet, preferring the group
-        after the last one used; returns (the groups that qualify, the group, the slot in it,
-        the context)."""
+    def _choose_context(self, m: Module, free, taken, next_group):
+        """A free context in a group outside ``taken`` (the forming pass's groups and those
+        of the job's beat), preferring the group after the last one used; returns (the groups
+        that qualify, the group, the slot in it, the context)."""
         G, L, N = self.config.groups, self.config.adder_latency, self.config.contexts
         has = Cat(*[free[g * L:(g + 1) * L].any() for g in range(G)])
         candidates = Signal(G)
-        m.d.comb += candidates.eq(has & Mux(forming, ~used, (1 << G) - 1))
+        m.d.comb += candidates.eq(has & ~taken)
         g_sel = Signal(range(G))
         if G > 1:
             m.d.comb += g_sel.eq(Mux(candidates.bit_select(next_group, 1), next_group,
@@ -430,8 +443,9 @@ class NeighbourFetcher(wiring.Component):
     so every neighbour row read serves the whole pass. A pass closes when it has a member in
     every group or at its row's last job; while the row's next job waits for a free context in
     a group the pass does not use yet, the pass waits too (other passes keep fetching and
-    free contexts). A context is free again once its job's last neighbour has been written
-    into its local buffer.
+    free contexts). The chunks of one output beat go to distinct groups (see
+    :class:`ContextBinder`). A context is free again once its job's last neighbour has been
+    written into its local buffer.
 
     *Fetching.* A pass is ready when every member context has room in its local buffer
     (``space``). Each cycle up to R = ``fetch_rows`` ready passes, chosen round robin, read

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from amaranth.hdl import Array, Cat, Module, Signal
+from amaranth.hdl import Array, Cat, Module, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from ..common.bits import popcount
 from ..common.counters import count_events, counter_members, counters_of
 from ..common.loader import BufferLoader
-from ..common.ram import Ram
+from ..common.ram import Ram, RamReadSignature
 from .buffers import FeatureLoader, OutputStream, WordReader
 from .config import SSpmmConfig
 from .fetch import NeighbourFetcher
@@ -98,7 +98,8 @@ class SSpmmAccelerator(wiring.Component):
         m = Module()
         buf = self._buffers(m)
         running = Signal()      # aggregation
-        m.submodules.output = output = OutputStream(self.config, buf.out[0].read_signature,
+        beat_port = RamReadSignature(buf.out[0][0].addr_bits, 32 * self.config.lanes)
+        m.submodules.output = output = OutputStream(self.config, beat_port,
                                                     buf.count.read_signature)
         streaming = output.busy
         m.d.comb += self.busy.eq(running | streaming)
@@ -117,18 +118,15 @@ class SSpmmAccelerator(wiring.Component):
 
         # -- output stream: each row's computed elements only, compressed ----------------------
         m.d.comb += output.n_rows.eq(n_rows)
+        beat_data = [self._read_beat(m, buf, k, output.beats) for k in range(self.config.slices)]
         if buf.owner is None:
-            wiring.connect(m, output.beats, buf.out[0].read[0])
+            m.d.comb += output.beats.data.eq(beat_data[0])
         else:
             # every bank reads the same entry; the row's owner (read with its count, steady
             # while the row streams) picks the bank
             owner = buf.owner.read[0]
-            m.d.comb += owner.addr.eq(output.counts.addr)
-            for bank in buf.out:
-                m.d.comb += [bank.read[0].addr.eq(output.beats.addr),
-                             bank.read[0].en.eq(output.beats.en)]
-            m.d.comb += output.beats.data.eq(
-                Array([bank.read[0].data for bank in buf.out])[owner.data])
+            m.d.comb += [owner.addr.eq(output.counts.addr),
+                         output.beats.data.eq(Array(beat_data)[owner.data])]
         wiring.connect(m, output.counts, buf.count.read[0])
         wiring.connect(m, output.out, wiring.flipped(self.out))
 
@@ -164,11 +162,16 @@ class SSpmmAccelerator(wiring.Component):
         # features c*W .. c*W + W - 1 (in feature order), written whole by the job of chunk c.
         # An entry is one output beat (P = G*W words, i.e. G chunks): row r takes entries
         # r*beats .. r*beats + beats - 1, so the output stream reads beat by beat and no row is
-        # ever held in registers. One bank per slice (its groups' write ports); with S > 1 an
+        # ever held in registers. One bank per slice, and in it one RAM of W words per group:
+        # the binder puts the G chunks of a beat on G distinct groups, so group g writes only
+        # its own RAM (one write port each: block RAM), and a lane map (one field per chunk of
+        # a beat, written at the bind) says which group's RAM holds which chunk. With S > 1 an
         # owner table says which slice's bank holds a row (written by the dispatcher)
         beats = -(-chunks(cfg) // G)
-        out = [Ram(32 * P, cfg.max_nodes * beats, write_ports=G,
-                   granularity=32 * cfg.group_lanes) for _ in range(S)]
+        W, g_bits = cfg.group_lanes, G.bit_length() - 1
+        out = [[Ram(32 * W, cfg.max_nodes * beats) for _ in range(G)] for _ in range(S)]
+        lane_map = [Ram(G * g_bits, cfg.max_nodes * beats, granularity=g_bits)
+                    for _ in range(S)] if G > 1 else None
         owner = Ram(max(1, (S - 1).bit_length()), cfg.max_nodes) if S > 1 else None
         m.submodules.indptr_buf = indptr
         m.submodules.mask_buf = mask
@@ -177,10 +180,28 @@ class SSpmmAccelerator(wiring.Component):
             tag = "" if S == 1 else f"_s{k}"
             m.submodules[f"index_buf{tag}"] = index[k]
             m.submodules[f"node_buf{tag}"] = node[k]
-            m.submodules[f"out_buf{tag}"] = out[k]
+            for g in range(G):
+                m.submodules[f"out_buf{tag}" + (f"_g{g}" if G > 1 else "")] = out[k][g]
+            if lane_map is not None:
+                m.submodules[f"lane_map{tag}"] = lane_map[k]
         if owner is not None:
             m.submodules.owner_buf = owner
-        return _Buffers(indptr, index, mask, count, node, out, owner, beats)
+        return _Buffers(indptr, index, mask, count, node, out, lane_map, owner, beats)
+
+    def _read_beat(self, m: Module, buf: "_Buffers", k: int, port):
+        """Slice ``k``'s output beat at ``port``'s address: its groups' RAMs read together,
+        each chunk's words taken from the group that computed it (the lane map, read with the
+        words)."""
+        G = self.config.groups
+        rams = buf.out[k] + ([buf.lane_map[k]] if buf.lane_map is not None else [])
+        for ram in rams:
+            m.d.comb += [ram.read[0].addr.eq(port.addr), ram.read[0].en.eq(port.en)]
+        words = [ram.read[0].data for ram in buf.out[k]]
+        if G == 1:
+            return words[0]
+        fields = buf.lane_map[k].read[0].data
+        g_bits = G.bit_length() - 1
+        return Cat(*[Array(words)[fields.word_select(i, g_bits)] for i in range(G)])
 
     def _load(self, m: Module, buf: "_Buffers", loading):
         """Fill each buffer from its load stream, from its start.
@@ -271,12 +292,21 @@ class SSpmmAccelerator(wiring.Component):
             wiring.connect(m, fetcher.row[j], buf.node[k].read[j])
         groups = [self._group(m, k, g, tag, fetcher, buf, work, clear, running)
                   for g in range(cfg.groups)]
+        if buf.lane_map is not None:
+            # the lane map: the chunk's field of its beat takes the group it is bound to
+            G, g_bits = cfg.groups, cfg.groups.bit_length() - 1
+            job = fetcher.bind_job
+            write = buf.lane_map[k].write[0]
+            m.d.sync += [write.addr.eq(job.row * buf.beats + (job.chunk >> g_bits)),
+                         write.data.eq(fetcher.bind_group.replicate(G)),
+                         write.en.eq(Mux(fetcher.bind_valid & running,
+                                         1 << job.chunk[:g_bits], 0))]
         return _Slice(emitter, fetcher, groups)
 
     def _group(self, m: Module, k: int, g: int, tag: str, fetcher: NeighbourFetcher,
                buf: "_Buffers", work, clear, running) -> AggregationGroup:
         """Aggregation group ``g`` of slice ``k``: its contexts' bindings and neighbour rows
-        from the slice's fetcher, its chunks into its word lanes of the output buffer."""
+        from the slice's fetcher, its chunks into its own RAM of the output buffer."""
         cfg = self.config
         G, L = cfg.groups, cfg.adder_latency
         g_bits = G.bit_length() - 1
@@ -290,11 +320,10 @@ class SSpmmAccelerator(wiring.Component):
                      grp.run.eq(work), grp.clear.eq(clear)]
         for j in range(cfg.fetch_rows):
             wiring.connect(m, fetcher.leaf[g][j], grp.leaf[j])
-        # chunk c of row r is word lane c mod G of entry r * beats + c / G
-        write = buf.out[k].write[g]
+        # chunk c of row r goes to entry r * beats + c / G of the group's own RAM
+        write = buf.out[k][g].write[0]
         m.d.comb += [write.addr.eq(grp.wr_addr * buf.beats + (grp.wr_chunk >> g_bits)),
-                     write.data.eq(grp.wr_data.replicate(G)),
-                     write.en.eq((grp.wr_en & running) << grp.wr_chunk[:g_bits])]
+                     write.data.eq(grp.wr_data), write.en.eq(grp.wr_en & running)]
         return grp
 
     def _sequence(self, m: Module, start, running, engine: "_Engine", output: OutputStream):
@@ -362,7 +391,8 @@ class _Buffers:
     mask: Ram       # output-mask rows
     count: Ram      # computed elements per row
     node: list      # feature rows: one copy per slice
-    out: list       # compressed output rows, ``beats`` entries each: one bank per slice
+    out: list       # compressed output rows, ``beats`` entries each: per slice, per group
+    lane_map: list | None   # per slice (G > 1): the group holding each chunk of each entry
     owner: Ram | None   # the slice whose bank holds each row (S > 1)
     beats: int
 
