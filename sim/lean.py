@@ -113,7 +113,10 @@ def generate_harness(verilog: GeneratedVerilog, proto: StreamProtocol) -> str:
     that takes them then, into a second buffer half, overlaps them with compute; one that is
     not ready simply gets them after ``done``). The counters and flags are read at each
     ``done``. The next job's scalars are set once the previous job is done, before the rest
-    of its loads.
+    of its loads, or, for a design that samples them at ``start``
+    (``StreamProtocol.scalars_at_start``), as soon as the previous job has started. The
+    backpressure pattern counts each job's output cycles from its start, the idle pattern each
+    job's load cycles from its first, so a job behaves the same after a job as after a reset.
     """
     widths = {p.name: p.width for p in verilog.ports}
     words = {s: -(-widths[f"{s}__payload"] // 32) for s in proto.loads}
@@ -233,7 +236,9 @@ int main(int argc, char **argv) {{
     Job *next = j + 1 < n_jobs ? &jobs[j + 1] : nullptr;
     scalars(top, jobs[j]);
     top->{_vname(proto.start)} = 1; top->eval(); tick(); top->{_vname(proto.start)} = 0;
+    {"if (next) scalars(top, *next);" if proto.scalars_at_start else ""}
     top->eval();
+    k = 0; lc = 0;                         // each job's patterns from its own start
     while (!top->{_vname(proto.done)}) {{
       bool ready = !(stall_every && (k % stall_every) == stall_every - 1);
       top->{_vname(o + '__ready')} = ready;

@@ -7,8 +7,11 @@ checked against the RTL (within 3 % on every slice job), for every preset, ``pap
 
 *Configurations without HBM* (``hbm_gb_per_s = 0``: every configuration that can be built) are
 fed by the host through the load streams, as the RTL is: a graph that does not fit is cut into
-the driver's row tiles (:func:`moagcn.core.tiling.plan_tiles`) and every tile loads, computes
-and streams out in turn, exactly what ``moagcn sspmm run`` simulates.
+the driver's row tiles (:func:`moagcn.core.tiling.plan_tiles`) and the tiles run back to back,
+each computing and streaming out in turn; with two load banks (``load_banks = 2``, the
+default) a tile's loads run beside the tile before it
+(:func:`moagcn.core.spec.overlap_loads`), with one they follow it. Exactly what ``moagcn sspmm
+run`` simulates.
 
 *Configurations with HBM* (the ``paper`` preset; model only) tile the graph in two dimensions,
 output-stationary:
@@ -37,6 +40,7 @@ from __future__ import annotations
 import numpy as np
 
 from moagcn.core.counters import Counters
+from moagcn.core.spec import overlap_loads
 from moagcn.core.tiling import plan_tiles
 from moagcn.errors import UserError
 from moagcn.hw.sspmm.config import SSpmmConfig
@@ -98,21 +102,32 @@ def estimate_graph(indptr, indices, width: int, unmasked, config: SSpmmConfig,
 
 def _tiled_streams(indptr, indices, width, unmasked, config: SSpmmConfig,
                    replay: bool = True) -> dict:
-    """Row tiles fed by the load streams, one after another (what the RTL does)."""
+    """Row tiles fed by the load streams, back to back (what the RTL does): with two load
+    banks each tile's loads beside the tile before. ``cycles_memory`` is every load cycle,
+    ``cycles_memory_hidden`` those that ran beside a tile's compute and output."""
     from moagcn.sim.specs.sspmm import SPEC
     n = indptr.size - 1
     tiles = plan_tiles(indptr, np.asarray(indices, dtype=np.int64), n, n, width,
                        SPEC.limits(config))
-    total = Counters()
+    overlap = SPEC.loads_overlap(config)
+    total, previous = Counters(), None
     for t in tiles:
-        total.add(SPEC.tile_cycles(t, np.minimum(unmasked[t.rows_start:t.rows_stop], t.width),
-                                   config, replay))
-    return {"cycles_total": total.cycles_load + total.cycles_compute + total.cycles_output,
-            "cycles_compute": total.cycles_compute, "cycles_memory": total.cycles_load,
-            "cycles_output": total.cycles_output,
+        c = SPEC.tile_cycles(t, np.minimum(unmasked[t.rows_start:t.rows_stop], t.width),
+                             config, replay)
+        if overlap:
+            c = overlap_loads(previous, c)
+        total.add(c)
+        previous = c
+    hidden = total.extra.get("cycles_load_hidden", 0)
+    loads = total.cycles_load + hidden
+    busy = total.cycles_compute + total.cycles_output
+    return {"cycles_total": total.cycles_load + busy,
+            "cycles_compute": total.cycles_compute, "cycles_memory": loads,
+            "cycles_memory_hidden": hidden, "cycles_output": total.cycles_output,
             "hbm_bytes": total.bytes_read + total.bytes_written,
-            "bound": "compute" if total.cycles_compute >= total.cycles_load else "memory",
-            "memory": "load streams (not overlapped with compute)",
+            "bound": "compute" if total.cycles_compute >= loads else "memory",
+            "memory": ("load streams, each tile's beside the tile before (two load banks)"
+                       if overlap else "load streams (one load bank: after each tile)"),
             "tiles": len(tiles)}
 
 

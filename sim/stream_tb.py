@@ -121,7 +121,8 @@ async def stream_jobs(io, proto: StreamProtocol, jobs: list, idle_every: int = 0
     while the next job's loads are offered (a design with ping-pong buffers takes them then;
     one that is not ready gets them after ``done``, with the next job's scalars set by then).
     Returns per job the counters and flags read at its ``done``, ``beats`` and ``done_cycle``
-    (cycles since the first load)."""
+    (cycles since the first load). A design that samples its scalars at ``start``
+    (``proto.scalars_at_start``) gets the next job's as soon as a job has started."""
     if len(jobs) > 1 and not proto.restartable:
         raise ValueError("this design takes one job per reset")
     queued = [{s: beat_ints(streams[s]) for s in proto.loads} for streams, _ in jobs]
@@ -160,8 +161,11 @@ async def stream_jobs(io, proto: StreamProtocol, jobs: list, idle_every: int = 0
         clear()
 
     results = []
+    # the first job's scalars before its loads, as the harness sets them (a design may read
+    # them while it loads)
+    for name, value in jobs[0][1].items():
+        io.set(name, value)
     await load_rest(0)
-    k_out = 0
     for k, (_, scalars) in enumerate(jobs):
         nxt = k + 1 if k + 1 < len(jobs) else None
         for name, value in scalars.items():
@@ -170,6 +174,12 @@ async def stream_jobs(io, proto: StreamProtocol, jobs: list, idle_every: int = 0
         await io.tick()
         clock["cycle"] += 1
         io.set(proto.start, 0)
+        if nxt is not None and proto.scalars_at_start:
+            for name, value in jobs[nxt][1].items():
+                io.set(name, value)
+        # each job's patterns from its own start, as after a reset
+        k_out = 0
+        clock["load"] = 0
         beats = []
         while not await io.get(proto.done):
             ready = not (stall_every and k_out % stall_every == stall_every - 1)

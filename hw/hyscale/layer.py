@@ -16,6 +16,7 @@ from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from ..common.banks import LoadBanks, job_loads
 from ..common.bits import wire
 from ..common.counters import count_events, counter_members, counters_of
 from ..common.loader import BufferLoader
@@ -112,7 +113,7 @@ class HyScaleLayer(wiring.Component):
         busy = aggregating | updating
         m.d.comb += self.busy.eq(busy)
         start_agg = wire(m, self.start & ~busy, name="start_job")
-        banks = _Banks(m, cfg, start_agg, busy)
+        banks = LoadBanks(m, cfg.load_banks, start_agg, busy)
         m.d.comb += self.load_bank.eq(banks.load)
 
         buffers = self._load(m, upd, banks)
@@ -202,7 +203,7 @@ class HyScaleLayer(wiring.Component):
                   & (upd_end | ~updating)):
             m.d.sync += self.done.eq(1)
 
-    def _load(self, m: Module, upd: UpdateKernel, banks: "_Banks") -> dict[str, "_Buffer"]:
+    def _load(self, m: Module, upd: UpdateKernel, banks: LoadBanks) -> dict[str, "_Buffer"]:
         """Fill the source, edge and destination buffers from their streams, each from address
         0 of the load bank (beats past a buffer's end are dropped), and stream the weights into
         the update kernel's MACs. Returns the buffers by name."""
@@ -238,7 +239,7 @@ class HyScaleLayer(wiring.Component):
                      upd.w_restart.eq(banks.swap), upd.w_bank.eq(banks.next_load)]
         return buffers
 
-    def _summarise(self, m: Module, name: str, loader: BufferLoader, banks: "_Banks") -> tuple:
+    def _summarise(self, m: Module, name: str, loader: BufferLoader, banks: LoadBanks) -> tuple:
         """What the job's checks need, kept while its lists load (cleared at each start, with
         the loader): the source list's largest index and the sum of its out-edge counts, the
         edge list's largest destination field (all 16 bits). At start they are compared with
@@ -271,7 +272,7 @@ class HyScaleLayer(wiring.Component):
                    total != buffers["edge"].count)
 
     def _aggregate(self, m: Module, agg: AggregateKernel, buffers: dict[str, "_Buffer"],
-                   banks: "_Banks", aggregating, start_agg):
+                   banks: LoadBanks, aggregating, start_agg):
         """The aggregate kernel on the source and edge buffers and the memory port; returns
         its end (the kernel is done and was not started this cycle)."""
         src, edge = buffers["src"], buffers["edge"]
@@ -288,7 +289,7 @@ class HyScaleLayer(wiring.Component):
         return aggregating & agg.done & ~start_agg
 
     def _update(self, m: Module, agg: AggregateKernel, upd: UpdateKernel, dst_buf: "_Buffer",
-                banks: "_Banks", start_upd):
+                banks: LoadBanks, start_upd):
         """The update kernel on the aggregated rows (a destination without in-edges reads as
         zero), streaming ``Y`` out."""
         dst = dst_buf.ram.read[0]
@@ -301,52 +302,6 @@ class HyScaleLayer(wiring.Component):
                      upd.bank.eq(banks.read if self.config.pipelined else banks.run)]
         wiring.connect(m, wiring.flipped(self.out), upd.out)
 
-
-def job_loads(m: Module, start, busy, transfer, cycles_load, cycles_load_hidden):
-    """The per-job load counters: cycles with a ``transfer`` since the last ``start``, and
-    those of them while ``busy``, handed to ``cycles_load`` / ``cycles_load_hidden`` at the
-    next ``start`` (so after ``done`` they describe the job that ran)."""
-    since = Signal(len(cycles_load), name="load_cycles_since_start")
-    hidden = Signal(len(cycles_load_hidden), name="load_cycles_hidden_since_start")
-    with m.If(start):
-        m.d.sync += [cycles_load.eq(since), cycles_load_hidden.eq(hidden),
-                     since.eq(0), hidden.eq(0)]
-    with m.Else():
-        m.d.sync += [since.eq(since + transfer), hidden.eq(hidden + (transfer & busy))]
-
-
-class _Banks:
-    """Which half of the ping-pong load buffers the streams fill and the job reads.
-
-    ``load`` (a register) is the half the streams fill; each start toggles it, so the
-    running job's half is the other one, ``run``. In the start cycle the kernels already
-    read the starting job's half, which is ``load`` until the toggle: ``read`` is the one
-    bit that picks it. With one bank all of these are zero and loading waits for the job.
-    """
-
-    def __init__(self, m: Module, cfg: HyScaleConfig, start, busy):
-        self.count = cfg.load_banks
-        self.swap = start
-        if self.count == 1:
-            self.load = self.next_load = self.run = self.read = 0
-            self.loading = wire(m, ~busy & ~start, name="loading")
-            return
-        load = Signal(name="load_bank_r")
-        with m.If(start):
-            m.d.sync += load.eq(~load)
-        self.load = load
-        self.next_load = ~load           # the half loads fill after this cycle's start
-        self.run = ~load
-        self.read = wire(m, Mux(start, load, ~load), name="read_bank")
-        self.loading = wire(m, ~start, name="loading")
-
-    def load_addr(self, addr):
-        """``addr`` in the half the streams fill."""
-        return Cat(addr, self.load) if self.count > 1 else addr
-
-    def read_addr(self, addr):
-        """``addr`` in the half the starting or running job reads."""
-        return Cat(addr, self.read) if self.count > 1 else addr
 
 class HyScaleSystem(wiring.Component):
     """:class:`HyScaleLayer` with a model of its external memory, for simulation.

@@ -26,6 +26,8 @@ class FeatureLoader(wiring.Component):
         Feature rows (word 0 lowest); ready while ``enable``.
     enable : In(1)
         The buffers may be loaded.
+    clear : In(1)
+        Start again at row 0 (a job starts; hold ``enable`` low then).
     n_features : In(range(max_feature_width + 1))
         Features per row (sets the beats per row).
     write : Out(RamWriteSignature(row bits, 32 * max_feature_width, max_feature_width //
@@ -38,7 +40,7 @@ class FeatureLoader(wiring.Component):
         F, LW = config.max_feature_width, config.load_width
         super().__init__({
             "beats": In(stream.Signature(32 * LW)),
-            "enable": In(1),
+            "enable": In(1), "clear": In(1),
             "n_features": In(range(F + 1)),
             "write": Out(RamWriteSignature(widths(config)["row"], 32 * F, F // LW)),
         })
@@ -54,7 +56,9 @@ class FeatureLoader(wiring.Component):
         m.d.comb += [self.beats.ready.eq(self.enable), self.write.addr.eq(row),
                      self.write.data.eq(self.beats.payload.replicate(F // LW)),
                      self.write.en.eq(take << beat)]
-        with m.If(take):
+        with m.If(self.clear):
+            m.d.sync += [beat.eq(0), row.eq(0)]
+        with m.Elif(take):
             with m.If(beat + 1 >= beats_per_row):
                 m.d.sync += [beat.eq(0), row.eq(row + 1)]
             with m.Else():

@@ -66,11 +66,15 @@ class SSpmmConfig:
         like rows of their own (so a hub's latency spreads over slices), and the reduction
         network adds the pieces' sums in order; the golden model follows the same order (see
         :func:`moagcn.sim.golden.sspmm.sspmm`).
+    load_banks : int
+        1 or 2. With 2 (the default) the row-pointer, index, mask and node buffers are
+        ping-pong pairs: the next job's loads fill one half while a job reads the other, so a
+        tiled job's loads overlap the tile before it. With 1 the next loads wait for ``done``.
     hbm_gb_per_s : float
         Bandwidth of an HBM that feeds the buffers, double-buffered against compute, for
         graphs larger than the buffers (see :mod:`moagcn.sim.sspmm_memory`); 0 (every
         configuration that can be built): the host fills the buffers through the load
-        streams, not overlapped with compute, as the RTL does.
+        streams, as the RTL does (overlapped with the job before with ``load_banks`` 2).
     simulate : bool
         False for configurations that only the cycle model may use.
     """
@@ -89,6 +93,7 @@ class SSpmmConfig:
     clock_mhz: float = 200.0
     walk_rows: int = 1
     split_degree: int = 0
+    load_banks: int = 2
     hbm_gb_per_s: float = 0.0
     simulate: bool = True
 
@@ -132,6 +137,9 @@ class SSpmmConfig:
             raise ValueError(f"split_degree={self.split_degree}: the RTL sums a row in one job "
                              "context; splitting rows is for the cycle model only "
                              "(simulate=False)")
+        if self.load_banks not in (1, 2):
+            raise ValueError(f"load_banks={self.load_banks} must be 1 or 2 (2: the next job "
+                             "loads while one runs)")
         if self.hbm_gb_per_s < 0:
             raise ValueError(f"hbm_gb_per_s={self.hbm_gb_per_s} must be >= 0 (0: no HBM)")
         if self.hbm_gb_per_s > 0 and self.simulate:

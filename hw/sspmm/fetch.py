@@ -163,7 +163,8 @@ class ContextBinder(wiring.Component):
         with m.If(close):
             m.d.sync += forming.eq(0)
         with m.If(self.clear):
-            m.d.sync += [bound.eq(0), forming.eq(0)]
+            # every job starts as after a reset
+            m.d.sync += [bound.eq(0), forming.eq(0), next_group.eq(0)]
         with m.Else():
             m.d.sync += bound.eq((bound | onehot) & ~self.released)
         return m
@@ -274,8 +275,11 @@ class PassTable(wiring.Component):
                 m.d.comb += rest.eq(remaining & ~onehot)
                 remaining = rest
         # the next search starts after the last pass served: the slots above its one-hot bit
-        # (none after the last slot: the search then starts from the lowest)
-        with m.If(picks[0][0]):
+        # (none after the last slot: the search then starts from the lowest); every job
+        # starts as after a reset
+        with m.If(self.clear):
+            m.d.sync += after.eq(0)
+        with m.Elif(picks[0][0]):
             m.d.sync += after.eq(~((last << 1) - 1))
         m.d.comb += self.issued.eq(popcount(m, Cat(*[go for go, _ in picks])))
         return picks

@@ -240,8 +240,10 @@ class AggregationGroup(wiring.Component):
         """
         cfg = self.config
         L, D = cfg.adder_latency, cfg.local_depth
+        # the ring starts at context 0 with every job (so a job's cycles do not depend on how
+        # long the accelerator waited before it)
         phase = Signal(range(L))
-        m.d.sync += phase.eq(Mux(phase == L - 1, 0, phase + 1))
+        m.d.sync += phase.eq(Mux(self.clear | (phase == L - 1), 0, phase + 1))
         rptrs, wptrs = Array(ctx.rptr), Array(ctx.wptr)
         have = Signal()           # context ``phase`` has an entry in its local buffer
         if L == 1:
@@ -252,7 +254,7 @@ class AggregationGroup(wiring.Component):
             # cycle): its write pointer moves if an entry arrives for it now, its read pointer
             # does not (only the current phase's can)
             ahead = Signal(range(L), name="phase_ahead", init=1)
-            m.d.sync += ahead.eq(Mux(ahead == L - 1, 0, ahead + 1))
+            m.d.sync += ahead.eq(Mux(self.clear, 1, Mux(ahead == L - 1, 0, ahead + 1)))
             bits = len(ctx.wptr[0])
             arriving = (wptrs[ahead] + Array(ctx.hit)[ahead])[:bits]
             m.d.sync += have.eq(~self.clear & (arriving != rptrs[ahead]))

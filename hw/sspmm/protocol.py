@@ -12,11 +12,19 @@ OUTPUT = "out"
 #: node buffer), features
 SCALARS = ("n_rows", "n_cols", "n_features")
 COUNTER_BITS = 32
-#: status counters of the top level (``cycles_total`` = compute + output in the hardware)
-COUNTERS = ("cycles_total", "cycles_load", "cycles_compute", "cycles_output",
-            "stall_no_job", "stall_output", "stall_no_context", "bubbles", "rows_fetched")
+#: status counters of the top level, per job (``cycles_total`` = compute + output in the
+#: hardware); ``cycles_load_hidden``: the job's load cycles that overlapped the job before
+COUNTERS = ("cycles_total", "cycles_load", "cycles_load_hidden", "cycles_compute",
+            "cycles_output", "stall_no_job", "stall_output", "stall_no_context", "bubbles",
+            "rows_fetched")
 #: error flags: a job that raises one stops cleanly
 FLAGS = ("err_index", "err_indptr")
+#: jobs follow one another without a reset; with two load banks the next job's loads overlap
+#: the running one
+RESTARTABLE = True
+#: the design samples its scalars at ``start``: the next job's may be set as soon as a job has
+#: started (its loads need ``n_features``: a feature row's beats)
+SCALARS_AT_START = True
 
 #: cycles from a row read's issue to its packet entering the tree: the issue registered, the
 #: column index read, the feature row read

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 
 from amaranth.hdl import Array, Cat, Module, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from ..common.bits import popcount
+from ..common.banks import LoadBanks, banked_depth, job_loads
+from ..common.bits import popcount, wire
 from ..common.counters import count_events, counter_members, counters_of
 from ..common.loader import BufferLoader
 from ..common.ram import Ram, RamReadSignature
@@ -24,10 +26,14 @@ from .scheduler import JobEmitter, JobScheduler, RowDispatcher
 class SSpmmAccelerator(wiring.Component):
     """``Z = (A H) ⊙ M`` on binary32 data (MixGCN Eq. 4).
 
-    Use: after reset, fill the buffers through the load streams (row pointers, column indices,
-    mask rows, feature rows; any order, each from its start), set ``n_rows`` and
-    ``n_features``, pulse ``start``, then take beats of Z from ``out`` until ``done``. Status
-    and counters stay readable until the next reset.
+    Use: after reset, set ``n_features`` and fill the buffers through the load streams (row
+    pointers, column indices, mask rows, feature rows; any order, each from its start), set
+    ``n_rows`` and ``n_cols``, pulse ``start``, then take beats of Z from ``out`` until
+    ``done``. Status and counters describe that job until the next start. Jobs follow one
+    another without a reset: with ``load_banks`` 2 the next job's loads (and its scalars,
+    which the running job sampled at its start) may go in while a job runs, into the other
+    half of the buffers; with one bank they wait for ``done``. A job after a job runs cycle
+    for cycle as it would after a reset.
 
     Members
     -------
@@ -46,15 +52,19 @@ class SSpmmAccelerator(wiring.Component):
         host, which has the mask, puts the words back in place.
     n_rows, n_cols, n_features, start : In
         Job size: rows of A and Z, columns of A (the feature rows loaded; a column index must
-        be below it), features (sampled at ``start``; ``n_features`` also sets the feature-row
-        beats while loading), and the start pulse. A tile of a larger job has only its output
-        rows and the feature rows its entries name: no padding rows.
+        be below it), features (all sampled at ``start``; ``n_features`` also sets the
+        feature-row beats of the job loading), and the start pulse (taken when not
+        ``busy``). A tile of a larger job has only its output rows and the feature rows its
+        entries name: no padding rows.
     busy, done : Out(1)
         Computing or streaming out; finished (also after an error).
     err_index, err_indptr : Out(1)
         A column index was >= n_cols; a row pointer decreased or went past the loaded indices.
     cycles_total, cycles_load, cycles_compute, cycles_output : Out(32)
-        Cycles from start to done; cycles with a load transfer; aggregation; output streaming.
+        Cycles from start to done; cycles with a load transfer before the start (until the
+        first start, so far); aggregation; output streaming.
+    cycles_load_hidden : Out(32)
+        Of ``cycles_load``, those while the job before was busy (two load banks).
     stall_no_job, stall_no_context, stall_output : Out(32)
         Aggregation cycles in which a context was free but the scheduler offered no job; in
         which a job was offered but no context was free; output cycles waiting on
@@ -96,29 +106,32 @@ class SSpmmAccelerator(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
+        cfg = self.config
         buf = self._buffers(m)
         running = Signal()      # aggregation
-        beat_port = RamReadSignature(buf.out[0][0].addr_bits, 32 * self.config.lanes)
-        m.submodules.output = output = OutputStream(self.config, beat_port,
-                                                    buf.count.read_signature)
+        beat_port = RamReadSignature(buf.out[0][0].addr_bits, 32 * cfg.lanes)
+        m.submodules.output = output = OutputStream(cfg, beat_port, buf.count.read_signature)
         streaming = output.busy
         m.d.comb += self.busy.eq(running | streaming)
-        loading = ~(running | streaming | self.done)
-        start = self.start & loading
+        # a job may start whenever none runs: after a reset, or after the last job's done
+        start = wire(m, self.start & ~self.busy, name="start_job")
+        banks = LoadBanks(m, cfg.load_banks, start, self.busy)
 
-        n_edges, load_transfer = self._load(m, buf, loading)
-        # -- job size, sampled at start ----------------------------------------------------------
+        n_edges_loaded, load_transfer = self._load(m, buf, banks)
+        # -- job size, sampled at start (the next job's may be set while this one runs) ---------
         n_rows = Signal.like(self.n_rows)
         n_cols = Signal.like(self.n_cols)
         n_features = Signal.like(self.n_features)
+        n_edges = Signal.like(n_edges_loaded, name="n_edges")
         with m.If(start):
             m.d.sync += [n_rows.eq(self.n_rows), n_cols.eq(self.n_cols),
-                         n_features.eq(self.n_features)]
-        engine = self._engine(m, buf, start, running, n_rows, n_cols, n_features, n_edges)
+                         n_features.eq(self.n_features), n_edges.eq(n_edges_loaded)]
+        engine = self._engine(m, buf, banks, start, running, n_rows, n_cols, n_features,
+                              n_edges)
 
         # -- output stream: each row's computed elements only, compressed ----------------------
         m.d.comb += output.n_rows.eq(n_rows)
-        beat_data = [self._read_beat(m, buf, k, output.beats) for k in range(self.config.slices)]
+        beat_data = [self._read_beat(m, buf, k, output.beats) for k in range(cfg.slices)]
         if buf.owner is None:
             m.d.comb += output.beats.data.eq(beat_data[0])
         else:
@@ -131,7 +144,7 @@ class SSpmmAccelerator(wiring.Component):
         wiring.connect(m, output.out, wiring.flipped(self.out))
 
         self._sequence(m, start, running, engine, output)
-        self._count(m, running, streaming, load_transfer, engine, output)
+        self._count(m, start, running, streaming, load_transfer, engine, output)
         return m
 
     def _buffers(self, m: Module) -> "_Buffers":
@@ -143,21 +156,26 @@ class SSpmmAccelerator(wiring.Component):
         # write port, so each buffer is a plain block RAM; a read takes the row, then the word.
         # One read port for the pointers (the scheduler walks the rows, reading one new pointer
         # per row); the fetcher reads R column indices and R neighbour rows per cycle
-        indptr = Ram(32 * LW, -(-(cfg.max_nodes + 1) // LW), read_ports=1)
+        # with two load banks the buffers the streams fill are ping-pong pairs: a half per job
+        # (the bank bit above the word address)
+        depth = partial(banked_depth, cfg.load_banks)
+        half = {"indptr": -(-(cfg.max_nodes + 1) // LW), "index": -(-cfg.max_edges // LW)}
+        indptr = Ram(32 * LW, depth(half["indptr"]), read_ports=1)
         S = cfg.slices
         # every slice reads its own copy of the column indices and feature rows (written
         # together while loading): each copy keeps one write port and R read ports, as a block
         # RAM has, whatever S
-        index = [Ram(32 * LW, -(-cfg.max_edges // LW), read_ports=R) for _ in range(S)]
-        mask = Ram(F, cfg.max_nodes, read_ports=1)
+        index = [Ram(32 * LW, depth(half["index"]), read_ports=R) for _ in range(S)]
+        mask = Ram(F, depth(cfg.max_nodes), read_ports=1)
         # each row's number of computed elements, written by the scheduler as it fetches the
         # row, read by the output stream (which thus needs neither the mask nor the pointers)
         count = Ram(len(Signal(range(F + 1))), cfg.max_nodes)
-        # the feature rows are written only while loading and read (``en``) only by the
-        # fetcher while running: built without read/write collisions, the block RAM needs no
+        # a word of the feature rows is never read in the cycle it is written (a job reads its
+        # half, ``en`` only when the fetcher reads; loads write the other half, or wait for
+        # the job with one bank): built without read/write collisions, the block RAM needs no
         # bypass logic between the column index read and the row read
-        node = [Ram(32 * F, cfg.max_nodes, read_ports=R, granularity=32 * LW, collisions=False)
-                for _ in range(S)]
+        node = [Ram(32 * F, depth(cfg.max_nodes), read_ports=R, granularity=32 * LW,
+                    collisions=False) for _ in range(S)]
         # the output buffer holds each row *compressed*: chunk c = the sums of the row's unmasked
         # features c*W .. c*W + W - 1 (in feature order), written whole by the job of chunk c.
         # An entry is one output beat (P = G*W words, i.e. G chunks): row r takes entries
@@ -186,7 +204,7 @@ class SSpmmAccelerator(wiring.Component):
                 m.submodules[f"lane_map{tag}"] = lane_map[k]
         if owner is not None:
             m.submodules.owner_buf = owner
-        return _Buffers(indptr, index, mask, count, node, out, lane_map, owner, beats)
+        return _Buffers(indptr, index, mask, count, node, half, out, lane_map, owner, beats)
 
     def _read_beat(self, m: Module, buf: "_Buffers", k: int, port):
         """Slice ``k``'s output beat at ``port``'s address: its groups' RAMs read together,
@@ -203,8 +221,9 @@ class SSpmmAccelerator(wiring.Component):
         g_bits = G.bit_length() - 1
         return Cat(*[Array(words)[fields.word_select(i, g_bits)] for i in range(G)])
 
-    def _load(self, m: Module, buf: "_Buffers", loading):
-        """Fill each buffer from its load stream, from its start.
+    def _load(self, m: Module, buf: "_Buffers", banks: LoadBanks):
+        """Fill each buffer's load half from its load stream, from its start (each start
+        begins the next job's loads at word 0).
 
         Word k of a pointer or index beat goes to entry count + k (the host pads the last beat;
         padding lies past ``indptr[-1]`` and is never read). Returns the number of column
@@ -215,39 +234,40 @@ class SSpmmAccelerator(wiring.Component):
         w = widths(cfg)
         streams = (self.indptr_in, self.indices_in, self.mask_in, self.feat_in)
         loaders = {
-            "indptr_load": (BufferLoader(32 * LW, buf.indptr.addr_bits, w["row"] + 2, step=LW,
-                                         capacity=buf.indptr.depth, overflow="drop"),
-                            self.indptr_in, buf.indptr),
-            "index_load": (BufferLoader(32 * LW, buf.index[0].addr_bits, w["edge"] + 1, step=LW,
-                                        capacity=buf.index[0].depth, overflow="drop"),
+            "indptr_load": (BufferLoader(32 * LW, _bits(buf.half["indptr"]), w["row"] + 2,
+                                         step=LW, capacity=buf.half["indptr"], overflow="drop"),
+                            self.indptr_in, [buf.indptr]),
+            "index_load": (BufferLoader(32 * LW, _bits(buf.half["index"]), w["edge"] + 1,
+                                        step=LW, capacity=buf.half["index"], overflow="drop"),
                            self.indices_in, buf.index),
-            "mask_load": (BufferLoader(cfg.max_feature_width, buf.mask.addr_bits, w["row"] + 1),
-                          self.mask_in, buf.mask),
+            "mask_load": (BufferLoader(cfg.max_feature_width, w["row"], w["row"] + 1),
+                          self.mask_in, [buf.mask]),
         }
-        for name, (loader, port, ram) in loaders.items():
+        for name, (loader, port, rams) in loaders.items():
             m.submodules[name] = loader
-            m.d.comb += loader.enable.eq(loading)
+            m.d.comb += [loader.enable.eq(banks.loading), loader.clear.eq(banks.swap)]
             wiring.connect(m, wiring.flipped(port), loader.beats)
-            _write_all(m, loader.write, ram if isinstance(ram, list) else [ram])
+            _write_all(m, loader.write, rams, banks)
         m.submodules.feat_load = feat = FeatureLoader(cfg)
-        m.d.comb += [feat.enable.eq(loading), feat.n_features.eq(self.n_features)]
+        m.d.comb += [feat.enable.eq(banks.loading), feat.clear.eq(banks.swap),
+                     feat.n_features.eq(self.n_features)]
         wiring.connect(m, wiring.flipped(self.feat_in), feat.beats)
-        _write_all(m, feat.write, buf.node)
-        load_transfer = Cat(*[p.valid & loading for p in streams]).any()
+        _write_all(m, feat.write, buf.node, banks)
+        load_transfer = Cat(*[p.valid & banks.loading for p in streams]).any()
         return loaders["index_load"][0].count, load_transfer
 
-    def _engine(self, m: Module, buf: "_Buffers", start, running, n_rows, n_cols, n_features,
-                n_edges) -> "_Engine":
+    def _engine(self, m: Module, buf: "_Buffers", banks: LoadBanks, start, running, n_rows,
+                n_cols, n_features, n_edges) -> "_Engine":
         """The scheduler, the row dispatcher and the slices (job emitter, neighbour fetcher,
-        aggregation groups), on the buffers."""
+        aggregation groups), on the job's half of the buffers."""
         cfg = self.config
         LW, S = cfg.load_width, cfg.slices
         m.submodules.scheduler = sched = JobScheduler(cfg)
         m.submodules.ptr_read = ptr_read = WordReader(LW, len(sched.ptr.addr),
-                                                      buf.indptr.addr_bits)
+                                                      _bits(buf.half["indptr"]))
         wiring.connect(m, sched.ptr, ptr_read.word)
-        wiring.connect(m, ptr_read.row, buf.indptr.read[0])
-        wiring.connect(m, sched.mask, buf.mask.read[0])
+        _read_half(m, ptr_read.row, buf.indptr.read[0], banks)
+        _read_half(m, sched.mask, buf.mask.read[0], banks)
         count_write = buf.count.write[0]
         m.d.comb += [count_write.addr.eq(sched.count_row), count_write.data.eq(sched.count),
                      count_write.en.eq(sched.count_en & running),
@@ -266,12 +286,12 @@ class SSpmmAccelerator(wiring.Component):
             m.d.comb += dispatcher.start.eq(start)
             wiring.connect(m, dispatcher.owner, buf.owner.write[0])
             row_streams = list(dispatcher.slice_rows)
-        slices = [self._slice(m, k, rows, buf, work, clear, running, n_cols)
+        slices = [self._slice(m, k, rows, buf, banks, work, clear, running, n_cols)
                   for k, rows in enumerate(row_streams)]
         return _Engine(sched, dispatcher, slices)
 
-    def _slice(self, m: Module, k: int, rows, buf: "_Buffers", work, clear, running,
-               n_cols) -> "_Slice":
+    def _slice(self, m: Module, k: int, rows, buf: "_Buffers", banks: LoadBanks, work, clear,
+               running, n_cols) -> "_Slice":
         """Slice ``k``: its job emitter on its row stream, its fetcher on its read ports of
         the index and node buffers, its groups on its write ports of the output buffer."""
         cfg = self.config
@@ -285,11 +305,11 @@ class SSpmmAccelerator(wiring.Component):
                      fetcher.clear.eq(clear), fetcher.n_rows.eq(n_cols)]
         for j in range(R):
             port = k * R + j
-            index_read = WordReader(LW, len(fetcher.idx[j].addr), buf.index[k].addr_bits)
+            index_read = WordReader(LW, len(fetcher.idx[j].addr), _bits(buf.half["index"]))
             m.submodules[f"index_read{tag}_{j}"] = index_read
             wiring.connect(m, fetcher.idx[j], index_read.word)
-            wiring.connect(m, index_read.row, buf.index[k].read[j])
-            wiring.connect(m, fetcher.row[j], buf.node[k].read[j])
+            _read_half(m, index_read.row, buf.index[k].read[j], banks)
+            _read_half(m, fetcher.row[j], buf.node[k].read[j], banks)
         groups = [self._group(m, k, g, tag, fetcher, buf, work, clear, running)
                   for g in range(cfg.groups)]
         if buf.lane_map is not None:
@@ -327,7 +347,8 @@ class SSpmmAccelerator(wiring.Component):
         return grp
 
     def _sequence(self, m: Module, start, running, engine: "_Engine", output: OutputStream):
-        """Aggregate from start until the engine is idle, then stream out; stop at an error."""
+        """Aggregate from start until the engine is idle, then stream out; stop at an error.
+        A start clears ``done`` and the flags of the job before."""
         sched, slices = engine.scheduler, engine.slices
         err_index = Cat(*[s.fetcher.err_index for s in slices]).any()
         error = err_index | sched.err_indptr
@@ -336,7 +357,8 @@ class SSpmmAccelerator(wiring.Component):
                 & ~Cat(*[s.fetcher.busy for s in slices]).any()
                 & ~Cat(*[g.busy for s in slices for g in s.groups]).any())
         with m.If(start):
-            m.d.sync += running.eq(1)
+            m.d.sync += [running.eq(1), self.done.eq(0), self.err_index.eq(0),
+                         self.err_indptr.eq(0)]
             with m.If(self.n_rows == 0):
                 m.d.sync += [running.eq(0), self.done.eq(1)]
         with m.If(running):
@@ -350,20 +372,21 @@ class SSpmmAccelerator(wiring.Component):
             m.d.sync += self.done.eq(1)
         with m.If(running & err_index):
             m.d.sync += self.err_index.eq(1)
-        m.d.comb += self.err_indptr.eq(sched.err_indptr)
+        with m.If(running & sched.err_indptr):
+            m.d.sync += self.err_indptr.eq(1)
 
-    def _count(self, m: Module, running, streaming, load_transfer, engine: "_Engine",
+    def _count(self, m: Module, start, running, streaming, load_transfer, engine: "_Engine",
                output: OutputStream):
-        """The status counters (events of all slices summed)."""
+        """The status counters of the job that started last (events of all slices summed)."""
         slices = engine.slices
         sched_done = engine.scheduler.done
         if engine.dispatcher is not None:
             sched_done = sched_done & engine.dispatcher.idle
         # a slice's context was free and no job came although rows were still to come to it
         no_job = [s.fetcher.no_job & ~(sched_done & s.emitter.done) for s in slices]
-        count_events(m, counters_of(self, COUNTERS), {
+        events = [c for c in COUNTERS if not c.startswith("cycles_load")]
+        count_events(m, counters_of(self, events), {
             "cycles_total": running | streaming,
-            "cycles_load": load_transfer,
             "cycles_compute": running,
             "cycles_output": streaming,
             "stall_no_job": popcount(m, Cat(*no_job)),
@@ -371,15 +394,32 @@ class SSpmmAccelerator(wiring.Component):
             "stall_no_context": popcount(m, Cat(*[s.fetcher.no_context for s in slices])),
             "bubbles": popcount(m, Cat(*[g.bubble for s in slices for g in s.groups])),
             "rows_fetched": sum(s.fetcher.issued for s in slices),
-        })
+        }, clear=start)
+        # the load cycles before the job's start, and those of them that overlapped the job
+        # before (until the first start, the loads so far)
+        job_loads(m, start, self.busy, load_transfer, self.cycles_load,
+                  self.cycles_load_hidden, live_before_start=True)
 
 
-def _write_all(m: Module, port, rams) -> None:
-    """Drive the first write port of every RAM in ``rams`` from one writer ``port``."""
-    wiring.connect(m, port, rams[0].write[0])
-    for ram in rams[1:]:
+def _bits(depth: int) -> int:
+    """Address bits of ``depth`` words."""
+    return max(depth - 1, 1).bit_length()
+
+
+def _read_half(m: Module, user, port, banks: LoadBanks) -> None:
+    """Connect a reader (``addr``, ``en`` out; ``data`` in) to a RAM read ``port`` in the
+    half the job reads."""
+    m.d.comb += [port.addr.eq(banks.read_addr(user.addr)), port.en.eq(user.en),
+                 user.data.eq(port.data)]
+
+
+def _write_all(m: Module, port, rams, banks: LoadBanks) -> None:
+    """Drive the first write port of every RAM in ``rams`` from one writer ``port``, in the
+    half the streams fill."""
+    for ram in rams:
         w = ram.write[0]
-        m.d.comb += [w.addr.eq(port.addr), w.data.eq(port.data), w.en.eq(port.en)]
+        m.d.comb += [w.addr.eq(banks.load_addr(port.addr)), w.data.eq(port.data),
+                     w.en.eq(port.en)]
 
 
 @dataclass
@@ -391,6 +431,7 @@ class _Buffers:
     mask: Ram       # output-mask rows
     count: Ram      # computed elements per row
     node: list      # feature rows: one copy per slice
+    half: dict      # rows of one load half of the row-pointer and index buffers
     out: list       # compressed output rows, ``beats`` entries each: per slice, per group
     lane_map: list | None   # per slice (G > 1): the group holding each chunk of each entry
     owner: Ram | None   # the slice whose bank holds each row (S > 1)

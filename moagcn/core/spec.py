@@ -48,6 +48,9 @@ class StreamProtocol:
     done: str = "done"
     #: jobs may follow one another without a reset (``start`` again after ``done``)
     restartable: bool = False
+    #: the design samples its scalars at ``start``, so the next job's are set as soon as a job
+    #: has started (its loads may depend on them); otherwise once the job is done
+    scalars_at_start: bool = False
 
     @classmethod
     def of(cls, protocol) -> "StreamProtocol":
@@ -55,7 +58,8 @@ class StreamProtocol:
         ``OUTPUT``, ``SCALARS``, ``COUNTERS``, ``FLAGS``)."""
         return cls(loads=protocol.STREAMS, output=protocol.OUTPUT, scalars=protocol.SCALARS,
                    counters=protocol.COUNTERS, flags=protocol.FLAGS,
-                   restartable=getattr(protocol, "RESTARTABLE", False))
+                   restartable=getattr(protocol, "RESTARTABLE", False),
+                   scalars_at_start=getattr(protocol, "SCALARS_AT_START", False))
 
 
 @dataclass

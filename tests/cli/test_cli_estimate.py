@@ -99,6 +99,37 @@ def test_estimate_of_a_job_that_fits_is_the_cycle_model(tmp_path):
         assert tier["cycles_total"] == c.cycles_load + c.cycles_compute + c.cycles_output
 
 
+def test_estimate_of_a_tiled_job_overlaps_loads_as_the_driver_runs_it(tmp_path):
+    # a graph larger than the tiny preset's buffers: the driver's row tiles, back to back; with
+    # two load banks each tile's loads beside the tile before, with one after it
+    from moagcn.hw.sspmm import preset
+    from moagcn.sim.driver import Driver
+    from moagcn.sim.specs.sspmm import SPEC
+    rng = np.random.default_rng(3)
+    n, width = 900, 12
+    indptr = np.concatenate([[0], np.cumsum(rng.integers(0, 12, n))])
+    indices = rng.integers(0, n, indptr[-1])
+    np.savez(tmp_path / "g.npz", indptr=indptr, indices=indices)
+    H = np.zeros((n, width), dtype=np.float32)
+    reports = {}
+    for banks in (1, 2):
+        out = moagcn("sspmm", "estimate", "--graph", tmp_path / "g.npz", "--width", width,
+                     "--preset", "tiny", "--param", f"load_banks={banks}", "--closed-form",
+                     "--report", tmp_path / f"r{banks}.json")
+        assert out.returncode == 0, out.stderr
+        r = reports[banks] = json.loads((tmp_path / f"r{banks}.json").read_text())
+        c = Driver(SPEC, preset("tiny", load_banks=banks), "model").run(
+            SPEC.job(indptr, indices, H, None)).counters
+        hidden = c.extra.get("cycles_load_hidden", 0)
+        assert r["tiles"] == c.tiles > 2
+        assert r["cycles_memory_hidden"] == hidden and (hidden > 0) == (banks == 2)
+        assert r["cycles_memory"] == c.cycles_load + hidden
+        assert r["cycles_total"] == c.cycles_load + c.cycles_compute + c.cycles_output
+    assert reports[1]["cycles_memory"] == reports[2]["cycles_memory"]
+    assert reports[1]["cycles_total"] - reports[2]["cycles_total"] == reports[2][
+        "cycles_memory_hidden"]
+
+
 @pytest.mark.parametrize("args,words", [
     (["--width", "0"], "--width 0"),
     (["--width", "300"], "max_feature_width"),
