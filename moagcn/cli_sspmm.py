@@ -69,9 +69,11 @@ def cmd_sspmm_run(args) -> int:
     }
     write_json(args.report, report)
     where = f"rtl on {choice.simulator}" if choice.device == "rtl" else choice.device
+    hidden = c.extra.get("cycles_load_hidden", 0)
     print(f"sspmm on {where} ({report['preset']}, S={config.slices} x P={config.lanes}): {n} rows, "
           f"{job.indices.size} edges, F={H.shape[1]}, {c.tiles} tile(s): compute "
-          f"{c.cycles_compute} cycles, utilisation {c.utilization:.3f}, wall {wall:.2f} s -> "
+          f"{c.cycles_compute} cycles, loads {c.cycles_load} exposed + {hidden} beside the tile "
+          f"before, utilisation {c.utilization:.3f}, wall {wall:.2f} s -> "
           f"{args.out}, {args.report}")
     return 0
 
