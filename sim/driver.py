@@ -30,7 +30,7 @@ import numpy as np
 
 from moagcn.core.counters import Counters
 from moagcn.core.names import SIMULATORS
-from moagcn.core.spec import AcceleratorSpec, Packed, overlap_loads
+from moagcn.core.spec import AcceleratorSpec, Packed, back_to_back
 from moagcn.errors import SimulationError, UserError
 
 #: what a driver computes on
@@ -170,15 +170,8 @@ class Driver:
         if any) where the design has ping-pong load buffers. Returns the parts' sum and the
         last part's counters."""
         spec, cfg = self.spec, self.config
-        overlap = spec.loads_overlap(cfg)
-        total = Counters()
-        for part in parts:
-            c = spec.part_cycles(part, job, cfg)
-            if overlap:
-                c = overlap_loads(previous, c)
-            total.add(c)
-            previous = c
-        return total, previous
+        return back_to_back((spec.part_cycles(part, job, cfg) for part in parts),
+                            spec.loads_overlap(cfg), previous)
 
     def _back_to_back(self, n_parts: int, waves, reset_after, per_cycle) -> bool:
         """Whether the parts run as one sequence after one reset (several parts, a design that

@@ -140,6 +140,7 @@ def generate_harness(verilog: GeneratedVerilog, proto: StreamProtocol) -> str:
         f"  t[{i}] = top->{_vname(s + '__valid')} && top->{_vname(s + '__ready')};"
         for i, s in enumerate(proto.loads))
     advance = "\n".join(f"  if (t[{i}]) J.P[{i}]++;" for i in range(len(proto.loads)))
+    accepting = " || ".join(f"top->{_vname(s + '__ready')}" for s in proto.loads)
     pending = " || ".join(f"J.P[{i}] < J.N[{i}]" for i in range(len(proto.loads)))
     clear = "\n".join(f"  top->{_vname(s + '__valid')} = 0;" for s in proto.loads)
     results = "\n".join(f"    r.push_back((uint64_t)top->{_vname(c)});"
@@ -178,6 +179,8 @@ static void advance(Job &J, const bool *t) {{
 {advance}
 }}
 static bool pending(const Job &J) {{ return {pending}; }}
+// the design takes loads this cycle (the idle pattern counts only such cycles)
+static bool accepting(Vtop *top) {{ return {accepting}; }}
 static void clear(Vtop *top) {{
 {clear}
 }}
@@ -249,9 +252,10 @@ int main(int argc, char **argv) {{
         {_getter(o + '__payload', widths[o + '__payload'], 'w')}
         beats.insert(beats.end(), w, w + {out_words});
       }}
-      if (next) sample(top, t);
+      bool acc = false;
+      if (next) {{ sample(top, t); acc = accepting(top); }}
       tick(); k++;
-      if (next) {{ advance(*next, t); if (pending(*next)) lc++; }}
+      if (next) {{ advance(*next, t); if (pending(*next) && acc) lc++; }}
       if (cycle > max_cycles) die("cycle limit exceeded: the design did not finish");
     }}
     clear(top);

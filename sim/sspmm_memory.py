@@ -39,8 +39,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from moagcn.core.counters import Counters
-from moagcn.core.spec import overlap_loads
+from moagcn.core.spec import back_to_back
 from moagcn.core.tiling import plan_tiles
 from moagcn.errors import UserError
 from moagcn.hw.sspmm.config import SSpmmConfig
@@ -74,7 +73,8 @@ def estimate_graph(indptr, indices, width: int, unmasked, config: SSpmmConfig,
     """The cycle model of ``Z = (A H) ⊙ M`` on a graph of any size (see the module docstring).
 
     ``unmasked``: per row, its unmasked features (:func:`unmasked_counts`). Returns the report's
-    figures: ``cycles_total``, ``cycles_compute``, ``cycles_memory``, ``cycles_output``,
+    figures: ``cycles_total``, ``cycles_compute``, ``cycles_memory`` (with the load streams
+    also ``cycles_memory_hidden``), ``cycles_output``,
     ``work_adds``, ``adders``, ``utilization``, ``hbm_bytes``, ``bound``, ``time_s``,
     ``tiles``, ``model`` (``replay`` or ``closed form``).
     """
@@ -110,14 +110,9 @@ def _tiled_streams(indptr, indices, width, unmasked, config: SSpmmConfig,
     tiles = plan_tiles(indptr, np.asarray(indices, dtype=np.int64), n, n, width,
                        SPEC.limits(config))
     overlap = SPEC.loads_overlap(config)
-    total, previous = Counters(), None
-    for t in tiles:
-        c = SPEC.tile_cycles(t, np.minimum(unmasked[t.rows_start:t.rows_stop], t.width),
-                             config, replay)
-        if overlap:
-            c = overlap_loads(previous, c)
-        total.add(c)
-        previous = c
+    total, _ = back_to_back((SPEC.tile_cycles(t, np.minimum(unmasked[t.rows_start:t.rows_stop],
+                                                            t.width), config, replay)
+                             for t in tiles), overlap)
     hidden = total.extra.get("cycles_load_hidden", 0)
     loads = total.cycles_load + hidden
     busy = total.cycles_compute + total.cycles_output

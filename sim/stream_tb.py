@@ -186,6 +186,9 @@ async def stream_jobs(io, proto: StreamProtocol, jobs: list, idle_every: int = 0
             io.set(f"{out}__ready", int(ready))
             offered = offer(nxt) if nxt is not None else []
             taken = [s for s in offered if await io.get(f"{s}__ready")]
+            # the idle pattern counts only cycles in which the design takes loads
+            accepting = nxt is not None and pending(nxt) and any(
+                [await io.get(f"{s}__ready") for s in proto.loads])
             valid = await io.get(f"{out}__valid")
             payload = await io.get(f"{out}__payload") if valid else None
             await io.tick()
@@ -195,7 +198,7 @@ async def stream_jobs(io, proto: StreamProtocol, jobs: list, idle_every: int = 0
                 beats.append(payload)
             for s in taken:
                 pos[nxt][s] += 1
-            if nxt is not None and pending(nxt):
+            if accepting and pending(nxt):
                 clock["load"] += 1
         clear()
         io.set(f"{out}__ready", 0)

@@ -69,7 +69,6 @@ class LoadBanks:
         self.read = wire(m, Mux(start, load, ~load), name="read_bank")
         self.loading = wire(m, ~start, name="loading")
 
-
     def load_addr(self, addr):
         """``addr`` in the half the streams fill."""
         return Cat(addr, self.load) if self.count > 1 else addr

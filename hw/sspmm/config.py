@@ -157,6 +157,11 @@ class SSpmmConfig:
         return self.lanes // self.groups
 
     @property
+    def group_bits(self) -> int:
+        """log2 G: the bits that pick a group, or a chunk's place in its output beat."""
+        return self.groups.bit_length() - 1
+
+    @property
     def contexts(self) -> int:
         """Job contexts of the whole engine: ``adder_latency`` per group."""
         return self.groups * self.adder_latency

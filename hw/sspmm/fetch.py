@@ -128,8 +128,7 @@ class ContextBinder(wiring.Component):
         beat = Signal(G)          # groups holding the row's chunks of the offered job's beat
 
         free = ~bound
-        g_bits = G.bit_length() - 1
-        new_beat = self.job.chunk[:g_bits] == 0 if G > 1 else 1
+        new_beat = self.job.chunk[:cfg.group_bits] == 0 if G > 1 else 1
         beat_used = Mux(new_beat, 0, beat)
         candidates, g_sel, slot, ctx = self._choose_context(
             m, free, Mux(forming, used, 0) | beat_used, next_group)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import partial
 
-from amaranth.hdl import Array, Cat, Module, Mux, Signal
+from amaranth.hdl import Array, Cat, Module, Mux, ResetInserter, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -32,8 +32,9 @@ class SSpmmAccelerator(wiring.Component):
     ``done``. Status and counters describe that job until the next start. Jobs follow one
     another without a reset: with ``load_banks`` 2 the next job's loads (and its scalars,
     which the running job sampled at its start) may go in while a job runs, into the other
-    half of the buffers; with one bank they wait for ``done``. A job after a job runs cycle
-    for cycle as it would after a reset.
+    half of the buffers; with one bank they wait for ``done``. A job after a job (a stopped
+    one included: the engine is flushed before its ``done``) runs cycle for cycle as it would
+    after a reset.
 
     Members
     -------
@@ -109,10 +110,14 @@ class SSpmmAccelerator(wiring.Component):
         cfg = self.config
         buf = self._buffers(m)
         running = Signal()      # aggregation
+        # the cycle after a job stopped on an error: the engine returns to its reset state
+        # (rows the stopped job had queued or in flight must not reach the next job), then
+        # ``done``
+        flush = Signal()
         beat_port = RamReadSignature(buf.out[0][0].addr_bits, 32 * cfg.lanes)
         m.submodules.output = output = OutputStream(cfg, beat_port, buf.count.read_signature)
         streaming = output.busy
-        m.d.comb += self.busy.eq(running | streaming)
+        m.d.comb += self.busy.eq(running | streaming | flush)
         # a job may start whenever none runs: after a reset, or after the last job's done
         start = wire(m, self.start & ~self.busy, name="start_job")
         banks = LoadBanks(m, cfg.load_banks, start, self.busy)
@@ -126,8 +131,10 @@ class SSpmmAccelerator(wiring.Component):
         with m.If(start):
             m.d.sync += [n_rows.eq(self.n_rows), n_cols.eq(self.n_cols),
                          n_features.eq(self.n_features), n_edges.eq(n_edges_loaded)]
-        engine = self._engine(m, buf, banks, start, running, n_rows, n_cols, n_features,
+        engine_m = Module()
+        engine = self._engine(engine_m, buf, banks, start, running, n_rows, n_cols, n_features,
                               n_edges)
+        m.submodules.engine = ResetInserter({"sync": flush})(engine_m)
 
         # -- output stream: each row's computed elements only, compressed ----------------------
         m.d.comb += output.n_rows.eq(n_rows)
@@ -143,7 +150,7 @@ class SSpmmAccelerator(wiring.Component):
         wiring.connect(m, output.counts, buf.count.read[0])
         wiring.connect(m, output.out, wiring.flipped(self.out))
 
-        self._sequence(m, start, running, engine, output)
+        self._sequence(m, start, running, flush, engine, output)
         self._count(m, start, running, streaming, load_transfer, engine, output)
         return m
 
@@ -186,7 +193,7 @@ class SSpmmAccelerator(wiring.Component):
         # a beat, written at the bind) says which group's RAM holds which chunk. With S > 1 an
         # owner table says which slice's bank holds a row (written by the dispatcher)
         beats = -(-chunks(cfg) // G)
-        W, g_bits = cfg.group_lanes, G.bit_length() - 1
+        W, g_bits = cfg.group_lanes, cfg.group_bits
         out = [[Ram(32 * W, cfg.max_nodes * beats) for _ in range(G)] for _ in range(S)]
         lane_map = [Ram(G * g_bits, cfg.max_nodes * beats, granularity=g_bits)
                     for _ in range(S)] if G > 1 else None
@@ -204,7 +211,8 @@ class SSpmmAccelerator(wiring.Component):
                 m.submodules[f"lane_map{tag}"] = lane_map[k]
         if owner is not None:
             m.submodules.owner_buf = owner
-        return _Buffers(indptr, index, mask, count, node, half, out, lane_map, owner, beats)
+        return _Buffers(indptr, index, mask, count, node, half, out, lane_map, owner, beats,
+                        cfg.group_bits)
 
     def _read_beat(self, m: Module, buf: "_Buffers", k: int, port):
         """Slice ``k``'s output beat at ``port``'s address: its groups' RAMs read together,
@@ -218,8 +226,8 @@ class SSpmmAccelerator(wiring.Component):
         if G == 1:
             return words[0]
         fields = buf.lane_map[k].read[0].data
-        g_bits = G.bit_length() - 1
-        return Cat(*[Array(words)[fields.word_select(i, g_bits)] for i in range(G)])
+        return Cat(*[Array(words)[fields.word_select(i, self.config.group_bits)]
+                     for i in range(G)])
 
     def _load(self, m: Module, buf: "_Buffers", banks: LoadBanks):
         """Fill each buffer's load half from its load stream, from its start (each start
@@ -314,13 +322,12 @@ class SSpmmAccelerator(wiring.Component):
                   for g in range(cfg.groups)]
         if buf.lane_map is not None:
             # the lane map: the chunk's field of its beat takes the group it is bound to
-            G, g_bits = cfg.groups, cfg.groups.bit_length() - 1
             job = fetcher.bind_job
             write = buf.lane_map[k].write[0]
-            m.d.sync += [write.addr.eq(job.row * buf.beats + (job.chunk >> g_bits)),
-                         write.data.eq(fetcher.bind_group.replicate(G)),
+            m.d.sync += [write.addr.eq(buf.entry(job.row, job.chunk)),
+                         write.data.eq(fetcher.bind_group.replicate(cfg.groups)),
                          write.en.eq(Mux(fetcher.bind_valid & running,
-                                         1 << job.chunk[:g_bits], 0))]
+                                         1 << job.chunk[:cfg.group_bits], 0))]
         return _Slice(emitter, fetcher, groups)
 
     def _group(self, m: Module, k: int, g: int, tag: str, fetcher: NeighbourFetcher,
@@ -328,8 +335,7 @@ class SSpmmAccelerator(wiring.Component):
         """Aggregation group ``g`` of slice ``k``: its contexts' bindings and neighbour rows
         from the slice's fetcher, its chunks into its own RAM of the output buffer."""
         cfg = self.config
-        G, L = cfg.groups, cfg.adder_latency
-        g_bits = G.bit_length() - 1
+        L = cfg.adder_latency
         m.submodules[f"group{tag}_{g}"] = grp = AggregationGroup(cfg)
         contexts = slice(g * L, (g + 1) * L)
         m.d.comb += [grp.bind_valid.eq(fetcher.bind_valid & (fetcher.bind_group == g)),
@@ -342,13 +348,15 @@ class SSpmmAccelerator(wiring.Component):
             wiring.connect(m, fetcher.leaf[g][j], grp.leaf[j])
         # chunk c of row r goes to entry r * beats + c / G of the group's own RAM
         write = buf.out[k][g].write[0]
-        m.d.comb += [write.addr.eq(grp.wr_addr * buf.beats + (grp.wr_chunk >> g_bits)),
+        m.d.comb += [write.addr.eq(buf.entry(grp.wr_addr, grp.wr_chunk)),
                      write.data.eq(grp.wr_data), write.en.eq(grp.wr_en & running)]
         return grp
 
-    def _sequence(self, m: Module, start, running, engine: "_Engine", output: OutputStream):
-        """Aggregate from start until the engine is idle, then stream out; stop at an error.
-        A start clears ``done`` and the flags of the job before."""
+    def _sequence(self, m: Module, start, running, flush, engine: "_Engine",
+                  output: OutputStream):
+        """Aggregate from start until the engine is idle, then stream out; stop at an error,
+        and ``flush`` the engine in the next cycle, before ``done``. A start clears ``done``
+        and the flags of the job before."""
         sched, slices = engine.scheduler, engine.slices
         err_index = Cat(*[s.fetcher.err_index for s in slices]).any()
         error = err_index | sched.err_indptr
@@ -364,9 +372,11 @@ class SSpmmAccelerator(wiring.Component):
         with m.If(running):
             with m.If(error):
                 # a bad job stops here: flags set, nothing streamed, never a hang
-                m.d.sync += [running.eq(0), self.done.eq(1)]
+                m.d.sync += [running.eq(0), flush.eq(1)]
             with m.Elif(idle):
                 m.d.sync += running.eq(0)
+        with m.If(flush):
+            m.d.sync += [flush.eq(0), self.done.eq(1)]
         m.d.comb += output.start.eq(running & ~error & idle)
         with m.If(output.done):
             m.d.sync += self.done.eq(1)
@@ -436,6 +446,11 @@ class _Buffers:
     lane_map: list | None   # per slice (G > 1): the group holding each chunk of each entry
     owner: Ram | None   # the slice whose bank holds each row (S > 1)
     beats: int
+    group_bits: int
+
+    def entry(self, row, chunk):
+        """The output entry (beat) that holds chunk ``chunk`` of row ``row``."""
+        return row * self.beats + (chunk >> self.group_bits)
 
 
 @dataclass

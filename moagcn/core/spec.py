@@ -280,3 +280,18 @@ def overlap_loads(previous: Counters | None, part: Counters) -> Counters:
     part.cycles_load -= hidden
     part.extra["cycles_load_hidden"] = part.extra.get("cycles_load_hidden", 0) + hidden
     return part
+
+
+def back_to_back(parts, overlap: bool, previous: Counters | None = None
+                 ) -> tuple[Counters, Counters | None]:
+    """The counters of ``parts`` (an iterable of :class:`Counters`, one per part) run back to
+    back, summed; with ``overlap`` (ping-pong load buffers) each part's loads beside the part
+    before (:func:`overlap_loads`; ``previous``: the part before the first, if any). Returns
+    the sum and the last part's counters."""
+    total = Counters()
+    for c in parts:
+        if overlap:
+            c = overlap_loads(previous, c)
+        total.add(c)
+        previous = c
+    return total, previous

@@ -14,7 +14,7 @@ import numpy as np
 
 from moagcn.core.counters import Counters, work_adds
 from moagcn.core.graph import sort_rows, validate_csr
-from moagcn.core.spec import AcceleratorSpec, Packed, Part, StreamProtocol
+from moagcn.core.spec import AcceleratorSpec, Packed, Part, StreamProtocol, back_to_back
 from moagcn.core.tiling import TileLimits, plan_tiles
 from moagcn.errors import SimulationError, UserError
 from moagcn.hw.sspmm import protocol
@@ -158,8 +158,9 @@ class SSpmmSpec(AcceleratorSpec):
         counters = self.work(job, config)
         parts = self.split(job, config)
         counters.tiles = len(parts)
-        for part in parts:
-            counters.add(self.part_cycles(part, job, config, replay=True))
+        cycles, _ = back_to_back((self.part_cycles(part, job, config, replay=True)
+                                  for part in parts), self.loads_overlap(config))
+        counters.add(cycles)
         return counters
 
     def tile_cycles(self, t, unmasked, config: SSpmmConfig, replay: bool = False) -> Counters:
