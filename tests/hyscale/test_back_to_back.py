@@ -16,6 +16,7 @@ from moagcn.sim.specs.hyscale import SPEC
 from moagcn.sim.stream_tb import int_words, stream_jobs
 
 from ..conftest import needs_icarus
+from ..lean_jobs import run_back_to_back
 from .jobs import hub_job, sampled_job
 
 pytestmark = pytest.mark.xdist_group("verilator-hyscale")
@@ -46,13 +47,7 @@ def _expected(job):
 
 
 def _run(config, jobs, **options):
-    exe = build_lean(generate_verilog(get_design(SPEC.design), config), SPEC.protocol)
-    packed = [SPEC.pack(j, config) for j in jobs]
-    # a design that stops making progress fails instead of hanging
-    limit = sum(SPEC.max_cycles(j, p, config) for j, p in zip(jobs, packed))
-    results = run_lean_jobs(exe, SPEC.protocol, [LeanJob(p.streams, p.scalars) for p in packed],
-                            SPEC.output_words(config), max_cycles=limit, **options)
-    return [(SPEC.unpack(r.beats, p, j, config), r) for j, p, r in zip(jobs, packed, results)]
+    return run_back_to_back(SPEC, config, jobs, **options)
 
 
 @pytest.mark.parametrize("banks", [1, 2])
