@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Iterable, Mapping
 
-from amaranth.hdl import Module, Value
+from amaranth.hdl import Module, Mux, Value
 from amaranth.lib import wiring
 from amaranth.lib.wiring import Out
 
@@ -21,13 +21,20 @@ def counter_members(names: Iterable[str], bits: int) -> dict[str, wiring.Member]
 
 
 def count_events(m: Module, counters: Mapping[str, Value], increments: Mapping[str, Value], *,
-                 clear: Value | None = None, enable: Value | None = None) -> None:
+                 clear: Value | None = None, enable: Value | None = None,
+                 restart: Value | None = None) -> None:
     """Add ``increments[name]`` to ``counters[name]`` every cycle (wrapping at the counter's
     width).
 
     With ``enable``, only in the cycles it is high; with ``clear``, set the counter to zero
-    instead (``clear`` wins over ``enable``).
+    instead (``clear`` wins over ``enable``); with ``restart``, set it to this cycle's
+    increment (a count that starts in that cycle).
     """
+    if restart is not None:
+        for name, inc in increments.items():
+            counter = counters[name]
+            m.d.sync += counter.eq(Mux(restart, 0, counter) + inc)
+        return
     for name, inc in increments.items():
         counter = counters[name]
         add = counter.eq(counter + inc)

@@ -151,7 +151,12 @@ class SSpmmAccelerator(wiring.Component):
         wiring.connect(m, output.out, wiring.flipped(self.out))
 
         self._sequence(m, start, running, flush, engine, output)
-        self._count(m, start, running, streaming, load_transfer, engine, output)
+        # the counters start over a cycle after the start (no event happens in the start
+        # cycle itself), so the start pulse, which comes from an input, does not fan out to
+        # every counter bit
+        restart = Signal(name="counters_restart")
+        m.d.sync += restart.eq(start)
+        self._count(m, restart, running, streaming, load_transfer, engine, output)
         return m
 
     def _buffers(self, m: Module) -> "_Buffers":
@@ -385,9 +390,10 @@ class SSpmmAccelerator(wiring.Component):
         with m.If(running & sched.err_indptr):
             m.d.sync += self.err_indptr.eq(1)
 
-    def _count(self, m: Module, start, running, streaming, load_transfer, engine: "_Engine",
+    def _count(self, m: Module, restart, running, streaming, load_transfer, engine: "_Engine",
                output: OutputStream):
-        """The status counters of the job that started last (events of all slices summed)."""
+        """The status counters of the job that started last (events of all slices summed),
+        restarting in the cycle after its start."""
         slices = engine.slices
         sched_done = engine.scheduler.done
         if engine.dispatcher is not None:
@@ -404,11 +410,11 @@ class SSpmmAccelerator(wiring.Component):
             "stall_no_context": popcount(m, Cat(*[s.fetcher.no_context for s in slices])),
             "bubbles": popcount(m, Cat(*[g.bubble for s in slices for g in s.groups])),
             "rows_fetched": sum(s.fetcher.issued for s in slices),
-        }, clear=start)
+        }, restart=restart)
         # the load cycles before the job's start, and those of them that overlapped the job
         # before (until the first start, the loads so far)
-        job_loads(m, start, self.busy, load_transfer, self.cycles_load,
-                  self.cycles_load_hidden, live_before_start=True)
+        job_loads(m, restart, self.busy, load_transfer, self.cycles_load,
+                  self.cycles_load_hidden, live_before_start=True, carry=True)
 
 
 def _bits(depth: int) -> int:
