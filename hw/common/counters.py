@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Iterable, Mapping
 
-from amaranth.hdl import Module, Mux, Value
+from amaranth.hdl import Module, Value
 from amaranth.lib import wiring
 from amaranth.lib.wiring import Out
 
@@ -33,7 +33,10 @@ def count_events(m: Module, counters: Mapping[str, Value], increments: Mapping[s
     if restart is not None:
         for name, inc in increments.items():
             counter = counters[name]
-            m.d.sync += counter.eq(Mux(restart, 0, counter) + inc)
+            with m.If(restart):
+                m.d.sync += counter.eq(inc)
+            with m.Else():
+                m.d.sync += counter.eq(counter + inc)
         return
     for name, inc in increments.items():
         counter = counters[name]

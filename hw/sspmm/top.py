@@ -110,9 +110,10 @@ class SSpmmAccelerator(wiring.Component):
         cfg = self.config
         buf = self._buffers(m)
         running = Signal()      # aggregation
-        # the cycle after a job stopped on an error: the engine returns to its reset state
-        # (rows the stopped job had queued or in flight must not reach the next job), then
-        # ``done``
+        # the cycle after a job stopped on an error: the row side of the engine (scheduler,
+        # dispatcher, job emitters, which walk and queue rows on their own) returns to its
+        # reset state, so rows the stopped job had queued never reach the next job; ``done``
+        # follows. The fetchers and groups need not: the next start's clear drops their state
         flush = Signal()
         beat_port = RamReadSignature(buf.out[0][0].addr_bits, 32 * cfg.lanes)
         m.submodules.output = output = OutputStream(cfg, beat_port, buf.count.read_signature)
@@ -131,10 +132,8 @@ class SSpmmAccelerator(wiring.Component):
         with m.If(start):
             m.d.sync += [n_rows.eq(self.n_rows), n_cols.eq(self.n_cols),
                          n_features.eq(self.n_features), n_edges.eq(n_edges_loaded)]
-        engine_m = Module()
-        engine = self._engine(engine_m, buf, banks, start, running, n_rows, n_cols, n_features,
-                              n_edges)
-        m.submodules.engine = ResetInserter({"sync": flush})(engine_m)
+        engine = self._engine(m, buf, banks, start, flush, running, n_rows, n_cols,
+                              n_features, n_edges)
 
         # -- output stream: each row's computed elements only, compressed ----------------------
         m.d.comb += output.n_rows.eq(n_rows)
@@ -269,13 +268,14 @@ class SSpmmAccelerator(wiring.Component):
         load_transfer = Cat(*[p.valid & banks.loading for p in streams]).any()
         return loaders["index_load"][0].count, load_transfer
 
-    def _engine(self, m: Module, buf: "_Buffers", banks: LoadBanks, start, running, n_rows,
-                n_cols, n_features, n_edges) -> "_Engine":
+    def _engine(self, m: Module, buf: "_Buffers", banks: LoadBanks, start, flush, running,
+                n_rows, n_cols, n_features, n_edges) -> "_Engine":
         """The scheduler, the row dispatcher and the slices (job emitter, neighbour fetcher,
         aggregation groups), on the job's half of the buffers."""
         cfg = self.config
         LW, S = cfg.load_width, cfg.slices
-        m.submodules.scheduler = sched = JobScheduler(cfg)
+        sched = JobScheduler(cfg)
+        m.submodules.scheduler = ResetInserter({"sync": flush})(sched)
         m.submodules.ptr_read = ptr_read = WordReader(LW, len(sched.ptr.addr),
                                                       _bits(buf.half["indptr"]))
         wiring.connect(m, sched.ptr, ptr_read.word)
@@ -294,23 +294,25 @@ class SSpmmAccelerator(wiring.Component):
         if S == 1:
             row_streams, dispatcher = [sched.rows], None
         else:
-            m.submodules.dispatcher = dispatcher = RowDispatcher(cfg)
+            dispatcher = RowDispatcher(cfg)
+            m.submodules.dispatcher = ResetInserter({"sync": flush})(dispatcher)
             wiring.connect(m, sched.rows, dispatcher.rows)
             m.d.comb += dispatcher.start.eq(start)
             wiring.connect(m, dispatcher.owner, buf.owner.write[0])
             row_streams = list(dispatcher.slice_rows)
-        slices = [self._slice(m, k, rows, buf, banks, work, clear, running, n_cols)
+        slices = [self._slice(m, k, rows, buf, banks, flush, work, clear, running, n_cols)
                   for k, rows in enumerate(row_streams)]
-        return _Engine(sched, dispatcher, slices)
+        return _Engine(sched, dispatcher, slices, clear)
 
-    def _slice(self, m: Module, k: int, rows, buf: "_Buffers", banks: LoadBanks, work, clear,
-               running, n_cols) -> "_Slice":
+    def _slice(self, m: Module, k: int, rows, buf: "_Buffers", banks: LoadBanks, flush, work,
+               clear, running, n_cols) -> "_Slice":
         """Slice ``k``: its job emitter on its row stream, its fetcher on its read ports of
         the index and node buffers, its groups on its write ports of the output buffer."""
         cfg = self.config
         LW, R = cfg.load_width, cfg.fetch_rows
         tag = "" if cfg.slices == 1 else f"_s{k}"
-        m.submodules[f"emitter{tag}"] = emitter = JobEmitter(cfg)
+        emitter = JobEmitter(cfg)
+        m.submodules[f"emitter{tag}"] = ResetInserter({"sync": flush})(emitter)
         wiring.connect(m, rows, emitter.rows)
         m.submodules[f"fetcher{tag}"] = fetcher = NeighbourFetcher(cfg)
         m.d.comb += [fetcher.job.eq(emitter.job), fetcher.job_valid.eq(emitter.job_valid),
@@ -363,7 +365,9 @@ class SSpmmAccelerator(wiring.Component):
         and ``flush`` the engine in the next cycle, before ``done``. A start clears ``done``
         and the flags of the job before."""
         sched, slices = engine.scheduler, engine.slices
-        err_index = Cat(*[s.fetcher.err_index for s in slices]).any()
+        # (an index check of the job before, still in flight in the clear cycle, is not this
+        # job's)
+        err_index = Cat(*[s.fetcher.err_index for s in slices]).any() & ~engine.clear
         error = err_index | sched.err_indptr
         idle = (sched.done & (engine.dispatcher.idle if engine.dispatcher is not None else 1)
                 & Cat(*[s.emitter.done for s in slices]).all()
@@ -475,3 +479,4 @@ class _Engine:
     scheduler: JobScheduler
     dispatcher: RowDispatcher | None
     slices: list
+    clear: Signal       # the cycle after start: the fetchers and groups drop their state
