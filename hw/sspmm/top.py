@@ -33,8 +33,8 @@ class SSpmmAccelerator(wiring.Component):
     another without a reset: with ``load_banks`` 2 the next job's loads (and its scalars,
     which the running job sampled at its start) may go in while a job runs, into the other
     half of the buffers; with one bank they wait for ``done``. A job after a job (a stopped
-    one included: the engine is flushed before its ``done``) runs cycle for cycle as it would
-    after a reset.
+    one included: its queued rows are flushed before its ``done``) runs cycle for cycle as it
+    would after a reset.
 
     Members
     -------
