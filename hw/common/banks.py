@@ -9,30 +9,17 @@ from amaranth.hdl import Cat, Module, Mux, Signal
 from .bits import wire
 
 
-def job_loads(m: Module, start, busy, transfer, cycles_load, cycles_load_hidden, *,
-              live_before_start: bool = False, carry: bool = False):
+def job_loads(m: Module, start, busy, transfer, cycles_load, cycles_load_hidden):
     """The per-job load counters: cycles with a ``transfer`` since the last ``start``, and
     those of them while ``busy``, handed to ``cycles_load`` / ``cycles_load_hidden`` at the
-    next ``start`` (so after ``done`` they describe the job that ran).
-
-    ``live_before_start``: until the first start after reset, ``cycles_load`` follows the
-    loads as they happen (a reset during the first loads can then be seen where it landed).
-    ``carry``: ``start`` is the start registered (a cycle late, the start cycle itself moving
-    no load), so the next count begins with that cycle's own transfer."""
+    next ``start`` (so after ``done`` they describe the job that ran)."""
     since = Signal(len(cycles_load), name="load_cycles_since_start")
     hidden = Signal(len(cycles_load_hidden), name="load_cycles_hidden_since_start")
     with m.If(start):
         m.d.sync += [cycles_load.eq(since), cycles_load_hidden.eq(hidden),
-                     since.eq(transfer if carry else 0),
-                     hidden.eq((transfer & busy) if carry else 0)]
+                     since.eq(0), hidden.eq(0)]
     with m.Else():
         m.d.sync += [since.eq(since + transfer), hidden.eq(hidden + (transfer & busy))]
-    if live_before_start:
-        started = Signal(name="started_since_reset")
-        with m.If(start):
-            m.d.sync += started.eq(1)
-        with m.Elif(~started):
-            m.d.sync += cycles_load.eq(since + transfer)
 
 
 def banked_depth(count: int, depth: int) -> int:

@@ -9,7 +9,7 @@ from amaranth.hdl import Array, Cat, Module, Mux, ResetInserter, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from ..common.banks import LoadBanks, banked_depth, job_loads
+from ..common.banks import LoadBanks, banked_depth
 from ..common.bits import popcount, wire
 from ..common.counters import count_events, counter_members, counters_of
 from ..common.loader import BufferLoader
@@ -415,10 +415,31 @@ class SSpmmAccelerator(wiring.Component):
             "bubbles": popcount(m, Cat(*[g.bubble for s in slices for g in s.groups])),
             "rows_fetched": sum(s.fetcher.issued for s in slices),
         }, restart=restart)
-        # the load cycles before the job's start, and those of them that overlapped the job
-        # before (until the first start, the loads so far)
-        job_loads(m, restart, self.busy, load_transfer, self.cycles_load,
-                  self.cycles_load_hidden, live_before_start=True, carry=True)
+        self._count_loads(m, restart, load_transfer)
+
+    def _count_loads(self, m: Module, restart, transfer):
+        """``cycles_load``: the load cycles before the job's start (until the first start, the
+        loads so far); ``cycles_load_hidden``: those of them while the job before was busy.
+
+        The transfers are counted a cycle late, from registers (a transfer depends on the
+        start pulse, an input, through the streams' ``ready``; straight into the 32-bit adds
+        it was the longest path), and handed over when the counters restart, the cycle after
+        the start, which moves no load itself. Until the first start the count so far is
+        read through."""
+        transfer_r, busy_r = Signal(name="load_transfer_r"), Signal(name="busy_r")
+        m.d.sync += [transfer_r.eq(transfer), busy_r.eq(self.busy)]
+        since = Signal(COUNTER_BITS, name="load_cycles_since_start")
+        hidden = Signal(COUNTER_BITS, name="load_cycles_hidden_since_start")
+        loads, loads_hidden = Signal(COUNTER_BITS), Signal(COUNTER_BITS)
+        started = Signal(name="started_since_reset")
+        add, add_hidden = since + transfer_r, hidden + (transfer_r & busy_r)
+        with m.If(restart):
+            m.d.sync += [loads.eq(add), loads_hidden.eq(add_hidden), since.eq(0), hidden.eq(0),
+                         started.eq(1)]
+        with m.Else():
+            m.d.sync += [since.eq(add), hidden.eq(add_hidden)]
+        m.d.comb += [self.cycles_load.eq(Mux(started, loads, add)),
+                     self.cycles_load_hidden.eq(Mux(started, loads_hidden, 0))]
 
 
 def _bits(depth: int) -> int:
