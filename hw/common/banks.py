@@ -10,16 +10,31 @@ from .bits import wire
 
 
 def job_loads(m: Module, start, busy, transfer, cycles_load, cycles_load_hidden):
-    """The per-job load counters: cycles with a ``transfer`` since the last ``start``, and
-    those of them while ``busy``, handed to ``cycles_load`` / ``cycles_load_hidden`` at the
-    next ``start`` (so after ``done`` they describe the job that ran)."""
+    """The per-job load counters: cycles with a ``transfer`` before the job's ``start`` (since
+    the start before), and those of them while ``busy`` (beside the job before), driven onto
+    ``cycles_load`` / ``cycles_load_hidden``; after ``done`` they describe the job that ran.
+    Until the first start ``cycles_load`` reads the loads so far.
+
+    The start cycle must move no load (a design's streams are not ready then). Transfers,
+    ``busy`` and ``start`` are counted from registers, a cycle late: a transfer depends on the
+    start pulse, an input, through the streams' ``ready``, and straight into the adds and the
+    hand-over it was a design's longest path."""
+    transfer_r, busy_r = Signal(name="load_transfer_r"), Signal(name="load_busy_r")
+    handover = Signal(name="load_counters_handover")
+    m.d.sync += [transfer_r.eq(transfer), busy_r.eq(busy), handover.eq(start)]
     since = Signal(len(cycles_load), name="load_cycles_since_start")
     hidden = Signal(len(cycles_load_hidden), name="load_cycles_hidden_since_start")
-    with m.If(start):
-        m.d.sync += [cycles_load.eq(since), cycles_load_hidden.eq(hidden),
-                     since.eq(0), hidden.eq(0)]
+    loads = Signal(len(cycles_load), name="load_cycles_of_job")
+    loads_hidden = Signal(len(cycles_load_hidden), name="load_cycles_hidden_of_job")
+    started = Signal(name="started_since_reset")
+    add, add_hidden = since + transfer_r, hidden + (transfer_r & busy_r)
+    with m.If(handover):
+        m.d.sync += [loads.eq(add), loads_hidden.eq(add_hidden), since.eq(0), hidden.eq(0),
+                     started.eq(1)]
     with m.Else():
-        m.d.sync += [since.eq(since + transfer), hidden.eq(hidden + (transfer & busy))]
+        m.d.sync += [since.eq(add), hidden.eq(add_hidden)]
+    m.d.comb += [cycles_load.eq(Mux(started, loads, add)),
+                 cycles_load_hidden.eq(Mux(started, loads_hidden, 0))]
 
 
 def banked_depth(count: int, depth: int) -> int:

@@ -9,7 +9,7 @@ from amaranth.hdl import Array, Cat, Module, Mux, ResetInserter, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from ..common.banks import LoadBanks, banked_depth
+from ..common.banks import LoadBanks, banked_depth, job_loads
 from ..common.bits import popcount, wire
 from ..common.counters import count_events, counter_members, counters_of
 from ..common.loader import BufferLoader
@@ -150,12 +150,7 @@ class SSpmmAccelerator(wiring.Component):
         wiring.connect(m, output.out, wiring.flipped(self.out))
 
         self._sequence(m, start, running, flush, engine, output)
-        # the counters start over a cycle after the start (no event happens in the start
-        # cycle itself), so the start pulse, which comes from an input, does not fan out to
-        # every counter bit
-        restart = Signal(name="counters_restart")
-        m.d.sync += restart.eq(start)
-        self._count(m, restart, running, streaming, load_transfer, engine, output)
+        self._count(m, start, running, streaming, load_transfer, engine, output)
         return m
 
     def _buffers(self, m: Module) -> "_Buffers":
@@ -394,10 +389,14 @@ class SSpmmAccelerator(wiring.Component):
         with m.If(running & sched.err_indptr):
             m.d.sync += self.err_indptr.eq(1)
 
-    def _count(self, m: Module, restart, running, streaming, load_transfer, engine: "_Engine",
+    def _count(self, m: Module, start, running, streaming, load_transfer, engine: "_Engine",
                output: OutputStream):
-        """The status counters of the job that started last (events of all slices summed),
-        restarting in the cycle after its start."""
+        """The status counters of the job that started last (events of all slices summed).
+        They start over in the cycle after the start (no event happens in the start cycle
+        itself), from a register, so the start pulse, which comes from an input, does not fan
+        out to every counter bit."""
+        restart = Signal(name="counters_restart")
+        m.d.sync += restart.eq(start)
         slices = engine.slices
         sched_done = engine.scheduler.done
         if engine.dispatcher is not None:
@@ -415,31 +414,8 @@ class SSpmmAccelerator(wiring.Component):
             "bubbles": popcount(m, Cat(*[g.bubble for s in slices for g in s.groups])),
             "rows_fetched": sum(s.fetcher.issued for s in slices),
         }, restart=restart)
-        self._count_loads(m, restart, load_transfer)
-
-    def _count_loads(self, m: Module, restart, transfer):
-        """``cycles_load``: the load cycles before the job's start (until the first start, the
-        loads so far); ``cycles_load_hidden``: those of them while the job before was busy.
-
-        The transfers are counted a cycle late, from registers (a transfer depends on the
-        start pulse, an input, through the streams' ``ready``; straight into the 32-bit adds
-        it was the longest path), and handed over when the counters restart, the cycle after
-        the start, which moves no load itself. Until the first start the count so far is
-        read through."""
-        transfer_r, busy_r = Signal(name="load_transfer_r"), Signal(name="busy_r")
-        m.d.sync += [transfer_r.eq(transfer), busy_r.eq(self.busy)]
-        since = Signal(COUNTER_BITS, name="load_cycles_since_start")
-        hidden = Signal(COUNTER_BITS, name="load_cycles_hidden_since_start")
-        loads, loads_hidden = Signal(COUNTER_BITS), Signal(COUNTER_BITS)
-        started = Signal(name="started_since_reset")
-        add, add_hidden = since + transfer_r, hidden + (transfer_r & busy_r)
-        with m.If(restart):
-            m.d.sync += [loads.eq(add), loads_hidden.eq(add_hidden), since.eq(0), hidden.eq(0),
-                         started.eq(1)]
-        with m.Else():
-            m.d.sync += [since.eq(add), hidden.eq(add_hidden)]
-        m.d.comb += [self.cycles_load.eq(Mux(started, loads, add)),
-                     self.cycles_load_hidden.eq(Mux(started, loads_hidden, 0))]
+        # the load cycles before the job's start, and those of them beside the job before
+        job_loads(m, start, self.busy, load_transfer, self.cycles_load, self.cycles_load_hidden)
 
 
 def _bits(depth: int) -> int:
