@@ -3,10 +3,11 @@ buffers stored in load-beat rows, and the output stream."""
 
 from __future__ import annotations
 
-from amaranth.hdl import Module, Mux, Signal
+from amaranth.hdl import Array, Module, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from ..arith.adder import Fp32AddConfig, Fp32Adder
 from ..common.bits import select_word
 from ..common.ram import RamReadSignature, RamWriteSignature
 from .config import SSpmmConfig
@@ -112,6 +113,14 @@ class OutputStream(wiring.Component):
     row r holds entries ``r * beats .. r * beats + beats - 1``; the words of the last beat past
     the row's count are sent as zero.
 
+    With ``split_degree`` > 0 (``merge``) every slice's bank is read at that entry
+    (``banks``), and the owner table's entry for the row (``owner``, read with its count)
+    names the slice holding the row (its first piece) and the pieces after it on the slices
+    that follow. A row in one piece goes out from its slice's bank; a row in n pieces is merged
+    beat by beat: ``lanes`` binary32 adders (``adder_latency`` stages) add the pieces' beats in
+    order, ``((p0 + p1) + p2) + ...``, one add after the other, and the sum goes out from a
+    register: ``(n - 1) * adder_latency + 1`` cycles more per beat than a row in one piece.
+
     Members
     -------
     start : In(1)
@@ -133,14 +142,20 @@ class OutputStream(wiring.Component):
     """
 
     def __init__(self, config: SSpmmConfig, beats_port: RamReadSignature,
-                 counts_port: RamReadSignature):
+                 counts_port: RamReadSignature, owner_shape=None):
         self.config = config
-        super().__init__({
+        #: rows may come in pieces from several slices' banks (``split_degree`` > 0)
+        self.merge = bool(config.split_degree)
+        members = {
             "start": In(1), "n_rows": In(widths(config)["row"] + 1),
             "out": Out(stream.Signature(32 * config.lanes)),
             "beats": Out(beats_port), "counts": Out(counts_port),
             "busy": Out(1), "done": Out(1), "stall": Out(1),
-        })
+        }
+        if self.merge:
+            members["banks"] = In(32 * config.lanes).array(config.slices)
+            members["owner"] = In(owner_shape)
+        super().__init__(members)
 
     def elaborate(self, platform):
         m = Module()
@@ -154,7 +169,8 @@ class OutputStream(wiring.Component):
         row_count = Signal(range(W * C + 1))       # words of the row (its unmasked features)
         held = Signal()           # the row's beats are being sent
         fetch_wait = Signal()     # the row's element count is being read
-        sent = held & self.out.ready
+        # (a merged beat may go out some cycles after its row is held)
+        sent = (self.out.valid if self.merge else held) & self.out.ready
         beat_last = out_beat + 1 >= row_beats
         last_row = out_row + 1 >= self.n_rows
         # the beat on the output now was addressed in the previous cycle: beat 0 while the row
@@ -180,10 +196,14 @@ class OutputStream(wiring.Component):
                     m.d.sync += streaming.eq(0)
 
         # -- the row's beats, the words past its count zero ------------------------------------
+        if self.merge:
+            beat, beat_valid = self._merge(m, fetch_wait, count, held, sent, beat_last)
+        else:
+            beat, beat_valid = self.beats.data, held
         for k in range(P):
             m.d.comb += self.out.payload.word_select(k, 32).eq(
-                Mux(out_beat * P + k < row_count, self.beats.data.word_select(k, 32), 0))
-        m.d.comb += self.out.valid.eq(held)
+                Mux(out_beat * P + k < row_count, beat.word_select(k, 32), 0))
+        m.d.comb += self.out.valid.eq(beat_valid)
         sent_last = sent & beat_last & last_row
         with m.If(sent):
             with m.If(beat_last):
@@ -196,5 +216,50 @@ class OutputStream(wiring.Component):
         with m.If(self.start):
             m.d.sync += [streaming.eq(1), out_row.eq(0)]
         m.d.comb += [self.busy.eq(streaming), self.done.eq(empty_last | sent_last),
-                     self.stall.eq(streaming & held & ~self.out.ready)]
+                     self.stall.eq(streaming & (beat_valid if self.merge else held)
+                                   & ~self.out.ready)]
         return m
+
+    def _merge(self, m: Module, fetch_wait, count, held, sent, beat_last):
+        """The beat of a row in pieces: the sum of its slices' beats in piece order.
+
+        Returns the current beat and whether it may go out. A beat's entry is read in the cycle
+        before it is current (``beats.addr``), in every bank; the merge starts in the cycle it
+        is current (``go``) with ``piece 0 + piece 1``, then adds each further piece to the
+        sum as the adders return it, and registers the last sum."""
+        cfg = self.config
+        P, S = cfg.lanes, cfg.slices
+        banks = Array(self.banks)
+        first = Signal(len(self.owner.slice), name="row_first")
+        more = Signal(len(self.owner.more), name="row_more")      # pieces after the first
+        go = Signal()             # the beat's entry is on the banks' data: start its merge
+        adds = Signal.like(more, name="merge_adds")     # adds issued for the beat
+        merged = Signal(32 * P, name="merged")
+        ready = Signal(name="merged_ready")            # ``merged`` holds the current beat
+        with m.If(fetch_wait):
+            m.d.sync += [first.eq(self.owner.slice), more.eq(self.owner.more),
+                         go.eq((count != 0) & (self.owner.more != 0)), adds.eq(0)]
+        with m.Elif(sent):
+            m.d.sync += [ready.eq(0), go.eq(~beat_last & (more != 0)), adds.eq(0)]
+        with m.Else():
+            m.d.sync += go.eq(0)
+        adders = [Fp32Adder(Fp32AddConfig(latency=cfg.adder_latency)) for _ in range(P)]
+        for k, adder in enumerate(adders):
+            m.submodules[f"merge_adder_{k}"] = adder
+        result = adders[0].o.valid
+        issue = go | (result & (adds != more))
+        slot = first + adds + 1                         # the piece added next, on its slice
+        b = banks[Mux(slot >= S, slot - S, slot)]
+        for k, adder in enumerate(adders):
+            a = Mux(go, banks[first].word_select(k, 32), adder.o.payload)
+            m.d.comb += [adder.i.valid.eq(issue), adder.i.payload.a.eq(a),
+                         adder.i.payload.b.eq(b.word_select(k, 32))]
+            with m.If(result & (adds == more)):
+                m.d.sync += merged.word_select(k, 32).eq(adder.o.payload)
+        with m.If(issue):
+            m.d.sync += adds.eq(adds + 1)
+        with m.If(result & (adds == more)):
+            m.d.sync += ready.eq(1)
+        split = more != 0
+        held_beat = Mux(split, merged, banks[first])
+        return held_beat, held & (~split | ready)

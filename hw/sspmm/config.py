@@ -61,11 +61,12 @@ class SSpmmConfig:
         for configurations far larger than can be built (hundreds of slices need rows faster
         than one per cycle).
     split_degree : int
-        0: a row is one sum, however long (bit for bit the golden model's order). > 0 (model
-        only): a row with more neighbours is cut into pieces of at most this many, dispatched
-        like rows of their own (so a hub's latency spreads over slices), and the reduction
-        network adds the pieces' sums in order; the golden model follows the same order (see
-        :func:`moagcn.sim.golden.sspmm.sspmm`).
+        0: a row is one sum, however long (bit for bit the golden model's order). > 0 (needs
+        ``slices`` > 1): a row with more neighbours is cut into pieces of this many (at most
+        ``slices`` pieces; the last takes the rest), which the dispatcher sends to consecutive
+        slices (so a hub's work and latency spread over slices); the output stream adds the
+        pieces' sums in order. The golden model follows the same order (see
+        :func:`moagcn.sim.golden.sspmm.sspmm`, ``pieces = slices``).
     load_banks : int
         1 or 2. With 2 (the default) the row-pointer, index, mask and node buffers are
         ping-pong pairs: the next job's loads fill one half while a job reads the other, so a
@@ -133,10 +134,9 @@ class SSpmmConfig:
                              "cycle; more is for the cycle model only (simulate=False)")
         if self.split_degree < 0:
             raise ValueError(f"split_degree={self.split_degree} must be >= 0 (0: never split)")
-        if self.split_degree and self.simulate:
-            raise ValueError(f"split_degree={self.split_degree}: the RTL sums a row in one job "
-                             "context; splitting rows is for the cycle model only "
-                             "(simulate=False)")
+        if self.split_degree and self.slices == 1:
+            raise ValueError(f"split_degree={self.split_degree} needs slices >= 2: a row's "
+                             "pieces go to distinct slices (use split_degree=0 with one slice)")
         if self.load_banks not in (1, 2):
             raise ValueError(f"load_banks={self.load_banks} must be 1 or 2 (2: the next job "
                              "loads while one runs)")

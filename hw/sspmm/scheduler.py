@@ -219,12 +219,20 @@ class JobEmitter(wiring.Component):
 
 
 class RowDispatcher(wiring.Component):
-    """Hand each row record to the slice with the least work assigned so far.
+    """Hand each row record to the slice with the least work assigned so far; cut hub rows
+    into pieces on consecutive slices.
 
     A row's work is its turns, ``deg * jobs``. The head record goes to the slice whose
     assigned turns are the smallest (the lowest index on a tie) once that slice's row queue
     has room; it waits otherwise (the choice never depends on timing, so the cycle model can
     replay it). Assignments of one job are counted from ``start``.
+
+    With ``split_degree`` D > 0 a row of ``deg`` > D neighbours is cut into pieces of ``q =
+    max(D, ceil(deg / S))`` neighbours (the last one the rest: at most S pieces), one piece per
+    cycle. Piece 0 goes to the least-loaded slice s, piece k to slice ``(s + k) mod S``, each as
+    a row record of its own (its pointer and degree), so the slices sum the pieces side by side
+    and a row never has two pieces on one slice. ``ceil(deg / S)`` is a multiplication by a
+    constant (:func:`ceil_div_const`).
 
     Members
     -------
@@ -234,11 +242,12 @@ class RowDispatcher(wiring.Component):
         A job begins: clear the assigned work.
     slice_rows : Out(stream.Signature(row_record_layout)).array(slices)
         Each slice's row queue (``SLICE_QUEUE_DEPTH`` records).
-    owner : Out(RamWriteSignature(row bits, slice bits))
-        Writes each dispatched row's slice into the owner table (the output stream reads the
-        row from that slice's output bank).
+    owner : Out(RamWriteSignature(row bits, slice bits + piece bits))
+        Writes each dispatched row's first slice and its pieces less one into the owner table
+        (:func:`owner_layout`; the output stream reads the row from those slices' output
+        banks).
     idle : Out(1)
-        No record in any slice queue.
+        No record in any slice queue and no row half dispatched.
     """
 
     def __init__(self, config: SSpmmConfig):
@@ -248,15 +257,14 @@ class RowDispatcher(wiring.Component):
             "rows": In(stream.Signature(layout)),
             "start": In(1),
             "slice_rows": Out(stream.Signature(layout)).array(config.slices),
-            "owner": Out(RamWriteSignature(widths(config)["row"],
-                                           max(1, (config.slices - 1).bit_length()))),
+            "owner": Out(RamWriteSignature(widths(config)["row"], owner_layout(config).size)),
             "idle": Out(1),
         })
 
     def elaborate(self, platform):
         m = Module()
         cfg = self.config
-        S = cfg.slices
+        S, D = cfg.slices, cfg.split_degree
         layout = row_record_layout(cfg)
         work_bits = 40
         assigned = [Signal(work_bits, name=f"assigned_{k}") for k in range(S)]
@@ -272,26 +280,83 @@ class RowDispatcher(wiring.Component):
             if len(level) % 2:
                 nxt.append(level[-1])
             level = nxt
-        target = Signal(range(max(S, 2)))
-        m.d.comb += target.eq(level[0][1])
+        least = Signal(range(max(S, 2)))
+        m.d.comb += least.eq(level[0][1])
         head = self.rows.payload
+        target = Signal(range(max(S, 2)))
+        record = Signal(layout)
+        last = Signal()                 # the record is the head row's last (or only) piece
+        first_slice = Signal.like(target)
+        piece = Signal(range(max(S, 2))) if D else None
+        if D:
+            # the piece being dispatched: its index, offset into the row and slice
+            offset = Signal(len(head.deg), name="piece_offset")
+            prev = Signal.like(target, name="piece_prev")     # the slice of the piece before
+            base = Signal.like(target, name="piece_base")     # the slice of piece 0
+            rest = Signal(len(head.deg), name="piece_rest")
+            size = Signal(len(head.deg), name="piece_size")
+            share = ceil_div_const(head.deg, S)
+            m.d.comb += [size.eq(Mux(share > D, share, D)), rest.eq(head.deg - offset),
+                         last.eq(rest <= size),
+                         target.eq(Mux(piece == 0, least,
+                                       Mux(prev == S - 1, 0, prev + 1))),
+                         first_slice.eq(Mux(piece == 0, least, base)),
+                         record.eq(head), record.ptr.eq(head.ptr + offset),
+                         record.deg.eq(Mux(last, rest, size))]
+        else:
+            m.d.comb += [last.eq(1), target.eq(least), record.eq(head)]
         turns = Signal(work_bits)
-        m.d.comb += turns.eq(head.deg * head.jobs)
+        m.d.comb += turns.eq(record.deg * record.jobs)
         empties = []
         for k in range(S):
             fifo = SyncFIFO(width=layout.size, depth=SLICE_QUEUE_DEPTH)
             m.submodules[f"queue_{k}"] = fifo
             go = self.rows.valid & (target == k)
-            m.d.comb += [fifo.w_data.eq(head), fifo.w_en.eq(go),
+            m.d.comb += [fifo.w_data.eq(record), fifo.w_en.eq(go),
                          self.slice_rows[k].valid.eq(fifo.r_rdy),
                          self.slice_rows[k].payload.eq(fifo.r_data),
                          fifo.r_en.eq(self.slice_rows[k].ready)]
             with m.If(go & fifo.w_rdy):
-                m.d.comb += [self.rows.ready.eq(1), self.owner.en.eq(1)]
+                m.d.comb += [self.rows.ready.eq(last), self.owner.en.eq(1)]
                 m.d.sync += assigned[k].eq(assigned[k] + turns)
+                if D:
+                    with m.If(last):
+                        m.d.sync += [piece.eq(0), offset.eq(0)]
+                    with m.Else():
+                        m.d.sync += [piece.eq(piece + 1), offset.eq(offset + size),
+                                     prev.eq(target)]
+                        with m.If(piece == 0):
+                            m.d.sync += base.eq(least)
             empties.append(~fifo.r_rdy)
-        m.d.comb += [self.owner.addr.eq(head.row), self.owner.data.eq(target)]
+        m.d.comb += self.owner.addr.eq(head.row)
+        if D:
+            # every piece writes the row's entry: the last write holds its piece count
+            owner = Signal(owner_layout(cfg))
+            m.d.comb += [owner.slice.eq(first_slice), owner.more.eq(piece),
+                         self.owner.data.eq(owner)]
+        else:
+            m.d.comb += self.owner.data.eq(target)
         with m.If(self.start):
             m.d.sync += [a.eq(0) for a in assigned]
-        m.d.comb += self.idle.eq(Cat(*empties).all())
+        idle = Cat(*empties).all()
+        m.d.comb += self.idle.eq(idle & (piece == 0) if D else idle)
         return m
+
+
+def ceil_div_const(value, divisor: int):
+    """``ceil(value / divisor)`` for an unsigned ``value`` and a constant ``divisor``: a
+    multiplication by ``ceil(2^k / divisor)`` and a shift, exact for every value of its width
+    (``floor(n * m / 2^k) = floor(n / d)`` for ``n < 2^N`` with ``k = N + ceil(log2 d)``)."""
+    if divisor == 1:
+        return value
+    n = value + (divisor - 1)
+    k = len(n) + (divisor - 1).bit_length()
+    return ((n * -(-(1 << k) // divisor)) >> k)[:len(value)]
+
+
+def owner_layout(config: SSpmmConfig) -> data.StructLayout:
+    """An owner-table entry: the slice holding a row (its first piece) and the pieces after it."""
+    bits = max(1, (config.slices - 1).bit_length())
+    if not config.split_degree:
+        return data.StructLayout({"slice": bits})
+    return data.StructLayout({"slice": bits, "more": bits})

@@ -20,7 +20,7 @@ from .fetch import NeighbourFetcher
 from .group import AggregationGroup
 from .layouts import chunks, widths
 from .protocol import COUNTER_BITS, COUNTERS
-from .scheduler import JobEmitter, JobScheduler, RowDispatcher
+from .scheduler import JobEmitter, JobScheduler, RowDispatcher, owner_layout
 
 
 class SSpmmAccelerator(wiring.Component):
@@ -116,7 +116,8 @@ class SSpmmAccelerator(wiring.Component):
         # follows. The fetchers and groups need not: the next start's clear drops their state
         flush = Signal()
         beat_port = RamReadSignature(buf.out[0][0].addr_bits, 32 * cfg.lanes)
-        m.submodules.output = output = OutputStream(cfg, beat_port, buf.count.read_signature)
+        m.submodules.output = output = OutputStream(cfg, beat_port, buf.count.read_signature,
+                                                    owner_layout(cfg))
         streaming = output.busy
         m.d.comb += self.busy.eq(running | streaming | flush)
         # a job may start whenever none runs: after a reset, or after the last job's done
@@ -140,6 +141,11 @@ class SSpmmAccelerator(wiring.Component):
         beat_data = [self._read_beat(m, buf, k, output.beats) for k in range(cfg.slices)]
         if buf.owner is None:
             m.d.comb += output.beats.data.eq(beat_data[0])
+        elif output.merge:
+            # a row may be in pieces on several slices: the output stream reads them all
+            owner = buf.owner.read[0]
+            m.d.comb += [owner.addr.eq(output.counts.addr), output.owner.eq(owner.data)]
+            m.d.comb += [output.banks[k].eq(d) for k, d in enumerate(beat_data)]
         else:
             # every bank reads the same entry; the row's owner (read with its count, steady
             # while the row streams) picks the bank
@@ -196,7 +202,7 @@ class SSpmmAccelerator(wiring.Component):
         out = [[Ram(32 * W, cfg.max_nodes * beats) for _ in range(G)] for _ in range(S)]
         lane_map = [Ram(G * g_bits, cfg.max_nodes * beats, granularity=g_bits)
                     for _ in range(S)] if G > 1 else None
-        owner = Ram(max(1, (S - 1).bit_length()), cfg.max_nodes) if S > 1 else None
+        owner = Ram(owner_layout(cfg).size, cfg.max_nodes) if S > 1 else None
         m.submodules.indptr_buf = indptr
         m.submodules.mask_buf = mask
         m.submodules.count_buf = count

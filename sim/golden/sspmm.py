@@ -31,21 +31,23 @@ def normalise_mask(mask, shape) -> np.ndarray:
     return np.asarray(mask).astype(bool, copy=False)
 
 
-def sspmm(indptr, indices, H, mask=None, split: int = 0) -> np.ndarray:
+def sspmm(indptr, indices, H, mask=None, split: int = 0, pieces: int = 0) -> np.ndarray:
     """Bit-exact ``Z = (A H) ⊙ M`` (float32, N x F); see the module docstring for the order.
 
-    ``split`` > 0 (a model-only configuration, ``SSpmmConfig.split_degree``): a row with more
-    than ``split`` neighbours is summed in pieces of ``split`` consecutive neighbours (in the
-    ascending order above), each piece from ``+0``, and the pieces' sums are added in order:
-    ``((p0 + p1) + p2) + ...``."""
+    ``split`` > 0 (``SSpmmConfig.split_degree``): a row with more than ``split`` neighbours is
+    summed in pieces of ``split`` consecutive neighbours (in the ascending order above; the
+    last piece holds the rest), each piece from ``+0``, and the pieces' sums are added in
+    order: ``((p0 + p1) + p2) + ...``. ``pieces`` > 0 (the slices, ``SSpmmConfig.slices``: a
+    row's pieces go to distinct slices) caps the pieces of a row: a row of ``deg`` neighbours
+    is then cut into pieces of ``max(split, ceil(deg / pieces))`` (:func:`piece_sizes`)."""
     indptr = np.asarray(indptr, dtype=np.int64)
     H = np.ascontiguousarray(H, dtype=np.float32)
     n = indptr.size - 1
     mask = normalise_mask(mask, (n, H.shape[1]))
     cols = sort_rows(indptr, indices)
     deg = np.diff(indptr)
-    if split and n and deg.max() > split:
-        return _split_sspmm(indptr, cols, H, mask, split)
+    if split and n and deg.max() > split and pieces != 1:
+        return _split_sspmm(indptr, cols, H, mask, split, pieces)
     # scipy's CSR x dense kernel (csr_matvecs) computes each output row as y = +0, then
     # y += 1.0 * H[u] for the row's stored entries in order: with the columns sorted (stably)
     # that is exactly the sequential binary32 sum above (1.0 * x is exact, so a fused
@@ -67,17 +69,29 @@ def _masked_canonical(acc: np.ndarray, mask: np.ndarray) -> np.ndarray:
     return acc
 
 
-def _split_sspmm(indptr, cols, H, mask, split: int) -> np.ndarray:
-    """:func:`sspmm` with rows cut into pieces of ``split`` neighbours (sorted ``cols``)."""
+def piece_sizes(deg, split: int, pieces: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Per row of degree ``deg``: the neighbours per piece and the pieces (at least 1) when rows
+    longer than ``split`` are cut into pieces of ``max(split, ceil(deg / pieces))`` neighbours
+    (``pieces`` 0: of ``split``), so that a row has at most ``pieces`` of them."""
+    deg = np.asarray(deg, dtype=np.int64)
+    size = np.full(deg.shape, split, dtype=np.int64)
+    if pieces > 0:
+        size = np.maximum(size, -(-deg // pieces))
+    size = np.where(deg > split, size, np.maximum(deg, 1))
+    return size, np.maximum(-(-deg // size), 1)
+
+
+def _split_sspmm(indptr, cols, H, mask, split: int, cap: int = 0) -> np.ndarray:
+    """:func:`sspmm` with rows cut into pieces (sorted ``cols``; :func:`piece_sizes`)."""
     n = indptr.size - 1
     deg = np.diff(indptr)
-    pieces = np.maximum(-(-deg // split), 1)
-    # piece rows: piece k of row v holds its neighbours k*split .. (k+1)*split - 1
+    size, pieces = piece_sizes(deg, split, cap)
+    # piece rows: piece k of row v holds its neighbours k*size .. (k+1)*size - 1
     rep = np.repeat(np.arange(n), pieces)
     first = np.concatenate([[0], np.cumsum(pieces)[:-1]])
     k = np.arange(rep.size) - np.repeat(first, pieces)
-    start = indptr[rep] + k * split
-    stop = np.minimum(start + split, indptr[rep + 1])
+    start = indptr[rep] + k * size[rep]
+    stop = np.minimum(start + size[rep], indptr[rep + 1])
     piece_ptr = np.concatenate([[0], np.cumsum(np.maximum(stop - start, 0))])
     A = sp.csr_matrix((np.ones(cols.size, dtype=np.float32), cols, piece_ptr),
                       shape=(rep.size, H.shape[0]))

@@ -186,7 +186,8 @@ class SSpmmSpec(AcceleratorSpec):
     # -- models ---------------------------------------------------------------------------------
 
     def golden(self, job: SSpmmJob, config) -> np.ndarray:
-        return golden.sspmm(job.indptr, job.indices, job.H, job.M, split=config.split_degree)
+        return golden.sspmm(job.indptr, job.indices, job.H, job.M, split=config.split_degree,
+                            pieces=config.slices)
 
     def cycles(self, job: SSpmmJob, config: SSpmmConfig, replay: bool = False) -> Counters:
         return self._modelled(np.diff(np.asarray(job.indptr, dtype=np.int64)),

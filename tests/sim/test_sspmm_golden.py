@@ -89,29 +89,55 @@ def test_golden_order_holds_on_adversarial_values():
     assert np.array_equal(Z.view(np.uint32)[~nan], ref.view(np.uint32)[~nan])
 
 
-def test_split_rows_are_summed_in_pieces_then_folded():
-    """``split``: each row's sorted neighbours in pieces of ``split``, every piece from +0, the
-    pieces added in order; rows no longer than ``split`` are unchanged."""
-    indptr, indices, H, M = power_law_job(60, 5, 4, hub=45)
-    split = 4
-    Z = sspmm(indptr, indices, H, M, split=split)
-    ref = np.zeros_like(H)
-    for v in range(60):
+def _pieces_reference(indptr, indices, H, M, split, cap=0):
+    """Plain loops: pieces of ``split`` sorted neighbours (with ``cap`` slices, of
+    ``ceil(deg / cap)`` if that is more), each summed from +0, the sums added in order."""
+    ref = np.zeros((indptr.size - 1, H.shape[1]), dtype=np.float32)
+    for v in range(indptr.size - 1):
         cols = sorted(indices[indptr[v]:indptr[v + 1]])
-        for f in range(5):
+        size = split
+        if cap and len(cols) > split:
+            while size * cap < len(cols):
+                size += 1
+        cuts = list(range(0, len(cols), size))
+        bounds = cuts[1:] + [len(cols)]
+        for f in range(H.shape[1]):
             if not M[v, f]:
                 continue
             sums = []
-            for p in range(0, len(cols), split):
+            for a, b in zip(cuts, bounds):
                 acc = np.float32(0.0)
-                for u in cols[p:p + split]:
+                for u in cols[a:b]:
                     acc = np.float32(acc + H[u, f])
                 sums.append(acc)
             total = sums[0] if sums else np.float32(0.0)
             for s in sums[1:]:
                 total = np.float32(total + s)
             ref[v, f] = total
+    return ref
+
+
+def test_split_rows_are_summed_in_pieces_then_folded():
+    """``split``: each row's sorted neighbours in pieces of ``split``, every piece from +0, the
+    pieces added in order; rows no longer than ``split`` are unchanged."""
+    indptr, indices, H, M = power_law_job(60, 5, 4, hub=45)
+    split = 4
+    Z = sspmm(indptr, indices, H, M, split=split)
+    ref = _pieces_reference(indptr, indices, H, M, split)
     assert np.array_equal(Z.view(np.uint32), ref.view(np.uint32))
     assert not np.array_equal(Z.view(np.uint32), sspmm(indptr, indices, H, M).view(np.uint32))
     short = np.diff(indptr) <= split
     assert np.array_equal(Z[short].view(np.uint32), sspmm(indptr, indices, H, M)[short].view(np.uint32))
+
+
+def test_split_pieces_capped_at_the_slices():
+    """``pieces``: at most that many pieces per row (one per slice), longer pieces where the
+    row needs them; one piece is no split at all."""
+    indptr, indices, H, M = power_law_job(60, 5, 4, hub=45)
+    assert np.diff(indptr).max() > 3 * 4
+    Z = sspmm(indptr, indices, H, M, split=4, pieces=3)
+    ref = _pieces_reference(indptr, indices, H, M, 4, cap=3)
+    assert np.array_equal(Z.view(np.uint32), ref.view(np.uint32))
+    assert not np.array_equal(Z.view(np.uint32), sspmm(indptr, indices, H, M, split=4).view(np.uint32))
+    assert np.array_equal(sspmm(indptr, indices, H, M, split=4, pieces=1).view(np.uint32),
+                          sspmm(indptr, indices, H, M).view(np.uint32))
