@@ -170,8 +170,13 @@ def _tiled_hbm(indptr, indices, width, unmasked, config: SSpmmConfig, progress,
             b = 4 * (e + (rows + 1) * pieces) + 4 * width * distinct
             if j == 0:
                 b += mask_bytes_per_row * rows
-            comps.append(estimate_rows(deg, um, e, width, config,
-                                       replay=replay).cycles_compute)
+            # split rows: the output stays on chip between tiles, so the RTL's merge as it
+            # streams out does not apply; assumed is a reduction network that adds a row's
+            # pieces as they finish, pipelined, costing its latency once per tile (see
+            # docs/sspmm.md, paper scale)
+            tile = estimate_rows(deg, um, e, width, config, replay=replay)
+            comps.append(tile.cycles_compute
+                         + config.adder_latency * (tile.extra["max_pieces"] - 1))
             mems.append(b / bpc)
             hbm += b
         out_b = 4 * int(np.where(np.diff(indptr[r0:r1 + 1]) > 0, um, 0).sum())

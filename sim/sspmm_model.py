@@ -48,7 +48,7 @@ from moagcn.hw.sspmm.config import SSpmmConfig
 from moagcn.hw.sspmm.protocol import (FRONT_END_LATENCY, ISSUE_TO_ROOT, ROW_CHECK_LATENCY,
                                       ROW_HEAD_LATENCY, tree_depth)
 
-from .golden.sspmm import normalise_mask
+from .golden.sspmm import normalise_mask, piece_sizes
 
 
 def streamed_elements(indptr, mask, n_features: int) -> np.ndarray:
@@ -114,9 +114,11 @@ def estimate_rows(deg, unmasked, n_edges: int, n_features: int,
     jobs = np.where(deg > 0, -(-unmasked // w), 0)
     # the scheduler walks every row, walk_rows per cycle, before any slice can take it
     arrival = np.arange(n, dtype=np.int64) // config.walk_rows
-    row_deg, merges = deg, 0
+    row_deg, piece = deg, None
+    pieces = np.ones(n, dtype=np.int64)
     if config.split_degree and deg.size and deg.max() > config.split_degree:
-        deg, jobs, arrival, merges = split_rows(deg, jobs, arrival, config.split_degree)
+        deg, jobs, arrival, piece, pieces = split_rows(deg, jobs, arrival, config.split_degree,
+                                                       config.slices)
     turns = int(np.dot(deg, jobs))
     n_jobs = int(jobs.sum())
     passes = -(-jobs // config.groups)
@@ -126,7 +128,7 @@ def estimate_rows(deg, unmasked, n_edges: int, n_features: int,
     else:
         # each slice works on the rows the dispatcher gives it; its queue is deep enough that
         # the dispatcher practically never waits (see hw/sspmm/scheduler.py)
-        owner = dispatch(deg * jobs, config.slices)
+        owner = dispatch(deg * jobs, config.slices, piece)
         issue = max((_slice_issue(deg[rows], jobs[rows], passes[rows], arrival[rows], config,
                                   replay)
                      for rows in _rows_of(owner, config.slices)), default=0)
@@ -139,45 +141,61 @@ def estimate_rows(deg, unmasked, n_edges: int, n_features: int,
             + tree_depth(config.groups, config.tree_radix) + 1 + config.adder_latency // 2
             + FRONT_END_LATENCY + config.adder_latency + 1
             + (1 if config.slices > 1 else 0))        # the dispatcher's slice queues
-    # merging a split row's pieces, in order: one add (L cycles) per further piece
-    merge = config.adder_latency * (merges - 1) if merges else 0
-    compute = issue + (fill if n_jobs else 0) + 1 + merge
+    compute = issue + (fill if n_jobs else 0) + 1
     # the load streams fill in parallel, one beat per stream per cycle: the longest one counts
     lw = config.load_width
     k = n if n_cols is None else n_cols
     load = max(-(-(n + 1) // lw), -(-n_edges // lw), n, k * -(-n_features // lw))
     counts = np.where(row_deg > 0, unmasked, 0)
-    # per row: read its element count, decide; then its beats
-    output = 2 * n + int((-(-counts // config.lanes)).sum())
+    # per row: read its element count, decide; then its beats. A row in pieces is merged beat
+    # by beat: an add of L cycles per further piece, and the sum's register
+    beats = -(-counts // config.lanes)
+    merge = int(np.dot(beats, (pieces - 1) * config.adder_latency + (pieces > 1)))
+    output = 2 * n + int(beats.sum()) + merge
     work = int(np.dot(row_deg, unmasked))
     return Counters(work_adds=work, cycles_load=load, cycles_compute=compute,
                     cycles_output=output, lanes=config.adders, clock_mhz=config.clock_mhz,
-                    extra={"turns": turns, "jobs": n_jobs, "rows_fetched": reads})
+                    extra={"turns": turns, "jobs": n_jobs, "rows_fetched": reads,
+                           "merge_cycles": merge, "max_pieces": int(pieces.max(initial=1))})
 
 
-def split_rows(deg, jobs, arrival, split: int):
-    """Rows longer than ``split`` as pieces of at most ``split`` neighbours, in place of the row
-    (same jobs, same arrival); returns the per-piece arrays and the most pieces of one row."""
-    pieces = np.maximum(-(-deg // split), 1)
+def split_rows(deg, jobs, arrival, split: int, slices: int):
+    """Rows longer than ``split`` as the dispatcher cuts them: pieces of ``max(split,
+    ceil(deg / slices))`` neighbours (:func:`~moagcn.sim.golden.sspmm.piece_sizes`) in place of
+    the row, with its jobs; piece k reaches the slices k cycles after the row. Returns the
+    per-piece degrees, jobs and arrivals, each piece's index within its row, and the pieces
+    of each row."""
+    size, pieces = piece_sizes(deg, split, slices)
     rep = np.repeat(np.arange(deg.size), pieces)
     first = np.concatenate([[0], np.cumsum(pieces)[:-1]])
     k = np.arange(rep.size) - np.repeat(first, pieces)          # piece index within its row
-    piece_deg = np.minimum(deg[rep] - k * split, split)
+    piece_deg = np.minimum(deg[rep] - k * size[rep], size[rep])
     piece_deg = np.where(deg[rep] == 0, 0, piece_deg)
-    return piece_deg, jobs[rep], arrival[rep], int(pieces.max())
+    return piece_deg, jobs[rep], arrival[rep] + k, k, pieces
 
 
-def dispatch(turns, slices: int) -> np.ndarray:
-    """The slice each row goes to (-1: a row without work), as the row dispatcher decides:
-    rows in order, each to the slice with the fewest turns assigned so far (lowest index on a
-    tie)."""
+def dispatch(turns, slices: int, piece=None) -> np.ndarray:
+    """The slice each row (or piece) goes to (-1: a row without work), as the row dispatcher
+    decides: rows in order, each to the slice with the fewest turns assigned so far (lowest
+    index on a tie); ``piece``: each record's index among its row's pieces, piece k > 0 going
+    to the slice after piece k - 1's."""
     turns = np.asarray(turns, dtype=np.int64)
     owner = np.full(turns.size, -1, dtype=np.int64)
-    heap = [(0, k) for k in range(slices)]
+    if piece is None:
+        heap = [(0, k) for k in range(slices)]
+        for v in np.flatnonzero(turns > 0).tolist():
+            w, k = heap[0]
+            owner[v] = k
+            heapq.heapreplace(heap, (w + int(turns[v]), k))
+        return owner
+    # with pieces the next slice is not always the least loaded: a plain argmin per row
+    work = np.zeros(slices, dtype=np.int64)
+    prev = 0
+    piece = np.asarray(piece)
     for v in np.flatnonzero(turns > 0).tolist():
-        work, k = heap[0]
-        owner[v] = k
-        heapq.heapreplace(heap, (work + int(turns[v]), k))
+        k = int(np.argmin(work)) if piece[v] == 0 else (prev + 1) % slices
+        owner[v] = prev = k
+        work[k] += int(turns[v])
     return owner
 
 

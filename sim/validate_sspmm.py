@@ -1,7 +1,8 @@
 """The S-SpMM cycle model against the RTL over slices and lanes.
 
 ``moagcn bench sspmm-model [--slices 1,2,4,8] [--lanes 4,8,16] [--nodes 1200] [--seed 0]
-[--simulator verilator] [--out DIR]`` builds the default preset's buffers with every (S, P)
+[--split-degree D] [--simulator verilator] [--out DIR]`` builds the default preset's buffers
+with every (S, P)
 pair (two groups, one node-buffer read per slice and cycle, so that P = 4 has two lanes per
 group and the design stays small enough to build 12 times), runs
 held-out-style jobs on its RTL and on the cycle model, and prints the error of each counter:
@@ -10,6 +11,9 @@ held-out-style jobs on its RTL and on the cycle model, and prints the error of e
   width that is not a multiple of the lanes, a random 50 % mask;
 - the same graph without a mask (all ones);
 - a denser graph (average degree 16) with a 90 % mask and a width of 33.
+
+``--split-degree D``: the configurations with S > 1 split rows longer than D across their
+slices (the golden model then sums those rows in the same pieces).
 
 Every job's output is checked bit for bit against the golden model. RTL results are cached by
 the Verilog's hash and the job's parameters (re-running the table re-runs only what changed).
@@ -34,7 +38,8 @@ from moagcn.sim.driver import Driver
 from moagcn.sim.golden.sspmm import sspmm
 
 SPEC = get_spec("sspmm")
-FIELDS = ("slices", "lanes", "job", "nodes", "edges", "features", "density", "bit_exact",
+FIELDS = ("slices", "lanes", "split_degree", "job", "nodes", "edges", "features", "density",
+          "bit_exact",
           "cycles_compute", "model_cycles_compute", "error_compute", "cycles_total",
           "model_cycles_total", "error_total", "cycles_output", "model_cycles_output",
           "utilization", "model_utilization")
@@ -80,7 +85,8 @@ def _rtl_counters(cfg, job_key: str, indptr, indices, H, M, simulator: str) -> d
     if path.exists():
         return json.loads(path.read_text())
     res = Driver(SPEC, cfg, "rtl", simulator).run(SPEC.job(indptr, indices, H, M))
-    exact = np.array_equal(res.output.view(np.uint32), sspmm(indptr, indices, H, M).view(np.uint32))
+    golden = sspmm(indptr, indices, H, M, split=cfg.split_degree, pieces=cfg.slices)
+    exact = np.array_equal(res.output.view(np.uint32), golden.view(np.uint32))
     c = res.counters
     out = {"bit_exact": bool(exact), "cycles_compute": c.cycles_compute,
            "cycles_output": c.cycles_output, "cycles_load": c.cycles_load,
@@ -91,12 +97,14 @@ def _rtl_counters(cfg, job_key: str, indptr, indices, H, M, simulator: str) -> d
     return out
 
 
-def table(slices, lanes, nodes: int, seed: int, simulator: str) -> list[dict]:
+def table(slices, lanes, nodes: int, seed: int, simulator: str,
+          split_degree: int = 0) -> list[dict]:
     rows = []
     cases = [(S, P, j) for S in slices for P in lanes for j in jobs(nodes, P)]
     for k, (S, P, (name, n, F, degree, density)) in enumerate(cases):
         print(f"[{k + 1}/{len(cases)}] S={S} P={P}: {name}", file=sys.stderr, flush=True)
-        cfg = preset("default", slices=S, lanes=P, groups=2, fetch_rows=1)
+        cfg = preset("default", slices=S, lanes=P, groups=2, fetch_rows=1,
+                     split_degree=split_degree if S > 1 else 0)
         indptr, indices, H, M = held_out_job(n, F, degree, density, seed + k % 3)
         rtl = _rtl_counters(cfg, f"{n}/{F}/{degree}/{density}/{seed + k % 3}", indptr, indices,
                             H, M, simulator)
@@ -105,7 +113,8 @@ def table(slices, lanes, nodes: int, seed: int, simulator: str) -> list[dict]:
         model_total = model.cycles_compute + model.cycles_output
         adders = cfg.adders
         rows.append({
-            "slices": S, "lanes": P, "job": name, "nodes": n, "edges": int(indices.size),
+            "slices": S, "lanes": P, "split_degree": cfg.split_degree, "job": name, "nodes": n,
+            "edges": int(indices.size),
             "features": F, "density": density, "bit_exact": rtl["bit_exact"],
             "cycles_compute": rtl["cycles_compute"],
             "model_cycles_compute": model.cycles_compute,
@@ -167,10 +176,15 @@ def main(argv=None) -> int:
     ap.add_argument("--lanes", type=_ints, default=[4, 8, 16])
     ap.add_argument("--nodes", type=int, default=1200)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--split-degree", type=int, default=0,
+                    help="with S > 1, split rows longer than this across the slices")
     ap.add_argument("--simulator", default="verilator", choices=("verilator", "icarus"))
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args(argv)
-    rows = table(args.slices, args.lanes, args.nodes, args.seed, args.simulator)
+    if args.split_degree < 0:
+        ap.error(f"--split-degree {args.split_degree}: must be >= 0 (0: never split)")
+    rows = table(args.slices, args.lanes, args.nodes, args.seed, args.simulator,
+                 args.split_degree)
     result = {"summary": summary(rows), "rows": rows}
     print(json.dumps(result["summary"], indent=2))
     for r in rows:
