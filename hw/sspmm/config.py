@@ -62,11 +62,11 @@ class SSpmmConfig:
         than one per cycle).
     split_degree : int
         0: a row is one sum, however long (bit for bit the golden model's order). > 0 (needs
-        ``slices`` > 1): a row with more neighbours is cut into pieces of this many (at most
-        ``slices`` pieces; the last takes the rest), which the dispatcher sends to consecutive
-        slices (so a hub's work and latency spread over slices); the output stream adds the
-        pieces' sums in order. The golden model follows the same order (see
-        :func:`moagcn.sim.golden.sspmm.sspmm`, ``pieces = slices``).
+        ``slices`` > 1): a row of ``deg`` > D neighbours is cut into pieces of ``max(D,
+        ceil(deg / slices))`` (the last one the rest: at most ``slices`` pieces), which the
+        dispatcher sends to consecutive slices (so a hub's work and latency spread over the
+        slices); the output stream adds the pieces' sums in order. The golden model follows
+        the same order (:func:`moagcn.sim.golden.sspmm.sspmm` with ``pieces = slices``).
     load_banks : int
         1 or 2. With 2 (the default) the row-pointer, index, mask and node buffers are
         ping-pong pairs: the next job's loads fill one half while a job reads the other, so a

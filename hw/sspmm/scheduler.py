@@ -286,9 +286,9 @@ class RowDispatcher(wiring.Component):
         target = Signal(range(max(S, 2)))
         record = Signal(layout)
         last = Signal()                 # the record is the head row's last (or only) piece
-        first_slice = Signal.like(target)
         piece = Signal(range(max(S, 2))) if D else None
         if D:
+            first_slice = Signal.like(target, name="piece_first")
             # the piece being dispatched: its index, offset into the row and slice
             offset = Signal(len(head.deg), name="piece_offset")
             prev = Signal.like(target, name="piece_prev")     # the slice of the piece before
