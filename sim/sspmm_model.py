@@ -140,7 +140,8 @@ def estimate_rows(deg, unmasked, n_edges: int, n_features: int,
     fill = (ROW_CHECK_LATENCY + ROW_HEAD_LATENCY + ISSUE_TO_ROOT
             + tree_depth(config.groups, config.tree_radix) + 1 + config.adder_latency // 2
             + FRONT_END_LATENCY + config.adder_latency + 1
-            + (1 if config.slices > 1 else 0))        # the dispatcher's slice queues
+            + (1 if config.slices > 1 else 0)         # the dispatcher's slice queues
+            + (1 if config.split_degree else 0))      # and its row register when it splits
     compute = issue + (fill if n_jobs else 0) + 1
     # the load streams fill in parallel, one beat per stream per cycle: the longest one counts
     lw = config.load_width
@@ -148,9 +149,9 @@ def estimate_rows(deg, unmasked, n_edges: int, n_features: int,
     load = max(-(-(n + 1) // lw), -(-n_edges // lw), n, k * -(-n_features // lw))
     counts = np.where(row_deg > 0, unmasked, 0)
     # per row: read its element count, decide; then its beats. A row in pieces is merged beat
-    # by beat: an add of L cycles per further piece, and the sum's register
+    # by beat: the operands' register, an add of L cycles per further piece, the sum's register
     beats = -(-counts // config.lanes)
-    merge = int(np.dot(beats, (pieces - 1) * config.adder_latency + (pieces > 1)))
+    merge = int(np.dot(beats, (pieces - 1) * config.adder_latency + 2 * (pieces > 1)))
     output = 2 * n + int(beats.sum()) + merge
     work = int(np.dot(row_deg, unmasked))
     return Counters(work_adds=work, cycles_load=load, cycles_compute=compute,

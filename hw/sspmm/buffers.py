@@ -119,7 +119,8 @@ class OutputStream(wiring.Component):
     that follow. A row in one piece goes out from its slice's bank; a row in n pieces is merged
     beat by beat: ``lanes`` binary32 adders (``adder_latency`` stages) add the pieces' beats in
     order, ``((p0 + p1) + p2) + ...``, one add after the other, and the sum goes out from a
-    register: ``(n - 1) * adder_latency + 1`` cycles more per beat than a row in one piece.
+    register: ``(n - 1) * adder_latency + 2`` cycles more per beat than a row in one piece (the
+    operands are registered before the first add).
 
     Members
     -------
@@ -224,9 +225,10 @@ class OutputStream(wiring.Component):
         """The beat of a row in pieces: the sum of its slices' beats in piece order.
 
         Returns the current beat and whether it may go out. A beat's entry is read in the cycle
-        before it is current (``beats.addr``), in every bank; the merge starts in the cycle it
-        is current (``go``) with ``piece 0 + piece 1``, then adds each further piece to the
-        sum as the adders return it, and registers the last sum."""
+        before it is current (``beats.addr``), in every bank; in the cycle it is current
+        (``go``) the operands of ``piece 0 + piece 1`` are registered, the add issues the cycle
+        after, each further piece is added to the sum as the adders return it, and the last
+        sum is registered."""
         cfg = self.config
         P, S = cfg.lanes, cfg.slices
         banks = Array(self.banks)
@@ -246,14 +248,22 @@ class OutputStream(wiring.Component):
         adders = [Fp32Adder(Fp32AddConfig(latency=cfg.adder_latency)) for _ in range(P)]
         for k, adder in enumerate(adders):
             m.submodules[f"merge_adder_{k}"] = adder
-        result = adders[0].o.valid
-        issue = go | (result & (adds != more))
+        # the operands come from registers, not straight from the banks' block-RAM reads: the
+        # banks hold the beat while it merges, so ``op_b`` is loaded every cycle with the piece
+        # the next add needs (adds are at least L >= 2 cycles apart) and ``op_a`` with piece 0;
+        # the first add issues the cycle after ``go``
+        op_a = Signal(32 * P, name="merge_op_a")
+        op_b = Signal(32 * P, name="merge_op_b")
+        first_add = Signal(name="merge_first_add")
         slot = first + adds + 1                         # the piece added next, on its slice
-        b = banks[Mux(slot >= S, slot - S, slot)]
+        m.d.sync += [op_a.eq(banks[first]), op_b.eq(banks[Mux(slot >= S, slot - S, slot)]),
+                     first_add.eq(go)]
+        result = adders[0].o.valid
+        issue = first_add | (result & (adds != more))
         for k, adder in enumerate(adders):
-            a = Mux(go, banks[first].word_select(k, 32), adder.o.payload)
+            a = Mux(first_add, op_a.word_select(k, 32), adder.o.payload)
             m.d.comb += [adder.i.valid.eq(issue), adder.i.payload.a.eq(a),
-                         adder.i.payload.b.eq(b.word_select(k, 32))]
+                         adder.i.payload.b.eq(op_b.word_select(k, 32))]
             with m.If(result & (adds == more)):
                 m.d.sync += merged.word_select(k, 32).eq(adder.o.payload)
         with m.If(issue):

@@ -227,12 +227,14 @@ class RowDispatcher(wiring.Component):
     has room; it waits otherwise (the choice never depends on timing, so the cycle model can
     replay it). Assignments of one job are counted from ``start``.
 
-    With ``split_degree`` D > 0 a row of ``deg`` > D neighbours is cut into pieces of ``q =
-    max(D, ceil(deg / S))`` neighbours (the last one the rest: at most S pieces), one piece per
-    cycle. Piece 0 goes to the least-loaded slice s, piece k to slice ``(s + k) mod S``, each as
-    a row record of its own (its pointer and degree), so the slices sum the pieces side by side
-    and a row never has two pieces on one slice. ``ceil(deg / S)`` is a multiplication by a
-    constant (:func:`ceil_div_const`).
+    With ``split_degree`` D > 0 each row record first enters a register (one cycle; the
+    register refills as its row's last piece goes, so one row per cycle still), and a row of
+    ``deg`` > D neighbours is cut into pieces of ``q = max(D, ceil(deg / S))`` neighbours (the
+    last one the rest: at most S pieces), one piece per cycle. Piece 0 goes to the
+    least-loaded slice s, piece k to slice ``(s + k) mod S``, each as a row record of its own
+    (its pointer and degree), so the slices sum the pieces side by side and a row never has
+    two pieces on one slice. ``ceil(deg / S)`` is a multiplication by a constant
+    (:func:`ceil_div_const`). A D above ``max_edges`` splits nothing (no row is longer).
 
     Members
     -------
@@ -285,61 +287,70 @@ class RowDispatcher(wiring.Component):
         head = self.rows.payload
         target = Signal(range(max(S, 2)))
         record = Signal(layout)
-        last = Signal()                 # the record is the head row's last (or only) piece
+        valid = Signal()                # a record is offered to the slices
+        last = Signal()                 # the record is its row's last (or only) piece
         piece = Signal(range(max(S, 2))) if D else None
         if D:
+            # rows are cut from a register (one row per cycle still: it refills as its last
+            # piece goes): its remaining neighbours, piece size and the next piece's pointer
+            # come from registers, so the piece's turns are not computed after the row queue's
+            # read, the degree's division and the compares
+            cur = Signal(layout, name="piece_row")
             first_slice = Signal.like(target, name="piece_first")
-            # the piece being dispatched: its index, offset into the row and slice
-            offset = Signal(len(head.deg), name="piece_offset")
             prev = Signal.like(target, name="piece_prev")     # the slice of the piece before
             base = Signal.like(target, name="piece_base")     # the slice of piece 0
-            rest = Signal(len(head.deg), name="piece_rest")
+            rest = Signal(len(head.deg), name="piece_rest")   # neighbours not yet sent
             size = Signal(len(head.deg), name="piece_size")
             share = ceil_div_const(head.deg, S)
-            m.d.comb += [size.eq(Mux(share > D, share, D)), rest.eq(head.deg - offset),
-                         last.eq(rest <= size),
+            # (no row is longer than max_edges: a larger D, which would not fit the degree's
+            # width, splits nothing, as the golden model says)
+            D = min(D, cfg.max_edges)
+            m.d.comb += [last.eq(rest <= size),
                          target.eq(Mux(piece == 0, least,
                                        Mux(prev == S - 1, 0, prev + 1))),
                          first_slice.eq(Mux(piece == 0, least, base)),
-                         record.eq(head), record.ptr.eq(head.ptr + offset),
-                         record.deg.eq(Mux(last, rest, size))]
+                         record.eq(cur), record.deg.eq(Mux(last, rest, size))]
         else:
-            m.d.comb += [last.eq(1), target.eq(least), record.eq(head)]
+            m.d.comb += [last.eq(1), target.eq(least), record.eq(head),
+                         valid.eq(self.rows.valid)]
         turns = Signal(work_bits)
         m.d.comb += turns.eq(record.deg * record.jobs)
+        sent = Signal()                 # the record goes into its slice's queue
         empties = []
         for k in range(S):
             fifo = SyncFIFO(width=layout.size, depth=SLICE_QUEUE_DEPTH)
             m.submodules[f"queue_{k}"] = fifo
-            go = self.rows.valid & (target == k)
+            go = valid & (target == k)
             m.d.comb += [fifo.w_data.eq(record), fifo.w_en.eq(go),
                          self.slice_rows[k].valid.eq(fifo.r_rdy),
                          self.slice_rows[k].payload.eq(fifo.r_data),
                          fifo.r_en.eq(self.slice_rows[k].ready)]
             with m.If(go & fifo.w_rdy):
-                m.d.comb += [self.rows.ready.eq(last), self.owner.en.eq(1)]
+                m.d.comb += [sent.eq(1), self.owner.en.eq(1)]
                 m.d.sync += assigned[k].eq(assigned[k] + turns)
-                if D:
-                    with m.If(last):
-                        m.d.sync += [piece.eq(0), offset.eq(0)]
-                    with m.Else():
-                        m.d.sync += [piece.eq(piece + 1), offset.eq(offset + size),
-                                     prev.eq(target)]
-                        with m.If(piece == 0):
-                            m.d.sync += base.eq(least)
             empties.append(~fifo.r_rdy)
-        m.d.comb += self.owner.addr.eq(head.row)
         if D:
+            m.d.comb += self.rows.ready.eq(~valid | (sent & last))
+            with m.If(self.rows.ready):
+                m.d.sync += [valid.eq(self.rows.valid), cur.eq(head), rest.eq(head.deg),
+                             size.eq(Mux(share > D, share, D)), piece.eq(0)]
+            with m.Elif(sent):
+                m.d.sync += [piece.eq(piece + 1), cur.ptr.eq(cur.ptr + size),
+                             rest.eq(rest - size), prev.eq(target)]
+                with m.If(piece == 0):
+                    m.d.sync += base.eq(least)
+            m.d.comb += self.owner.addr.eq(cur.row)
             # every piece writes the row's entry: the last write holds its piece count
             owner = Signal(owner_layout(cfg))
             m.d.comb += [owner.slice.eq(first_slice), owner.more.eq(piece),
                          self.owner.data.eq(owner)]
         else:
-            m.d.comb += self.owner.data.eq(target)
+            m.d.comb += [self.rows.ready.eq(sent), self.owner.addr.eq(head.row),
+                         self.owner.data.eq(target)]
         with m.If(self.start):
             m.d.sync += [a.eq(0) for a in assigned]
         idle = Cat(*empties).all()
-        m.d.comb += self.idle.eq(idle & (piece == 0) if D else idle)
+        m.d.comb += self.idle.eq(idle & ~valid if D else idle)
         return m
 
 

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from moagcn.hw.sspmm import preset
-from moagcn.sim.golden.sspmm import sspmm
-from moagcn.sim.sspmm_model import estimate
+from moagcn.sim.golden.sspmm import piece_sizes, sspmm
+from moagcn.sim.sspmm_model import dispatch, estimate, split_rows
 
 from .graphs import drive, power_law_job
 from .test_accelerator import _raw_run
@@ -102,3 +102,60 @@ def test_split_error_in_a_split_row_stops_cleanly():
     indptr = [0, 2, 22] + [23] * 28
     out = _raw_run(indptr, [0, 1, *indices, 2], cfg=cfg, n_features=4)
     assert out["err_index"] == 1 and out["err_indptr"] == 0 and out["beats"] == []
+
+
+def test_split_edge_degrees_one_group_wrapping_pieces_masked_hub():
+    """One group per slice (no lane map), rows of exactly D, D + 1, S * D, S * D + 1 and many
+    times S * D neighbours, a hub whose every feature is masked (never dispatched, its owner
+    entry stale), pieces that wrap past the last slice, output backpressure."""
+    S, D = 4, 6
+    cfg = preset("tiny", slices=S, groups=1, split_degree=D)
+    rng = np.random.default_rng(21)
+    n, F = 120, 10
+    deg = rng.integers(0, 5, n)
+    deg[[3, 10, 17, 30, 41, 55, 70]] = [D, D + 1, S * D, S * D + 1, 5 * S * D + 3, 2 * D + 1, 400]
+    indptr = np.concatenate([[0], np.cumsum(deg)])
+    indices = rng.integers(0, n, int(indptr[-1]))
+    H = rng.standard_normal((n, F)).astype(np.float32)
+    M = rng.random((n, F)) < 0.7
+    M[70] = False                                   # the 400-neighbour hub: nothing to compute
+    size, pieces = piece_sizes(deg, D, S)
+    assert pieces[[3, 10, 17, 30, 41]].tolist() == [1, 2, 4, 4, 4]
+    # the dispatcher's choice (replayed by the model): some row's pieces wrap past slice S - 1
+    jobs = np.where(deg > 0, -(-M.sum(axis=1) // cfg.group_lanes), 0)
+    p_deg, p_jobs, _, k, per_row = split_rows(deg, jobs, np.arange(n), D, S)
+    owner = dispatch(p_deg * p_jobs, S, k)
+    first = np.concatenate([[0], np.cumsum(per_row)[:-1]])
+    wraps = [v for v in range(n) if per_row[v] > 1 and jobs[v]
+             and owner[first[v]] + per_row[v] > S]
+    assert wraps, "no row's pieces wrap past the last slice: the job cannot tell"
+    res = drive(cfg, "verilator", indptr, indices, H, M, stall_every=2)
+    check_split(res, cfg, indptr, indices, H, M)
+    model = estimate(indptr, M, F, cfg)
+    assert res.raw["cycles_output"] == model.cycles_output + res.raw["stall_output"]
+    assert res.raw["rows_fetched"] == model.extra["rows_fetched"]
+
+
+@pytest.mark.parametrize("divisor", [2, 3, 5, 6, 7, 12, 31, 64])
+def test_ceil_div_const_is_exact_for_every_value(divisor):
+    """``ceil(v / d)`` as a multiplication by a constant: every 10-bit value (Amaranth's
+    simulator against Python's integer division)."""
+    from amaranth.hdl import Module, Signal
+    from amaranth.sim import Simulator
+    from moagcn.hw.sspmm.scheduler import ceil_div_const
+    m = Module()
+    v = Signal(10)
+    q = Signal(10)
+    m.d.comb += q.eq(ceil_div_const(v, divisor))
+    bad = []
+
+    async def bench(ctx):
+        for x in range(1 << 10):
+            ctx.set(v, x)
+            if ctx.get(q) != -(-x // divisor):
+                bad.append(x)
+
+    sim = Simulator(m)
+    sim.add_testbench(bench)
+    sim.run()
+    assert not bad, bad[:5]
