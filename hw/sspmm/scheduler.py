@@ -305,11 +305,13 @@ class RowDispatcher(wiring.Component):
             # (no row is longer than max_edges: a larger D, which would not fit the degree's
             # width, splits nothing, as the golden model says)
             D = min(D, cfg.max_edges)
-            m.d.comb += [last.eq(rest <= size),
-                         target.eq(Mux(piece == 0, least,
+            # the record's degree and whether it is the row's last piece are registers too,
+            # decided as the row or the piece before it goes
+            piece_deg = Signal(len(head.deg), name="piece_deg")
+            m.d.comb += [target.eq(Mux(piece == 0, least,
                                        Mux(prev == S - 1, 0, prev + 1))),
                          first_slice.eq(Mux(piece == 0, least, base)),
-                         record.eq(cur), record.deg.eq(Mux(last, rest, size))]
+                         record.eq(cur), record.deg.eq(piece_deg)]
         else:
             m.d.comb += [last.eq(1), target.eq(least), record.eq(head),
                          valid.eq(self.rows.valid)]
@@ -331,12 +333,19 @@ class RowDispatcher(wiring.Component):
             empties.append(~fifo.r_rdy)
         if D:
             m.d.comb += self.rows.ready.eq(~valid | (sent & last))
+            new_size = Mux(share > D, share, D)
+            new_rest = Signal.like(rest, name="piece_rest_next")
+            m.d.comb += new_rest.eq(rest - size)
             with m.If(self.rows.ready):
+                whole = head.deg <= new_size
                 m.d.sync += [valid.eq(self.rows.valid), cur.eq(head), rest.eq(head.deg),
-                             size.eq(Mux(share > D, share, D)), piece.eq(0)]
+                             size.eq(new_size), piece.eq(0), last.eq(whole),
+                             piece_deg.eq(Mux(whole, head.deg, new_size))]
             with m.Elif(sent):
+                ends = new_rest <= size
                 m.d.sync += [piece.eq(piece + 1), cur.ptr.eq(cur.ptr + size),
-                             rest.eq(rest - size), prev.eq(target)]
+                             rest.eq(new_rest), prev.eq(target), last.eq(ends),
+                             piece_deg.eq(Mux(ends, new_rest, size))]
                 with m.If(piece == 0):
                     m.d.sync += base.eq(least)
             m.d.comb += self.owner.addr.eq(cur.row)
