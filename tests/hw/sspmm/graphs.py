@@ -35,3 +35,16 @@ def drive(config, where, indptr, indices, H, M=None, **options):
     device = "model" if where == "model" else "rtl"
     driver = Driver(spec, config, device, "verilator" if where == "model" else where)
     return driver.run(spec.job(indptr, indices, H, M), **options)
+
+
+def check_tiled_model(res, config, job):
+    """A job the driver ran as several tiles against the replayed cycle model of the same tiles:
+    tiles, rows fetched and output cycles equal, compute within 3 %."""
+    from moagcn.core.spec import get_spec
+    spec = get_spec("sspmm")
+    model = spec.replayed_cycles(spec.job(*job), config)
+    assert res.counters.tiles == model.tiles > 1
+    assert res.counters.extra["rows_fetched"] == model.extra["rows_fetched"]
+    assert res.counters.cycles_output == model.cycles_output
+    err = model.cycles_compute / res.counters.cycles_compute - 1
+    assert abs(err) < 0.03, (model.cycles_compute, res.counters.cycles_compute)

@@ -14,7 +14,7 @@ from moagcn.hw.sspmm import preset
 from moagcn.sim.golden.sspmm import piece_sizes, sspmm
 from moagcn.sim.sspmm_model import dispatch, estimate, split_rows
 
-from .graphs import drive, power_law_job
+from .graphs import check_tiled_model, drive, power_law_job
 from .test_accelerator import _raw_run
 
 pytestmark = pytest.mark.xdist_group("verilator-sspmm-split")
@@ -74,17 +74,11 @@ def test_split_tiled_job_back_to_back():
     """Rows of 700 neighbours do not fit the tiny preset's edge buffer with the rest: the driver
     runs tiles back to back; each tile's hubs are split, the sum of the tiles' models within
     3 % of the RTL."""
-    from moagcn.core.spec import get_spec
-    spec, cfg = get_spec("sspmm"), SPLIT[(4, 16)]
+    cfg = SPLIT[(4, 16)]
     job = power_law_job(260, 13, seed=12, density=0.7, hub=700)
     res = drive(cfg, "verilator", *job)
     check_split(res, cfg, *job)
-    model = spec.replayed_cycles(spec.job(*job), cfg)
-    assert res.counters.tiles == model.tiles > 1
-    assert res.counters.extra["rows_fetched"] == model.extra["rows_fetched"]
-    assert res.counters.cycles_output == model.cycles_output
-    err = model.cycles_compute / res.counters.cycles_compute - 1
-    assert abs(err) < 0.03, (model.cycles_compute, res.counters.cycles_compute)
+    check_tiled_model(res, cfg, job)
 
 
 def test_split_reset_mid_job_then_complete_run():
