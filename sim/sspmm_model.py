@@ -118,7 +118,7 @@ def estimate_rows(deg, unmasked, n_edges: int, n_features: int,
     pieces = np.ones(n, dtype=np.int64)
     if config.split_degree and deg.size and deg.max() > config.split_degree:
         deg, jobs, arrival, piece, pieces = split_rows(deg, jobs, arrival, config.split_degree,
-                                                       config.slices)
+                                                       config.slices, config.walk_rows)
     turns = int(np.dot(deg, jobs))
     n_jobs = int(jobs.sum())
     passes = -(-jobs // config.groups)
@@ -160,10 +160,11 @@ def estimate_rows(deg, unmasked, n_edges: int, n_features: int,
                            "merge_cycles": merge, "max_pieces": int(pieces.max(initial=1))})
 
 
-def split_rows(deg, jobs, arrival, split: int, slices: int):
+def split_rows(deg, jobs, arrival, split: int, slices: int, rate: int = 1):
     """Rows longer than ``split`` as the dispatcher cuts them: pieces of ``max(split,
     ceil(deg / slices))`` neighbours (:func:`~moagcn.sim.golden.sspmm.piece_sizes`) in place of
-    the row, with its jobs; piece k reaches the slices k cycles after the row. Returns the
+    the row, with its jobs; the dispatcher sends ``rate`` pieces a cycle (so a split row delays
+    the rows after it too). Returns the
     per-piece degrees, jobs and arrivals, each piece's index within its row, and the pieces
     of each row."""
     size, pieces = piece_sizes(deg, split, slices)
@@ -172,7 +173,18 @@ def split_rows(deg, jobs, arrival, split: int, slices: int):
     k = np.arange(rep.size) - np.repeat(first, pieces)          # piece index within its row
     piece_deg = np.minimum(deg[rep] - k * size[rep], size[rep])
     piece_deg = np.where(deg[rep] == 0, 0, piece_deg)
-    return piece_deg, jobs[rep], arrival[rep] + k, k, pieces
+    # the dispatcher sends ``rate`` records a cycle (the RTL's one; as many as the scheduler
+    # walks rows): in units of 1 / rate cycles a record with work leaves no earlier than its
+    # row arrives and one unit after the record before it (u_i = max(rate * a_i, u_{i-1} + 1),
+    # i.e. u_i - i is the running maximum of rate * a_i - i), so a split row delays the rows
+    # after it
+    p_jobs = jobs[rep]
+    when = arrival[rep].astype(np.int64)
+    work = np.flatnonzero((piece_deg > 0) & (p_jobs > 0))
+    if work.size:
+        i = np.arange(work.size)
+        when[work] = (np.maximum.accumulate(rate * when[work] - i) + i) // rate
+    return piece_deg, p_jobs, when, k, pieces
 
 
 def dispatch(turns, slices: int, piece=None) -> np.ndarray:

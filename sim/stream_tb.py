@@ -185,10 +185,12 @@ async def stream_jobs(io, proto: StreamProtocol, jobs: list, idle_every: int = 0
             ready = not (stall_every and k_out % stall_every == stall_every - 1)
             io.set(f"{out}__ready", int(ready))
             offered = offer(nxt) if nxt is not None else []
-            taken = [s for s in offered if await io.get(f"{s}__ready")]
-            # the idle pattern counts only cycles in which the design takes loads
-            accepting = nxt is not None and pending(nxt) and any(
-                [await io.get(f"{s}__ready") for s in proto.loads])
+            # each load stream's ready, read once: what it takes, and whether the design takes
+            # loads at all this cycle (the idle pattern counts only such cycles)
+            takes = ({s: await io.get(f"{s}__ready") for s in proto.loads}
+                     if nxt is not None and pending(nxt) else {})
+            taken = [s for s in offered if takes.get(s)]
+            accepting = any(takes.values())
             valid = await io.get(f"{out}__valid")
             payload = await io.get(f"{out}__payload") if valid else None
             await io.tick()
@@ -198,7 +200,7 @@ async def stream_jobs(io, proto: StreamProtocol, jobs: list, idle_every: int = 0
                 beats.append(payload)
             for s in taken:
                 pos[nxt][s] += 1
-            if accepting and pending(nxt):
+            if accepting and pending(nxt):     # (still pending after this cycle's beats)
                 clock["load"] += 1
         clear()
         io.set(f"{out}__ready", 0)

@@ -2,9 +2,8 @@
 
 ``moagcn bench sspmm-model [--slices 1,2,4,8] [--lanes 4,8,16] [--nodes 1200] [--seed 0]
 [--split-degree D] [--simulator verilator] [--out DIR]`` builds the default preset's buffers
-with every (S, P)
-pair (two groups, one node-buffer read per slice and cycle, so that P = 4 has two lanes per
-group and the design stays small enough to build 12 times), runs
+with every (S, P) pair (two groups, one node-buffer read per slice and cycle, so that P = 4
+has two lanes per group and the design stays small enough to build 12 times), runs
 held-out-style jobs on its RTL and on the cycle model, and prints the error of each counter:
 
 - a power-law graph with a hub row, 10 % isolated rows, self loops and duplicate indices, a

@@ -31,6 +31,8 @@ def count_events(m: Module, counters: Mapping[str, Value], increments: Mapping[s
     increment (a count that starts in that cycle).
     """
     if restart is not None:
+        if clear is not None or enable is not None:
+            raise ValueError("count_events: restart replaces clear and enable; give one")
         for name, inc in increments.items():
             counter = counters[name]
             with m.If(restart):
