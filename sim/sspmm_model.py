@@ -38,6 +38,7 @@ The RTL comparison and the remaining error are documented in docs/sspmm.md.
 
 from __future__ import annotations
 
+import functools
 import heapq
 
 import numpy as np
@@ -45,10 +46,13 @@ import numpy as np
 from moagcn.core.counters import Counters
 from moagcn.core.graph import degrees
 from moagcn.hw.sspmm.config import SSpmmConfig
-from moagcn.hw.sspmm.protocol import (FRONT_END_LATENCY, ISSUE_TO_ROOT, ROW_CHECK_LATENCY,
-                                      ROW_HEAD_LATENCY, tree_depth)
+from moagcn.hw.sspmm.protocol import (FRONT_END_LATENCY, ISSUE_TO_ROOT, ISSUE_TO_ROOT_SHARED,
+                                      ROW_CHECK_LATENCY, ROW_HEAD_LATENCY, tree_depth)
 
 from .golden.sspmm import normalise_mask, piece_sizes
+from .sspmm_crossbar import CrossbarRates, read_weights
+from .sspmm_crossbar import paced as crossbar_paced
+from .sspmm_crossbar import replay as crossbar_replay
 
 
 def streamed_elements(indptr, mask, n_features: int) -> np.ndarray:
@@ -65,7 +69,7 @@ def output_counts(indptr, mask, n_features: int) -> np.ndarray:
     return streamed_elements(indptr, mask, n_features).sum(axis=1)
 
 
-def turn_gap(config: SSpmmConfig) -> float:
+def turn_gap(config: SSpmmConfig, issue_to_root: float | None = None) -> float:
     """Average cycles between two turns of one job context.
 
     A context takes a turn every ring period (L = ``adder_latency`` cycles) if an entry is in
@@ -74,14 +78,18 @@ def turn_gap(config: SSpmmConfig) -> float:
     tree, the local-buffer write, the turn, the credit. With ``local_depth`` D entries in flight
     a context therefore takes D turns per ``max(D * L, ceil(round_trip / L) * L)`` cycles: a
     buffer too shallow for a short ring (D * L < round trip) slows every turn.
+    ``issue_to_root``: the read's cycles to the tree when not ``ISSUE_TO_ROOT`` (the shared
+    node buffer's, with its mean wait for a grant).
     """
     L, D = config.adder_latency, config.local_depth
-    round_trip = ISSUE_TO_ROOT + tree_depth(config.groups, config.tree_radix) + 2
+    if issue_to_root is None:
+        issue_to_root = ISSUE_TO_ROOT
+    round_trip = issue_to_root + tree_depth(config.groups, config.tree_radix) + 2
     return max(D * L, -(-round_trip // L) * L) / D
 
 
 def estimate(indptr, mask, n_features: int, config: SSpmmConfig,
-             n_cols: int | None = None, replay: bool = True) -> Counters:
+             n_cols: int | None = None, replay: bool = True, indices=None) -> Counters:
     """Predicted cycles of a job that fits ``config`` (mask ``None``: all ones); ``n_cols``: the
     feature rows loaded (default: as many as rows, a square job).
 
@@ -91,22 +99,35 @@ def estimate(indptr, mask, n_features: int, config: SSpmmConfig,
     use (vectorised, about 100x cheaper; 1-9 % low on four-group and multi-slice jobs, see
     docs/sspmm.md).
 
+    ``indices``: the column indices, for the shared node buffer's crossbar (``node_banks`` >
+    0: which rows the slices ask for; without them every feature row is taken as read
+    equally often).
+
     Load, compute and output cycles and the work; ``extra`` holds the model's ``turns``,
-    ``jobs`` and ``rows_fetched`` (the last equals the RTL's counter exactly).
+    ``jobs`` and ``rows_fetched`` (the last equals the RTL's counter exactly), and ``rows_read``
+    and ``stall_bank`` (the crossbar's, see :mod:`moagcn.sim.sspmm_crossbar`).
     """
     indptr = np.asarray(indptr, dtype=np.int64)
     n = indptr.size - 1
     mask = normalise_mask(mask, (n, n_features))
-    return estimate_rows(degrees(indptr), mask.sum(axis=1), int(indptr[-1]), n_features, config,
-                         n_cols=n_cols, replay=replay)
+    unmasked = mask.sum(axis=1)
+    counts = None
+    if config.node_banks and indices is not None:
+        k = n if n_cols is None else n_cols
+        passes = -(-(-(-unmasked // config.group_lanes)) // config.groups)
+        counts = read_weights(indptr, indices, passes, k)
+    return estimate_rows(degrees(indptr), unmasked, int(indptr[-1]), n_features, config,
+                         n_cols=n_cols, replay=replay, read_counts=counts)
 
 
 def estimate_rows(deg, unmasked, n_edges: int, n_features: int,
                   config: SSpmmConfig, n_cols: int | None = None,
-                  replay: bool = False) -> Counters:
+                  replay: bool = False, read_counts=None) -> Counters:
     """:func:`estimate` from per-row figures: the degrees and the unmasked features (below
     ``n_features``) of the job's rows, and its stored entries. Tiles are estimated from slices
-    of the whole job's figures, without copying their masks."""
+    of the whole job's figures, without copying their masks. ``read_counts``: per feature row, how
+    often the job reads it (:func:`~moagcn.sim.sspmm_crossbar.read_weights`; only used with
+    ``node_banks``, default: every row equally)."""
     deg = np.asarray(deg, dtype=np.int64)
     unmasked = np.asarray(unmasked, dtype=np.int64)
     n = deg.size
@@ -123,26 +144,37 @@ def estimate_rows(deg, unmasked, n_edges: int, n_features: int,
     n_jobs = int(jobs.sum())
     passes = -(-jobs // config.groups)
     reads = int(np.dot(deg, passes))
+    k_cols = n if n_cols is None else n_cols
     if config.slices == 1:
-        issue = _slice_issue(deg, jobs, passes, arrival, config, replay)
+        fetch = _FetchTiming(config, read_counts, k_cols)
+        issue = _slice_issue(deg, jobs, passes, arrival, config, replay, fetch)
     else:
         # each slice works on the rows the dispatcher gives it; its queue is deep enough that
         # the dispatcher practically never waits (see hw/sspmm/scheduler.py)
         owner = dispatch(deg * jobs, config.slices, piece)
-        issue = max((_slice_issue(deg[rows], jobs[rows], passes[rows], arrival[rows], config,
-                                  replay)
-                     for rows in _rows_of(owner, config.slices)), default=0)
+        parts = [(deg[rows], jobs[rows], passes[rows], arrival[rows])
+                 for rows in _rows_of(owner, config.slices)]
+        fetches = None
+        if config.node_banks and replay:
+            # the shared node buffer: each slice's rate from a replay of the crossbar with
+            # the slices' own reads (a slice left alone at the end fetches at full rate)
+            fetches, grants = _paced_crossbar(config, parts, read_counts, k_cols)
+        if fetches is None:
+            fetches = [_FetchTiming(config, read_counts, k_cols)] * len(parts)
+        fetch = fetches[0] if fetches else _FetchTiming(config)
+        issue = max((_slice_issue(*part, config, replay, f) for part, f in zip(parts, fetches)),
+                    default=0)
     # the scheduler walks every row, those without work too, before the job can end
     issue = max(issue, -(-n // config.walk_rows))
     # fill and drain: a row's check stage and the emitter's head register, a row read's way
     # to a local buffer, the wait for its context's turn (half a ring on average), the buffer
     # read and the operand register, the adders, the write
-    fill = (ROW_CHECK_LATENCY + ROW_HEAD_LATENCY + ISSUE_TO_ROOT
+    fill = (ROW_CHECK_LATENCY + ROW_HEAD_LATENCY + fetch.issue_to_root
             + tree_depth(config.groups, config.tree_radix) + 1 + config.adder_latency // 2
             + FRONT_END_LATENCY + config.adder_latency + 1
             + (1 if config.slices > 1 else 0)         # the dispatcher's slice queues
             + (1 if config.split_degree else 0))      # and its row register when it splits
-    compute = issue + (fill if n_jobs else 0) + 1
+    compute = issue + (int(np.ceil(fill)) if n_jobs else 0) + 1
     # the load streams fill in parallel, one beat per stream per cycle: the longest one counts
     lw = config.load_width
     k = n if n_cols is None else n_cols
@@ -157,6 +189,8 @@ def estimate_rows(deg, unmasked, n_edges: int, n_features: int,
     return Counters(work_adds=work, cycles_load=load, cycles_compute=compute,
                     cycles_output=output, lanes=config.adders, clock_mhz=config.clock_mhz,
                     extra={"turns": turns, "jobs": n_jobs, "rows_fetched": reads,
+                           "rows_read": int(round(reads * (1 - fetch.shared))),
+                           "stall_bank": int(round(reads * fetch.wait)),
                            "merge_cycles": merge, "max_pieces": int(pieces.max(initial=1))})
 
 
@@ -212,6 +246,54 @@ def dispatch(turns, slices: int, piece=None) -> np.ndarray:
     return owner
 
 
+class _FetchTiming:
+    """A slice's neighbour reads: rows per cycle (``rate``), cycles from an issue to the tree
+    (``issue_to_root``), and with the shared node buffer (``node_banks``) the crossbar's mean
+    wait per request (``wait``, in ``issue_to_root``) and the share of its grants served by
+    another slice's read (``shared``); see :mod:`moagcn.sim.sspmm_crossbar`."""
+
+    def __init__(self, config: SSpmmConfig, reads=None, n_cols: int = 0):
+        self.rate, self.issue_to_root = float(config.fetch_rows), float(ISSUE_TO_ROOT)
+        self.wait = self.shared = 0.0
+        if not config.node_banks:
+            return
+        if reads is None:
+            rates = _uniform_crossbar(config.slices, config.node_banks, max(n_cols, 1))
+        else:
+            rates = crossbar_replay(reads, config.slices, config.node_banks)
+        self.rate = config.fetch_rows * rates.grant_rate
+        self.wait, self.shared = rates.wait, rates.shared
+        self.issue_to_root = ISSUE_TO_ROOT_SHARED + rates.wait
+
+
+def _paced_crossbar(config: SSpmmConfig, parts, read_counts, n_cols: int):
+    """The crossbar replayed with each slice asking for its own reads every cycle until they
+    are done (see :func:`~moagcn.sim.sspmm_crossbar.paced`): per slice its fetch timing (rows
+    granted per cycle, the mean wait), and the cycle of its last grant; (None, None) when
+    the job is too long to replay."""
+    reads = [int(np.dot(d, p)) for d, _, p, _ in parts]
+    weights = read_counts if read_counts is not None else np.ones(max(n_cols, 1))
+    out = crossbar_paced(weights, reads, np.zeros(len(reads)), config.node_banks)
+    if out is None:
+        return None, None
+    finish, waits, shared = out
+    wait = float(np.dot(waits, np.arange(waits.size)) / max(waits.sum(), 1))
+    fetch = []
+    for r, end in zip(reads, finish.tolist()):
+        f = _FetchTiming(config)
+        f.rate = config.fetch_rows * (min(1.0, r / end) if r else 1.0)
+        f.wait, f.shared = wait, shared
+        f.issue_to_root = ISSUE_TO_ROOT_SHARED + wait
+        fetch.append(f)
+    return fetch, finish.tolist()
+
+
+@functools.lru_cache(maxsize=64)
+def _uniform_crossbar(slices: int, banks: int, n_cols: int) -> CrossbarRates:
+    """The crossbar's rates when every feature row is read equally often."""
+    return crossbar_replay(np.ones(n_cols), slices, banks)
+
+
 def _rows_of(owner: np.ndarray, slices: int):
     """Per slice, its rows in order."""
     order = np.argsort(owner, kind="stable")
@@ -220,7 +302,8 @@ def _rows_of(owner: np.ndarray, slices: int):
         yield order[bounds[k]:bounds[k + 1]]
 
 
-def _slice_issue(deg, jobs, passes, arrival, config: SSpmmConfig, replay: bool = True) -> int:
+def _slice_issue(deg, jobs, passes, arrival, config: SSpmmConfig, replay: bool = True,
+                 fetch: "_FetchTiming | None" = None) -> int:
     """Cycles until one slice (or the whole engine, with one slice) has issued its last turn.
 
     The larger of the throughput bounds (turns over the contexts, reads over the fetcher's R
@@ -231,15 +314,16 @@ def _slice_issue(deg, jobs, passes, arrival, config: SSpmmConfig, replay: bool =
     row's latency (its passes side by side, at most L per group) from when the rows before it
     have been issued at the slice's rates.
     """
-    G, R, L = config.groups, config.fetch_rows, config.adder_latency
-    gap = turn_gap(config)
+    fetch = fetch or _FetchTiming(config)
+    G, R, L = config.groups, fetch.rate, config.adder_latency
+    gap = turn_gap(config, fetch.issue_to_root)
     turns = deg * jobs
     if not (jobs > 0).any():
         return 0
-    issue = max(int(np.ceil(turns.sum() * gap / (L * G))), -(-int(np.dot(deg, passes)) // R),
-                int(jobs.sum()))
+    issue = max(int(np.ceil(turns.sum() * gap / (L * G))),
+                int(np.ceil(int(np.dot(deg, passes)) / R)), int(jobs.sum()))
     if replay:
-        return max(issue, int(np.ceil(_slice_schedule(deg, jobs, arrival, config))))
+        return max(issue, int(np.ceil(_slice_schedule(deg, jobs, arrival, config, fetch))))
     has = jobs > 0
 
     def before(x):      # per row, the sum over the rows before it
@@ -251,7 +335,8 @@ def _slice_issue(deg, jobs, passes, arrival, config: SSpmmConfig, replay: bool =
     return max(issue, int(np.ceil((start + row_time)[has].max())))
 
 
-def _slice_schedule(deg, jobs, arrival, config: SSpmmConfig) -> float:
+def _slice_schedule(deg, jobs, arrival, config: SSpmmConfig,
+                    fetch: "_FetchTiming | None" = None) -> float:
     """When a slice issues its last turn, from a replay of its context binding and fetching.
 
     The design (``hw/sspmm/fetch.py``), at the granularity of passes:
@@ -276,12 +361,13 @@ def _slice_schedule(deg, jobs, arrival, config: SSpmmConfig) -> float:
     fill that :func:`estimate_rows` adds. Events are pass releases and completions, so the cost
     is a few microseconds per job.
     """
-    G, L, R = config.groups, config.adder_latency, config.fetch_rows
+    fetch = fetch or _FetchTiming(config)
+    G, L, R = config.groups, config.adder_latency, fetch.rate
     lead = config.local_depth
-    cap = 1.0 / turn_gap(config)
+    cap = 1.0 / turn_gap(config, fetch.issue_to_root)
     # a context is released when its pass's last entry reaches its local buffer: the issue's
     # way there after the last issue, in turns at the adders' pace
-    hold = (ISSUE_TO_ROOT + tree_depth(config.groups, config.tree_radix) + 1) * cap
+    hold = (fetch.issue_to_root + tree_depth(config.groups, config.tree_radix) + 1) * cap
     # per group, the contexts free to bind, each as (pass, member) it last served (None: none)
     pool = [[None] * L for _ in range(G)]
     done = {}               # (pass, member) -> when that context's last turn of it was

@@ -1,9 +1,9 @@
 """The S-SpMM cycle model against the RTL over slices and lanes.
 
 ``moagcn bench sspmm-model [--slices 1,2,4,8] [--lanes 4,8,16] [--nodes 1200] [--seed 0]
-[--split-degree D] [--simulator verilator] [--out DIR]`` builds the default preset's buffers
-with every (S, P) pair (two groups, one node-buffer read per slice and cycle, so that P = 4
-has two lanes per group and the design stays small enough to build 12 times), runs
+[--split-degree D] [--node-banks B] [--simulator verilator] [--out DIR]`` builds the default
+preset's buffers with every (S, P) pair (two groups, one node-buffer read per slice and cycle,
+so that P = 4 has two lanes per group and the design stays small enough to build 12 times), runs
 held-out-style jobs on its RTL and on the cycle model, and prints the error of each counter:
 
 - a power-law graph with a hub row, 10 % isolated rows, self loops and duplicate indices, a
@@ -12,7 +12,9 @@ held-out-style jobs on its RTL and on the cycle model, and prints the error of e
 - a denser graph (average degree 16) with a 90 % mask and a width of 33.
 
 ``--split-degree D``: the configurations with S > 1 split rows longer than D across their
-slices (the golden model then sums those rows in the same pieces).
+slices (the golden model then sums those rows in the same pieces). ``--node-banks B``: the
+configurations with S > 1 share one node buffer of B banks through the crossbar (the table
+then also gives the rows read from the banks and the refused requests, RTL and model).
 
 Every job's output is checked bit for bit against the golden model. RTL results are cached by
 the Verilog's hash and the job's parameters (re-running the table re-runs only what changed).
@@ -37,11 +39,12 @@ from moagcn.sim.driver import Driver
 from moagcn.sim.golden.sspmm import sspmm
 
 SPEC = get_spec("sspmm")
-FIELDS = ("slices", "lanes", "split_degree", "job", "nodes", "edges", "features", "density",
-          "bit_exact",
+FIELDS = ("slices", "lanes", "split_degree", "node_banks", "job", "nodes", "edges", "features",
+          "density", "bit_exact",
           "cycles_compute", "model_cycles_compute", "error_compute", "cycles_total",
           "model_cycles_total", "error_total", "cycles_output", "model_cycles_output",
-          "utilization", "model_utilization")
+          "utilization", "model_utilization", "rows_fetched", "rows_read", "model_rows_read",
+          "stall_bank", "model_stall_bank")
 
 
 def held_out_job(n: int, F: int, avg_degree: float, density: float, seed: int):
@@ -97,13 +100,14 @@ def _rtl_counters(cfg, job_key: str, indptr, indices, H, M, simulator: str) -> d
 
 
 def table(slices, lanes, nodes: int, seed: int, simulator: str,
-          split_degree: int = 0) -> list[dict]:
+          split_degree: int = 0, node_banks: int = 0) -> list[dict]:
     rows = []
     cases = [(S, P, j) for S in slices for P in lanes for j in jobs(nodes, P)]
     for k, (S, P, (name, n, F, degree, density)) in enumerate(cases):
         print(f"[{k + 1}/{len(cases)}] S={S} P={P}: {name}", file=sys.stderr, flush=True)
         cfg = preset("default", slices=S, lanes=P, groups=2, fetch_rows=1,
-                     split_degree=split_degree if S > 1 else 0)
+                     split_degree=split_degree if S > 1 else 0,
+                     node_banks=node_banks if S > 1 else 0)
         indptr, indices, H, M = held_out_job(n, F, degree, density, seed + k % 3)
         rtl = _rtl_counters(cfg, f"{n}/{F}/{degree}/{density}/{seed + k % 3}", indptr, indices,
                             H, M, simulator)
@@ -112,7 +116,8 @@ def table(slices, lanes, nodes: int, seed: int, simulator: str,
         model_total = model.cycles_compute + model.cycles_output
         adders = cfg.adders
         rows.append({
-            "slices": S, "lanes": P, "split_degree": cfg.split_degree, "job": name, "nodes": n,
+            "slices": S, "lanes": P, "split_degree": cfg.split_degree,
+            "node_banks": cfg.node_banks, "job": name, "nodes": n,
             "edges": int(indices.size),
             "features": F, "density": density, "bit_exact": rtl["bit_exact"],
             "cycles_compute": rtl["cycles_compute"],
@@ -123,6 +128,9 @@ def table(slices, lanes, nodes: int, seed: int, simulator: str,
             "cycles_output": rtl["cycles_output"], "model_cycles_output": model.cycles_output,
             "utilization": rtl["work_adds"] / (adders * rtl["cycles_compute"]),
             "model_utilization": model.work_adds / (adders * model.cycles_compute),
+            "rows_fetched": rtl["rows_fetched"], "rows_read": rtl["rows_read"],
+            "model_rows_read": model.extra["rows_read"], "stall_bank": rtl["stall_bank"],
+            "model_stall_bank": model.extra["stall_bank"],
         })
     return rows
 
@@ -177,13 +185,18 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--split-degree", type=int, default=0,
                     help="with S > 1, split rows longer than this across the slices")
+    ap.add_argument("--node-banks", type=int, default=0,
+                    help="with S > 1, one node buffer of this many banks shared by the slices")
     ap.add_argument("--simulator", default="verilator", choices=("verilator", "icarus"))
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args(argv)
     if args.split_degree < 0:
         ap.error(f"--split-degree {args.split_degree}: must be >= 0 (0: never split)")
+    if args.node_banks < 0 or args.node_banks & (args.node_banks - 1):
+        ap.error(f"--node-banks {args.node_banks}: must be 0 (a node buffer per slice) or a "
+                 "power of two")
     rows = table(args.slices, args.lanes, args.nodes, args.seed, args.simulator,
-                 args.split_degree)
+                 args.split_degree, args.node_banks)
     result = {"summary": summary(rows), "rows": rows}
     print(json.dumps(result["summary"], indent=2))
     for r in rows:

@@ -71,6 +71,15 @@ class SSpmmConfig:
         1 or 2. With 2 (the default) the row-pointer, index, mask and node buffers are
         ping-pong pairs: the next job's loads fill one half while a job reads the other, so a
         tiled job's loads overlap the tile before it. With 1 the next loads wait for ``done``.
+    node_banks : int
+        0 (the default): every slice reads its own copy of the node buffer (S copies, written
+        together while loading; no slice ever waits for another). B > 0, a power of two: one
+        node buffer shared by the slices, in B banks (feature row r in bank ``r mod B``), read
+        through a crossbar (:class:`~moagcn.hw.sspmm.crossbar.NodeCrossbar`): each cycle every
+        bank reads one row, chosen round robin among the slices that ask for a row in it, and
+        every slice that asks for that same row gets it from the one read (multicast); a slice
+        refused on a conflict asks again the next cycle. One copy instead of S, for conflict
+        stalls. Needs ``fetch_rows`` = 1 (each slice reads its rows in order).
     hbm_gb_per_s : float
         Bandwidth of an HBM that feeds the buffers, double-buffered against compute, for
         graphs larger than the buffers (see :mod:`moagcn.sim.sspmm_memory`); 0 (every
@@ -95,6 +104,7 @@ class SSpmmConfig:
     walk_rows: int = 1
     split_degree: int = 0
     load_banks: int = 2
+    node_banks: int = 0
     hbm_gb_per_s: float = 0.0
     simulate: bool = True
 
@@ -140,6 +150,16 @@ class SSpmmConfig:
         if self.load_banks not in (1, 2):
             raise ValueError(f"load_banks={self.load_banks} must be 1 or 2 (2: the next job "
                              "loads while one runs)")
+        if self.node_banks < 0 or self.node_banks & (self.node_banks - 1):
+            raise ValueError(f"node_banks={self.node_banks} must be 0 (a node buffer per "
+                             "slice) or a power of two (banks of one shared node buffer)")
+        if self.node_banks > self.max_nodes:
+            raise ValueError(f"node_banks={self.node_banks} is more than max_nodes="
+                             f"{self.max_nodes} rows; use at most max_nodes banks")
+        if self.node_banks and self.fetch_rows != 1:
+            raise ValueError(f"node_banks={self.node_banks} needs fetch_rows=1 (not "
+                             f"{self.fetch_rows}): a slice of the shared node buffer reads one "
+                             "row a cycle, in order")
         if self.hbm_gb_per_s < 0:
             raise ValueError(f"hbm_gb_per_s={self.hbm_gb_per_s} must be >= 0 (0: no HBM)")
         if self.hbm_gb_per_s > 0 and self.simulate:

@@ -9,6 +9,7 @@ from amaranth.lib.wiring import In, Out
 from ..common.bits import lowest_set, popcount
 from ..common.ram import RamReadSignature
 from .config import SSpmmConfig
+from .crossbar import NodeRequestSignature
 from .layouts import RowLinkSignature, job_layout, sel_layout, widths
 from .protocol import ISSUE_TO_ROOT  # noqa: F401 (the cycle model shares it)
 from .tree import DistributionTree
@@ -436,6 +437,117 @@ class RowReader(wiring.Component):
         return m
 
 
+class QueuedRowReader(wiring.Component):
+    """The root link's read pipeline on the shared, banked node buffer (``node_banks`` > 0).
+
+    As :class:`RowReader`, but the feature row is asked of the
+    :class:`~moagcn.hw.sspmm.crossbar.NodeCrossbar`, which may refuse it on a bank conflict:
+    the issue is registered, its column index read, and the index joins a queue of
+    ``QUEUE`` requests; the head asks the crossbar for its row until granted, and the row
+    enters the tree the cycle after the grant (``ISSUE_TO_ROOT_SHARED`` cycles after the issue
+    without a conflict). Rows leave in the order they were issued, so every context takes its
+    neighbours in order. ``ready`` (from a register) lets the pass table issue only while the
+    issues in flight fit the queue.
+
+    Members
+    -------
+    issue : In(IssueSignature(config))
+        The neighbour issued on this link (only while ``ready``).
+    ready : Out(1)
+        An issue this cycle has room.
+    clear, n_rows, sels, idx, root, err, busy
+        As :class:`RowReader`.
+    node : Out(NodeRequestSignature(config))
+        The request to the crossbar.
+    """
+
+    #: requests in flight (issued, not yet granted) a link holds: the issue register, the index
+    #: read and the head make 3 when every request is granted at once, one more lets the link
+    #: issue every cycle
+    QUEUE = 4
+
+    def __init__(self, config: SSpmmConfig):
+        self.config = config
+        w = widths(config)
+        N = config.contexts
+        super().__init__({
+            "issue": In(IssueSignature(config)), "ready": Out(1),
+            "clear": In(1), "n_rows": In(w["row"] + 1),
+            "sels": In(data.ArrayLayout(sel_layout(config), N)),
+            "idx": Out(RamReadSignature(w["edge"], 32)),
+            "node": Out(NodeRequestSignature(config)),
+            "root": Out(RowLinkSignature(config, config.groups)),
+            "err": Out(1), "busy": Out(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        cfg = self.config
+        N, G, L, Q = cfg.contexts, cfg.groups, cfg.adder_latency, self.QUEUE
+        row_bits = widths(cfg)["row"]
+        entry = data.StructLayout({"col": row_bits, "dest": N, "first": 1, "last": 1})
+        # -- the issue, registered; then the column index read (as RowReader) ------------------
+        v0 = Signal(name="s0_valid")
+        ptr0 = Signal.like(self.issue.ptr, name="s0_ptr")
+        e0 = Signal(entry, name="s0_entry")
+        m.d.sync += [v0.eq(self.issue.valid & ~self.clear), ptr0.eq(self.issue.ptr),
+                     e0.dest.eq(self.issue.dest), e0.first.eq(self.issue.first),
+                     e0.last.eq(self.issue.last)]
+        m.d.comb += self.idx.addr.eq(ptr0)
+        v1 = Signal(name="s1_valid")
+        e1 = Signal(entry, name="s1_entry")
+        m.d.sync += [v1.eq(v0 & ~self.clear), e1.eq(e0)]
+        push = Signal(name="queue_push")
+        pushed = Signal(entry, name="queue_in")
+        m.d.comb += [push.eq(v1 & ~self.clear), pushed.eq(e1), pushed.col.eq(self.idx.data)]
+        # -- the queue: a shift register, its head in entry 0 -----------------------------------
+        q = [Signal(entry, name=f"queue_{i}") for i in range(Q)]
+        count = Signal(range(Q + 1), name="queue_count")
+        head_valid = count != 0
+        grant = self.node.grant & head_valid
+        m.d.comb += [self.node.valid.eq(head_valid), self.node.row.eq(q[0].col)]
+        with m.If(self.clear):
+            m.d.sync += count.eq(0)
+        with m.Else():
+            m.d.sync += count.eq(count + push - grant)
+        for i in range(Q):
+            # after a pop entry i takes entry i + 1; a push lands behind the entries kept
+            kept = Mux(grant, count - 1, count)
+            nxt = q[i + 1] if i + 1 < Q else q[i]
+            with m.If(push & (kept == i)):
+                m.d.sync += q[i].eq(pushed)
+            with m.Elif(grant):
+                m.d.sync += q[i].eq(nxt)
+        # -- credits: issues in flight (the issue register, the index read, the queue) ---------
+        inflight = Signal(range(Q + 1), name="inflight")
+        with m.If(self.clear):
+            m.d.sync += inflight.eq(0)
+        with m.Else():
+            m.d.sync += inflight.eq(inflight + (self.issue.valid & self.ready) - grant)
+        m.d.comb += self.ready.eq(inflight < Q)
+        # -- the grant: the row arrives next cycle; meanwhile each group's destination context
+        # and its lane features, and the index's range check --------------------------------
+        head = q[0]
+        v2 = Signal(name="s2_valid")
+        e2 = Signal(entry, name="s2_entry")
+        m.d.sync += [v2.eq(grant & ~self.clear), e2.eq(head)]
+        err = Signal(name="s2_err")
+        m.d.sync += err.eq(grant & (head.col >= self.n_rows) & ~self.clear)
+        m.d.comb += self.err.eq(err)
+        root = self.root.packet
+        sels = Array(self.sels[n] for n in range(N))
+        slot2 = Signal.like(root.slot, name="s2_slot")
+        sel2 = Signal.like(root.sel, name="s2_sel")
+        for g in range(G):
+            slot = lowest_set(m, head.dest[g * L:(g + 1) * L], name=f"head_slot_{g}")
+            m.d.sync += [slot2[g].eq(slot), sel2[g].eq(sels[g * L + slot])]
+        m.d.comb += [root.valid.eq(v2), root.first.eq(e2.first), root.last.eq(e2.last),
+                     root.dest.eq(e2.dest), root.slot.eq(slot2), root.sel.eq(sel2),
+                     self.root.words.eq(self.node.data),
+                     self.busy.eq(v0 | v1 | head_valid | v2 | err)]
+        return m
+
+
 class NeighbourFetcher(wiring.Component):
     """Bind jobs to contexts, read their neighbours' rows once, multicast them down the tree.
 
@@ -482,7 +594,10 @@ class NeighbourFetcher(wiring.Component):
         Column-index read port of each root link (1-cycle latency).
     row : Out(RamReadSignature(row bits, 32 * F)).array(R)
         Feature-row read port of each root link (1-cycle latency); ``en``: a row is read (the
-        data holds its value otherwise).
+        data holds its value otherwise). Without ``node_banks`` only.
+    node : Out(NodeRequestSignature(config))
+        With ``node_banks`` (and R = 1): the row requests to the shared node buffer's
+        crossbar, in place of ``row`` (see :class:`QueuedRowReader`).
     leaf : Out(RowLinkSignature(config, 1)).array(groups, R)
         The tree's packets for group g on root link j, ``leaf[g][j]``, and their rows (see
         :class:`DistributionTree`).
@@ -507,7 +622,8 @@ class NeighbourFetcher(wiring.Component):
             "err_index": Out(1), "busy": Out(1), "issued": Out(range(R + 1)),
             "no_context": Out(1), "no_job": Out(1),
             "idx": Out(RamReadSignature(w["edge"], 32)).array(R),
-            "row": Out(RamReadSignature(w["row"], 32 * F)).array(R),
+            **({"node": Out(NodeRequestSignature(config))} if config.node_banks else
+               {"row": Out(RamReadSignature(w["row"], 32 * F)).array(R)}),
             "leaf": Out(RowLinkSignature(config, 1)).array(G, R),
         })
 
@@ -534,20 +650,27 @@ class NeighbourFetcher(wiring.Component):
                 m.d.sync += sels[n].eq(self.job.sel)
 
         # -- issue: ready passes read their next neighbour, one per root link ------------------
-        m.d.comb += [passes.run.eq(self.run), passes.clear.eq(self.clear),
+        issue_ok = self.run
+        m.d.comb += [passes.clear.eq(self.clear),
                      passes.space.eq(self.space),
                      self.reserve.eq(passes.reserve), self.issued.eq(passes.issued)]
         readers = []
         for j in range(cfg.fetch_rows):
-            reader = RowReader(cfg)
+            reader = QueuedRowReader(cfg) if cfg.node_banks else RowReader(cfg)
             m.submodules[f"reader_{j}"] = reader
             readers.append(reader)
             m.d.comb += [reader.clear.eq(self.clear), reader.n_rows.eq(self.n_rows),
                          reader.sels.eq(sels)]
             wiring.connect(m, passes.issue[j], reader.issue)
             wiring.connect(m, reader.idx, wiring.flipped(self.idx[j]))
-            wiring.connect(m, reader.row, wiring.flipped(self.row[j]))
+            if cfg.node_banks:
+                # the shared node buffer: issue only while the reader's queue has room
+                wiring.connect(m, reader.node, wiring.flipped(self.node))
+            else:
+                wiring.connect(m, reader.row, wiring.flipped(self.row[j]))
             wiring.connect(m, reader.root, tree.root[j])
+
+        m.d.comb += passes.run.eq(issue_ok & readers[0].ready if cfg.node_banks else issue_ok)
 
         # -- multicast: the tree's leaves are the fetcher's ---------------------------------------
         m.d.comb += tree.clear.eq(self.clear)

@@ -16,7 +16,7 @@ COUNTER_BITS = 32
 #: hardware); ``cycles_load_hidden``: the job's load cycles that overlapped the job before
 COUNTERS = ("cycles_total", "cycles_load", "cycles_load_hidden", "cycles_compute",
             "cycles_output", "stall_no_job", "stall_output", "stall_no_context", "bubbles",
-            "rows_fetched")
+            "rows_fetched", "rows_read", "stall_bank")
 #: error flags: a job that raises one stops cleanly
 FLAGS = ("err_index", "err_indptr")
 #: jobs follow one another without a reset; with two load banks the next job's loads overlap
@@ -29,6 +29,9 @@ SCALARS_AT_START = True
 #: cycles from a row read's issue to its packet entering the tree: the issue registered, the
 #: column index read, the feature row read
 ISSUE_TO_ROOT = 3
+#: the same with the shared, banked node buffer (``node_banks`` > 0) when no bank conflict
+#: delays it: the index also joins the reader's request queue
+ISSUE_TO_ROOT_SHARED = 4
 #: cycles a fetched row spends in the scheduler's check stage (its pointers and mask row
 #: registered) before it can be queued
 ROW_CHECK_LATENCY = 1

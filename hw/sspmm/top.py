@@ -16,6 +16,7 @@ from ..common.loader import BufferLoader
 from ..common.ram import Ram, RamReadSignature
 from .buffers import FeatureLoader, OutputStream, WordReader
 from .config import SSpmmConfig
+from .crossbar import NodeCrossbar, bank_bits, bank_rows
 from .fetch import NeighbourFetcher
 from .group import AggregationGroup
 from .layouts import chunks, widths
@@ -74,8 +75,15 @@ class SSpmmAccelerator(wiring.Component):
         Turns (summed over the groups) in which a context in the middle of a job had no
         neighbour row in its local buffer yet.
     rows_fetched : Out(32)
-        Neighbour feature rows read from the node buffer (each multicast to all the contexts
-        of its pass).
+        Neighbour feature rows the slices fetched (each multicast to all the contexts of its
+        pass).
+    rows_read : Out(32)
+        Rows read from the node buffer: ``rows_fetched`` with a copy per slice; with
+        ``node_banks``, fewer where slices asking for the same row in the same cycle shared
+        one read.
+    stall_bank : Out(32)
+        With ``node_banks``: slice-cycles in which a slice's row request was refused on a
+        bank conflict (0 otherwise).
     """
 
     def __init__(self, config: SSpmmConfig = SSpmmConfig()):
@@ -186,8 +194,14 @@ class SSpmmAccelerator(wiring.Component):
         # half, ``en`` only when the fetcher reads; loads write the other half, or wait for
         # the job with one bank): built without read/write collisions, the block RAM needs no
         # bypass logic between the column index read and the row read
-        node = [Ram(32 * F, depth(cfg.max_nodes), read_ports=R, granularity=32 * LW,
-                    collisions=False) for _ in range(S)]
+        if cfg.node_banks:
+            # one node buffer shared by the slices: row r in bank r mod B, read through the
+            # crossbar (one read port per bank)
+            node = [Ram(32 * F, depth(bank_rows(cfg)), read_ports=1, granularity=32 * LW,
+                        collisions=False) for _ in range(cfg.node_banks)]
+        else:
+            node = [Ram(32 * F, depth(cfg.max_nodes), read_ports=R, granularity=32 * LW,
+                        collisions=False) for _ in range(S)]
         # the output buffer holds each row *compressed*: chunk c = the sums of the row's unmasked
         # features c*W .. c*W + W - 1 (in feature order), written whole by the job of chunk c.
         # An entry is one output beat (P = G*W words, i.e. G chunks): row r takes entries
@@ -209,11 +223,15 @@ class SSpmmAccelerator(wiring.Component):
         for k in range(S):
             tag = "" if S == 1 else f"_s{k}"
             m.submodules[f"index_buf{tag}"] = index[k]
-            m.submodules[f"node_buf{tag}"] = node[k]
+            if not cfg.node_banks:
+                m.submodules[f"node_buf{tag}"] = node[k]
             for g in range(G):
                 m.submodules[f"out_buf{tag}" + (f"_g{g}" if G > 1 else "")] = out[k][g]
             if lane_map is not None:
                 m.submodules[f"lane_map{tag}"] = lane_map[k]
+        if cfg.node_banks:
+            for b, ram in enumerate(node):
+                m.submodules[f"node_bank{b}"] = ram
         if owner is not None:
             m.submodules.owner_buf = owner
         return _Buffers(indptr, index, mask, count, node, half, out, lane_map, owner, beats,
@@ -265,7 +283,10 @@ class SSpmmAccelerator(wiring.Component):
         m.d.comb += [feat.enable.eq(banks.loading), feat.clear.eq(banks.swap),
                      feat.n_features.eq(self.n_features)]
         wiring.connect(m, wiring.flipped(self.feat_in), feat.beats)
-        _write_all(m, feat.write, buf.node, banks)
+        if cfg.node_banks:
+            _write_banked(m, feat.write, buf.node, banks, bank_bits(cfg))
+        else:
+            _write_all(m, feat.write, buf.node, banks)
         load_transfer = Cat(*[p.valid & banks.loading for p in streams]).any()
         return loaders["index_load"][0].count, load_transfer
 
@@ -303,7 +324,15 @@ class SSpmmAccelerator(wiring.Component):
             row_streams = list(dispatcher.slice_rows)
         slices = [self._slice(m, k, rows, buf, banks, flush, work, clear, running, n_cols)
                   for k, rows in enumerate(row_streams)]
-        return _Engine(sched, dispatcher, slices, clear)
+        crossbar = None
+        if cfg.node_banks:
+            m.submodules.node_crossbar = crossbar = NodeCrossbar(cfg)
+            m.d.comb += crossbar.clear.eq(clear)
+            for k, sl in enumerate(slices):
+                wiring.connect(m, sl.fetcher.node, crossbar.req[k])
+            for b, ram in enumerate(buf.node):
+                _read_half(m, crossbar.bank[b], ram.read[0], banks)
+        return _Engine(sched, dispatcher, slices, clear, crossbar)
 
     def _slice(self, m: Module, k: int, rows, buf: "_Buffers", banks: LoadBanks, flush, work,
                clear, running, n_cols) -> "_Slice":
@@ -325,7 +354,8 @@ class SSpmmAccelerator(wiring.Component):
             m.submodules[f"index_read{tag}_{j}"] = index_read
             wiring.connect(m, fetcher.idx[j], index_read.word)
             _read_half(m, index_read.row, buf.index[k].read[j], banks)
-            _read_half(m, fetcher.row[j], buf.node[k].read[j], banks)
+            if not cfg.node_banks:
+                _read_half(m, fetcher.row[j], buf.node[k].read[j], banks)
         groups = [self._group(m, k, g, tag, fetcher, buf, work, clear, running)
                   for g in range(cfg.groups)]
         if buf.lane_map is not None:
@@ -410,6 +440,11 @@ class SSpmmAccelerator(wiring.Component):
         # a slice's context was free and no job came although rows were still to come to it
         no_job = [s.fetcher.no_job & ~(sched_done & s.emitter.done) for s in slices]
         events = [c for c in COUNTERS if not c.startswith("cycles_load")]
+        xbar = engine.crossbar
+        if xbar is None:
+            # every slice reads its own copy: each row fetched is a row read, never refused
+            events = [c for c in events if c not in ("rows_read", "stall_bank")]
+            m.d.comb += [self.rows_read.eq(self.rows_fetched), self.stall_bank.eq(0)]
         count_events(m, counters_of(self, events), {
             "cycles_total": running | streaming,
             "cycles_compute": running,
@@ -419,6 +454,7 @@ class SSpmmAccelerator(wiring.Component):
             "stall_no_context": popcount(m, Cat(*[s.fetcher.no_context for s in slices])),
             "bubbles": popcount(m, Cat(*[g.bubble for s in slices for g in s.groups])),
             "rows_fetched": sum(s.fetcher.issued for s in slices),
+            **({} if xbar is None else {"rows_read": xbar.reads, "stall_bank": xbar.refused}),
         }, restart=restart)
         # the load cycles before the job's start, and those of them beside the job before
         job_loads(m, start, self.busy, load_transfer, self.cycles_load, self.cycles_load_hidden)
@@ -434,6 +470,17 @@ def _read_half(m: Module, user, port, banks: LoadBanks) -> None:
     half the job reads."""
     m.d.comb += [port.addr.eq(banks.read_addr(user.addr)), port.en.eq(user.en),
                  user.data.eq(port.data)]
+
+
+def _write_banked(m: Module, port, rams, banks: LoadBanks, bits: int) -> None:
+    """Drive the banks of the shared node buffer from one writer ``port``: row r goes to bank
+    ``r mod len(rams)`` at ``r div len(rams)``, in the half the streams fill."""
+    for b, ram in enumerate(rams):
+        w = ram.write[0]
+        hit = (port.addr[:bits] == b) if bits else 1
+        m.d.comb += [w.addr.eq(banks.load_addr(port.addr[bits:bits + ram.addr_bits
+                                                         - (banks.count > 1)])),
+                     w.data.eq(port.data), w.en.eq(Mux(hit, port.en, 0))]
 
 
 def _write_all(m: Module, port, rams, banks: LoadBanks) -> None:
@@ -453,7 +500,7 @@ class _Buffers:
     index: list     # column indices, load_width per row: one copy per slice
     mask: Ram       # output-mask rows
     count: Ram      # computed elements per row
-    node: list      # feature rows: one copy per slice
+    node: list      # feature rows: one copy per slice, or the banks of a shared one
     half: dict      # rows of one load half of the row-pointer and index buffers
     out: list       # compressed output rows, ``beats`` entries each: per slice, per group
     lane_map: list | None   # per slice (G > 1): the group holding each chunk of each entry
@@ -483,3 +530,4 @@ class _Engine:
     dispatcher: RowDispatcher | None
     slices: list
     clear: Signal       # the cycle after start: the fetchers and groups drop their state
+    crossbar: NodeCrossbar | None   # the shared node buffer's reads (node_banks > 0)

@@ -1,0 +1,151 @@
+"""Model of the shared, banked node buffer's crossbar (``node_banks`` > 0).
+
+The slices share one node buffer of B banks (row r in bank ``r mod B``); each cycle a bank
+reads one row, for the slice its round-robin pointer picks among those asking for a row in
+it, and every slice asking for that same row takes the read too (see
+``hw/sspmm/crossbar.py``). How often a slice waits depends on which rows the slices ask for
+at the same time, which the cycle model does not follow row by row. This module replays the
+crossbar alone, cycle by cycle, with S slices that each always have a request: each asks for
+rows drawn at random with the job's read frequencies (row c is read once per pass of every
+row with c among its neighbours), keeps a refused request, and draws its next one once
+granted. The replay gives
+
+- ``grant_rate``: the rows a slice that always asks gets per cycle (1 without conflicts),
+  which the cycle model uses as the fetch rate of a slice;
+- ``wait``: the mean cycles a request waits for its grant;
+- ``shared``: the fraction of grants served by a read another slice's request caused
+  (multicast), so rows read = rows fetched x (1 - shared).
+
+It is a saturation figure: slices that ask less often than every cycle conflict less.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class CrossbarRates:
+    """What the replay of the crossbar gives (see the module)."""
+
+    grant_rate: float
+    wait: float
+    shared: float
+
+
+def read_weights(indptr, indices, passes, n_cols: int) -> np.ndarray:
+    """Per feature row, how often the job reads it: once per pass of each row naming it."""
+    indptr = np.asarray(indptr, dtype=np.int64)
+    reps = np.repeat(np.asarray(passes, dtype=np.float64), np.diff(indptr))
+    return np.bincount(np.asarray(indices, dtype=np.int64)[:reps.size], weights=reps,
+                       minlength=n_cols)
+
+
+def replay(weights, slices: int, banks: int, cycles: int = 4096,
+           seed: int = 0) -> CrossbarRates:
+    """Replay the crossbar for ``cycles`` cycles (see the module). ``weights``: per row, its
+    share of the reads (any scale; all zero or empty: rows uniform)."""
+    w = np.asarray(weights, dtype=np.float64)
+    if w.size == 0 or w.sum() <= 0:
+        w = np.ones(max(w.size, 1))
+    cdf = np.cumsum(w / w.sum())
+    rng = np.random.default_rng(seed)
+    S, B = slices, banks
+
+    def draw(k: int) -> np.ndarray:
+        return np.minimum(np.searchsorted(cdf, rng.random(k), side="right"), cdf.size - 1)
+
+    head = draw(S)
+    asked = np.zeros(S, dtype=np.int64)         # the cycle each head request was made
+    after = np.zeros(B, dtype=np.int64)         # per bank: the first slice of its round robin
+    granted = shared = reads = waited = 0
+    idx = np.arange(S)
+    for t in range(cycles):
+        bank = head % B
+        grant = np.zeros(S, dtype=bool)
+        for b in np.unique(bank).tolist():
+            askers = idx[bank == b]
+            ahead = askers[askers >= after[b]]
+            win = int(ahead[0] if ahead.size else askers[0])
+            after[b] = win + 1
+            hit = askers[head[askers] == head[win]]
+            grant[hit] = True
+            reads += 1
+            shared += hit.size - 1
+        n = int(grant.sum())
+        granted += n
+        waited += int((t - asked[grant]).sum())
+        head[grant] = draw(n)
+        asked[grant] = t + 1
+    return CrossbarRates(grant_rate=granted / (S * cycles), wait=waited / max(granted, 1),
+                         shared=shared / max(granted, 1))
+
+
+def paced(weights, reads, spans, banks: int, seed: int = 0,
+          limit: int = 4_000_000) -> tuple[np.ndarray, float, float] | None:
+    """Replay the crossbar with each slice asking at its own pace: slice k makes ``reads[k]``
+    requests (rows drawn with ``weights``), request i no earlier than cycle ``i * spans[k] /
+    reads[k]`` (the pace it would fetch at without conflicts), one at a time, each kept until
+    granted. A slice that finishes early leaves the others the banks, and one that asks
+    rarely waits less than a saturated one.
+
+    Returns the cycle each slice's last request is granted, the waits (``waits[c]``: the
+    requests granted after ``c`` cycles refused) and the share of grants served by another
+    slice's read; None when the replay would take more than ``limit`` slice-cycles (the caller
+    falls back to :func:`replay`)."""
+    reads = np.asarray(reads, dtype=np.int64)
+    spans = np.maximum(np.asarray(spans, dtype=np.float64), 1.0)
+    S, B = reads.size, banks
+    if S == 0 or reads.sum() == 0:
+        return np.zeros(S), np.ones(1), 0.0
+    if max(float(spans.max()), float(reads.max())) * S * 2 > limit:
+        return None
+    w = np.asarray(weights, dtype=np.float64)
+    if w.size == 0 or w.sum() <= 0:
+        w = np.ones(max(w.size, 1))
+    cdf = np.cumsum(w / w.sum())
+    rng = np.random.default_rng(seed)
+    pace = np.where(reads > 0, spans / np.maximum(reads, 1), 0.0)
+    head = np.minimum(np.searchsorted(cdf, rng.random(S), side="right"), cdf.size - 1)
+    nxt = np.zeros(S, dtype=np.int64)           # requests granted so far
+    since = np.zeros(S, dtype=np.float64)       # when the head request could be made
+    finish = np.zeros(S)
+    after = np.zeros(B, dtype=np.int64)
+    idx = np.arange(S)
+    granted = shared = 0
+    waits = np.zeros(64, dtype=np.int64)
+    t = 0
+    while (nxt < reads).any():
+        asking = (nxt < reads) & (nxt * pace <= t)
+        if asking.any():
+            who = idx[asking]
+            bank = head[who] % B
+            # round robin per bank: the lowest asker at or after the bank's pointer, else the
+            # lowest asker
+            key = np.where(who >= after[bank], who, who + S)
+            win_key = np.full(B, 2 * S)
+            np.minimum.at(win_key, bank, key)
+            used = np.flatnonzero(win_key < 2 * S)
+            win = win_key[used] % S
+            after[used] = win + 1
+            win_row = np.full(B, -1)
+            win_row[used] = head[win]
+            grant = who[head[who] == win_row[bank]]
+            n = grant.size
+            granted += n
+            shared += n - used.size
+            wait = t - np.ceil(np.maximum(since[grant], nxt[grant] * pace[grant])).astype(np.int64)
+            np.add.at(waits, np.clip(wait, 0, waits.size - 1), 1)
+            nxt[grant] += 1
+            finish[grant] = t + 1
+            since[grant] = t + 1
+            head[grant] = np.minimum(np.searchsorted(cdf, rng.random(n), side="right"),
+                                     cdf.size - 1)
+            t += 1
+        else:
+            # nobody asks: jump to the next request's pace
+            left = nxt < reads
+            t = max(t + 1, int(np.ceil((nxt[left] * pace[left]).min())))
+    return finish, waits, shared / max(granted, 1)
