@@ -1,9 +1,9 @@
 """S-SpMM benchmark: utilisation, output-mask skipping, cycle-model error, co-simulation speed.
 
 ``moagcn bench sspmm [--device rtl] [--simulator verilator] [--preset default] [--nodes 2000]
-[--repeat 5] [--out DIR]`` runs a power-law graph (average degree >= 8) with F = 64 features
-under a random 50 % mask and under an all-ones mask, on the RTL and on the cycle model, and
-prints one JSON object:
+[--param KEY=VALUE] [--repeat 5] [--out DIR]`` runs a power-law graph (average degree >= 8)
+with F = 64 features under a random 50 % mask and under an all-ones mask, on the RTL and on the
+cycle model, and prints one JSON object:
 
 - per mask: bit-exactness against the golden model, compute / load / output cycles, work,
   utilisation, stalls, rows fetched, and the cycle model's figures and error;
@@ -35,6 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
+from moagcn.config import apply_params, parse_params
 from moagcn.hw.sspmm import preset
 from moagcn.sim.golden.sspmm import sspmm
 from moagcn.core.spec import get_spec
@@ -174,6 +175,9 @@ def main(argv=None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--fetch-rows", type=int, default=None,
                         help="override the preset's fetch_rows (node-buffer rows per cycle)")
+    parser.add_argument("--param", action="append", metavar="KEY=VALUE",
+                        help="override a field of the preset (repeatable), e.g. --param "
+                             "node_banks=8")
     parser.add_argument("--repeat", type=int, default=5,
                         help="runs of the 50 %% job for the co-simulation speed (verilator)")
     parser.add_argument("--no-cocotb-job", action="store_true",
@@ -191,7 +195,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
 
     overrides = {} if args.fetch_rows is None else {"fetch_rows": args.fetch_rows}
-    cfg = preset(args.preset, **overrides)
+    cfg = apply_params(preset(args.preset, **overrides), parse_params(args.param))
     n = min(args.nodes, cfg.max_nodes)
     indptr, indices = pareto_graph(n, args.degree, args.seed)
     rng = np.random.default_rng(args.seed + 1)

@@ -60,22 +60,13 @@ def replay(weights, slices: int, banks: int, cycles: int = 4096,
     head = draw(S)
     asked = np.zeros(S, dtype=np.int64)         # the cycle each head request was made
     after = np.zeros(B, dtype=np.int64)         # per bank: the first slice of its round robin
-    granted = shared = reads = waited = 0
-    idx = np.arange(S)
+    granted = shared = waited = 0
+    who = np.arange(S)
     for t in range(cycles):
-        bank = head % B
-        grant = np.zeros(S, dtype=bool)
-        for b in np.unique(bank).tolist():
-            askers = idx[bank == b]
-            ahead = askers[askers >= after[b]]
-            win = int(ahead[0] if ahead.size else askers[0])
-            after[b] = win + 1
-            hit = askers[head[askers] == head[win]]
-            grant[hit] = True
-            reads += 1
-            shared += hit.size - 1
-        n = int(grant.sum())
+        grant, reads = _grant(head, who, after, S, B)
+        n = grant.size
         granted += n
+        shared += n - reads
         waited += int((t - asked[grant]).sum())
         head[grant] = draw(n)
         asked[grant] = t + 1
@@ -120,22 +111,10 @@ def paced(weights, reads, spans, banks: int, seed: int = 0,
     while (nxt < reads).any():
         asking = (nxt < reads) & (nxt * pace <= t)
         if asking.any():
-            who = idx[asking]
-            bank = head[who] % B
-            # round robin per bank: the lowest asker at or after the bank's pointer, else the
-            # lowest asker
-            key = np.where(who >= after[bank], who, who + S)
-            win_key = np.full(B, 2 * S)
-            np.minimum.at(win_key, bank, key)
-            used = np.flatnonzero(win_key < 2 * S)
-            win = win_key[used] % S
-            after[used] = win + 1
-            win_row = np.full(B, -1)
-            win_row[used] = head[win]
-            grant = who[head[who] == win_row[bank]]
+            grant, banks_read = _grant(head, idx[asking], after, S, B)
             n = grant.size
             granted += n
-            shared += n - used.size
+            shared += n - banks_read
             wait = t - np.ceil(np.maximum(since[grant], nxt[grant] * pace[grant])).astype(np.int64)
             np.add.at(waits, np.clip(wait, 0, waits.size - 1), 1)
             nxt[grant] += 1
@@ -149,3 +128,20 @@ def paced(weights, reads, spans, banks: int, seed: int = 0,
             left = nxt < reads
             t = max(t + 1, int(np.ceil((nxt[left] * pace[left]).min())))
     return finish, waits, shared / max(granted, 1)
+
+
+def _grant(head, who, after, S: int, B: int):
+    """One cycle of the crossbar: slices ``who`` ask for rows ``head[who]``; per bank the
+    lowest asker at or after the bank's round-robin pointer ``after`` wins (else the lowest
+    asker), and every asker of the winner's row is granted. Moves the pointers; returns the
+    slices granted and the number of banks read."""
+    bank = head[who] % B
+    key = np.where(who >= after[bank], who, who + S)
+    win_key = np.full(B, 2 * S)
+    np.minimum.at(win_key, bank, key)
+    used = np.flatnonzero(win_key < 2 * S)
+    win = win_key[used] % S
+    after[used] = win + 1
+    win_row = np.full(B, -1)
+    win_row[used] = head[win]
+    return who[head[who] == win_row[bank]], used.size

@@ -258,7 +258,10 @@ class _FetchTiming:
         if not config.node_banks:
             return
         if reads is None:
-            rates = _uniform_crossbar(config.slices, config.node_banks, max(n_cols, 1))
+            # every row read equally often: only the rows' number matters (how often two
+            # slices ask for the same one), to a power of two
+            rates = _uniform_crossbar(config.slices, config.node_banks,
+                                      1 << max(n_cols - 1, 0).bit_length())
         else:
             rates = crossbar_replay(reads, config.slices, config.node_banks)
         self.rate = config.fetch_rows * rates.grant_rate
