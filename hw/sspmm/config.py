@@ -200,7 +200,7 @@ PRESETS = {
     # 20,000-neighbour row would otherwise take 140,000 cycles in one context); docs/sspmm.md
     # gives the figures without either. Each slice reads its own copy of the node buffer
     # (``node_banks`` 0), a third assumption: the paper's one 32 MB buffer shared by the 512
-    # slices through a crossbar of 2,048 / 8,192 banks costs 9 % / 2 % (docs/sspmm.md, Shared
+    # slices through a crossbar of 2,048 / 8,192 banks costs 10 % / 2 % (docs/sspmm.md, Shared
     # node buffer).
     "paper": SSpmmConfig(slices=512, lanes=32, groups=1, fetch_rows=1, max_feature_width=256,
                          max_nodes=(32 << 20) // (4 * 256), max_edges=(32 << 20) // 4,
