@@ -485,7 +485,8 @@ class QueuedRowReader(wiring.Component):
         cfg = self.config
         N, G, L, Q = cfg.contexts, cfg.groups, cfg.adder_latency, self.QUEUE
         row_bits = widths(cfg)["row"]
-        entry = data.StructLayout({"col": row_bits, "dest": N, "first": 1, "last": 1})
+        # the whole column index is kept: its range check must see the bits above a row id
+        entry = data.StructLayout({"col": len(self.idx.data), "dest": N, "first": 1, "last": 1})
         # -- the issue, registered; then the column index read (as RowReader) ------------------
         v0 = Signal(name="s0_valid")
         ptr0 = Signal.like(self.issue.ptr, name="s0_ptr")
@@ -505,7 +506,7 @@ class QueuedRowReader(wiring.Component):
         count = Signal(range(Q + 1), name="queue_count")
         head_valid = count != 0
         grant = self.node.grant & head_valid
-        m.d.comb += [self.node.valid.eq(head_valid), self.node.row.eq(q[0].col)]
+        m.d.comb += [self.node.valid.eq(head_valid), self.node.row.eq(q[0].col[:row_bits])]
         with m.If(self.clear):
             m.d.sync += count.eq(0)
         with m.Else():

@@ -284,7 +284,8 @@ class SSpmmAccelerator(wiring.Component):
                      feat.n_features.eq(self.n_features)]
         wiring.connect(m, wiring.flipped(self.feat_in), feat.beats)
         if cfg.node_banks:
-            _write_banked(m, feat.write, buf.node, banks, bank_bits(cfg))
+            _write_banked(m, feat.write, buf.node, banks, bank_bits(cfg),
+                          _bits(bank_rows(cfg)))
         else:
             _write_all(m, feat.write, buf.node, banks)
         load_transfer = Cat(*[p.valid & banks.loading for p in streams]).any()
@@ -472,15 +473,18 @@ def _read_half(m: Module, user, port, banks: LoadBanks) -> None:
                  user.data.eq(port.data)]
 
 
-def _write_banked(m: Module, port, rams, banks: LoadBanks, bits: int) -> None:
+def _write_banked(m: Module, port, rams, banks: LoadBanks, bits: int, addr_bits: int) -> None:
     """Drive the banks of the shared node buffer from one writer ``port``: row r goes to bank
     ``r mod len(rams)`` at ``r div len(rams)``, in the half the streams fill."""
+    # the row within its bank, as wide as the crossbar's bank address (at least one bit, so
+    # that the load half's bit lands where the reads put it, even with one row per bank)
+    within = Signal(addr_bits, name="node_load_row")
+    m.d.comb += within.eq(port.addr >> bits)
     for b, ram in enumerate(rams):
         w = ram.write[0]
         hit = (port.addr[:bits] == b) if bits else 1
-        m.d.comb += [w.addr.eq(banks.load_addr(port.addr[bits:bits + ram.addr_bits
-                                                         - (banks.count > 1)])),
-                     w.data.eq(port.data), w.en.eq(Mux(hit, port.en, 0))]
+        m.d.comb += [w.addr.eq(banks.load_addr(within)), w.data.eq(port.data),
+                     w.en.eq(Mux(hit, port.en, 0))]
 
 
 def _write_all(m: Module, port, rams, banks: LoadBanks) -> None:

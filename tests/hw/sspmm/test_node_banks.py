@@ -101,9 +101,22 @@ def test_shared_banks_idle_backpressure_reset_and_tiles():
     assert res.counters.cycles_output == model.cycles_output
 
 
-def test_shared_banks_error_flags_stop_cleanly():
-    out = _raw_run([0, 2, 3, 4], [1, 0, 7, 2], cfg=TWO)
+@pytest.mark.parametrize("bad", [7, 256, 259])
+def test_shared_banks_error_flags_stop_cleanly(bad):
+    """An index past the job's rows stops it, also one whose low bits name a valid row (256 =
+    row 0 of a 256-row buffer: the check sees the whole index, not the row id the banks get)."""
+    out = _raw_run([0, 2, 3, 4], [1, 0, bad, 2], cfg=TWO)
     assert out["err_index"] == 1 and out["err_indptr"] == 0 and out["beats"] == []
+
+
+def test_one_row_per_bank_in_both_load_halves():
+    """As many banks as rows (one row each): a job in three tiles, whose second tile's rows
+    go to the other load half of every bank."""
+    cfg = preset("tiny", slices=2, max_nodes=16, node_banks=16)
+    job = power_law_job(40, 8, seed=3, max_deg=6)
+    res = drive(cfg, "verilator", *job)
+    check(res, *job)
+    assert res.counters.tiles > 1
 
 
 @pytest.mark.parametrize("kw,words", [
