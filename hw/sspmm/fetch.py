@@ -382,7 +382,7 @@ class RowReader(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         cfg = self.config
-        N, G, L = cfg.contexts, cfg.groups, cfg.adder_latency
+        N = cfg.contexts
         # -- the issue, registered: choosing a pass (its members' room, round robin) and
         # addressing a block RAM in one cycle was the longest path ---------------------------
         v0 = Signal(name="s0_valid")
@@ -424,17 +424,27 @@ class RowReader(wiring.Component):
         # them from its bind, a cycle before its first neighbour can be issued, to its release,
         # after its last neighbour has arrived)
         root = self.root.packet
-        sels = Array(self.sels[n] for n in range(N))
-        slot2 = Signal.like(root.slot, name="s2_slot")
-        sel2 = Signal.like(root.sel, name="s2_sel")
-        for g in range(G):
-            slot = lowest_set(m, mask1[g * L:(g + 1) * L], name=f"s1_slot_{g}")
-            m.d.sync += [slot2[g].eq(slot), sel2[g].eq(sels[g * L + slot])]
+        slot2, sel2 = _destinations(m, cfg, self.sels, mask1, root, "s1")
         # -- stage 2: the row arrives and enters the tree --------------------------------------
         m.d.comb += [root.valid.eq(v2), root.first.eq(first2), root.last.eq(last2),
                      root.dest.eq(mask2), root.slot.eq(slot2), root.sel.eq(sel2),
                      self.root.words.eq(self.row.data), self.busy.eq(v0 | v1 | v2 | err)]
         return m
+
+
+def _destinations(m: Module, config: SSpmmConfig, sels, dest, root, stage: str):
+    """Per group, the context among ``dest`` (at most one per group) and its lane features
+    from ``sels``, registered for the packet ``root`` (a context keeps them from its bind, a
+    cycle before its first neighbour can be issued, to its release, after its last neighbour
+    has arrived); ``stage`` names the lookups. Returns the registers (slot, sel)."""
+    N, G, L = config.contexts, config.groups, config.adder_latency
+    by_context = Array(sels[n] for n in range(N))
+    slot_r = Signal.like(root.slot, name="s2_slot")
+    sel_r = Signal.like(root.sel, name="s2_sel")
+    for g in range(G):
+        slot = lowest_set(m, dest[g * L:(g + 1) * L], name=f"{stage}_slot_{g}")
+        m.d.sync += [slot_r[g].eq(slot), sel_r[g].eq(by_context[g * L + slot])]
+    return slot_r, sel_r
 
 
 class QueuedRowReader(wiring.Component):
@@ -483,7 +493,7 @@ class QueuedRowReader(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         cfg = self.config
-        N, G, L, Q = cfg.contexts, cfg.groups, cfg.adder_latency, self.QUEUE
+        N, Q = cfg.contexts, self.QUEUE
         row_bits = widths(cfg)["row"]
         # the whole column index is kept: its range check must see the bits above a row id
         entry = data.StructLayout({"col": len(self.idx.data), "dest": N, "first": 1, "last": 1})
@@ -536,12 +546,7 @@ class QueuedRowReader(wiring.Component):
         m.d.sync += err.eq(grant & (head.col >= self.n_rows) & ~self.clear)
         m.d.comb += self.err.eq(err)
         root = self.root.packet
-        sels = Array(self.sels[n] for n in range(N))
-        slot2 = Signal.like(root.slot, name="s2_slot")
-        sel2 = Signal.like(root.sel, name="s2_sel")
-        for g in range(G):
-            slot = lowest_set(m, head.dest[g * L:(g + 1) * L], name=f"head_slot_{g}")
-            m.d.sync += [slot2[g].eq(slot), sel2[g].eq(sels[g * L + slot])]
+        slot2, sel2 = _destinations(m, cfg, self.sels, head.dest, root, "head")
         m.d.comb += [root.valid.eq(v2), root.first.eq(e2.first), root.last.eq(e2.last),
                      root.dest.eq(e2.dest), root.slot.eq(slot2), root.sel.eq(sel2),
                      self.root.words.eq(self.node.data),
