@@ -50,9 +50,10 @@ from moagcn.hw.sspmm.protocol import (FRONT_END_LATENCY, ISSUE_TO_ROOT, ISSUE_TO
                                       ROW_CHECK_LATENCY, ROW_HEAD_LATENCY, tree_depth)
 
 from .golden.sspmm import normalise_mask, piece_sizes
-from .sspmm_crossbar import CrossbarRates, read_weights
+from .sspmm_crossbar import CrossbarRates, pass_sequence, read_weights
 from .sspmm_crossbar import paced as crossbar_paced
 from .sspmm_crossbar import replay as crossbar_replay
+from .sspmm_crossbar import replay_sequences as crossbar_sequences
 
 
 def streamed_elements(indptr, mask, n_features: int) -> np.ndarray:
@@ -117,17 +118,20 @@ def estimate(indptr, mask, n_features: int, config: SSpmmConfig,
         passes = -(-(-(-unmasked // config.group_lanes)) // config.groups)
         counts = read_weights(indptr, indices, passes, k)
     return estimate_rows(degrees(indptr), unmasked, int(indptr[-1]), n_features, config,
-                         n_cols=n_cols, replay=replay, read_counts=counts)
+                         n_cols=n_cols, replay=replay, read_counts=counts,
+                         columns=None if indices is None else (indptr, indices))
 
 
 def estimate_rows(deg, unmasked, n_edges: int, n_features: int,
                   config: SSpmmConfig, n_cols: int | None = None,
-                  replay: bool = False, read_counts=None) -> Counters:
+                  replay: bool = False, read_counts=None, columns=None) -> Counters:
     """:func:`estimate` from per-row figures: the degrees and the unmasked features (below
     ``n_features``) of the job's rows, and its stored entries. Tiles are estimated from slices
     of the whole job's figures, without copying their masks. ``read_counts``: per feature row, how
     often the job reads it (:func:`~moagcn.sim.sspmm_crossbar.read_weights`; only used with
-    ``node_banks``, default: every row equally)."""
+    ``node_banks``, default: every row equally); ``columns``: the job's ``(indptr, indices)``,
+    with which the crossbar is replayed with the rows each slice asks for in the order it asks
+    (``node_banks``, replayed tier, rows not split; else draws with ``read_counts``)."""
     deg = np.asarray(deg, dtype=np.int64)
     unmasked = np.asarray(unmasked, dtype=np.int64)
     n = deg.size
@@ -158,7 +162,15 @@ def estimate_rows(deg, unmasked, n_edges: int, n_features: int,
         if config.node_banks and replay:
             # the shared node buffer: each slice's rate from a replay of the crossbar with
             # the slices' own reads (a slice left alone at the end fetches at full rate)
-            fetches, grants = _paced_crossbar(config, parts, read_counts, k_cols)
+            seqs = None
+            if columns is not None and piece is None and reads <= _SEQUENCE_LIMIT:
+                # passes open at a time: the contexts over the members of a pass (a pass has
+                # one job in each of up to G groups)
+                in_flight = max(1, round(config.contexts * int(passes.sum())
+                                         / max(n_jobs, 1)))
+                seqs = [pass_sequence(rows, *columns, passes, in_flight)
+                        for rows in _rows_of(owner, config.slices)]
+            fetches, grants = _paced_crossbar(config, parts, read_counts, k_cols, seqs)
         if fetches is None:
             fetches = [_FetchTiming(config, read_counts, k_cols)] * len(parts)
         fetch = fetches[0] if fetches else _FetchTiming(config)
@@ -269,14 +281,21 @@ class _FetchTiming:
         self.issue_to_root = ISSUE_TO_ROOT_SHARED + rates.wait
 
 
-def _paced_crossbar(config: SSpmmConfig, parts, read_counts, n_cols: int):
+#: the most row requests the model replays in order, request by request (beyond, draws)
+_SEQUENCE_LIMIT = 2_000_000
+
+
+def _paced_crossbar(config: SSpmmConfig, parts, read_counts, n_cols: int, seqs=None):
     """The crossbar replayed with each slice asking for its own reads every cycle until they
     are done (see :func:`~moagcn.sim.sspmm_crossbar.paced`): per slice its fetch timing (rows
     granted per cycle, the mean wait), and the cycle of its last grant; (None, None) when
     the job is too long to replay."""
     reads = [int(np.dot(d, p)) for d, _, p, _ in parts]
-    weights = read_counts if read_counts is not None else np.ones(max(n_cols, 1))
-    out = crossbar_paced(weights, reads, np.zeros(len(reads)), config.node_banks)
+    if seqs is not None:
+        out = crossbar_sequences(seqs, config.node_banks)
+    else:
+        weights = read_counts if read_counts is not None else np.ones(max(n_cols, 1))
+        out = crossbar_paced(weights, reads, np.zeros(len(reads)), config.node_banks)
     if out is None:
         return None, None
     finish, waits, shared = out

@@ -169,7 +169,8 @@ class SSpmmSpec(AcceleratorSpec):
         (``replay``: the replayed tier, see :func:`moagcn.sim.sspmm_model.estimate`)."""
         return self._modelled(np.diff(t.indptr), unmasked, int(t.indices.size), t.width,
                               int(t.cols.size), config, replay,
-                              _reads(t.indptr, t.indices, unmasked, int(t.cols.size), config))
+                              _reads(t.indptr, t.indices, unmasked, int(t.cols.size), config),
+                              (t.indptr, t.indices))
 
     def empty_output(self, job: SSpmmJob) -> np.ndarray:
         return np.zeros((job.n_rows, job.n_features), dtype=np.float32)
@@ -196,14 +197,16 @@ class SSpmmSpec(AcceleratorSpec):
         return self._modelled(np.diff(np.asarray(job.indptr, dtype=np.int64)), unmasked,
                               int(job.indices.size), job.n_features, int(job.H.shape[0]), config,
                               replay, _reads(job.indptr, job.indices, unmasked,
-                                             int(job.H.shape[0]), config))
+                                             int(job.H.shape[0]), config),
+                              (job.indptr, job.indices))
 
     def _modelled(self, deg, unmasked, n_edges: int, n_features: int, n_cols: int,
-                  config, replay: bool = False, read_counts=None) -> Counters:
+                  config, replay: bool = False, read_counts=None, columns=None) -> Counters:
         """The cycle model's counters with the part's traffic (the driver counts the work once,
         for the whole job)."""
         c = estimate_rows(deg, unmasked, n_edges, n_features, config, n_cols=n_cols,
-                          replay=replay, read_counts=read_counts)
+                          replay=replay, read_counts=read_counts,
+                          columns=columns if config.node_banks else None)
         c.bytes_read, c.bytes_written = _traffic(deg, unmasked, n_edges, n_features, n_cols,
                                                  config)
         c.work_adds = 0
