@@ -180,9 +180,10 @@ def pass_sequence(rows, indptr, indices, passes, in_flight: int) -> np.ndarray:
     return out
 
 
-def replay_sequences(seqs, banks: int) -> tuple[np.ndarray, np.ndarray, float]:
+def replay_sequences(seqs, banks: int, starts=None) -> tuple[np.ndarray, np.ndarray, float]:
     """Replay the crossbar with each slice asking for its rows ``seqs[k]`` in order, one at a
-    time, every cycle until they are done. Returns what :func:`paced` does."""
+    time, every cycle from cycle ``starts[k]`` (default 0) until they are done. Returns what
+    :func:`paced` does."""
     S, B = len(seqs), banks
     lens = np.array([len(s) for s in seqs], dtype=np.int64)
     finish = np.zeros(S)
@@ -191,13 +192,13 @@ def replay_sequences(seqs, banks: int) -> tuple[np.ndarray, np.ndarray, float]:
         return finish, np.ones(1), 0.0
     pos = np.zeros(S, dtype=np.int64)
     head = np.array([s[0] if len(s) else 0 for s in seqs], dtype=np.int64)
-    since = np.zeros(S, dtype=np.int64)
+    since = np.zeros(S, dtype=np.int64) if starts is None else np.asarray(starts, np.int64)
     after = np.zeros(B, dtype=np.int64)
     idx = np.arange(S)
     granted = shared = 0
     t = 0
     while (pos < lens).any():
-        grant, banks_read = _grant(head, idx[pos < lens], after, S, B)
+        grant, banks_read = _grant(head, idx[(pos < lens) & (since <= t)], after, S, B)
         granted += grant.size
         shared += grant.size - banks_read
         np.add.at(waits, np.clip(t - since[grant], 0, waits.size - 1), 1)

@@ -292,7 +292,9 @@ def _paced_crossbar(config: SSpmmConfig, parts, read_counts, n_cols: int, seqs=N
     the job is too long to replay."""
     reads = [int(np.dot(d, p)) for d, _, p, _ in parts]
     if seqs is not None:
-        out = crossbar_sequences(seqs, config.node_banks)
+        # a slice asks from its first row's arrival (the dispatcher hands out a row a cycle)
+        starts = [int(a.min()) if a.size else 0 for _, _, _, a in parts]
+        out = crossbar_sequences(seqs, config.node_banks, starts)
     else:
         weights = read_counts if read_counts is not None else np.ones(max(n_cols, 1))
         out = crossbar_paced(weights, reads, np.zeros(len(reads)), config.node_banks)

@@ -74,8 +74,8 @@ MULTI = preset("multi", node_banks=16)
 @pytest.mark.parametrize("density,F,seed", [(0.5, 16, 2), (1.0, 13, 3), (0.2, 24, 4)])
 def test_multi_preset_with_shared_banks_is_modelled(density, F, seed):
     """Four slices of P = 8 on 16 banks: bit-exact, and the model within 5 % on these short
-    jobs (550-900 cycles; measured +0.5 / +3.8 / +1.4 %: the crossbar's replay starts every
-    slice at once; the 1,200- and 2,000-row jobs of docs/sspmm.md are within 3 % but two)."""
+    jobs (550-900 cycles; measured +0.5 / +3.7 / +1.4 %; the 1,200- and 2,000-row jobs of
+    docs/sspmm.md are within 3 % but one)."""
     indptr, indices, H, M = job = power_law_job(250, F, seed=seed, density=density, max_deg=60)
     res = drive(MULTI, "verilator", *job)
     check(res, *job)
