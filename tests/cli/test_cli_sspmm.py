@@ -61,6 +61,8 @@ def test_sspmm_run_writes_z_and_report(job_files, backend):
     ("mask_values", "a uint8 mask holds 0 (skip) or 1 (compute)"),
     ("junk", "not a .npy array file"),
     ("out_folder", "--out"),
+    ("node_banks", "node_banks=3 must be 0 (a node buffer per slice) or a power of two"),
+    ("node_banks_reads", "node_banks=4 needs fetch_rows=1 (not 2)"),
 ])
 def test_sspmm_bad_input_is_one_clear_line(job_files, case, needle):
     d, (indptr, indices, H, M) = job_files
@@ -107,8 +109,11 @@ def test_sspmm_bad_input_is_one_clear_line(job_files, case, needle):
         # checked before the run: a long job must not end with nowhere to write Z
         (d / "file").write_text("")
         z = d / "file" / "z.npy"
+    params = {"node_banks": ["--param", "slices=2", "--param", "node_banks=3"],
+              "node_banks_reads": ["--param", "slices=2", "--param", "node_banks=4",
+                                   "--param", "fetch_rows=2"]}.get(case, [])
     out = moagcn("sspmm", "run", "--graph", graph, "--features", feats, "--mask", mask,
-                 "--out", z, "--report", d / "r.json", "--device", "model")
+                 "--out", z, "--report", d / "r.json", "--device", "model", *params)
     assert out.returncode == 2, out.stdout
     assert needle in out.stderr and "Traceback" not in out.stderr
     assert len(out.stderr.strip().splitlines()) == 1
