@@ -82,15 +82,14 @@ def paced(weights, reads, spans, banks: int, seed: int = 0,
     granted. A slice that finishes early leaves the others the banks, and one that asks
     rarely waits less than a saturated one.
 
-    Returns the cycle each slice's last request is granted, the waits (``waits[c]``: the
-    requests granted after ``c`` cycles refused) and the share of grants served by another
-    slice's read; None when the replay would take more than ``limit`` slice-cycles (the caller
-    falls back to :func:`replay`)."""
+    Returns the cycle each slice's last request is granted, the mean cycles a request was
+    refused, and the share of grants served by another slice's read; None when the replay
+    would take more than ``limit`` slice-cycles (the caller falls back to :func:`replay`)."""
     reads = np.asarray(reads, dtype=np.int64)
     spans = np.maximum(np.asarray(spans, dtype=np.float64), 1.0)
     S, B = reads.size, banks
     if S == 0 or reads.sum() == 0:
-        return np.zeros(S), np.ones(1), 0.0
+        return np.zeros(S), 0.0, 0.0
     if max(float(spans.max()), float(reads.max())) * S * 2 > limit:
         return None
     w = np.asarray(weights, dtype=np.float64)
@@ -105,8 +104,7 @@ def paced(weights, reads, spans, banks: int, seed: int = 0,
     finish = np.zeros(S)
     after = np.zeros(B, dtype=np.int64)
     idx = np.arange(S)
-    granted = shared = 0
-    waits = np.zeros(64, dtype=np.int64)
+    granted = shared = waited = 0
     t = 0
     while (nxt < reads).any():
         asking = (nxt < reads) & (nxt * pace <= t)
@@ -115,8 +113,8 @@ def paced(weights, reads, spans, banks: int, seed: int = 0,
             n = grant.size
             granted += n
             shared += n - banks_read
-            wait = t - np.ceil(np.maximum(since[grant], nxt[grant] * pace[grant])).astype(np.int64)
-            np.add.at(waits, np.clip(wait, 0, waits.size - 1), 1)
+            ready = np.ceil(np.maximum(since[grant], nxt[grant] * pace[grant]))
+            waited += float((t - ready).sum())
             nxt[grant] += 1
             finish[grant] = t + 1
             since[grant] = t + 1
@@ -127,7 +125,7 @@ def paced(weights, reads, spans, banks: int, seed: int = 0,
             # nobody asks: jump to the next request's pace
             left = nxt < reads
             t = max(t + 1, int(np.ceil((nxt[left] * pace[left]).min())))
-    return finish, waits, shared / max(granted, 1)
+    return finish, waited / max(granted, 1), shared / max(granted, 1)
 
 
 def _grant(head, who, after, S: int, B: int):
@@ -155,7 +153,10 @@ def pass_sequence(rows, indptr, indices, passes, in_flight: int) -> np.ndarray:
     a row's passes ask for the same neighbours a few requests apart, as the RTL's do
     (independent draws miss that, and with it 15-20 % of the conflicts)."""
     indptr = np.asarray(indptr, dtype=np.int64)
-    indices = np.asarray(indices, dtype=np.int64)
+    # each row's neighbours in ascending order, as the driver loads them
+    row_of = np.repeat(np.arange(indptr.size - 1), np.diff(indptr))
+    indices = np.asarray(indices, dtype=np.int64)[:row_of.size]
+    indices = indices[np.lexsort((indices, row_of))]
     opening = [(int(indptr[v]), int(indptr[v + 1])) for v in rows
                for _ in range(int(passes[v])) if indptr[v + 1] > indptr[v]]
     total = sum(b - a for a, b in opening)
@@ -180,32 +181,37 @@ def pass_sequence(rows, indptr, indices, passes, in_flight: int) -> np.ndarray:
     return out
 
 
-def replay_sequences(seqs, banks: int, starts=None) -> tuple[np.ndarray, np.ndarray, float]:
+def replay_sequences(seqs, banks: int, starts=None) -> tuple[np.ndarray, float, float]:
     """Replay the crossbar with each slice asking for its rows ``seqs[k]`` in order, one at a
     time, every cycle from cycle ``starts[k]`` (default 0) until they are done. Returns what
     :func:`paced` does."""
     S, B = len(seqs), banks
     lens = np.array([len(s) for s in seqs], dtype=np.int64)
     finish = np.zeros(S)
-    waits = np.zeros(64, dtype=np.int64)
     if S == 0 or lens.sum() == 0:
-        return finish, np.ones(1), 0.0
+        return finish, 0.0, 0.0
+    # every slice's requests in one array: slice k's request i at offset[k] + i
+    flat = np.concatenate([np.asarray(s, dtype=np.int64) for s in seqs]
+                          + [np.zeros(1, dtype=np.int64)])
+    offset = np.concatenate([[0], np.cumsum(lens)[:-1]])
     pos = np.zeros(S, dtype=np.int64)
-    head = np.array([s[0] if len(s) else 0 for s in seqs], dtype=np.int64)
-    since = np.zeros(S, dtype=np.int64) if starts is None else np.asarray(starts, np.int64)
+    head = flat[offset]
+    since = np.zeros(S, dtype=np.int64) if starts is None else np.array(starts, np.int64)
     after = np.zeros(B, dtype=np.int64)
     idx = np.arange(S)
-    granted = shared = 0
-    t = 0
-    while (pos < lens).any():
-        grant, banks_read = _grant(head, idx[(pos < lens) & (since <= t)], after, S, B)
+    granted = shared = waited = 0
+    t = int(since.min())
+    while True:
+        left = pos < lens
+        if not left.any():
+            break
+        grant, banks_read = _grant(head, idx[left & (since <= t)], after, S, B)
         granted += grant.size
         shared += grant.size - banks_read
-        np.add.at(waits, np.clip(t - since[grant], 0, waits.size - 1), 1)
+        waited += int((t - since[grant]).sum())
         pos[grant] += 1
         finish[grant] = t + 1
         since[grant] = t + 1
-        for k in grant[pos[grant] < lens[grant]].tolist():
-            head[k] = seqs[k][pos[k]]
+        head[grant] = flat[offset[grant] + pos[grant]]
         t += 1
-    return finish, waits, shared / max(granted, 1)
+    return finish, waited / max(granted, 1), shared / max(granted, 1)

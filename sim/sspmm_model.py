@@ -170,7 +170,7 @@ def estimate_rows(deg, unmasked, n_edges: int, n_features: int,
                                          / max(n_jobs, 1)))
                 seqs = [pass_sequence(rows, *columns, passes, in_flight)
                         for rows in _rows_of(owner, config.slices)]
-            fetches, grants = _paced_crossbar(config, parts, read_counts, k_cols, seqs)
+            fetches = _paced_crossbar(config, parts, read_counts, k_cols, seqs)
         if fetches is None:
             fetches = [_FetchTiming(config, read_counts, k_cols)] * len(parts)
         fetch = fetches[0] if fetches else _FetchTiming(config)
@@ -269,6 +269,9 @@ class _FetchTiming:
         self.wait = self.shared = 0.0
         if not config.node_banks:
             return
+        self.issue_to_root = float(ISSUE_TO_ROOT_SHARED)
+        if config.slices == 1:
+            return          # one slice never meets another at a bank
         if reads is None:
             # every row read equally often: only the rows' number matters (how often two
             # slices ask for the same one), to a power of two
@@ -281,35 +284,38 @@ class _FetchTiming:
         self.issue_to_root = ISSUE_TO_ROOT_SHARED + rates.wait
 
 
-#: the most row requests the model replays in order, request by request (beyond, draws)
-_SEQUENCE_LIMIT = 2_000_000
+#: the most row requests the model replays in order, request by request (beyond, draws; the
+#: replay takes about 25 us a cycle)
+_SEQUENCE_LIMIT = 1_000_000
 
 
 def _paced_crossbar(config: SSpmmConfig, parts, read_counts, n_cols: int, seqs=None):
     """The crossbar replayed with each slice asking for its own reads every cycle until they
     are done (see :func:`~moagcn.sim.sspmm_crossbar.paced`): per slice its fetch timing (rows
-    granted per cycle, the mean wait), and the cycle of its last grant; (None, None) when
-    the job is too long to replay."""
+    granted per cycle from its first request, the mean wait); None when the job is too long
+    to replay."""
     reads = [int(np.dot(d, p)) for d, _, p, _ in parts]
+    starts = np.zeros(len(parts))
     if seqs is not None:
         # a slice asks from its first row's arrival (the dispatcher hands out a row a cycle)
-        starts = [int(a.min()) if a.size else 0 for _, _, _, a in parts]
+        starts = np.array([int(a.min()) if a.size else 0 for _, _, _, a in parts])
         out = crossbar_sequences(seqs, config.node_banks, starts)
     else:
         weights = read_counts if read_counts is not None else np.ones(max(n_cols, 1))
-        out = crossbar_paced(weights, reads, np.zeros(len(reads)), config.node_banks)
+        out = crossbar_paced(weights, reads, starts, config.node_banks)
     if out is None:
-        return None, None
-    finish, waits, shared = out
-    wait = float(np.dot(waits, np.arange(waits.size)) / max(waits.sum(), 1))
+        return None
+    finish, wait, shared = out
     fetch = []
-    for r, end in zip(reads, finish.tolist()):
+    for r, end, start in zip(reads, finish.tolist(), starts.tolist()):
         f = _FetchTiming(config)
-        f.rate = config.fetch_rows * (min(1.0, r / end) if r else 1.0)
+        # the rate over the cycles the slice was asking (its pass replay waits for the rows'
+        # arrival itself)
+        f.rate = config.fetch_rows * (min(1.0, r / max(end - start, 1.0)) if r else 1.0)
         f.wait, f.shared = wait, shared
         f.issue_to_root = ISSUE_TO_ROOT_SHARED + wait
         fetch.append(f)
-    return fetch, finish.tolist()
+    return fetch
 
 
 @functools.lru_cache(maxsize=64)
