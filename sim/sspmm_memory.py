@@ -121,6 +121,8 @@ def _tiled_streams(indptr, indices, width, unmasked, config: SSpmmConfig,
             "cycles_memory_hidden": hidden, "cycles_output": total.cycles_output,
             "hbm_bytes": total.bytes_read + total.bytes_written,
             "bound": "compute" if total.cycles_compute >= loads else "memory",
+            **{key: int(total.extra.get(key, 0))
+               for key in ("rows_fetched", "rows_read", "stall_bank")},
             "memory": ("load streams, each tile's beside the tile before (two load banks)"
                        if overlap else "load streams (one load bank: after each tile)"),
             "tiles": len(tiles)}
@@ -141,6 +143,7 @@ def _tiled_hbm(indptr, indices, width, unmasked, config: SSpmmConfig, progress,
     steps = blocks if progress is None else progress(blocks)
     timeline = 0.0
     comp_total = mem_total = out_total = 0.0
+    reads = {"rows_fetched": 0, "rows_read": 0, "stall_bank": 0}
     hbm = 0
     tiles = 0
     out_prev = 0.0
@@ -185,6 +188,8 @@ def _tiled_hbm(indptr, indices, width, unmasked, config: SSpmmConfig, progress,
                                  read_counts=counts)
             comps.append(tile.cycles_compute
                          + config.adder_latency * (tile.extra["max_pieces"] - 1))
+            for key in reads:
+                reads[key] += tile.extra[key]
             mems.append(b / bpc)
             hbm += b
         out_b = 4 * int(np.where(np.diff(indptr[r0:r1 + 1]) > 0, um, 0).sum())
@@ -207,7 +212,7 @@ def _tiled_hbm(indptr, indices, width, unmasked, config: SSpmmConfig, progress,
     return {"cycles_total": int(np.ceil(timeline)), "cycles_compute": int(np.ceil(comp_total)),
             "cycles_memory": int(np.ceil(memory)), "cycles_output": int(np.ceil(out_total)),
             "hbm_bytes": int(hbm), "bound": "memory" if memory > comp_total else "compute",
-            "tiles": tiles, "hbm_bytes_per_cycle": bpc,
+            "tiles": tiles, "hbm_bytes_per_cycle": bpc, **reads,
             "memory": "HBM, output-stationary 2-D tiles, loads double-buffered",
             "destination_blocks": len(blocks), "source_blocks": n_src,
             "destination_rows": dst_rows, "source_rows": src_rows}
