@@ -157,3 +157,26 @@ def test_synth_bad_input_is_one_line(tmp_path):
                         "2"], "--scale")):
         out = moagcn("graph", "synth", *args, "--out", tmp_path / "g.npz")
         assert out.returncode == 2 and words in out.stderr, out.stderr
+
+
+def test_estimate_with_a_shared_node_buffer_reports_its_reads(tmp_path):
+    """With ``node_banks`` the estimate replays the crossbar with the graph's rows: the same
+    figures as the cycle model given the column indices, and the reads and refused requests
+    in the report."""
+    from moagcn.hw.sspmm import preset
+    from moagcn.sim.sspmm_model import estimate
+    rng = np.random.default_rng(2)
+    n, width = 300, 24
+    indptr = np.concatenate([[0], np.cumsum(rng.integers(0, 12, n))])
+    indices = rng.integers(0, n, indptr[-1])
+    np.savez(tmp_path / "g.npz", indptr=indptr, indices=indices)
+    out = moagcn("sspmm", "estimate", "--graph", tmp_path / "g.npz", "--width", width,
+                 "--preset", "multi", "--param", "node_banks=4", "--report", tmp_path / "r.json")
+    assert out.returncode == 0, out.stderr
+    r = json.loads((tmp_path / "r.json").read_text())
+    c = estimate(indptr, None, width, preset("multi", node_banks=4), indices=indices)
+    assert r["cycles_compute"] == c.cycles_compute
+    assert r["rows_read"] == c.extra["rows_read"] < r["rows_fetched"] == c.extra["rows_fetched"]
+    assert r["stall_bank"] == c.extra["stall_bank"] > 0
+    private = estimate(indptr, None, width, preset("multi"))
+    assert c.cycles_compute > private.cycles_compute
