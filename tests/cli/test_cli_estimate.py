@@ -74,14 +74,21 @@ def test_estimate_tiles_through_hbm_as_documented(tmp_path):
     assert r["time_s"] == pytest.approx(r["cycles_total"] / 500e6)
 
 
+def uniform_graph(path, n: int, max_degree: int, seed: int):
+    """(indptr, indices) of ``n`` rows of 0 .. max_degree - 1 uniform random columns, saved as
+    ``path``."""
+    rng = np.random.default_rng(seed)
+    indptr = np.concatenate([[0], np.cumsum(rng.integers(0, max_degree, n))])
+    indices = rng.integers(0, n, indptr[-1])
+    np.savez(path, indptr=indptr, indices=indices)
+    return indptr, indices
+
+
 def test_estimate_of_a_job_that_fits_is_the_cycle_model(tmp_path):
     from moagcn.hw.sspmm import preset
     from moagcn.sim.sspmm_model import estimate
-    rng = np.random.default_rng(1)
-    n, width = 300, 40
-    indptr = np.concatenate([[0], np.cumsum(rng.integers(0, 9, n))])
-    indices = rng.integers(0, n, indptr[-1])
-    np.savez(tmp_path / "g.npz", indptr=indptr, indices=indices)
+    width = 40
+    indptr, indices = uniform_graph(tmp_path / "g.npz", 300, 9, seed=1)
     out = moagcn("sspmm", "estimate", "--graph", tmp_path / "g.npz", "--width", width,
                  "--preset", "multi", "--report", tmp_path / "r.json")
     assert out.returncode == 0, out.stderr
@@ -165,11 +172,8 @@ def test_estimate_with_a_shared_node_buffer_reports_its_reads(tmp_path):
     in the report."""
     from moagcn.hw.sspmm import preset
     from moagcn.sim.sspmm_model import estimate
-    rng = np.random.default_rng(2)
-    n, width = 300, 24
-    indptr = np.concatenate([[0], np.cumsum(rng.integers(0, 12, n))])
-    indices = rng.integers(0, n, indptr[-1])
-    np.savez(tmp_path / "g.npz", indptr=indptr, indices=indices)
+    width = 24
+    indptr, indices = uniform_graph(tmp_path / "g.npz", 300, 12, seed=2)
     out = moagcn("sspmm", "estimate", "--graph", tmp_path / "g.npz", "--width", width,
                  "--preset", "multi", "--param", "node_banks=4", "--report", tmp_path / "r.json")
     assert out.returncode == 0, out.stderr
