@@ -4,19 +4,20 @@ The slices share one node buffer of B banks (row r in bank ``r mod B``); each cy
 reads one row, for the slice its round-robin pointer picks among those asking for a row in
 it, and every slice asking for that same row takes the read too (see
 ``hw/sspmm/crossbar.py``). How often a slice waits depends on which rows the slices ask for
-at the same time, which the cycle model does not follow row by row. This module replays the
-crossbar alone, cycle by cycle, with S slices that each always have a request: each asks for
-rows drawn at random with the job's read frequencies (row c is read once per pass of every
-row with c among its neighbours), keeps a refused request, and draws its next one once
-granted. The replay gives
+at the same time, which the cycle model does not follow request by request. This module
+replays the crossbar alone, cycle by cycle, with the RTL's arbitration (:func:`_grant`):
 
-- ``grant_rate``: the rows a slice that always asks gets per cycle (1 without conflicts),
-  which the cycle model uses as the fetch rate of a slice;
-- ``wait``: the mean cycles a request waits for its grant;
-- ``shared``: the fraction of grants served by a read another slice's request caused
-  (multicast), so rows read = rows fetched x (1 - shared).
+- :func:`replay_sequences`: each slice asks for its own list of rows, one at a time, every
+  cycle from its start until the list is done. The lists are the rows each slice asks for,
+  in its pass table's order (:func:`pass_sequence`), or rows drawn independently with the
+  job's read frequencies (:func:`drawn_sequences`, :func:`read_weights`; row c is read once
+  per pass of every row naming it), which miss the order's share of the conflicts;
+- :func:`replay`: every slice always asking, for a fixed number of cycles (a saturation
+  figure, for jobs too long to replay request by request).
 
-It is a saturation figure: slices that ask less often than every cycle conflict less.
+They give each slice's grants per cycle (its fetch rate in the cycle model), the mean cycles a
+request is refused (``wait``), and the share of grants served by a read another slice's
+request caused (``shared``: rows read = rows fetched x (1 - shared)).
 """
 
 from __future__ import annotations
@@ -47,16 +48,8 @@ def replay(weights, slices: int, banks: int, cycles: int = 4096,
            seed: int = 0) -> CrossbarRates:
     """Replay the crossbar for ``cycles`` cycles (see the module). ``weights``: per row, its
     share of the reads (any scale; all zero or empty: rows uniform)."""
-    w = np.asarray(weights, dtype=np.float64)
-    if w.size == 0 or w.sum() <= 0:
-        w = np.ones(max(w.size, 1))
-    cdf = np.cumsum(w / w.sum())
-    rng = np.random.default_rng(seed)
+    draw = _sampler(weights, seed)
     S, B = slices, banks
-
-    def draw(k: int) -> np.ndarray:
-        return np.minimum(np.searchsorted(cdf, rng.random(k), side="right"), cdf.size - 1)
-
     head = draw(S)
     asked = np.zeros(S, dtype=np.int64)         # the cycle each head request was made
     after = np.zeros(B, dtype=np.int64)         # per bank: the first slice of its round robin
@@ -74,58 +67,25 @@ def replay(weights, slices: int, banks: int, cycles: int = 4096,
                          shared=shared / max(granted, 1))
 
 
-def paced(weights, reads, spans, banks: int, seed: int = 0,
-          limit: int = 4_000_000) -> tuple[np.ndarray, float, float] | None:
-    """Replay the crossbar with each slice asking at its own pace: slice k makes ``reads[k]``
-    requests (rows drawn with ``weights``), request i no earlier than cycle ``i * spans[k] /
-    reads[k]`` (the pace it would fetch at without conflicts), one at a time, each kept until
-    granted. A slice that finishes early leaves the others the banks, and one that asks
-    rarely waits less than a saturated one.
+def drawn_sequences(weights, reads, seed: int = 0) -> list[np.ndarray]:
+    """Per slice, ``reads[k]`` rows drawn independently, row c with probability proportional
+    to ``weights[c]`` (all zero or empty: rows uniform)."""
+    draw = _sampler(weights, seed)
+    return [draw(int(r)) for r in reads]
 
-    Returns the cycle each slice's last request is granted, the mean cycles a request was
-    refused, and the share of grants served by another slice's read; None when the replay
-    would take more than ``limit`` slice-cycles (the caller falls back to :func:`replay`)."""
-    reads = np.asarray(reads, dtype=np.int64)
-    spans = np.maximum(np.asarray(spans, dtype=np.float64), 1.0)
-    S, B = reads.size, banks
-    if S == 0 or reads.sum() == 0:
-        return np.zeros(S), 0.0, 0.0
-    if max(float(spans.max()), float(reads.max())) * S * 2 > limit:
-        return None
+
+def _sampler(weights, seed: int):
+    """A function drawing k rows with probabilities proportional to ``weights``."""
     w = np.asarray(weights, dtype=np.float64)
     if w.size == 0 or w.sum() <= 0:
         w = np.ones(max(w.size, 1))
     cdf = np.cumsum(w / w.sum())
     rng = np.random.default_rng(seed)
-    pace = np.where(reads > 0, spans / np.maximum(reads, 1), 0.0)
-    head = np.minimum(np.searchsorted(cdf, rng.random(S), side="right"), cdf.size - 1)
-    nxt = np.zeros(S, dtype=np.int64)           # requests granted so far
-    since = np.zeros(S, dtype=np.float64)       # when the head request could be made
-    finish = np.zeros(S)
-    after = np.zeros(B, dtype=np.int64)
-    idx = np.arange(S)
-    granted = shared = waited = 0
-    t = 0
-    while (nxt < reads).any():
-        asking = (nxt < reads) & (nxt * pace <= t)
-        if asking.any():
-            grant, banks_read = _grant(head, idx[asking], after, S, B)
-            n = grant.size
-            granted += n
-            shared += n - banks_read
-            ready = np.ceil(np.maximum(since[grant], nxt[grant] * pace[grant]))
-            waited += float((t - ready).sum())
-            nxt[grant] += 1
-            finish[grant] = t + 1
-            since[grant] = t + 1
-            head[grant] = np.minimum(np.searchsorted(cdf, rng.random(n), side="right"),
-                                     cdf.size - 1)
-            t += 1
-        else:
-            # nobody asks: jump to the next request's pace
-            left = nxt < reads
-            t = max(t + 1, int(np.ceil((nxt[left] * pace[left]).min())))
-    return finish, waited / max(granted, 1), shared / max(granted, 1)
+
+    def draw(k: int) -> np.ndarray:
+        return np.minimum(np.searchsorted(cdf, rng.random(k), side="right"), cdf.size - 1)
+
+    return draw
 
 
 def _grant(head, who, after, S: int, B: int):
@@ -183,8 +143,9 @@ def pass_sequence(rows, indptr, indices, passes, in_flight: int) -> np.ndarray:
 
 def replay_sequences(seqs, banks: int, starts=None) -> tuple[np.ndarray, float, float]:
     """Replay the crossbar with each slice asking for its rows ``seqs[k]`` in order, one at a
-    time, every cycle from cycle ``starts[k]`` (default 0) until they are done. Returns what
-    :func:`paced` does."""
+    time, every cycle from cycle ``starts[k]`` (default 0) until they are done, each request
+    kept until granted. Returns the cycle each slice's last request is granted, the mean cycles
+    a request was refused, and the share of grants served by another slice's read."""
     S, B = len(seqs), banks
     lens = np.array([len(s) for s in seqs], dtype=np.int64)
     finish = np.zeros(S)

@@ -162,7 +162,6 @@ def _tiled_hbm(indptr, indices, width, unmasked, config: SSpmmConfig, progress,
         present[cols] = True
         distinct_k = np.bincount(np.flatnonzero(present) // src_rows, minlength=n_src)
         um = unmasked[r0:r1]
-        passes = -(-(-(-um // config.group_lanes)) // config.groups)
         comps, mems = [], []
         for j, k in enumerate(np.flatnonzero(edges_k)):
             deg = np.bincount(row_of[by_src[bounds[k]:bounds[k + 1]]], minlength=rows)
@@ -178,14 +177,14 @@ def _tiled_hbm(indptr, indices, width, unmasked, config: SSpmmConfig, progress,
             # streams out does not apply; assumed is a reduction network that adds a row's
             # pieces as they finish, pipelined, costing its latency once per tile (see
             # docs/sspmm.md, paper scale)
-            counts = None
+            columns = None
             if config.node_banks:
-                # how often the tile reads each of its source rows, for the crossbar's model
+                # the tile's entries (row by row: the sort by source block is stable) in its
+                # source rows, for the crossbar's model
                 ent = by_src[bounds[k]:bounds[k + 1]]
-                counts = np.bincount(cols[ent] - k * src_rows,
-                                     weights=passes[row_of[ent]], minlength=src_rows)
-            tile = estimate_rows(deg, um, e, width, config, replay=replay,
-                                 read_counts=counts)
+                columns = (np.concatenate([[0], np.cumsum(deg)]), cols[ent] - k * src_rows)
+            tile = estimate_rows(deg, um, e, width, config, n_cols=src_rows, replay=replay,
+                                 columns=columns)
             comps.append(tile.cycles_compute
                          + config.adder_latency * (tile.extra["max_pieces"] - 1))
             for key in reads:

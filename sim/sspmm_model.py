@@ -50,8 +50,7 @@ from moagcn.hw.sspmm.protocol import (FRONT_END_LATENCY, ISSUE_TO_ROOT, ISSUE_TO
                                       ROW_CHECK_LATENCY, ROW_HEAD_LATENCY, tree_depth)
 
 from .golden.sspmm import normalise_mask, piece_sizes
-from .sspmm_crossbar import CrossbarRates, pass_sequence, read_weights
-from .sspmm_crossbar import paced as crossbar_paced
+from .sspmm_crossbar import CrossbarRates, drawn_sequences, pass_sequence, read_weights
 from .sspmm_crossbar import replay as crossbar_replay
 from .sspmm_crossbar import replay_sequences as crossbar_sequences
 
@@ -102,7 +101,7 @@ def estimate(indptr, mask, n_features: int, config: SSpmmConfig,
 
     ``indices``: the column indices, for the shared node buffer's crossbar (``node_banks`` >
     0: which rows the slices ask for; without them every feature row is taken as read
-    equally often).
+    equally often, see :func:`estimate_rows`).
 
     Load, compute and output cycles and the work; ``extra`` holds the model's ``turns``,
     ``jobs`` and ``rows_fetched`` (the last equals the RTL's counter exactly), and ``rows_read``
@@ -111,32 +110,32 @@ def estimate(indptr, mask, n_features: int, config: SSpmmConfig,
     indptr = np.asarray(indptr, dtype=np.int64)
     n = indptr.size - 1
     mask = normalise_mask(mask, (n, n_features))
-    unmasked = mask.sum(axis=1)
-    counts = None
-    if config.node_banks and indices is not None:
-        k = n if n_cols is None else n_cols
-        passes = -(-(-(-unmasked // config.group_lanes)) // config.groups)
-        counts = read_weights(indptr, indices, passes, k)
-    return estimate_rows(degrees(indptr), unmasked, int(indptr[-1]), n_features, config,
-                         n_cols=n_cols, replay=replay, read_counts=counts,
+    return estimate_rows(degrees(indptr), mask.sum(axis=1), int(indptr[-1]), n_features, config,
+                         n_cols=n_cols, replay=replay,
                          columns=None if indices is None else (indptr, indices))
 
 
 def estimate_rows(deg, unmasked, n_edges: int, n_features: int,
                   config: SSpmmConfig, n_cols: int | None = None,
-                  replay: bool = False, read_counts=None, columns=None) -> Counters:
+                  replay: bool = False, columns=None) -> Counters:
     """:func:`estimate` from per-row figures: the degrees and the unmasked features (below
     ``n_features``) of the job's rows, and its stored entries. Tiles are estimated from slices
-    of the whole job's figures, without copying their masks. ``read_counts``: per feature row, how
-    often the job reads it (:func:`~moagcn.sim.sspmm_crossbar.read_weights`; only used with
-    ``node_banks``, default: every row equally); ``columns``: the job's ``(indptr, indices)``,
-    with which the crossbar is replayed with the rows each slice asks for in the order it asks
-    (``node_banks``, replayed tier, rows not split; else draws with ``read_counts``)."""
+    of the whole job's figures, without copying their masks.
+
+    ``columns``: the job's ``(indptr, indices)``, only used with ``node_banks``. The replayed
+    tier then replays the crossbar with the rows each slice asks for, in the order its pass
+    table asks (rows not split, at most ``_SEQUENCE_LIMIT`` requests), or else with rows drawn
+    with the job's read frequencies; without ``columns`` every feature row is taken as read
+    equally often. Beyond ``_SEQUENCE_LIMIT`` requests, and in the closed form, every slice
+    asks every cycle (:func:`~moagcn.sim.sspmm_crossbar.replay`)."""
     deg = np.asarray(deg, dtype=np.int64)
     unmasked = np.asarray(unmasked, dtype=np.int64)
     n = deg.size
-    w = config.group_lanes
-    jobs = np.where(deg > 0, -(-unmasked // w), 0)
+    jobs = np.where(deg > 0, -(-unmasked // config.group_lanes), 0)
+    k_cols = n if n_cols is None else n_cols
+    weights = None          # per feature row, how often the job reads it (node_banks)
+    if config.node_banks and config.slices > 1 and columns is not None:
+        weights = read_weights(*columns, row_passes(unmasked, config), k_cols)
     # the scheduler walks every row, walk_rows per cycle, before any slice can take it
     arrival = np.arange(n, dtype=np.int64) // config.walk_rows
     row_deg, piece = deg, None
@@ -148,31 +147,33 @@ def estimate_rows(deg, unmasked, n_edges: int, n_features: int,
     n_jobs = int(jobs.sum())
     passes = -(-jobs // config.groups)
     reads = int(np.dot(deg, passes))
-    k_cols = n if n_cols is None else n_cols
     if config.slices == 1:
-        fetch = _FetchTiming(config, read_counts, k_cols)
+        fetch = _FetchTiming(config)
         issue = _slice_issue(deg, jobs, passes, arrival, config, replay, fetch)
     else:
         # each slice works on the rows the dispatcher gives it; its queue is deep enough that
         # the dispatcher practically never waits (see hw/sspmm/scheduler.py)
         owner = dispatch(deg * jobs, config.slices, piece)
-        parts = [(deg[rows], jobs[rows], passes[rows], arrival[rows])
-                 for rows in _rows_of(owner, config.slices)]
+        slice_rows = list(_rows_of(owner, config.slices))
+        parts = [(deg[rows], jobs[rows], passes[rows], arrival[rows]) for rows in slice_rows]
         fetches = None
         if config.node_banks and replay:
             # the shared node buffer: each slice's rate from a replay of the crossbar with
             # the slices' own reads (a slice left alone at the end fetches at full rate)
-            seqs = None
-            if columns is not None and piece is None and reads <= _SEQUENCE_LIMIT:
-                # passes open at a time: the contexts over the members of a pass (a pass has
-                # one job in each of up to G groups)
-                in_flight = max(1, round(config.contexts * int(passes.sum())
-                                         / max(n_jobs, 1)))
-                seqs = [pass_sequence(rows, *columns, passes, in_flight)
-                        for rows in _rows_of(owner, config.slices)]
-            fetches = _paced_crossbar(config, parts, read_counts, k_cols, seqs)
+            if reads <= _SEQUENCE_LIMIT:
+                if columns is not None and piece is None:
+                    # passes open at a time: the contexts over the members of a pass (a pass
+                    # has one job in each of up to G groups)
+                    in_flight = max(1, round(config.contexts * int(passes.sum())
+                                             / max(n_jobs, 1)))
+                    seqs = [pass_sequence(rows, *columns, passes, in_flight)
+                            for rows in slice_rows]
+                else:
+                    seqs = drawn_sequences(_or_uniform(weights, k_cols),
+                                           [int(np.dot(d, p)) for d, _, p, _ in parts])
+                fetches = _replayed_fetch(config, parts, seqs)
         if fetches is None:
-            fetches = [_FetchTiming(config, read_counts, k_cols)] * len(parts)
+            fetches = [_FetchTiming(config, weights, k_cols)] * len(parts)
         fetch = fetches[0] if fetches else _FetchTiming(config)
         issue = max((_slice_issue(*part, config, replay, f) for part, f in zip(parts, fetches)),
                     default=0)
@@ -258,6 +259,18 @@ def dispatch(turns, slices: int, piece=None) -> np.ndarray:
     return owner
 
 
+def row_passes(unmasked, config: SSpmmConfig) -> np.ndarray:
+    """Per row, how often the fetcher reads each of its neighbours' rows: once per pass of up
+    to ``groups`` of its ``ceil(unmasked / group_lanes)`` jobs."""
+    jobs = -(-np.asarray(unmasked, dtype=np.int64) // config.group_lanes)
+    return -(-jobs // config.groups)
+
+
+def _or_uniform(weights, n_cols: int) -> np.ndarray:
+    """``weights``, or every one of ``n_cols`` rows read equally often when not known."""
+    return weights if weights is not None else np.ones(max(n_cols, 1))
+
+
 class _FetchTiming:
     """A slice's neighbour reads: rows per cycle (``rate``), cycles from an issue to the tree
     (``issue_to_root``), and with the shared node buffer (``node_banks``) the crossbar's mean
@@ -289,23 +302,15 @@ class _FetchTiming:
 _SEQUENCE_LIMIT = 1_000_000
 
 
-def _paced_crossbar(config: SSpmmConfig, parts, read_counts, n_cols: int, seqs=None):
-    """The crossbar replayed with each slice asking for its own reads every cycle until they
-    are done (see :func:`~moagcn.sim.sspmm_crossbar.paced`): per slice its fetch timing (rows
-    granted per cycle from its first request, the mean wait); None when the job is too long
-    to replay."""
-    reads = [int(np.dot(d, p)) for d, _, p, _ in parts]
-    starts = np.zeros(len(parts))
-    if seqs is not None:
-        # a slice asks from its first row's arrival (the dispatcher hands out a row a cycle)
-        starts = np.array([int(a.min()) if a.size else 0 for _, _, _, a in parts])
-        out = crossbar_sequences(seqs, config.node_banks, starts)
-    else:
-        weights = read_counts if read_counts is not None else np.ones(max(n_cols, 1))
-        out = crossbar_paced(weights, reads, starts, config.node_banks)
-    if out is None:
-        return None
-    finish, wait, shared = out
+def _replayed_fetch(config: SSpmmConfig, parts, seqs) -> list:
+    """Per slice, its fetch timing from the crossbar replayed with each slice asking for its
+    rows ``seqs[k]`` every cycle until they are done
+    (:func:`~moagcn.sim.sspmm_crossbar.replay_sequences`): rows granted per cycle from its
+    first request, the mean wait, the share served by another slice's read."""
+    reads = [len(q) for q in seqs]
+    # a slice asks from its first row's arrival (the dispatcher hands out a row a cycle)
+    starts = np.array([int(a.min()) if a.size else 0 for _, _, _, a in parts])
+    finish, wait, shared = crossbar_sequences(seqs, config.node_banks, starts)
     fetch = []
     for r, end, start in zip(reads, finish.tolist(), starts.tolist()):
         f = _FetchTiming(config)

@@ -85,6 +85,15 @@ def leading_zeros(m: Module, value: Value) -> Value:
     return Mux(all_zero, width, count)
 
 
+def onehot_select(onehot: Value, values) -> Value:
+    """``values[i]`` for the set bit i of ``onehot`` (0 when none is set), as an AND-OR
+    multiplexer: no index to decode, one gate level per value."""
+    out = 0
+    for i, v in enumerate(values):
+        out = out | Mux(onehot[i], v, 0)
+    return out
+
+
 def prefix_or(m: Module, value: Value) -> Value:
     """Bit i: any one among ``value[0..i]`` (a thermometer code from the lowest one up).
 

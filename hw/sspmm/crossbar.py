@@ -15,7 +15,7 @@ from amaranth.hdl import Array, Cat, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from ..common.bits import popcount
+from ..common.bits import onehot_select, popcount
 from ..common.ram import RamReadSignature
 from .config import SSpmmConfig
 from .layouts import widths
@@ -100,7 +100,7 @@ class NodeCrossbar(wiring.Component):
             win = Signal(S, name=f"bank_{b}_winner")
             m.d.comb += win.eq(pool & ~(pool - 1))
             addr = Signal(addr_bits, name=f"bank_{b}_addr")
-            m.d.comb += addr.eq(_or(Mux(win[k], addr_of[k], 0) for k in range(S)))
+            m.d.comb += addr.eq(onehot_select(win, addr_of))
             winner_addr.append(addr)
             m.d.comb += [self.bank[b].addr.eq(addr), self.bank[b].en.eq(asking.any())]
             with m.If(self.clear):
@@ -126,10 +126,3 @@ class NodeCrossbar(wiring.Component):
                      self.refused.eq(popcount(m, Cat(*refused), name="refused"))]
         return m
 
-
-def _or(values):
-    """The OR of ``values`` (a one-hot AND-OR multiplexer's last step)."""
-    out = 0
-    for v in values:
-        out = out | v
-    return out

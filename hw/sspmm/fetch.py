@@ -6,7 +6,7 @@ from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
-from ..common.bits import lowest_set, popcount
+from ..common.bits import lowest_set, onehot_select, popcount
 from ..common.ram import RamReadSignature
 from .config import SSpmmConfig
 from .crossbar import NodeRequestSignature
@@ -291,10 +291,8 @@ class PassTable(wiring.Component):
         left_one = Cat(*[self.p_left[e] == 1 for e in range(N)])
         reserve = 0
         for issue, (go, onehot) in zip(self.issue, picks):
-            ptr, dest = 0, 0
-            for e in range(N):
-                ptr = ptr | Mux(onehot[e], self.p_ptr[e], 0)
-                dest = dest | Mux(onehot[e], self.p_mask[e], 0)
+            ptr = onehot_select(onehot, self.p_ptr)
+            dest = onehot_select(onehot, self.p_mask)
             m.d.comb += [issue.valid.eq(go), issue.ptr.eq(ptr), issue.dest.eq(dest),
                          issue.first.eq((self.p_first & onehot).any()),
                          issue.last.eq((left_one & onehot).any())]

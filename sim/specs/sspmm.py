@@ -22,7 +22,6 @@ from moagcn.hw.sspmm.config import PRESETS, SSpmmConfig
 
 from ..golden import sspmm as golden
 from ..golden.fp32 import as_bits, as_float
-from ..sspmm_crossbar import read_weights
 from ..sspmm_model import estimate_rows, streamed_elements
 
 
@@ -168,9 +167,7 @@ class SSpmmSpec(AcceleratorSpec):
         """The cycle model of tile ``t`` whose rows have ``unmasked`` features in its chunk
         (``replay``: the replayed tier, see :func:`moagcn.sim.sspmm_model.estimate`)."""
         return self._modelled(np.diff(t.indptr), unmasked, int(t.indices.size), t.width,
-                              int(t.cols.size), config, replay,
-                              _reads(t.indptr, t.indices, unmasked, int(t.cols.size), config),
-                              (t.indptr, t.indices))
+                              int(t.cols.size), config, replay, (t.indptr, t.indices))
 
     def empty_output(self, job: SSpmmJob) -> np.ndarray:
         return np.zeros((job.n_rows, job.n_features), dtype=np.float32)
@@ -193,20 +190,18 @@ class SSpmmSpec(AcceleratorSpec):
                             pieces=config.slices)
 
     def cycles(self, job: SSpmmJob, config: SSpmmConfig, replay: bool = False) -> Counters:
-        unmasked = np.count_nonzero(np.asarray(job.M, dtype=bool), axis=1)
-        return self._modelled(np.diff(np.asarray(job.indptr, dtype=np.int64)), unmasked,
+        return self._modelled(np.diff(np.asarray(job.indptr, dtype=np.int64)),
+                              np.count_nonzero(np.asarray(job.M, dtype=bool), axis=1),
                               int(job.indices.size), job.n_features, int(job.H.shape[0]), config,
-                              replay, _reads(job.indptr, job.indices, unmasked,
-                                             int(job.H.shape[0]), config),
-                              (job.indptr, job.indices))
+                              replay, (job.indptr, job.indices))
 
     def _modelled(self, deg, unmasked, n_edges: int, n_features: int, n_cols: int,
-                  config, replay: bool = False, read_counts=None, columns=None) -> Counters:
+                  config, replay: bool = False, columns=None) -> Counters:
         """The cycle model's counters with the part's traffic (the driver counts the work once,
-        for the whole job)."""
+        for the whole job); ``columns``: the part's ``(indptr, indices)``, for the shared node
+        buffer's crossbar."""
         c = estimate_rows(deg, unmasked, n_edges, n_features, config, n_cols=n_cols,
-                          replay=replay, read_counts=read_counts,
-                          columns=columns if config.node_banks else None)
+                          replay=replay, columns=columns)
         c.bytes_read, c.bytes_written = _traffic(deg, unmasked, n_edges, n_features, n_cols,
                                                  config)
         c.work_adds = 0
@@ -266,12 +261,3 @@ class SSpmmSpec(AcceleratorSpec):
 
 SPEC = SSpmmSpec()
 
-
-def _reads(indptr, indices, unmasked, n_cols: int, config: SSpmmConfig):
-    """How often a job reads each feature row, for the shared node buffer's crossbar model
-    (None without ``node_banks``)."""
-    if not config.node_banks:
-        return None
-    passes = -(-(-(-np.asarray(unmasked, dtype=np.int64) // config.group_lanes))
-               // config.groups)
-    return read_weights(indptr, indices, passes, n_cols)
