@@ -59,6 +59,18 @@ def lowest_set(m: Module, value: Value, name: str = "lowest") -> Value:
     return Cat(*reversed(bits)) if bits else Const(0, 1)
 
 
+def lowest_onehot(m: Module, value: Value, name: str = "lowest_onehot") -> Signal:
+    """The lowest set bit of ``value`` as a one-hot vector (zero when ``value`` is zero).
+
+    Each bit is its own AND with the OR of the bits below it: LUT logic of logarithmic depth,
+    where ``value & ~(value - 1)`` maps to a carry chain (on ECP5 a chain of CCU2C cells, with
+    the routing into and out of it, was most of the pass table's pick on the longest path).
+    """
+    value = Value.cast(value)
+    bits = [value[0]] + [value[e] & ~value[:e].any() for e in range(1, len(value))]
+    return wire(m, Cat(*bits), name=name)
+
+
 def leading_zeros(m: Module, value: Value) -> Value:
     """Number of leading zeros of ``value`` (its width when it is zero), as a log-depth tree.
 

@@ -6,7 +6,7 @@ from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
-from ..common.bits import lowest_set, onehot_select, popcount
+from ..common.bits import lowest_onehot, lowest_set, onehot_select, popcount
 from ..common.ram import RamReadSignature
 from .config import SSpmmConfig
 from .crossbar import NodeRequestSignature
@@ -263,9 +263,12 @@ class PassTable(wiring.Component):
         for j in range(R):
             ahead = Signal(N, name=f"pick_after_{j}")
             m.d.comb += ahead.eq(remaining & after)
-            pool = Mux(ahead.any(), ahead, remaining)
+            # the lowest set bit of the slots after the last served, else of all, both found
+            # side by side
             onehot = Signal(N, name=f"issue_onehot_{j}")
-            m.d.comb += onehot.eq(pool & ~(pool - 1))           # its lowest set bit
+            m.d.comb += onehot.eq(Mux(ahead.any(),
+                                      lowest_onehot(m, ahead, name=f"pick_low_after_{j}"),
+                                      lowest_onehot(m, remaining, name=f"pick_low_{j}")))
             go = Signal(name=f"issue_{j}")
             m.d.comb += go.eq(remaining.any())
             picks.append((go, onehot))

@@ -160,7 +160,7 @@ class AggregationGroup(wiring.Component):
             m.d.comb += self.wr_data.word_select(k, 32).eq(
                 Mux(out.lane_valid[k], lanes.sums.word_select(k, 32), 0))
 
-        pending = Cat(*[(ctx.wptr[i] != ctx.rptr[i]) | (ctx.reserved[i] != 0) for i in range(L)])
+        pending = Cat(*[(ctx.wptr[i] != ctx.rptr[i]) | ctx.reserved[i][0] for i in range(L)])
         in_flight = Cat(pending, ctx.active, turn, bubble, op.turn, op.bubble,
                         *[stage.valid for stage in meta])
         m.d.comb += self.busy.eq(in_flight.any())
@@ -179,7 +179,9 @@ class AggregationGroup(wiring.Component):
                  for i in range(L)],
             wptr=[Signal(depth_bits + 1, name=f"wptr_{i}") for i in range(L)],
             rptr=[Signal(depth_bits + 1, name=f"rptr_{i}") for i in range(L)],
-            reserved=[Signal(range(D + 1), name=f"reserved_{i}") for i in range(L)],
+            # a thermometer code (bit k: more than k entries), so that the count's update and
+            # its compare are a shift and a bit, not a carry chain on the credit loop
+            reserved=[Signal(D, name=f"reserved_{i}") for i in range(L)],
             active=Signal(L),        # the context is in the middle of a job
             hit=Signal(L),           # an entry arrives for the context this cycle
             depth_bits=depth_bits,
@@ -189,7 +191,7 @@ class AggregationGroup(wiring.Component):
                 m.d.sync += [ctx.job[i].row.eq(self.bind_job.row),
                              ctx.job[i].chunk.eq(self.bind_job.chunk),
                              ctx.job[i].lane_valid.eq(self.bind_job.lane_valid)]
-            m.d.comb += self.space[i].eq(ctx.reserved[i] < D)
+            m.d.comb += self.space[i].eq(~ctx.reserved[i][D - 1])
         return ctx
 
     def _write_leaves(self, m: Module, local: Ram, ctx: "_Contexts"):
@@ -268,7 +270,11 @@ class AggregationGroup(wiring.Component):
             with m.If(self.clear):
                 m.d.sync += [ctx.rptr[i].eq(0), ctx.reserved[i].eq(0)]
             with m.Else():
-                m.d.sync += ctx.reserved[i].eq(ctx.reserved[i] + self.reserve[i] - took)
+                count = ctx.reserved[i]
+                with m.If(self.reserve[i] & ~took):
+                    m.d.sync += count.eq(Cat(1, count[:D - 1]))
+                with m.Elif(took & ~self.reserve[i]):
+                    m.d.sync += count.eq(count[1:])
                 with m.If(took):
                     m.d.sync += ctx.rptr[i].eq(ctx.rptr[i] + 1)
 
@@ -314,7 +320,7 @@ class _Contexts:
     job: list          # the bound job's row, chunk and lanes in use
     wptr: list         # local-buffer write pointer (entries written)
     rptr: list         # local-buffer read pointer (entries taken by turns)
-    reserved: list     # entries issued by the fetcher and not yet taken
+    reserved: list     # entries issued by the fetcher and not yet taken (thermometer code)
     active: Signal     # in the middle of a job
     hit: Signal        # an entry arrives this cycle
     depth_bits: int    # bits of an entry's index within a local buffer
