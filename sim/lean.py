@@ -317,6 +317,9 @@ def build_lean(verilog: GeneratedVerilog, proto: StreamProtocol) -> Path:
                 tail = log.read_text()[-3000:]
                 raise UserError(f"lean Verilator build of {verilog.toplevel} failed; log {log}"
                                 f":\n{tail}")
+            # the generated C++ and its objects (100-400 MB for the larger presets) are not
+            # needed once the harness is linked: the cache keeps the executable and the log
+            shutil.rmtree(build_dir / "obj", ignore_errors=True)
     return exe
 
 

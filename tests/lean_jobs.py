@@ -10,6 +10,8 @@ def run_back_to_back(spec, config, jobs, **options):
     output and the harness's :class:`~moagcn.sim.lean.LeanResult`. A design that stops making
     progress fails instead of hanging."""
     exe = build_lean(generate_verilog(get_design(spec.design), config), spec.protocol)
+    # the cache keeps the executable, not the generated C++ and its objects
+    assert not (exe.parent / "obj").exists()
     packed = [spec.pack(j, config) for j in jobs]
     limit = sum(spec.max_cycles(j, p, config) for j, p in zip(jobs, packed))
     results = run_lean_jobs(exe, spec.protocol, [LeanJob(p.streams, p.scalars) for p in packed],
