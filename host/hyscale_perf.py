@@ -47,8 +47,10 @@ repeat hubs.
 
 **Calibration** (:func:`calibrate`, the paper's "design time"; every number is measured on this
 machine): sampling time per mini-batch at several batch sizes and its linear fits; the effective
-bandwidth of :meth:`FeatureLoader.gather` (``BW_DDR``); of the clone stage B makes (our transfer
-is a CPU copy: the ``BW_PCIe`` stand-in); the MAC rate of a torch ``linear`` of the layers'
+bandwidth of stage A's load (``BW_DDR``: the gather and the labels, timed right after each
+calibration batch is sampled, as stage A runs them); of stage B's copy (the features, labels
+and blocks, as the prefetcher copies them; our transfer is a CPU copy: the ``BW_PCIe``
+stand-in); the MAC rate of a torch ``linear`` of the layers'
 shapes (``N freq`` of the CPU trainer, and of the accelerator trainer, whose updates run in
 torch here); the effective aggregation bandwidth of the CPU trainer's torch sparse product;
 for the accelerator the S-SpMM cycle model's cycles on the sampled blocks; and, for the
@@ -268,10 +270,12 @@ def local_platform(cal: dict) -> Platform:
         sampling=dict(cal["sampling"]["fits"][cal["sampling"]["basis"]],
                       basis=cal["sampling"]["basis"]),
         sampler_threads=int(cal.get("sampler_threads", 1)),
-        sources={"bw_ddr": "measured: FeatureLoader.gather", "bw_pcie": "measured: clone of "
-                 "X' (stage B's copy; no PCIe here)", "cpu_agg_bw": "measured: torch CSR "
-                 "product", "cpu_macs": "measured: torch linear", "accel_agg_bw":
-                 "S-SpMM adders x 4 B x clock (datapath rate)", "accel_macs": "measured "
+        sources={"bw_ddr": "measured: stage A's load after sampling",
+                 "bw_pcie": "measured: stage B's copy of X', labels and blocks (no PCIe here)",
+                 "cpu_agg_bw": "measured: torch CSR product",
+                 "cpu_macs": "measured: torch linear",
+                 "accel_agg_bw": "S-SpMM adders x 4 B x clock (datapath rate)",
+                 "accel_macs": "measured "
                  "(updates run in torch on the host)", "sampling": "measured, linear fit",
                  "combine_accel": "sum: the trainer aggregates, then updates"})
 
@@ -850,7 +854,7 @@ def calibrate(dataset, fanouts=(25, 10), model: str = "sage", hidden: int = 128,
     from .devices import AcceleratorChoice
     from .graph import row_normalize
     from .hyscale_train import BlockOperators
-    from .minibatch import FeatureLoader, NeighborSampler, training_ids
+    from .minibatch import FeatureLoader, NeighborSampler, training_ids, transfer
     fanouts = list(fanouts)
     ids = training_ids(dataset.train_mask, labels=dataset.labels)
     prepare = BlockOperators(model, dataset.graph.degrees().astype(np.int64), fanouts)
@@ -870,27 +874,41 @@ def calibrate(dataset, fanouts=(25, 10), model: str = "sage", hidden: int = 128,
             mb = sampler.sample(rng.choice(ids, sizes_b[-1], replace=False), (1, r))
             prepare(mb)
             loader.gather(mb.input_nodes).clone()
+        # the load as stage A makes it: right after its batch is sampled (the features are
+        # not in the cache then: 2-3x the time of gathering the same rows again), with the
+        # stage's own gather (numpy in the stage-A processes, torch in threads) and labels
+        if stage_a == "process":
+            def load(mb):
+                return loader.gather_array(mb.input_nodes), loader.label_array(mb.targets)
+        else:
+            def load(mb):
+                return loader.gather(mb.input_nodes), loader.labels_of(mb.targets)
+        gathers = []
         for b in sizes_b:
             for r in range(repeats):
                 tg = rng.choice(ids, b, replace=False)
                 t0 = time.perf_counter()
                 mb = sampler.sample(tg, (b, r))
                 prepare(mb)
-                ts = time.perf_counter() - t0
-                points.append({"targets": b, "edges": mb.edges, "seconds": ts,
+                t1 = time.perf_counter()
+                x, _ = load(mb)
+                t2 = time.perf_counter()
+                points.append({"targets": b, "edges": mb.edges, "seconds": t1 - t0,
                                "V": _sizes_of(mb).V, "E": _sizes_of(mb).E})
+                gathers.append((int(np.prod(x.shape)) * S_FEAT, t2 - t1))
                 mbs.setdefault(b, []).append(mb)
         fits = {"edges": _fit([p["edges"] for p in points], [p["seconds"] for p in points]),
                 "targets": _fit([p["targets"] for p in points], [p["seconds"] for p in points])}
         basis = min(fits, key=lambda k: fits[k]["rel_rms"])
-        # bandwidths: the gather stage A makes (BW_DDR) and the clone stage B makes (BW_PCIe)
-        gathers, copies = [], []
+        # bandwidths: the loads above (BW_DDR) and stage B's copy (BW_PCIe): the features,
+        # the labels and the blocks' topology, as the prefetcher copies them
+        copies = []
+        cpu = torch.device("cpu")
         for b in sizes_b:
-            nodes = mbs[b][0].input_nodes
-            x = loader.gather(nodes)
+            mb = mbs[b][0]
+            x, y = loader.gather(mb.input_nodes), loader.labels_of(mb.targets)
             nbytes = x.numel() * S_FEAT
-            gathers.append((nbytes, _median_time(lambda: loader.gather(nodes), repeats)))
-            copies.append((nbytes, _median_time(lambda: x.clone(), repeats)))
+            copies.append((nbytes, _median_time(lambda: transfer(mb, x, y, cpu), repeats)))
         bw_ddr = sum(b for b, _ in gathers) / sum(t for _, t in gathers)
         bw_pcie = sum(b for b, _ in copies) / sum(t for _, t in copies)
         big = mbs[sizes_b[-1]][0]

@@ -387,6 +387,22 @@ class PrefetchStats:
                 "wall_s": self.wall, "iterations": self.iterations}
 
 
+def transfer(mb, x: torch.Tensor, y, device: torch.device):
+    """Stage B's copy of a loaded batch onto ``device``: the features, the labels (or None)
+    and each block's topology (small int64 arrays, copied straight over); on the CPU a real
+    copy into fresh buffers. Returns ``(x, y, topology)``."""
+    if device.type == "cpu":
+        def move(t):
+            return t.clone()                              # a real copy, into a fresh buffer
+    else:
+        def move(t):
+            return t.to(device, non_blocking=t.is_pinned())
+    topology = [tuple(torch.tensor(a, device=device)
+                      for a in (b.graph.indptr, b.graph.indices, b.dst_pos))
+                for b in mb.blocks]
+    return move(x), (move(y) if y is not None else None), topology
+
+
 #: what a forked stage-A process works with (set once in each process by its initializer)
 _STAGE_A: tuple | None = None
 
@@ -588,26 +604,14 @@ class Prefetcher:
             y = torch.from_numpy(y) if y is not None else None
         t0 = time.perf_counter()
         dev = self.device
-        if dev.type == "cpu":
-            def move(t):
-                return t.clone()                          # a real copy, into a fresh buffer
-        else:
-            def move(t):
-                return t.to(dev, non_blocking=t.is_pinned())
-        def topology():       # small int64 arrays (read-only numpy): copied straight over
-            return [tuple(torch.tensor(a, device=dev)
-                          for a in (b.graph.indptr, b.graph.indices, b.dst_pos))
-                    for b in mb.blocks]
         if dev.type == "cuda":
             if self._stream is None:
                 self._stream = torch.cuda.Stream(dev)
             with torch.cuda.stream(self._stream):
-                xd, yd = move(x), (move(y) if y is not None else None)
-                topo = topology()
+                xd, yd, topo = transfer(mb, x, y, dev)
             self._stream.synchronize()                    # on the device when handed over
         else:
-            xd, yd = move(x), (move(y) if y is not None else None)
-            topo = topology()
+            xd, yd, topo = transfer(mb, x, y, dev)
         times = dict(times, transfer=time.perf_counter() - t0)
         return LoadedBatch(i, mb, xd, yd, topo, times, prepared)
 
