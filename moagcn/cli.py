@@ -107,6 +107,10 @@ def cmd_synth(args) -> int:
     print(f"{design.name} on {args.target}: {report['luts']} LUTs, {report['ffs']} FFs, "
           f"{report['dsps']} DSPs, {report['brams']} BRAMs, Fmax {report['fmax_mhz']} MHz "
           f"(post-route) -> {Path(args.out) / 'report.json'}")
+    path = report.get("critical_path")
+    if path:
+        print(f"longest path: {path['from']} -> {path['to']}, {path['ns']} ns "
+              f"({path['logic_ns']} ns logic, {path['routing_ns']} ns routing)")
     return 0
 
 

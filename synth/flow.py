@@ -7,7 +7,8 @@
   statistics (``yosys.out``: what yosys printed, warnings and errors only);
 - ``nextpnr.log``, ``nextpnr.json``  the place-and-route log and its timing/utilisation report;
 - ``report.json``  the summary: ``luts``, ``ffs``, ``dsps``, ``brams``, ``fmax_mhz`` (post-route),
-  ``target``, ``design``, ``config`` and the raw cell counts.
+  ``critical_path`` (the longest path's first and last cell, its length, logic and routing
+  ns, logic steps), ``target``, ``design``, ``config`` and the raw cell counts.
 
 ECP5 runs out of context (no I/O buffers), so a design's port count never limits what can be
 measured and the reported logic is the design's own. nextpnr's iCE40 flow has no such mode, so
@@ -116,6 +117,40 @@ def _ff_count(cells: dict[str, int]) -> int:
                if cell.startswith("SB_DFF") or cell == "TRELLIS_FF")
 
 
+_STEP = re.compile(r"^Info:\s+(clk-to-q|logic|routing|setup)\s+([0-9.]+)\s+([0-9.]+)\s+"
+                   r"(?:Source|Net)\s+(\S+)")
+_SPLIT = re.compile(r"^Info:\s+([0-9.]+) ns logic, ([0-9.]+) ns routing")
+
+
+def critical_path(log: str) -> dict | None:
+    """The longest path of a nextpnr log (the longest of its "Critical path report"s, one per
+    clock): the cells it starts and ends at, its length and how much of it is logic and
+    routing, and how many logic steps it takes (each cell of a carry chain is one); None when
+    the log has no such report."""
+    lines = log.splitlines()
+    paths = []
+    for i, line in enumerate(lines):
+        if "Critical path report for clock" not in line:
+            continue
+        clock = re.search(r"clock '([^']*)'", line)
+        steps = []
+        for step in lines[i + 1:]:
+            m = _STEP.match(step)
+            if m:
+                steps.append((m.group(1), float(m.group(3)), m.group(4)))
+                continue
+            m = _SPLIT.match(step)
+            if m and steps:
+                paths.append({"clock": clock.group(1) if clock else None, "ns": steps[-1][1],
+                              "logic_ns": float(m.group(1)), "routing_ns": float(m.group(2)),
+                              "from": steps[0][2], "to": steps[-1][2],
+                              "logic_steps": sum(1 for kind, _, _ in steps
+                                                 if kind == "logic")})
+            if m or "Critical path report" in step:
+                break
+    return max(paths, key=lambda p: p["ns"], default=None)
+
+
 def synthesize(design, config, target_name: str, out_dir: Path, seed: int = 1,
                freq_mhz: float | None = None) -> dict[str, Any]:
     """Run yosys + nextpnr for ``design`` at ``config`` on ``target_name``; returns the report."""
@@ -160,6 +195,7 @@ def synthesize(design, config, target_name: str, out_dir: Path, seed: int = 1,
     clocks = {name: c.get("achieved") for name, c in pnr.get("fmax", {}).items()}
     achieved = [f for f in clocks.values() if f is not None]
     report["fmax_mhz"] = round(min(achieved), 2) if achieved else None
+    report["critical_path"] = critical_path((out_dir / "nextpnr.log").read_text())
     report["fmax_constraint_mhz"] = freq
     report["clocks"] = clocks
     report["utilization"] = {k: {"used": v["used"], "available": v["available"]}

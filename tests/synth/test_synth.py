@@ -24,6 +24,13 @@ def test_synth_ecp5_report(tmp_path):
     # at least the valid bit and the 32-bit result are registered at latency 3
     assert report["ffs"] >= 33
     assert report["fmax_mhz"] > 10
+    # the longest path, read back from nextpnr's timing report: its length is the clock
+    # period of the achieved Fmax, logic and routing add up to it, and it ends at cells
+    path = report["critical_path"]
+    assert path["clock"]
+    assert abs(path["ns"] - 1000.0 / report["fmax_mhz"]) < 0.05 * path["ns"]
+    assert abs(path["logic_ns"] + path["routing_ns"] - path["ns"]) < 0.02
+    assert path["logic_steps"] >= 1 and path["from"] and path["to"]
     assert (tmp_path / "fp32-add.v").exists() and (tmp_path / "nextpnr.log").exists()
 
 
