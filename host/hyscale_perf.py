@@ -275,8 +275,8 @@ def local_platform(cal: dict) -> Platform:
                  "cpu_agg_bw": "measured: torch CSR product",
                  "cpu_macs": "measured: torch linear",
                  "accel_agg_bw": "S-SpMM adders x 4 B x clock (datapath rate)",
-                 "accel_macs": "measured "
-                 "(updates run in torch on the host)", "sampling": "measured, linear fit",
+                 "accel_macs": "measured (updates run in torch on the host)",
+                 "sampling": "measured, linear fit",
                  "combine_accel": "sum: the trainer aggregates, then updates"})
 
 

@@ -331,3 +331,18 @@ def test_prediction_names_every_stage_a_run_measures(small, cal):
         assert max(v["stage_s"]["G_C"], v["stage_s"]["G_A"]) + pred["batches"][0][
             "variants"]["cycles"]["eq6"]["T_sync"] == pytest.approx(v["iteration_s"])
     assert {k for _, k, _, _ in rows} >= set(measured["stage_s"])
+
+
+def test_the_load_is_timed_on_every_calibration_batch_as_stage_a_makes_it(small, cal):
+    # BW_DDR comes from the load right after each batch is sampled (the rows are not in the
+    # cache then), with stage A's own gather: numpy in processes (the default), torch in
+    # threads; one timed load per sampled batch, of that batch's input rows
+    thread = hp.calibrate(small, [5, 3], "sage", 16, batch_sizes=(16, 48), repeats=2,
+                          trainer_steps=0, stage_a="thread")
+    for c in (cal, thread):
+        points = c["sampling"]["points"]
+        assert len(c["gathers"]) == len(points)
+        for (nbytes, seconds), p in zip(c["gathers"], points):
+            assert nbytes == p["V"][0] * small.n_features * hp.S_FEAT and seconds > 0
+        assert c["bw_ddr"] == pytest.approx(sum(b for b, _ in c["gathers"])
+                                            / sum(t for _, t in c["gathers"]))
