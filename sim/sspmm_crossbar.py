@@ -141,11 +141,65 @@ def pass_sequence(rows, indptr, indices, passes, in_flight: int) -> np.ndarray:
     return out
 
 
+#: up to this many slices :func:`replay_sequences` runs a plain Python loop per cycle (numpy's
+#: per-call cost dominates for a handful of slices); beyond, numpy over the slices
+_SMALL = 32
+
+
 def replay_sequences(seqs, banks: int, starts=None) -> tuple[np.ndarray, float, float]:
     """Replay the crossbar with each slice asking for its rows ``seqs[k]`` in order, one at a
     time, every cycle from cycle ``starts[k]`` (default 0) until they are done, each request
     kept until granted. Returns the cycle each slice's last request is granted, the mean cycles
     a request was refused, and the share of grants served by another slice's read."""
+    if len(seqs) <= _SMALL:
+        return _replay_small(seqs, banks, starts)
+    return _replay_numpy(seqs, banks, starts)
+
+
+def _replay_small(seqs, banks: int, starts=None) -> tuple[np.ndarray, float, float]:
+    """:func:`replay_sequences` as a plain loop: the same arbitration as :func:`_grant`, and
+    cycles in which no slice asks skipped (nothing changes in them)."""
+    S, B = len(seqs), banks
+    seqs = [np.asarray(q, dtype=np.int64).tolist() for q in seqs]
+    lens = [len(q) for q in seqs]
+    finish = np.zeros(S)
+    if S == 0 or sum(lens) == 0:
+        return finish, 0.0, 0.0
+    pos = [0] * S
+    since = [0] * S if starts is None else [int(x) for x in starts]
+    after = [0] * B
+    done = [k for k in range(S) if not lens[k]]
+    left = S - len(done)
+    granted = shared = waited = 0
+    t = min(since)
+    while left:
+        asking = [k for k in range(S) if pos[k] < lens[k] and since[k] <= t]
+        if not asking:
+            t = min(since[k] for k in range(S) if pos[k] < lens[k])
+            continue
+        by_bank: dict[int, list[int]] = {}
+        for k in asking:                      # in slice order
+            by_bank.setdefault(seqs[k][pos[k]] % B, []).append(k)
+        for b, askers in by_bank.items():
+            win = next((k for k in askers if k >= after[b]), askers[0])
+            after[b] = win + 1
+            row = seqs[win][pos[win]]
+            served = [k for k in askers if seqs[k][pos[k]] == row]
+            granted += len(served)
+            shared += len(served) - 1
+            for k in served:
+                waited += t - since[k]
+                pos[k] += 1
+                finish[k] = t + 1
+                since[k] = t + 1
+                if pos[k] == lens[k]:
+                    left -= 1
+        t += 1
+    return finish, waited / max(granted, 1), shared / max(granted, 1)
+
+
+def _replay_numpy(seqs, banks: int, starts=None) -> tuple[np.ndarray, float, float]:
+    """:func:`replay_sequences` with numpy over the slices, cycle by cycle."""
     S, B = len(seqs), banks
     lens = np.array([len(s) for s in seqs], dtype=np.int64)
     finish = np.zeros(S)
