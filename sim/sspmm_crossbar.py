@@ -22,6 +22,7 @@ request caused (``shared``: rows read = rows fetched x (1 - shared)).
 
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass
 
 import numpy as np
@@ -111,34 +112,34 @@ def pass_sequence(rows, indptr, indices, passes, in_flight: int) -> np.ndarray:
     table's slots are contexts): a new pass takes the lowest free slot, and the slots take
     turns in slot order from the one after the last served (the pass table's round robin). So
     a row's passes ask for the same neighbours a few requests apart, as the RTL's do
-    (independent draws miss that, and with it 15-20 % of the conflicts)."""
+    (independent draws miss that, and with it 15-20 % of the conflicts).
+
+    While passes wait, every slot is busy (a freed slot takes the next pass at once), so slot
+    k asks at steps ``k, k + F, k + 2F, ...`` (F = ``in_flight``) and each pass runs on the
+    slot that frees first: the passes are placed with a heap over the slots, and the requests
+    sorted by step (once no pass waits, the turns skip empty slots, which keeps that order)."""
     indptr = np.asarray(indptr, dtype=np.int64)
     # each row's neighbours in ascending order, as the driver loads them
     row_of = np.repeat(np.arange(indptr.size - 1), np.diff(indptr))
     indices = np.asarray(indices, dtype=np.int64)[:row_of.size]
     indices = indices[np.lexsort((indices, row_of))]
-    opening = [(int(indptr[v]), int(indptr[v + 1])) for v in rows
-               for _ in range(int(passes[v])) if indptr[v + 1] > indptr[v]]
-    total = sum(b - a for a, b in opening)
-    out = np.empty(total, dtype=np.int64)
-    slots: list[list[int] | None] = [None] * in_flight
-    nxt = i = 0
-    last = -1
-    while i < total:
-        for k in range(in_flight):
-            if slots[k] is None and nxt < len(opening):
-                slots[k] = list(opening[nxt])
-                nxt += 1
-        k = next(j % in_flight for j in range(last + 1, last + 1 + in_flight)
-                 if slots[j % in_flight] is not None)
-        p = slots[k]
-        out[i] = indices[p[0]]
-        i += 1
-        p[0] += 1
-        if p[0] == p[1]:
-            slots[k] = None
-        last = k
-    return out
+    rows = np.asarray(rows, dtype=np.int64)
+    reps = np.asarray(passes, dtype=np.int64)[rows]
+    first = np.repeat(indptr[rows], reps)
+    size = np.repeat(indptr[rows + 1] - indptr[rows], reps)
+    first, size = first[size > 0], size[size > 0]
+    F = max(int(in_flight), 1)
+    slot = np.empty(size.size, dtype=np.int64)
+    turn = np.empty(size.size, dtype=np.int64)     # the slot's turn of the pass's first ask
+    free = [(0, k) for k in range(F)]               # (next turn, slot): a heap
+    for p, n in enumerate(size.tolist()):
+        j, k = heapq.heappop(free)
+        slot[p], turn[p] = k, j
+        heapq.heappush(free, (j + n, k))
+    owner = np.repeat(np.arange(size.size), size)
+    within = np.arange(owner.size) - np.repeat(np.cumsum(size) - size, size)
+    step = slot[owner] + F * (turn[owner] + within)
+    return indices[(first[owner] + within)[np.argsort(step, kind="stable")]]
 
 
 #: up to this many slices :func:`replay_sequences` runs a plain Python loop per cycle (numpy's

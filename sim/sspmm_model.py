@@ -298,7 +298,7 @@ class _FetchTiming:
 
 
 #: the most row requests the model replays in order, request by request (beyond, draws; the
-#: replay takes about 25 us a cycle)
+#: replay takes 5 us a cycle for up to 32 slices, 18 us with numpy beyond)
 _SEQUENCE_LIMIT = 1_000_000
 
 

@@ -5,7 +5,8 @@ other."""
 import numpy as np
 import pytest
 
-from moagcn.sim.sspmm_crossbar import _replay_numpy, _replay_small, replay_sequences
+from moagcn.sim.sspmm_crossbar import (_replay_numpy, _replay_small, pass_sequence,
+                                      replay_sequences)
 
 
 @pytest.mark.parametrize("replay", [_replay_small, _replay_numpy])
@@ -57,3 +58,41 @@ def test_many_slices_take_the_numpy_replay():
     a = replay_sequences(seqs, 8)
     b = _replay_small(seqs, 8)
     assert a[0].tolist() == b[0].tolist() and a[1] == pytest.approx(b[1])
+
+
+def _pass_sequence_loop(rows, indptr, indices, passes, in_flight):
+    """The fetcher's request order request by request: before each request every free slot
+    takes the next pass (lowest slot first), then the slots take turns from the one after
+    the last served, skipping empty ones."""
+    order = []
+    for v in rows:
+        nbrs = sorted(indices[indptr[v]:indptr[v + 1]])
+        order += [list(nbrs) for _ in range(passes[v]) if nbrs]
+    slots = [None] * in_flight
+    out, last, nxt = [], -1, 0
+    while nxt < len(order) or any(s is not None for s in slots):
+        for k in range(in_flight):
+            if slots[k] is None and nxt < len(order):
+                slots[k], nxt = order[nxt], nxt + 1
+        k = next(j % in_flight for j in range(last + 1, last + 1 + in_flight)
+                 if slots[j % in_flight] is not None)
+        out.append(slots[k].pop(0))
+        if not slots[k]:
+            slots[k] = None
+        last = k
+    return out
+
+
+@pytest.mark.parametrize("in_flight", [1, 2, 5, 14])
+def test_pass_sequence_is_the_fetchers_order(in_flight):
+    rng = np.random.default_rng(in_flight)
+    for _ in range(4):
+        n = 40
+        deg = rng.integers(0, 9, n)
+        deg[rng.integers(0, n)] = 60                       # a hub
+        indptr = np.concatenate([[0], np.cumsum(deg)])
+        indices = rng.integers(0, 50, int(deg.sum()))      # duplicates, any order
+        passes = rng.integers(0, 4, n)
+        rows = np.sort(rng.choice(n, 25, replace=False))
+        got = pass_sequence(rows, indptr, indices, passes, in_flight)
+        assert got.tolist() == _pass_sequence_loop(rows, indptr, indices, passes, in_flight)
