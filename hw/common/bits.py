@@ -71,6 +71,14 @@ def lowest_onehot(m: Module, value: Value, name: str = "lowest_onehot") -> Signa
     return wire(m, Cat(*bits), name=name)
 
 
+def above_onehot(m: Module, onehot: Value, name: str = "above_onehot") -> Signal:
+    """The bits above a one-hot vector's set bit (zero when ``onehot`` is zero): bit ``e`` is
+    the OR of the bits below it, where ``~((onehot << 1) - 1)`` maps to a carry chain."""
+    onehot = Value.cast(onehot)
+    bits = [Const(0, 1)] + [onehot[:e].any() for e in range(1, len(onehot))]
+    return wire(m, Cat(*bits), name=name)
+
+
 def leading_zeros(m: Module, value: Value) -> Value:
     """Number of leading zeros of ``value`` (its width when it is zero), as a log-depth tree.
 

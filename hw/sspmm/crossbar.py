@@ -15,7 +15,7 @@ from amaranth.hdl import Array, Cat, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from ..common.bits import onehot_select, popcount
+from ..common.bits import above_onehot, lowest_onehot, onehot_select, popcount
 from ..common.ram import RamReadSignature
 from .config import SSpmmConfig
 from .layouts import widths
@@ -95,10 +95,10 @@ class NodeCrossbar(wiring.Component):
             # round robin: the lowest asking slice after the last one served, else the lowest
             after = Signal(S, name=f"bank_{b}_after")
             ahead = asking & after
-            pool = Signal(S, name=f"bank_{b}_pool")
-            m.d.comb += pool.eq(Mux(ahead.any(), ahead, asking))
             win = Signal(S, name=f"bank_{b}_winner")
-            m.d.comb += win.eq(pool & ~(pool - 1))
+            m.d.comb += win.eq(Mux(ahead.any(),
+                                   lowest_onehot(m, ahead, name=f"bank_{b}_low_after"),
+                                   lowest_onehot(m, asking, name=f"bank_{b}_low")))
             addr = Signal(addr_bits, name=f"bank_{b}_addr")
             m.d.comb += addr.eq(onehot_select(win, addr_of))
             winner_addr.append(addr)
@@ -106,7 +106,7 @@ class NodeCrossbar(wiring.Component):
             with m.If(self.clear):
                 m.d.sync += after.eq(0)
             with m.Elif(asking.any()):
-                m.d.sync += after.eq(~((win << 1) - 1))
+                m.d.sync += after.eq(above_onehot(m, win, name=f"bank_{b}_above"))
         winners = Array(winner_addr)
         refused = []
         for k, r in enumerate(self.req):

@@ -6,7 +6,7 @@ from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
-from ..common.bits import lowest_onehot, lowest_set, onehot_select, popcount
+from ..common.bits import above_onehot, lowest_onehot, lowest_set, onehot_select, popcount
 from ..common.ram import RamReadSignature
 from .config import SSpmmConfig
 from .crossbar import NodeRequestSignature
@@ -283,7 +283,7 @@ class PassTable(wiring.Component):
         with m.If(self.clear):
             m.d.sync += after.eq(0)
         with m.Elif(picks[0][0]):
-            m.d.sync += after.eq(~((last << 1) - 1))
+            m.d.sync += after.eq(above_onehot(m, last, name="rr_above"))
         m.d.comb += self.issued.eq(popcount(m, Cat(*[go for go, _ in picks])))
         return picks
 

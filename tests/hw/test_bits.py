@@ -6,8 +6,8 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.sim import Simulator
 
-from moagcn.hw.common.bits import (leading_zeros, limit_mask, lowest_onehot, shift_right_sticky,
-                                   trailing_zeros)
+from moagcn.hw.common.bits import (above_onehot, leading_zeros, limit_mask, lowest_onehot,
+                                   shift_right_sticky, trailing_zeros)
 
 
 class _Probe(wiring.Component):
@@ -15,7 +15,7 @@ class _Probe(wiring.Component):
         self._width = width
         super().__init__({"value": In(width), "amount": In(amount_width),
                           "lz": Out(8), "tz": Out(8), "shifted": Out(width), "lost": Out(1),
-                          "mask": Out(width), "low": Out(width)})
+                          "mask": Out(width), "low": Out(width), "above": Out(width)})
 
     def elaborate(self, platform):
         m = Module()
@@ -24,7 +24,8 @@ class _Probe(wiring.Component):
                      self.tz.eq(trailing_zeros(m, self.value)),
                      self.shifted.eq(shifted), self.lost.eq(lost),
                      self.mask.eq(limit_mask(self.amount, self._width)),
-                     self.low.eq(lowest_onehot(m, self.value))]
+                     self.low.eq(lowest_onehot(m, self.value)),
+                     self.above.eq(above_onehot(m, self.value))]
         return m
 
 
@@ -54,6 +55,10 @@ def test_bit_helpers_exhaustive(width, amount_width):
                 expect_mask = (1 << (width - 1 - a)) if a < width else 0
                 assert ctx.get(dut.mask) == expect_mask
                 assert ctx.get(dut.low) == v & -v
+                # the bits above the lowest set bit (above a one-hot value's bit)
+                low = v & -v
+                above = ~((low << 1) - 1) & ((1 << width) - 1) if v else 0
+                assert ctx.get(dut.above) == above
                 checked.append(1)
 
     sim.add_testbench(bench)
