@@ -874,15 +874,9 @@ def calibrate(dataset, fanouts=(25, 10), model: str = "sage", hidden: int = 128,
             mb = sampler.sample(rng.choice(ids, sizes_b[-1], replace=False), (1, r))
             prepare(mb)
             loader.gather(mb.input_nodes).clone()
-        # the load as stage A makes it: right after its batch is sampled (the features are
-        # not in the cache then: 2-3x the time of gathering the same rows again), with the
-        # stage's own gather (numpy in the stage-A processes, torch in threads) and labels
-        if stage_a == "process":
-            def load(mb):
-                return loader.gather_array(mb.input_nodes), loader.label_array(mb.targets)
-        else:
-            def load(mb):
-                return loader.gather(mb.input_nodes), loader.labels_of(mb.targets)
+        # the load as stage A makes it (FeatureLoader.load): right after its batch is sampled
+        # (the features are not in the cache then: 2-3x the time of gathering the same rows
+        # again), with numpy in the stage-A processes, torch in threads
         gathers = []
         for b in sizes_b:
             for r in range(repeats):
@@ -891,7 +885,7 @@ def calibrate(dataset, fanouts=(25, 10), model: str = "sage", hidden: int = 128,
                 mb = sampler.sample(tg, (b, r))
                 prepare(mb)
                 t1 = time.perf_counter()
-                x, _ = load(mb)
+                x, _ = loader.load(mb, numpy=stage_a == "process")
                 t2 = time.perf_counter()
                 points.append({"targets": b, "edges": mb.edges, "seconds": t1 - t0,
                                "V": _sizes_of(mb).V, "E": _sizes_of(mb).E})
@@ -906,7 +900,7 @@ def calibrate(dataset, fanouts=(25, 10), model: str = "sage", hidden: int = 128,
         cpu = torch.device("cpu")
         for b in sizes_b:
             mb = mbs[b][0]
-            x, y = loader.gather(mb.input_nodes), loader.labels_of(mb.targets)
+            x, y = loader.load(mb)
             nbytes = x.numel() * S_FEAT
             copies.append((nbytes, _median_time(lambda: transfer(mb, x, y, cpu), repeats)))
         bw_ddr = sum(b for b, _ in gathers) / sum(t for _, t in gathers)

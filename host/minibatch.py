@@ -342,6 +342,15 @@ class FeatureLoader:
                             "(training_ids(train_mask, labels=...))")
         return y
 
+    def load(self, mb, labels: bool = True, numpy: bool = False):
+        """Stage A's load of a sampled batch: ``(X', labels)`` of its input rows and targets
+        (labels None without ``labels``); with ``numpy`` as numpy arrays and with numpy alone
+        (what a forked stage-A process may call), else as torch tensors."""
+        if numpy:
+            return (self.gather_array(mb.input_nodes),
+                    self.label_array(mb.targets) if labels else None)
+        return self.gather(mb.input_nodes), self.labels_of(mb.targets) if labels else None
+
     def labels_of(self, targets) -> torch.Tensor:
         """The labels of ``targets`` (int64); every target must be labelled."""
         y = torch.from_numpy(self.label_array(targets))
@@ -420,8 +429,7 @@ def _stage_a_process(targets, salt):
     mb = sampler.sample(targets, salt)
     prepared = prepare(mb) if prepare is not None else None
     t1 = time.perf_counter()
-    x = loader.gather_array(mb.input_nodes)
-    y = loader.label_array(mb.targets) if labels else None
+    x, y = loader.load(mb, labels, numpy=True)
     t2 = time.perf_counter()
     return mb, x, y, {"sample": t1 - t0, "load": t2 - t1}, prepared
 
@@ -585,8 +593,7 @@ class Prefetcher:
         mb = self.sampler.sample(self.batches[i], self._salt(i))
         prepared = self.prepare(mb) if self.prepare is not None else None
         t1 = time.perf_counter()
-        x = self.loader.gather(mb.input_nodes)
-        y = self.loader.labels_of(mb.targets) if self.labels else None
+        x, y = self.loader.load(mb, self.labels)
         t2 = time.perf_counter()
         return mb, x, y, {"sample": t1 - t0, "load": t2 - t1}, prepared
 

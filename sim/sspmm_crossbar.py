@@ -169,8 +169,7 @@ def _replay_small(seqs, banks: int, starts=None) -> tuple[np.ndarray, float, flo
     pos = [0] * S
     since = [0] * S if starts is None else [int(x) for x in starts]
     after = [0] * B
-    done = [k for k in range(S) if not lens[k]]
-    left = S - len(done)
+    left = sum(1 for n in lens if n)              # slices with requests still to make
     granted = shared = waited = 0
     t = min(since)
     while left:
