@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from amaranth.hdl import Cat, Const, Mux
+from amaranth.lib.wiring import In
 
 from ..common.bits import leading_zeros, limit_mask, prefix_or
 from .fp32 import Fields, keep, round_nearest_even, select_result
@@ -19,29 +20,50 @@ class Fp32AddConfig(UnitConfig):
     """Parameters of :class:`Fp32Adder` (see :class:`~moagcn.hw.arith.unit.UnitConfig`)."""
 
     latency: int = ADDER_STAGES
+    #: add a ``restart`` input: where it is set, ``a`` is taken as ``+0``
+    restart: bool = False
 
 
-def adder_stages():
+def adder_stages(restart: bool = False):
     """The adder as a list of combinational stages (see :class:`StagedPipeline`).
 
     unpack/swap -> align (with sticky) -> add/subtract -> leading-zero count -> normalise shift
     -> round to nearest even -> select special results.
+
+    With ``restart`` the first stage also takes ``restart``: where it is set the sum is
+    ``+0 + b``. The multiplexer that makes ``a`` zero is not put in front of the magnitude
+    compare and the exponent differences (carry chains): they are formed from ``a`` as it
+    comes, the compare's known outcome for ``a = +0`` is selected after it, and the
+    difference only aligns an operand that is then zero.
     """
 
     def unpack(m, v):
-        fa, fb = Fields(m, v["a"]), Fields(m, v["b"])
-        # order the operands by magnitude so the aligned difference is never negative
-        swap = fb.magnitude > fa.magnitude
-        x, y = Fields(m, Mux(swap, v["b"], v["a"])), Fields(m, Mux(swap, v["a"], v["b"]))
+        fb = Fields(m, v["b"])
+        if restart:
+            zero_a, raw = v["restart"], Fields(m, v["a"])
+            a = Mux(zero_a, 0, v["a"])
+            fa = Fields(m, a)
+            # +0 against b: b is the larger unless it is a zero. The exponent difference
+            # does not matter then: the operand it aligns is +0 (or b is a zero)
+            swap = Mux(zero_a, fb.magnitude.any(), fb.magnitude > raw.magnitude)
+            a_minus_b = (raw.eff_exp - fb.eff_exp)[:8]
+            b_minus_a = (fb.eff_exp - raw.eff_exp)[:8]
+        else:
+            a = v["a"]
+            fa = Fields(m, a)
+            # order the operands by magnitude so the aligned difference is never negative
+            swap = fb.magnitude > fa.magnitude
+            # the exponent difference both ways, beside the magnitude compare, and the swap
+            # picks one: subtracting after the swap put a second carry chain behind the
+            # compare's
+            a_minus_b = (fa.eff_exp - fb.eff_exp)[:8]
+            b_minus_a = (fb.eff_exp - fa.eff_exp)[:8]
+        x, y = Fields(m, Mux(swap, v["b"], a)), Fields(m, Mux(swap, a, v["b"]))
         # where the smaller significand has ones: bit i of its prefix OR says whether it has a
         # one at or below i. Formed on both operands before the swap settles, it lets the
         # alignment find the sticky bit with one selection instead of OR-ing shifted-out bits
         below_y = Mux(swap, prefix_or(m, fa.mant), prefix_or(m, fb.mant))
         nan = fa.is_nan | fb.is_nan | (fa.is_inf & fb.is_inf & (fa.sign != fb.sign))
-        # the exponent difference both ways, beside the magnitude compare, and the swap picks
-        # one: subtracting after the swap put a second carry chain behind the compare's
-        a_minus_b = (fa.eff_exp - fb.eff_exp)[:8]
-        b_minus_a = (fb.eff_exp - fa.eff_exp)[:8]
         return {
             "sign": x.sign,
             "sub": x.sign ^ y.sign,
@@ -112,10 +134,19 @@ def adder_stages():
 class Fp32Adder(PipelinedBinaryUnit):
     """IEEE-754 binary32 adder: ``o = i.a + i.b``, ``latency`` cycles later, one per cycle.
 
-    Members are those of :class:`~moagcn.hw.arith.unit.PipelinedBinaryUnit`.
+    Members are those of :class:`~moagcn.hw.arith.unit.PipelinedBinaryUnit`, and with
+    ``config.restart``:
+
+    restart : In(1)
+        Take ``i.a`` as ``+0`` (``o = +0 + i.b``), without a multiplexer in front of the
+        operands' compare.
     """
 
     def __init__(self, config: Fp32AddConfig = Fp32AddConfig()):
-        super().__init__(config)
+        super().__init__(config, {"restart": In(1)} if config.restart else None)
 
-    stages = staticmethod(adder_stages)
+    def stages(self):
+        return adder_stages(restart=self.config.restart)
+
+    def extra_inputs(self) -> dict:
+        return {"restart": self.restart} if self.config.restart else {}

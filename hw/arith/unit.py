@@ -46,7 +46,7 @@ class PipelinedBinaryUnit(wiring.Component):
         Clock enable (only with ``enable=True``).
     """
 
-    def __init__(self, config: UnitConfig):
+    def __init__(self, config: UnitConfig, extra_members: dict | None = None):
         self.config = config
         members = {
             "i": In(stream.Signature(BinaryOperands, always_ready=not config.enable)),
@@ -54,6 +54,7 @@ class PipelinedBinaryUnit(wiring.Component):
         }
         if config.enable:
             members["en"] = In(1)
+        members.update(extra_members or {})
         super().__init__(members)
 
     @staticmethod
@@ -61,13 +62,18 @@ class PipelinedBinaryUnit(wiring.Component):
         """The operation as a list of ``(name, stage)`` pairs; see :class:`StagedPipeline`."""
         raise NotImplementedError
 
+    def extra_inputs(self) -> dict:
+        """Inputs of the first stage besides ``a``, ``b`` and ``valid`` (a subclass's members)."""
+        return {}
+
     def elaborate(self, platform):
         m = Module()
         enable = self.en if self.config.enable else None
         if enable is not None:
             m.d.comb += self.i.ready.eq(enable)
         pipe = StagedPipeline(m, self.stages(), self.config.latency, enable)
-        out = pipe.build({"a": self.i.payload.a, "b": self.i.payload.b, "valid": self.i.valid})
+        out = pipe.build({"a": self.i.payload.a, "b": self.i.payload.b, "valid": self.i.valid,
+                          **self.extra_inputs()})
         # while frozen the output register holds: a result transfers only on enabled cycles
         valid = out["valid"] if enable is None else out["valid"] & enable
         m.d.comb += [self.o.payload.eq(out["result"]), self.o.valid.eq(valid)]

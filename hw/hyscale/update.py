@@ -28,6 +28,7 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from ..arith import ADDER_STAGES, Fp32Adder, Fp32AddConfig, Fp32MulConfig, Fp32Multiplier
+from ..arith.adder import adder_stages
 from ..common.counters import count_events, counter_members, counters_of
 from ..common.pipeline import StagedPipeline, place_registers
 from ..common.ram import Ram
@@ -132,7 +133,7 @@ class AccumulatingAdder(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        stages = list(Fp32Adder.stages())
+        stages = list(adder_stages())
         name, last = stages[-1]
 
         def last_with_operand(mm, values):

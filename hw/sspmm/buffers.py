@@ -140,6 +140,10 @@ class OutputStream(wiring.Component):
         The last row has been sent (one-cycle pulse).
     stall : Out(1)
         A beat waits on ``out.ready``.
+    owner : In(owner_shape), with S > 1
+        The owner table's entry at ``counts.addr`` (read at the count's address).
+    row_owner : Out(owner_shape), with S > 1
+        The owner-table entry of the row being streamed (its bank, without ``merge``).
     """
 
     def __init__(self, config: SSpmmConfig, beats_port: RamReadSignature,
@@ -155,7 +159,9 @@ class OutputStream(wiring.Component):
         }
         if self.merge:
             members["banks"] = In(32 * config.lanes).array(config.slices)
+        if config.slices > 1 and owner_shape is not None:
             members["owner"] = In(owner_shape)
+            members["row_owner"] = Out(owner_shape)
         super().__init__(members)
 
     def elaborate(self, platform):
@@ -177,13 +183,26 @@ class OutputStream(wiring.Component):
         # the beat on the output now was addressed in the previous cycle: beat 0 while the row
         # is decided, then the next one with each transfer
         next_beat = Mux(fetch_wait, 0, Mux(sent & ~beat_last, out_beat + 1, out_beat))
-        m.d.comb += [self.beats.addr.eq(out_row * beats + next_beat),
-                     self.counts.addr.eq(out_row)]
+        m.d.comb += self.beats.addr.eq(out_row * beats + next_beat)
 
         # -- a row's element count decides its beats -------------------------------------------
+        # The count is read a row ahead and registered (``count_ahead``): the count buffer's
+        # block-RAM read (late data) through this decision into ``busy`` was a longest path.
+        # The read address is the row after ``out_row`` while streaming, row 0 before: a row
+        # is decided at least two cycles after ``out_row`` moves to it (one cycle to raise
+        # ``fetch_wait``), and the count read for it when ``out_row`` was the row before has
+        # reached the register by then; the owner table (read at the same address) the same
         with m.If(streaming & ~held & ~fetch_wait):
             m.d.sync += fetch_wait.eq(1)
-        count = self.counts.data
+        m.d.comb += self.counts.addr.eq(Mux(streaming, out_row + 1, 0))
+        count = Signal.like(self.counts.data, name="count_ahead")
+        m.d.sync += count.eq(self.counts.data)
+        owner = None
+        if hasattr(self, "owner"):
+            owner = Signal.like(self.owner, name="owner_ahead")
+            m.d.sync += owner.eq(self.owner)
+            with m.If(fetch_wait):
+                m.d.sync += self.row_owner.eq(owner)
         empty_last = fetch_wait & (count == 0) & last_row
         with m.If(fetch_wait):
             # a row without neighbours, or fully masked, sends nothing
@@ -198,7 +217,7 @@ class OutputStream(wiring.Component):
 
         # -- the row's beats, the words past its count zero ------------------------------------
         if self.merge:
-            beat, beat_valid = self._merge(m, fetch_wait, count, held, sent, beat_last)
+            beat, beat_valid = self._merge(m, fetch_wait, count, owner, held, sent, beat_last)
         else:
             beat, beat_valid = self.beats.data, held
         for k in range(P):
@@ -221,7 +240,7 @@ class OutputStream(wiring.Component):
                                    & ~self.out.ready)]
         return m
 
-    def _merge(self, m: Module, fetch_wait, count, held, sent, beat_last):
+    def _merge(self, m: Module, fetch_wait, count, owner, held, sent, beat_last):
         """The beat of a row in pieces: the sum of its slices' beats in piece order.
 
         Returns the current beat and whether it may go out. A beat's entry is read in the cycle
@@ -239,8 +258,8 @@ class OutputStream(wiring.Component):
         merged = Signal(32 * P, name="merged")
         ready = Signal(name="merged_ready")            # ``merged`` holds the current beat
         with m.If(fetch_wait):
-            m.d.sync += [first.eq(self.owner.slice), more.eq(self.owner.more),
-                         go.eq((count != 0) & (self.owner.more != 0)), adds.eq(0)]
+            m.d.sync += [first.eq(owner.slice), more.eq(owner.more),
+                         go.eq((count != 0) & (owner.more != 0)), adds.eq(0)]
         with m.Elif(sent):
             m.d.sync += [ready.eq(0), go.eq(~beat_last & (more != 0)), adds.eq(0)]
         with m.Else():

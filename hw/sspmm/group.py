@@ -44,10 +44,12 @@ class LaneAdders(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         for k in range(self.lanes):
-            adder = Fp32Adder(Fp32AddConfig(latency=self.latency))
+            # the restart is the adder's own input, selected after its operand compare
+            # rather than multiplexed into its operand (the compare is a carry chain)
+            adder = Fp32Adder(Fp32AddConfig(latency=self.latency, restart=True))
             m.submodules[f"adder_{k}"] = adder
-            m.d.comb += [adder.i.valid.eq(self.valid),
-                         adder.i.payload.a.eq(Mux(self.restart[k], 0, adder.o.payload)),
+            m.d.comb += [adder.i.valid.eq(self.valid), adder.restart.eq(self.restart[k]),
+                         adder.i.payload.a.eq(adder.o.payload),
                          adder.i.payload.b.eq(self.addend.word_select(k, 32)),
                          self.sums.word_select(k, 32).eq(adder.o.payload)]
         return m

@@ -155,11 +155,11 @@ class SSpmmAccelerator(wiring.Component):
             m.d.comb += [owner.addr.eq(output.counts.addr), output.owner.eq(owner.data)]
             m.d.comb += [output.banks[k].eq(d) for k, d in enumerate(beat_data)]
         else:
-            # every bank reads the same entry; the row's owner (read with its count, steady
+            # every bank reads the same entry; the row's owner (read with its count, held
             # while the row streams) picks the bank
             owner = buf.owner.read[0]
-            m.d.comb += [owner.addr.eq(output.counts.addr),
-                         output.beats.data.eq(Array(beat_data)[owner.data])]
+            m.d.comb += [owner.addr.eq(output.counts.addr), output.owner.eq(owner.data),
+                         output.beats.data.eq(Array(beat_data)[output.row_owner])]
         wiring.connect(m, output.counts, buf.count.read[0])
         wiring.connect(m, output.out, wiring.flipped(self.out))
 

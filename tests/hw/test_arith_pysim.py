@@ -86,3 +86,41 @@ def test_idle_cycles_on_input():
     a, b = pairs(300, seed=4)
     got = arith.simulate("mul", a, b, simulator="pysim", idle_every=3)
     assert_bit_exact("mul", (a, b), got, arith.expected("mul", a, b))
+
+
+@pytest.mark.parametrize("latency", [3])
+def test_restart_input_adds_b_to_plus_zero(latency):
+    """``restart`` makes the adder return ``+0 + b`` whatever ``a`` holds (the S-SpMM lanes'
+    restart, selected after the operand compare rather than in front of it); without it the
+    adder is the plain one. Reference: numpy on ``a`` replaced by +0 where restart is set."""
+    from amaranth.sim import Simulator
+
+    from moagcn.hw.arith import Fp32AddConfig, Fp32Adder
+
+    a, b = pairs(300, seed=41)
+    rng = np.random.default_rng(7)
+    restart = rng.random(a.size) < 0.5
+    want = arith.expected("add", np.where(restart, np.uint32(0), a).astype(np.uint32), b)
+    dut = Fp32Adder(Fp32AddConfig(latency=latency, restart=True))
+    got = np.zeros(a.size, dtype=np.uint32)
+
+    async def bench(ctx):
+        for n in range(a.size + latency):
+            if n < a.size:
+                ctx.set(dut.i.payload.a, int(a[n]))
+                ctx.set(dut.i.payload.b, int(b[n]))
+                ctx.set(dut.restart, int(restart[n]))
+                ctx.set(dut.i.valid, 1)
+            if latency:
+                await ctx.tick()
+                if n >= latency - 1 and n - latency + 1 < a.size:
+                    got[n - latency + 1] = ctx.get(dut.o.payload)
+            else:
+                got[n] = ctx.get(dut.o.payload)
+
+    sim = Simulator(dut)
+    if latency:
+        sim.add_clock(1e-6)
+    sim.add_testbench(bench)
+    sim.run()
+    assert_bit_exact("add(restart ? +0 : a, b)", (a, b, restart.astype(np.uint32)), got, want)

@@ -35,7 +35,7 @@ def test_verilog_cache_is_keyed_by_config(tmp_path, monkeypatch):
     assert first.path == again.path
     assert again.path.stat().st_mtime_ns == written   # a hit reads the file, never rewrites it
     assert other.path != first.path
-    assert first.config == {"latency": 2, "enable": False}
+    assert first.config == {"latency": 2, "enable": False, "restart": False}
     assert [p.name for p in first.ports] == ["clk", "rst", "i__payload", "i__valid",
                                              "o__payload", "o__valid"]
 

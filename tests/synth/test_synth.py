@@ -19,7 +19,7 @@ def test_synth_ecp5_report(tmp_path):
     for key in ("luts", "ffs", "dsps", "brams", "fmax_mhz", "target", "design", "config"):
         assert key in report
     assert report["target"] == "ecp5-25k" and report["design"] == "fp32-add"
-    assert report["config"] == {"latency": 3, "enable": False}
+    assert report["config"] == {"latency": 3, "enable": False, "restart": False}
     assert 300 < report["luts"] < 5000
     # at least the valid bit and the 32-bit result are registered at latency 3
     assert report["ffs"] >= 33
