@@ -81,3 +81,9 @@ class LoadBanks:
     def read_addr(self, addr):
         """``addr`` in the half the starting or running job reads."""
         return Cat(addr, self.read) if self.count > 1 else addr
+
+    def run_addr(self, addr):
+        """``addr`` in the half the running job reads, from the register alone: for readers
+        that never read in a start cycle (``read`` comes through ``start``, and so from
+        ``busy``: a long path into a block RAM's address)."""
+        return Cat(addr, self.run) if self.count > 1 else addr

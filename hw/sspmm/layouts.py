@@ -113,12 +113,17 @@ def chunks(config: SSpmmConfig) -> int:
 
 
 def row_record_layout(config: SSpmmConfig) -> data.StructLayout:
-    """What the row fetcher hands to the job emitter."""
+    """What the row fetcher hands to the job emitter: the row, its pointer and degree, its
+    mask, its jobs, and each feature's job and lane (``chunk_of``, ``lane_of``: the rank of
+    the feature among the mask's set bits, split as :class:`~.mask_decoder.MaskRanks` does)."""
     w = widths(config)
+    F, W = config.max_feature_width, config.group_lanes
     return data.StructLayout({
         "row": w["row"],
         "ptr": w["edge"],
         "deg": w["edge"],
-        "mask": config.max_feature_width,
+        "mask": F,
         "jobs": range(chunks(config) + 1),
+        "chunk_of": data.ArrayLayout(range(max(-(-F // W), 2)), F),
+        "lane_of": data.ArrayLayout(range(max(W, 2)), F),
     })

@@ -8,6 +8,7 @@ from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.wiring import In, Out
 
 from ..common.bits import popcount
+from ..common.queue import Queue
 from ..common.ram import RamReadSignature, RamWriteSignature
 from .config import SSpmmConfig
 from .layouts import job_layout, row_record_layout, widths
@@ -75,7 +76,9 @@ class JobScheduler(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         rec_layout = row_record_layout(self.config)
-        m.submodules.queue = queue = SyncFIFO(width=rec_layout.size, depth=ROW_QUEUE_DEPTH)
+        # (the queue's storage is written whenever it has room: the write enable, late from
+        # the row check, fanned out to every LUT-RAM cell's write enable)
+        m.submodules.queue = queue = Queue(rec_layout.size, ROW_QUEUE_DEPTH)
         checking = Signal()           # a fetched row is in the check stage
         fetched, fetched_row, last_ptr, fetch_busy = self._walk_rows(m, queue, checking)
         self._queue_row(m, queue, fetched, fetched_row, last_ptr, checking)
@@ -127,7 +130,11 @@ class JobScheduler(wiring.Component):
         raw_mask = Signal(F, name="check_mask")
         m.d.sync += [checking.eq(fetched), row.eq(fetched_row), p0.eq(last_ptr),
                      p1.eq(self.ptr.data), raw_mask.eq(self.mask.data)]
-        feature_valid = Cat(*[f < self.n_features for f in range(F)])
+        # which features the job has, from a register (``n_features`` is sampled at the start,
+        # and no row reaches this stage within three cycles of it): the compares were on the
+        # way to the queue's write enable
+        feature_valid = Signal(F, name="feature_valid")
+        m.d.sync += feature_valid.eq(Cat(*[f < self.n_features for f in range(F)]))
         mask = raw_mask & feature_valid
         unmasked = popcount(m, mask)
         deg = (p1 - p0)[:widths(cfg)["edge"]]
@@ -137,11 +144,17 @@ class JobScheduler(wiring.Component):
         with m.If(self.start):
             m.d.sync += self.err_indptr.eq(0)
         jobs = (unmasked + (W - 1)) >> (W.bit_length() - 1)
+        # each feature's job and lane, ranked here from registers on the way into the queue
+        # (ranked from the queue's read, on the way into the emitter's head register, they
+        # were a longest path)
+        m.submodules.ranks = ranks = MaskRanks(F, W)
         record = Signal(row_record_layout(cfg))
-        m.d.comb += [record.row.eq(row), record.ptr.eq(p0), record.deg.eq(deg),
-                     record.mask.eq(mask), record.jobs.eq(jobs),
+        m.d.comb += [ranks.mask.eq(mask), record.row.eq(row), record.ptr.eq(p0),
+                     record.deg.eq(deg), record.mask.eq(mask), record.jobs.eq(jobs),
+                     *[record.chunk_of[f].eq(ranks.chunk[f]) for f in range(F)],
+                     *[record.lane_of[f].eq(ranks.lane[f]) for f in range(F)],
                      queue.w_data.eq(record),
-                     queue.w_en.eq(checking & ~bad & (p1 != p0) & (unmasked != 0))]
+                     queue.w_en.eq(checking & ~bad & (p1 != p0) & mask.any())]
         m.d.comb += [self.count_en.eq(checking & ~bad), self.count_row.eq(row),
                      self.count.eq(Mux(p1 != p0, unmasked, 0))]
 
@@ -150,8 +163,8 @@ class JobEmitter(wiring.Component):
     """Split each row record into jobs of W features and offer them one at a time.
 
     A row becomes ``ceil(|S_v| / W)`` jobs; job ``c`` takes the row's unmasked features of rank
-    ``c * W .. c * W + W - 1`` (ranked by :class:`MaskRanks` as the row enters the head
-    register, selected by :class:`ChunkSelect`).
+    ``c * W .. c * W + W - 1`` (ranked by :class:`MaskRanks` before the row queue, carried in
+    the record, selected by :class:`ChunkSelect`).
 
     Members
     -------
@@ -181,27 +194,23 @@ class JobEmitter(wiring.Component):
         cfg = self.config
         F, W = cfg.max_feature_width, cfg.group_lanes
         # the head record is registered as it leaves the row queue, with the rank of each of
-        # its features (:class:`MaskRanks`); each job's lanes are then picked from the
-        # registered ranks (:class:`ChunkSelect`), with nothing carried from job to job
-        m.submodules.ranks = ranks = MaskRanks(F, W)
+        # its features (:class:`MaskRanks`, ranked before the queue); each job's lanes are then
+        # picked from the registered ranks (:class:`ChunkSelect`), with nothing carried from
+        # job to job
         m.submodules.select = select = ChunkSelect(F, W)
         head = Signal(row_record_layout(cfg))
         head_valid = Signal()
-        head_chunk = Signal(data.ArrayLayout(ranks.chunk[0].shape(), F), name="head_chunk_of")
-        head_lane = Signal(data.ArrayLayout(ranks.lane[0].shape(), F), name="head_lane_of")
         chunk = Signal(range(-(-F // W) + 1))
-        m.d.comb += [ranks.mask.eq(self.rows.payload.mask), select.mask.eq(head.mask),
-                     select.chunk.eq(chunk)]
+        m.d.comb += [select.mask.eq(head.mask), select.chunk.eq(chunk)]
         for f in range(F):
-            m.d.comb += [select.chunk_of[f].eq(head_chunk[f]), select.lane_of[f].eq(head_lane[f])]
+            m.d.comb += [select.chunk_of[f].eq(head.chunk_of[f]),
+                         select.lane_of[f].eq(head.lane_of[f])]
         refill = ~self.job_valid | self.job_taken
         row_last = chunk + 1 == head.jobs
         head_done = refill & head_valid & row_last     # the head row's last job goes out
         m.d.comb += self.rows.ready.eq(~head_valid | head_done)
         with m.If(self.rows.ready):
             m.d.sync += [head_valid.eq(self.rows.valid), head.eq(self.rows.payload)]
-            for f in range(F):
-                m.d.sync += [head_chunk[f].eq(ranks.chunk[f]), head_lane[f].eq(ranks.lane[f])]
         with m.If(refill):
             m.d.sync += self.job_valid.eq(head_valid)
             with m.If(head_valid):

@@ -313,7 +313,10 @@ class SSpmmAccelerator(wiring.Component):
         # simulators need not re-evaluate it whenever the inputs change); it works from the next
         clear = Signal()
         m.d.sync += clear.eq(start)
-        work = running & ~clear
+        # ``running & ~clear``, as a register of its own (set in :meth:`_sequence`): ``running``
+        # drives the write enables and counters as well, and its fan-out into every group's
+        # ring and credit counts was a longest path
+        work = Signal(name="work")
         if S == 1:
             row_streams, dispatcher = [sched.rows], None
         else:
@@ -332,8 +335,8 @@ class SSpmmAccelerator(wiring.Component):
             for k, sl in enumerate(slices):
                 wiring.connect(m, sl.fetcher.node, crossbar.req[k])
             for b, ram in enumerate(buf.node):
-                _read_half(m, crossbar.bank[b], ram.read[0], banks)
-        return _Engine(sched, dispatcher, slices, clear, crossbar)
+                _read_half(m, crossbar.bank[b], ram.read[0], banks, at_start=False)
+        return _Engine(sched, dispatcher, slices, clear, crossbar, work)
 
     def _slice(self, m: Module, k: int, rows, buf: "_Buffers", banks: LoadBanks, flush, work,
                clear, running, n_cols) -> "_Slice":
@@ -354,9 +357,9 @@ class SSpmmAccelerator(wiring.Component):
             index_read = WordReader(LW, len(fetcher.idx[j].addr), _bits(buf.half["index"]))
             m.submodules[f"index_read{tag}_{j}"] = index_read
             wiring.connect(m, fetcher.idx[j], index_read.word)
-            _read_half(m, index_read.row, buf.index[k].read[j], banks)
+            _read_half(m, index_read.row, buf.index[k].read[j], banks, at_start=False)
             if not cfg.node_banks:
-                _read_half(m, fetcher.row[j], buf.node[k].read[j], banks)
+                _read_half(m, fetcher.row[j], buf.node[k].read[j], banks, at_start=False)
         groups = [self._group(m, k, g, tag, fetcher, buf, work, clear, running)
                   for g in range(cfg.groups)]
         if buf.lane_map is not None:
@@ -405,6 +408,8 @@ class SSpmmAccelerator(wiring.Component):
                 & Cat(*[s.emitter.done for s in slices]).all()
                 & ~Cat(*[s.fetcher.busy for s in slices]).any()
                 & ~Cat(*[g.busy for s in slices for g in s.groups]).any())
+        # ``work`` is ``running & ~clear`` one cycle ahead: running next cycle, and no start now
+        m.d.sync += engine.work.eq(~start & running & ~error & ~idle)
         with m.If(start):
             m.d.sync += [running.eq(1), self.done.eq(0), self.err_index.eq(0),
                          self.err_indptr.eq(0)]
@@ -466,11 +471,13 @@ def _bits(depth: int) -> int:
     return max(depth - 1, 1).bit_length()
 
 
-def _read_half(m: Module, user, port, banks: LoadBanks) -> None:
+def _read_half(m: Module, user, port, banks: LoadBanks, at_start: bool = True) -> None:
     """Connect a reader (``addr``, ``en`` out; ``data`` in) to a RAM read ``port`` in the
-    half the job reads."""
-    m.d.comb += [port.addr.eq(banks.read_addr(user.addr)), port.en.eq(user.en),
-                 user.data.eq(port.data)]
+    half the job reads; ``at_start=False`` for a reader that never reads in the start cycle
+    (the fetchers: they issue from the cycle after the clear), which then takes the half from
+    the register."""
+    addr = banks.read_addr(user.addr) if at_start else banks.run_addr(user.addr)
+    m.d.comb += [port.addr.eq(addr), port.en.eq(user.en), user.data.eq(port.data)]
 
 
 def _write_banked(m: Module, port, rams, banks: LoadBanks, bits: int, addr_bits: int) -> None:
@@ -535,3 +542,4 @@ class _Engine:
     slices: list
     clear: Signal       # the cycle after start: the fetchers and groups drop their state
     crossbar: NodeCrossbar | None   # the shared node buffer's reads (node_banks > 0)
+    work: Signal        # running and not the clear cycle: the fetchers and groups work
