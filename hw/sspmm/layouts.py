@@ -112,18 +112,30 @@ def chunks(config: SSpmmConfig) -> int:
     return -(-config.max_feature_width // config.group_lanes)
 
 
+def ranks_in_record(config: SSpmmConfig) -> bool:
+    """Whether the row record carries its features' ranks (one slice: ranked before the row
+    queue). With S > 1 the records wait in the dispatcher's 64-row queues, block RAM whose
+    read yosys merges with the emitter's head register; records that wide took more block
+    RAM, and the ranks then came from that late read (14.8-15.0 ns at S = 2), so each
+    slice's emitter ranks the row as it takes it instead."""
+    return config.slices == 1
+
+
 def row_record_layout(config: SSpmmConfig) -> data.StructLayout:
     """What the row fetcher hands to the job emitter: the row, its pointer and degree, its
-    mask, its jobs, and each feature's job and lane (``chunk_of``, ``lane_of``: the rank of
-    the feature among the mask's set bits, split as :class:`~.mask_decoder.MaskRanks` does)."""
+    mask, its jobs, and with :func:`ranks_in_record` each feature's job and lane
+    (``chunk_of``, ``lane_of``: the rank of the feature among the mask's set bits, split as
+    :class:`~.mask_decoder.MaskRanks` does)."""
     w = widths(config)
     F, W = config.max_feature_width, config.group_lanes
-    return data.StructLayout({
+    fields = {
         "row": w["row"],
         "ptr": w["edge"],
         "deg": w["edge"],
         "mask": F,
         "jobs": range(chunks(config) + 1),
-        "chunk_of": data.ArrayLayout(range(max(-(-F // W), 2)), F),
-        "lane_of": data.ArrayLayout(range(max(W, 2)), F),
-    })
+    }
+    if ranks_in_record(config):
+        fields["chunk_of"] = data.ArrayLayout(range(max(-(-F // W), 2)), F)
+        fields["lane_of"] = data.ArrayLayout(range(max(W, 2)), F)
+    return data.StructLayout(fields)

@@ -11,7 +11,7 @@ from ..common.bits import popcount
 from ..common.queue import Queue
 from ..common.ram import RamReadSignature, RamWriteSignature
 from .config import SSpmmConfig
-from .layouts import job_layout, row_record_layout, widths
+from .layouts import job_layout, ranks_in_record, row_record_layout, widths
 from .mask_decoder import ChunkSelect, MaskRanks
 
 ROW_QUEUE_DEPTH = 4
@@ -144,16 +144,19 @@ class JobScheduler(wiring.Component):
         with m.If(self.start):
             m.d.sync += self.err_indptr.eq(0)
         jobs = (unmasked + (W - 1)) >> (W.bit_length() - 1)
-        # each feature's job and lane, ranked here from registers on the way into the queue
-        # (ranked from the queue's read, on the way into the emitter's head register, they
-        # were a longest path)
-        m.submodules.ranks = ranks = MaskRanks(F, W)
         record = Signal(row_record_layout(cfg))
-        m.d.comb += [ranks.mask.eq(mask), record.row.eq(row), record.ptr.eq(p0),
+        ranked = []
+        if ranks_in_record(cfg):
+            # each feature's job and lane, ranked here from registers on the way into the
+            # queue (ranked from the queue's read, on the way into the emitter's head register,
+            # they were a longest path)
+            m.submodules.ranks = ranks = MaskRanks(F, W)
+            m.d.comb += ranks.mask.eq(mask)
+            ranked = [*[record.chunk_of[f].eq(ranks.chunk[f]) for f in range(F)],
+                      *[record.lane_of[f].eq(ranks.lane[f]) for f in range(F)]]
+        m.d.comb += [record.row.eq(row), record.ptr.eq(p0),
                      record.deg.eq(deg), record.mask.eq(mask), record.jobs.eq(jobs),
-                     *[record.chunk_of[f].eq(ranks.chunk[f]) for f in range(F)],
-                     *[record.lane_of[f].eq(ranks.lane[f]) for f in range(F)],
-                     queue.w_data.eq(record),
+                     *ranked, queue.w_data.eq(record),
                      queue.w_en.eq(checking & ~bad & (p1 != p0) & mask.any())]
         m.d.comb += [self.count_en.eq(checking & ~bad), self.count_row.eq(row),
                      self.count.eq(Mux(p1 != p0, unmasked, 0))]
@@ -194,17 +197,28 @@ class JobEmitter(wiring.Component):
         cfg = self.config
         F, W = cfg.max_feature_width, cfg.group_lanes
         # the head record is registered as it leaves the row queue, with the rank of each of
-        # its features (:class:`MaskRanks`, ranked before the queue); each job's lanes are then
-        # picked from the registered ranks (:class:`ChunkSelect`), with nothing carried from
-        # job to job
+        # its features (:class:`MaskRanks`: ranked before the queue with one slice, here as
+        # the record is taken with several); each job's lanes are then picked from the
+        # registered ranks (:class:`ChunkSelect`), with nothing carried from job to job
         m.submodules.select = select = ChunkSelect(F, W)
         head = Signal(row_record_layout(cfg))
         head_valid = Signal()
         chunk = Signal(range(-(-F // W) + 1))
         m.d.comb += [select.mask.eq(head.mask), select.chunk.eq(chunk)]
+        if ranks_in_record(cfg):
+            head_chunk, head_lane = head.chunk_of, head.lane_of
+        else:
+            m.submodules.ranks = ranks = MaskRanks(F, W)
+            head_chunk = Signal(data.ArrayLayout(ranks.chunk[0].shape(), F), name="head_chunk_of")
+            head_lane = Signal(data.ArrayLayout(ranks.lane[0].shape(), F), name="head_lane_of")
+            m.d.comb += ranks.mask.eq(self.rows.payload.mask)
+            with m.If(self.rows.ready):
+                for f in range(F):
+                    m.d.sync += [head_chunk[f].eq(ranks.chunk[f]),
+                                 head_lane[f].eq(ranks.lane[f])]
         for f in range(F):
-            m.d.comb += [select.chunk_of[f].eq(head.chunk_of[f]),
-                         select.lane_of[f].eq(head.lane_of[f])]
+            m.d.comb += [select.chunk_of[f].eq(head_chunk[f]),
+                         select.lane_of[f].eq(head_lane[f])]
         refill = ~self.job_valid | self.job_taken
         row_last = chunk + 1 == head.jobs
         head_done = refill & head_valid & row_last     # the head row's last job goes out
