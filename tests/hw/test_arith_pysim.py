@@ -88,7 +88,7 @@ def test_idle_cycles_on_input():
     assert_bit_exact("mul", (a, b), got, arith.expected("mul", a, b))
 
 
-@pytest.mark.parametrize("latency", [3])
+@pytest.mark.parametrize("latency", [3, ADDER_STAGES])
 def test_restart_input_adds_b_to_plus_zero(latency):
     """``restart`` makes the adder return ``+0 + b`` whatever ``a`` holds (the S-SpMM lanes'
     restart, selected after the operand compare rather than in front of it); without it the
