@@ -256,6 +256,26 @@ VERILATOR_ARGS = ["-Wno-fatal", "-O2", "--x-assign", "fast", "--x-initial", "fas
 COCOTB_CXX_OPT = {"OPT_FAST": "-O0", "OPT_SLOW": "-O0", "OPT_GLOBAL": "-O0"}
 
 
+def cocotb_libs_dir() -> str:
+    """Where cocotb's shared libraries live (the virtual environment's copy)."""
+    from cocotb_tools import config
+    return str(Path(config.libs_dir).resolve())
+
+
+def simulator_key(backend: str, text: str, args: list[str], waves: bool) -> str:
+    """Cache key of a cocotb simulator build.
+
+    A Verilator build links cocotb's VPI library with a run path into the virtual environment
+    that built it, so the key holds that directory: a cache shared by two checkouts (or kept
+    across a re-created environment) would otherwise hand out an executable whose loader fails
+    (exit status 127) when the first environment is gone.
+    """
+    make_vars = " ".join(f"{k}={v}" for k, v in COCOTB_CXX_OPT.items())
+    return config_hash(text, json.dumps(args), str(waves), tool_version(backend),
+                       _TRIGGER.pattern if backend == "icarus" else "",
+                       make_vars if backend == "verilator" else "", cocotb_libs_dir())
+
+
 def build_simulator(backend: str, verilog: GeneratedVerilog, waves: bool = False) -> Path:
     """Build (or fetch from the cache) a cocotb simulation of ``verilog``; returns its directory."""
     from cocotb_tools.runner import get_runner
@@ -271,9 +291,7 @@ def build_simulator(backend: str, verilog: GeneratedVerilog, waves: bool = False
                         "use verilator or icarus")
     text = verilog.path.read_text()
     make_vars = " ".join(f"{k}={v}" for k, v in COCOTB_CXX_OPT.items())
-    key = config_hash(text, json.dumps(args), str(waves), tool_version(backend),
-                      _TRIGGER.pattern if backend == "icarus" else "",
-                      make_vars if backend == "verilator" else "")
+    key = simulator_key(backend, text, args, waves)
     build_dir = cache_dir() / backend / f"{verilog.toplevel}-{key}"
     ok = build_dir / ".built"
     with locked(build_dir):

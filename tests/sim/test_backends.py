@@ -51,6 +51,16 @@ def test_verilator_build_cache_hit_does_not_rebuild():
     assert {p: p.stat().st_mtime_ns for p in again.rglob("*") if p.is_file()} == stamp
 
 
+def test_simulator_build_key_holds_the_cocotb_library_path(monkeypatch):
+    # a Verilator build runs cocotb's VPI library from the environment that built it: a cache
+    # kept across environments must not hand one checkout's executable to another
+    import moagcn.sim.build as build
+    key = build.simulator_key("verilator", "module m; endmodule", [], False)
+    assert build.simulator_key("verilator", "module m; endmodule", [], False) == key
+    monkeypatch.setattr(build, "cocotb_libs_dir", lambda: "/elsewhere/cocotb/libs")
+    assert build.simulator_key("verilator", "module m; endmodule", [], False) != key
+
+
 @pytest.mark.parametrize("backend", ["pysim", "verilator"])
 def test_cycle_limit_stops_a_stuck_testbench(backend):
     with pytest.raises((SimulationError, CycleLimitExceeded)) as info:
