@@ -143,8 +143,11 @@ def _run_cocotb(design, config, testbench, simulator, waves, max_cycles, kwargs)
                     hdl_toplevel_lang="verilog", build_dir=build_dir, test_dir=run_dir,
                     extra_env={"MOAGCN_JOB": str(job_file)}, waves=bool(waves),
                     timescale=TIMESCALE_IF_ICARUS.get(simulator), log_file=log)
-    except SystemExit:
-        pass  # a failing testbench or a crashed simulator: judged from the result file below
+    except (SystemExit, RuntimeError):
+        # a failing testbench, a crashed simulator or one whose loader failed (the runner raises
+        # RuntimeError on a non-zero exit status): judged from the result file below, whose
+        # absence reports the log's tail
+        pass
     finally:
         os.environ.clear()
         os.environ.update(env_before)
