@@ -46,8 +46,9 @@ import numpy as np
 from moagcn.core.counters import Counters
 from moagcn.core.graph import degrees
 from moagcn.hw.sspmm.config import SSpmmConfig
-from moagcn.hw.sspmm.protocol import (FRONT_END_LATENCY, ISSUE_TO_ROOT, ISSUE_TO_ROOT_SHARED,
+from moagcn.hw.sspmm.protocol import (FRONT_END_LATENCY, ISSUE_TO_ROOT_SHARED,
                                       ROW_CHECK_LATENCY, ROW_HEAD_LATENCY, tree_depth)
+from moagcn.hw.sspmm.protocol import issue_to_root as issue_to_root_of
 
 from .golden.sspmm import normalise_mask, piece_sizes
 from .sspmm_crossbar import CrossbarRates, drawn_sequences, pass_sequence, read_weights
@@ -74,16 +75,17 @@ def turn_gap(config: SSpmmConfig, issue_to_root: float | None = None) -> float:
 
     A context takes a turn every ring period (L = ``adder_latency`` cycles) if an entry is in
     its local buffer. An entry's credit comes back ``round_trip`` cycles after the fetcher
-    issued the entry that frees it: the issue, the index and row reads (``ISSUE_TO_ROOT``), the
-    tree, the local-buffer write, the turn, the credit. With ``local_depth`` D entries in flight
+    issued the entry that frees it: the issue, the index and row reads
+    (:func:`~moagcn.hw.sspmm.protocol.issue_to_root`), the tree, the local-buffer write, the
+    turn, the credit. With ``local_depth`` D entries in flight
     a context therefore takes D turns per ``max(D * L, ceil(round_trip / L) * L)`` cycles: a
     buffer too shallow for a short ring (D * L < round trip) slows every turn.
-    ``issue_to_root``: the read's cycles to the tree when not ``ISSUE_TO_ROOT`` (the shared
-    node buffer's, with its mean wait for a grant).
+    ``issue_to_root``: the read's cycles to the tree when not the configuration's own (the
+    shared node buffer's, with its mean wait for a grant).
     """
     L, D = config.adder_latency, config.local_depth
     if issue_to_root is None:
-        issue_to_root = ISSUE_TO_ROOT
+        issue_to_root = issue_to_root_of(config)
     round_trip = issue_to_root + tree_depth(config.groups, config.tree_radix) + 2
     return max(D * L, -(-round_trip // L) * L) / D
 
@@ -278,7 +280,7 @@ class _FetchTiming:
     another slice's read (``shared``); see :mod:`moagcn.sim.sspmm_crossbar`."""
 
     def __init__(self, config: SSpmmConfig, reads=None, n_cols: int = 0):
-        self.rate, self.issue_to_root = float(config.fetch_rows), float(ISSUE_TO_ROOT)
+        self.rate, self.issue_to_root = float(config.fetch_rows), float(issue_to_root_of(config))
         self.wait = self.shared = 0.0
         if not config.node_banks:
             return
@@ -387,7 +389,7 @@ def _slice_schedule(deg, jobs, arrival, config: SSpmmConfig,
     - *release*: a context is free for the next job once its pass's last entry is in its local
       buffer: the pass issues that entry ``local_depth`` turns before its last when the adders
       set the pace (a short pass issues all of its entries one per cycle, a cycle after its
-      bind), and the entry reaches the buffer ``ISSUE_TO_ROOT + tree depth + 1`` cycles after
+      bind), and the entry reaches the buffer ``issue_to_root + tree depth + 1`` cycles after
       its issue (with two-entry buffers and short jobs those cycles decide how long contexts
       stay bound); the next job's turns follow the old job's in the same context (the double
       buffer), so a pass starts when every member's previous pass has finished.

@@ -85,6 +85,15 @@ class SSpmmConfig:
         graphs larger than the buffers (see :mod:`moagcn.sim.sspmm_memory`); 0 (every
         configuration that can be built): the host fills the buffers through the load
         streams, as the RTL does (overlapped with the job before with ``load_banks`` 2).
+    index_register : bool
+        True (the default): each column index read is registered before it addresses the node
+        buffer (the index buffer's read, 5.8 ns of clock-to-out on ECP5, straight into the
+        node buffer's address was the longest path: S = 1, P = 4 from 91.8 to 94.4 MHz), at a
+        cycle more from a neighbour's issue to its row (``issue_to_root``). Only from
+        ``adder_latency`` 4 on (:attr:`registered_index`): a ring of 2 or 3 contexts turns
+        faster than a row read comes back, so the extra cycle shows on every short job (the
+        tiny preset's test jobs: 1.4 % more cycles on average, up to 6.8 %, against at most
+        0.6 % with 4 contexts and 0.2 % with 5 or 7).
     simulate : bool
         False for configurations that only the cycle model may use.
     """
@@ -106,6 +115,7 @@ class SSpmmConfig:
     load_banks: int = 2
     node_banks: int = 0
     hbm_gb_per_s: float = 0.0
+    index_register: bool = True
     simulate: bool = True
 
     def __post_init__(self):
@@ -180,6 +190,12 @@ class SSpmmConfig:
     def group_bits(self) -> int:
         """log2 G: the bits that pick a group, or a chunk's place in its output beat."""
         return self.groups.bit_length() - 1
+
+    @property
+    def registered_index(self) -> bool:
+        """The column index is registered between its read and the row read (see
+        ``index_register``)."""
+        return self.index_register and self.adder_latency >= 4
 
     @property
     def contexts(self) -> int:

@@ -11,7 +11,7 @@ from ..common.ram import RamReadSignature
 from .config import SSpmmConfig
 from .crossbar import NodeRequestSignature
 from .layouts import RowLinkSignature, job_layout, sel_layout, widths
-from .protocol import ISSUE_TO_ROOT  # noqa: F401 (the cycle model shares it)
+from .protocol import issue_to_root  # noqa: F401 (the cycle model shares it)
 from .tree import DistributionTree
 
 
@@ -341,7 +341,8 @@ class PassTable(wiring.Component):
 
 class RowReader(wiring.Component):
     """One root link's read pipeline: an issued neighbour's column index, then its feature
-    row, which enters the distribution tree (``ISSUE_TO_ROOT`` cycles after the issue).
+    row, which enters the distribution tree (:func:`~moagcn.hw.sspmm.protocol.issue_to_root`
+    cycles after the issue: one more with ``registered_index``).
 
     Members
     -------
@@ -402,8 +403,21 @@ class RowReader(wiring.Component):
         last1 = Signal(name="s1_last")
         m.d.sync += [v1.eq(v0 & ~self.clear), mask1.eq(mask0),
                      first1.eq(first0), last1.eq(last0)]
-        # -- stage 1: the column index arrives; read the neighbour's row ----------------------
+        # -- stage 1: the column index arrives; with ``registered_index`` it is registered
+        # first (the index buffer's read, 5.8 ns of clock-to-out on ECP5, straight into the
+        # node buffer's address was the longest path) --------------------------------------
         col = self.idx.data
+        v_read = v1             # the index read in flight
+        if cfg.registered_index:
+            col_r = Signal.like(col, name="s1r_col")
+            v1r = Signal(name="s1r_valid")
+            mask1r = Signal(N, name="s1r_dest")
+            first1r = Signal(name="s1r_first")
+            last1r = Signal(name="s1r_last")
+            m.d.sync += [col_r.eq(col), v1r.eq(v1 & ~self.clear), mask1r.eq(mask1),
+                         first1r.eq(first1), last1r.eq(last1)]
+            col, v1, mask1, first1, last1 = col_r, v1r, mask1r, first1r, last1r
+        # read the neighbour's row
         m.d.comb += [self.row.addr.eq(col), self.row.en.eq(v1)]
         v2 = Signal(name="s2_valid")
         mask2 = Signal(N, name="s2_dest")
@@ -416,10 +430,15 @@ class RowReader(wiring.Component):
         # multiplexers, a compare in the same cycle was the longest path): a bad index's row
         # still enters the tree, but the flag stops the job before anything is streamed out,
         # and the next start clears every pass, context and sum
-        col2 = Signal.like(col, name="s2_col")
-        m.d.sync += col2.eq(col)
+        if cfg.registered_index:
+            col2 = col          # already a register
+            err_valid = v1
+        else:
+            col2 = Signal.like(col, name="s2_col")
+            m.d.sync += col2.eq(col)
+            err_valid = v2
         err = Signal(name="s3_err")
-        m.d.sync += err.eq(v2 & (col2 >= self.n_rows) & ~self.clear)
+        m.d.sync += err.eq(err_valid & (col2 >= self.n_rows) & ~self.clear)
         m.d.comb += self.err.eq(err)
         # meanwhile, each group's destination context and its lane features (a context keeps
         # them from its bind, a cycle before its first neighbour can be issued, to its release,
@@ -429,7 +448,8 @@ class RowReader(wiring.Component):
         # -- stage 2: the row arrives and enters the tree --------------------------------------
         m.d.comb += [root.valid.eq(v2), root.first.eq(first2), root.last.eq(last2),
                      root.dest.eq(mask2), root.slot.eq(slot2), root.sel.eq(sel2),
-                     self.root.words.eq(self.row.data), self.busy.eq(v0 | v1 | v2 | err)]
+                     self.root.words.eq(self.row.data),
+                     self.busy.eq(v0 | v_read | v1 | v2 | err)]
         return m
 
 

@@ -27,11 +27,20 @@ RESTARTABLE = True
 SCALARS_AT_START = True
 
 #: cycles from a row read's issue to its packet entering the tree: the issue registered, the
-#: column index read, the feature row read
+#: column index read, the feature row read (one more with the index registered, see
+#: :func:`issue_to_root`)
 ISSUE_TO_ROOT = 3
 #: the same with the shared, banked node buffer (``node_banks`` > 0) when no bank conflict
 #: delays it: the index also joins the reader's request queue
 ISSUE_TO_ROOT_SHARED = 4
+
+
+def issue_to_root(config) -> int:
+    """Cycles from a row read's issue to its packet entering the tree in ``config``: the
+    shared node buffer's, or the own one's with or without the index register."""
+    if config.node_banks:
+        return ISSUE_TO_ROOT_SHARED
+    return ISSUE_TO_ROOT + (1 if config.registered_index else 0)
 #: cycles a fetched row spends in the scheduler's check stage (its pointers and mask row
 #: registered) before it can be queued
 ROW_CHECK_LATENCY = 1

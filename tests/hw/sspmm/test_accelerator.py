@@ -100,9 +100,11 @@ def _raw_run(indptr, indices, n_features=4, backend="verilator", cfg=TINY):
                streams=packed.streams, scalars=packed.scalars, max_cycles=5000).value
 
 
-@pytest.mark.parametrize("backend", ["pysim", "verilator"])
-def test_error_flag_index_out_of_range_stops_cleanly(backend):
-    out = _raw_run([0, 2, 3, 4], [1, 3, 0, 2], backend=backend)   # 3 rows: 3 is the first bad
+@pytest.mark.parametrize("backend,latency", [("pysim", 3), ("verilator", 3), ("pysim", 4)])
+def test_error_flag_index_out_of_range_stops_cleanly(backend, latency):
+    # adder latency 4: the column index registered before the row read
+    cfg = preset("tiny", adder_latency=latency)
+    out = _raw_run([0, 2, 3, 4], [1, 3, 0, 2], backend=backend, cfg=cfg)   # 3 is the first bad
     assert out["err_index"] == 1 and out["err_indptr"] == 0
     assert out["beats"] == []
 

@@ -421,8 +421,9 @@ def test_distribution_tree_multicasts_to_every_destination_and_nowhere_else(grou
     assert any(bin(d).count("1") > 1 for _, _, d, *_ in sent)     # real multicasts happened
 
 
+@pytest.mark.parametrize("latency", [3, 4])     # 4: the column index registered
 @pytest.mark.parametrize("bad_column,gaps", [(False, False), (True, False), (False, True)])
-def test_neighbour_fetcher_binds_passes_and_multicasts_each_row_once(bad_column, gaps):
+def test_neighbour_fetcher_binds_passes_and_multicasts_each_row_once(bad_column, gaps, latency):
     """NeighbourFetcher alone, with the groups emulated: every job is bound to one context,
     a pass holds at most one job per group, each neighbour row of a pass is read once and
     reaches exactly the pass's contexts in column order with first / last marks, and a
@@ -433,7 +434,8 @@ def test_neighbour_fetcher_binds_passes_and_multicasts_each_row_once(bad_column,
     from moagcn.hw.sspmm.fetch import NeighbourFetcher
     from moagcn.hw.sspmm.layouts import job_layout
 
-    cfg = preset("tiny")                     # G = 2 groups of L = 3 contexts, W = 2
+    cfg = preset("tiny", adder_latency=latency)     # G = 2 groups of L contexts, W = 2
+    assert cfg.registered_index == (latency >= 4)
     G, L, D = cfg.groups, cfg.adder_latency, cfg.local_depth
     dut = NeighbourFetcher(cfg)
     rng = np.random.default_rng(7)
