@@ -88,7 +88,7 @@ class SSpmmConfig:
     index_register : bool
         True (the default): each column index read is registered before it addresses the node
         buffer (the index buffer's read, 5.8 ns of clock-to-out on ECP5, straight into the
-        node buffer's address was the longest path: S = 1, P = 4 from 91.8 to 94.4 MHz), at a
+        node buffer's address was the longest path: S = 1, P = 4 from 91.8 to 94.1 MHz), at a
         cycle more from a neighbour's issue to its row (``issue_to_root``). Only from
         ``adder_latency`` 4 on (:attr:`registered_index`): a ring of 2 or 3 contexts turns
         faster than a row read comes back, so the extra cycle shows on every short job (the

@@ -34,13 +34,6 @@ ISSUE_TO_ROOT = 3
 #: delays it: the index also joins the reader's request queue
 ISSUE_TO_ROOT_SHARED = 4
 
-
-def issue_to_root(config) -> int:
-    """Cycles from a row read's issue to its packet entering the tree in ``config``: the
-    shared node buffer's, or the own one's with or without the index register."""
-    if config.node_banks:
-        return ISSUE_TO_ROOT_SHARED
-    return ISSUE_TO_ROOT + (1 if config.registered_index else 0)
 #: cycles a fetched row spends in the scheduler's check stage (its pointers and mask row
 #: registered) before it can be queued
 ROW_CHECK_LATENCY = 1
@@ -58,3 +51,11 @@ def tree_depth(leaves: int, radix: int) -> int:
         depth += 1
         span *= radix
     return depth
+
+
+def issue_to_root(config) -> int:
+    """Cycles from a row read's issue to its packet entering the tree in ``config``: the
+    shared node buffer's, or the own one's with or without the index register."""
+    if config.node_banks:
+        return ISSUE_TO_ROOT_SHARED
+    return ISSUE_TO_ROOT + (1 if config.registered_index else 0)
