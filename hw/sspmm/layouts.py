@@ -7,6 +7,7 @@ from amaranth.lib import data, wiring
 from amaranth.lib.wiring import Out
 
 from .config import SSpmmConfig
+from .mask_decoder import chunk_shape, lane_shape
 
 
 def widths(config: SSpmmConfig) -> dict[str, int]:
@@ -136,6 +137,6 @@ def row_record_layout(config: SSpmmConfig) -> data.StructLayout:
         "jobs": range(chunks(config) + 1),
     }
     if ranks_in_record(config):
-        fields["chunk_of"] = data.ArrayLayout(range(max(-(-F // W), 2)), F)
-        fields["lane_of"] = data.ArrayLayout(range(max(W, 2)), F)
+        fields["chunk_of"] = data.ArrayLayout(chunk_shape(F, W), F)
+        fields["lane_of"] = data.ArrayLayout(lane_shape(W), F)
     return data.StructLayout(fields)

@@ -28,6 +28,16 @@ def _check(width: int, lanes: int) -> None:
         raise ValueError(f"width must be at least 1, got {width}")
 
 
+def chunk_shape(width: int, lanes: int) -> range:
+    """The shape of a feature's chunk (its job) among ``width`` features in jobs of ``lanes``."""
+    return range(max(-(-width // lanes), 2))
+
+
+def lane_shape(lanes: int) -> range:
+    """The shape of a feature's lane in its job."""
+    return range(max(lanes, 2))
+
+
 class MaskRanks(wiring.Component):
     """Each feature's chunk and lane: its rank among the set bits of ``mask``, split.
 
@@ -51,8 +61,8 @@ class MaskRanks(wiring.Component):
         self._width, self._lanes = width, lanes
         super().__init__({
             "mask": In(width),
-            "chunk": Out(range(max(-(-width // lanes), 2))).array(width),
-            "lane": Out(range(max(lanes, 2))).array(width),
+            "chunk": Out(chunk_shape(width, lanes)).array(width),
+            "lane": Out(lane_shape(lanes)).array(width),
         })
 
     def elaborate(self, platform):
