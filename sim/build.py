@@ -132,16 +132,14 @@ def verilog_text(component, toplevel: str) -> tuple[str, list[Port]]:
     from amaranth.back import verilog
     from amaranth.hdl import ClockSignal, ResetSignal
 
-    from moagcn.hw.common.ram import (RAM_MODULE, RAM_MODULE_NO_COLLISIONS, VERILOG_RAM,
-                                      VERILOG_RAM_NO_COLLISIONS, VerilogTarget)
+    from moagcn.hw.common.ram import VERILOG_RAMS, VerilogTarget
 
     ports = component_ports(component)
     text = verilog.convert(ClockedTop(component), name=toplevel, platform=VerilogTarget(),
                            ports=[ClockSignal("sync"), ResetSignal("sync"),
                                   *[v for v, _ in ports.values()]],
                            emit_src=False)
-    for module, source in ((RAM_MODULE, VERILOG_RAM),
-                           (RAM_MODULE_NO_COLLISIONS, VERILOG_RAM_NO_COLLISIONS)):
+    for module, source in VERILOG_RAMS.items():
         if f"{module} #(" in text or f"{module} " in text:
             text += source
     port_list = [Port("clk", 1, "in"), Port("rst", 1, "in")]

@@ -67,10 +67,22 @@ _COLLISION_CHECK = """
 `endif"""
 
 VERILOG_RAM = _RAM_TEMPLATE.format(name=RAM_MODULE, note="", attr="", check="")
+_NO_COLLISIONS_NOTE = (
+    "\n// Never read and written at one word in one cycle: synthesis may return anything then\n"
+    "// (no bypass logic); simulators stop with an error if it happens.")
 VERILOG_RAM_NO_COLLISIONS = _RAM_TEMPLATE.format(
     name=RAM_MODULE_NO_COLLISIONS, attr="(* no_rw_check *) ", check=_COLLISION_CHECK,
-    note="\n// Never read and written at one word in one cycle: synthesis may return anything then\n"
-         "// (no bypass logic); simulators stop with an error if it happens.")
+    note=_NO_COLLISIONS_NOTE)
+#: a RAM without collisions that synthesis puts in block RAM however small it is (see
+#: :class:`Ram`'s ``block``)
+RAM_MODULE_BLOCK = "moagcn_ram_nc_block"
+VERILOG_RAM_BLOCK = _RAM_TEMPLATE.format(
+    name=RAM_MODULE_BLOCK, attr='(* no_rw_check, ram_style = "block" *) ',
+    check=_COLLISION_CHECK,
+    note=_NO_COLLISIONS_NOTE + "\n// Mapped to block RAM whatever its size.")
+#: every RAM module a design may instantiate, with its Verilog
+VERILOG_RAMS = {RAM_MODULE: VERILOG_RAM, RAM_MODULE_NO_COLLISIONS: VERILOG_RAM_NO_COLLISIONS,
+                RAM_MODULE_BLOCK: VERILOG_RAM_BLOCK}
 
 
 class VerilogTarget:
@@ -124,8 +136,14 @@ class Ram(wiring.Component):
     """
 
     def __init__(self, width: int, depth: int, read_ports: int = 1, write_ports: int = 1,
-                 granularity: int | None = None, collisions: bool = True):
+                 granularity: int | None = None, collisions: bool = True, block: bool = False):
         granularity = granularity or width
+        #: ``True``: synthesis maps the RAM to block RAM even where its size would make it
+        #: distributed (LUT) RAM: a wide, shallow buffer in LUT RAM is dozens of cells spread
+        #: over the die, its read address fanned out to all of them. Only without collisions.
+        if block and collisions:
+            raise ValueError("a block-RAM Ram must be built with collisions=False")
+        self.block = block
         #: ``False``: the design never reads a word in the cycle it writes it (a buffer
         #: written only while loading and read only while computing). Synthesis then drops
         #: the logic that returns a block RAM's old contents on such a collision (a compare
@@ -156,8 +174,10 @@ class Ram(wiring.Component):
         m = Module()
         if isinstance(platform, VerilogTarget):
             # ports are concatenated, port 0 in the low bits, as VERILOG_RAM slices them
+            module = (RAM_MODULE_BLOCK if self.block else
+                      RAM_MODULE if self.collisions else RAM_MODULE_NO_COLLISIONS)
             m.submodules.ram = Instance(
-                RAM_MODULE if self.collisions else RAM_MODULE_NO_COLLISIONS,
+                module,
                 p_WIDTH=self.width, p_DEPTH=self.depth, p_AW=self.addr_bits,
                 p_GRAN=self.granularity, p_NR=self.n_read, p_NW=self.n_write,
                 i_clk=ClockSignal(),

@@ -54,9 +54,21 @@ class FeatureLoader(wiring.Component):
         beat = Signal(range(F // LW + 1))
         beats_per_row = (self.n_features + (LW - 1)) // LW
         take = self.beats.valid & self.enable
-        m.d.comb += [self.beats.ready.eq(self.enable), self.write.addr.eq(row),
-                     self.write.data.eq(self.beats.payload.replicate(F // LW)),
-                     self.write.en.eq(take << beat)]
+        # the write is registered and lands a cycle after its beat: ``enable`` comes from the
+        # start input through ``busy`` (no load moves in a start cycle), and from there through
+        # the handshake into the node buffer's byte enables, the biggest buffer's, was a
+        # longest path. A job reads the node buffer from the third cycle after its start at the
+        # earliest, so a beat taken just before the start is written in time; the load half
+        # toggles only after a start cycle, in which no beat is taken, so the registered write
+        # goes to the half its beat was taken for
+        addr = Signal.like(self.write.addr, name="write_addr_r")
+        payload = Signal.like(self.beats.payload, name="write_beat_r")
+        enables = Signal.like(self.write.en, name="write_en_r")
+        m.d.sync += [addr.eq(row), payload.eq(self.beats.payload),
+                     enables.eq(Mux(take, 1 << beat, 0))]
+        m.d.comb += [self.beats.ready.eq(self.enable), self.write.addr.eq(addr),
+                     self.write.data.eq(payload.replicate(F // LW)),
+                     self.write.en.eq(enables)]
         with m.If(self.clear):
             m.d.sync += [beat.eq(0), row.eq(0)]
         with m.Elif(take):
@@ -178,12 +190,27 @@ class OutputStream(wiring.Component):
         fetch_wait = Signal()     # the row's element count is being read
         # (a merged beat may go out some cycles after its row is held)
         sent = (self.out.valid if self.merge else held) & self.out.ready
-        beat_last = out_beat + 1 >= row_beats
         last_row = out_row + 1 >= self.n_rows
         # the beat on the output now was addressed in the previous cycle: beat 0 while the row
-        # is decided, then the next one with each transfer
-        next_beat = Mux(fetch_wait, 0, Mux(sent & ~beat_last, out_beat + 1, out_beat))
-        m.d.comb += self.beats.addr.eq(out_row * beats + next_beat)
+        # is decided, then the next one with each transfer. The addresses and whether the beat
+        # is the row's last are kept in registers beside ``out_row`` and ``out_beat`` (from
+        # them, two carry chains, the compare and the address's add, ran into the output
+        # buffer's read address): ``base`` = out_row * beats, ``cur`` = base + out_beat while
+        # the row is held, ``cur_inc`` = cur + 1, ``beat_last`` = out_beat + 1 >= row_beats
+        addr_shape = len(self.beats.addr)
+        base = Signal(addr_shape, name="row_base")
+        cur = Signal(addr_shape, name="beat_addr")
+        cur_inc = Signal(addr_shape, name="beat_addr_next")
+        beat_last = Signal(name="beat_last")
+        step = sent & ~beat_last
+        # read only while streaming: the groups write the output buffer while a job computes
+        m.d.comb += [self.beats.addr.eq(Mux(fetch_wait, base, Mux(step, cur_inc, cur))),
+                     self.beats.en.eq(streaming)]
+        with m.If(fetch_wait):
+            m.d.sync += [cur.eq(base), cur_inc.eq(base + 1)]
+        with m.Elif(step):
+            m.d.sync += [cur.eq(cur_inc), cur_inc.eq(cur_inc + 1),
+                         beat_last.eq(out_beat + 2 >= row_beats)]
 
         # -- a row's element count decides its beats -------------------------------------------
         # The count is read a row ahead and registered (``count_ahead``): the count buffer's
@@ -207,11 +234,12 @@ class OutputStream(wiring.Component):
         with m.If(fetch_wait):
             # a row without neighbours, or fully masked, sends nothing
             m.d.sync += [fetch_wait.eq(0), out_beat.eq(0), row_count.eq(count),
-                         row_beats.eq((count + (P - 1)) >> (P.bit_length() - 1))]
+                         row_beats.eq((count + (P - 1)) >> (P.bit_length() - 1)),
+                         beat_last.eq(count <= P)]
             with m.If(count != 0):
                 m.d.sync += held.eq(1)
             with m.Else():
-                m.d.sync += out_row.eq(out_row + 1)
+                m.d.sync += [out_row.eq(out_row + 1), base.eq(base + beats)]
                 with m.If(last_row):
                     m.d.sync += streaming.eq(0)
 
@@ -227,14 +255,14 @@ class OutputStream(wiring.Component):
         sent_last = sent & beat_last & last_row
         with m.If(sent):
             with m.If(beat_last):
-                m.d.sync += [held.eq(0), out_row.eq(out_row + 1)]
+                m.d.sync += [held.eq(0), out_row.eq(out_row + 1), base.eq(base + beats)]
                 with m.If(last_row):
                     m.d.sync += streaming.eq(0)
             with m.Else():
                 m.d.sync += out_beat.eq(out_beat + 1)
 
         with m.If(self.start):
-            m.d.sync += [streaming.eq(1), out_row.eq(0)]
+            m.d.sync += [streaming.eq(1), out_row.eq(0), base.eq(0)]
         m.d.comb += [self.busy.eq(streaming), self.done.eq(empty_last | sent_last),
                      self.stall.eq(streaming & (beat_valid if self.merge else held)
                                    & ~self.out.ready)]

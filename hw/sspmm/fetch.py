@@ -253,8 +253,14 @@ class PassTable(wiring.Component):
         N, R = self.config.contexts, self.config.fetch_rows
         p_valid, p_ready, p_mask = self.p_valid, self.p_ready, self.p_mask
         eligible = Signal(N)
-        m.d.comb += eligible.eq(Cat(*[p_valid[e] & p_ready[e] & ~(p_mask[e] & ~self.space).any()
-                                      for e in range(N)]))
+        if self.config.groups == 1:
+            # one group: a pass has one member, the context that leads it (its slot), so its
+            # room is that context's own bit (the members' AND-OR was most of the credit loop,
+            # the contexts' counts through the pick into the counts again)
+            m.d.comb += eligible.eq(p_valid & p_ready & self.space)
+        else:
+            m.d.comb += eligible.eq(Cat(*[p_valid[e] & p_ready[e] & ~(p_mask[e] & ~self.space).any()
+                                          for e in range(N)]))
         after = Signal(N, name="rr_after")        # slots after the last pass served
         picks = []            # (issue, one-hot slot) per root link
         remaining = Signal(N, name="pick_eligible_0")
@@ -295,7 +301,8 @@ class PassTable(wiring.Component):
         reserve = 0
         for issue, (go, onehot) in zip(self.issue, picks):
             ptr = onehot_select(onehot, self.p_ptr)
-            dest = onehot_select(onehot, self.p_mask)
+            # with one group the pass's only member is its slot
+            dest = onehot if self.config.groups == 1 else onehot_select(onehot, self.p_mask)
             m.d.comb += [issue.valid.eq(go), issue.ptr.eq(ptr), issue.dest.eq(dest),
                          issue.first.eq((self.p_first & onehot).any()),
                          issue.last.eq((left_one & onehot).any())]

@@ -126,12 +126,18 @@ class AggregationGroup(wiring.Component):
         m = Module()
         cfg = self.config
         L, W, D = cfg.adder_latency, cfg.group_lanes, cfg.local_depth
+        # one block RAM for the group's local buffers where its two ports suffice (one root
+        # link): in LUT RAM the wide entries (W words) were dozens of cells across the die, the
+        # turn's read address fanned out to all of them a longest path. An entry is never read
+        # in the cycle it is written (a turn reads only an entry that arrived before; see
+        # :meth:`_take_turns`), so neither needs collision logic
         m.submodules.local = local = Ram(entry_layout(cfg).size, L * D, read_ports=1,
-                                         write_ports=cfg.fetch_rows)
+                                         write_ports=cfg.fetch_rows, collisions=False,
+                                         block=cfg.fetch_rows == 1)
         m.submodules.lanes = lanes = LaneAdders(W, L)
         ctx = self._bind_contexts(m)
         self._write_leaves(m, local, ctx)
-        turn, bubble, got = self._take_turns(m, local, ctx)
+        turn, bubble, got, reading = self._take_turns(m, local, ctx)
         # -- the entry arrives and is registered as the adders' operands (the local buffer's
         # read data and the turn, which fans out to every lane, ran into the adders' first
         # stage in one cycle); add it to the context's sums (to +0 on a job's first entry) ---
@@ -163,7 +169,7 @@ class AggregationGroup(wiring.Component):
                 Mux(out.lane_valid[k], lanes.sums.word_select(k, 32), 0))
 
         pending = Cat(*[(ctx.wptr[i] != ctx.rptr[i]) | ctx.reserved[i][0] for i in range(L)])
-        in_flight = Cat(pending, ctx.active, turn, bubble, op.turn, op.bubble,
+        in_flight = Cat(pending, ctx.active, reading, turn, bubble, op.turn, op.bubble,
                         *[stage.valid for stage in meta])
         m.d.comb += self.busy.eq(in_flight.any())
         return m
@@ -239,8 +245,9 @@ class AggregationGroup(wiring.Component):
     def _take_turns(self, m: Module, local: Ram, ctx: "_Contexts"):
         """The ring: context ``phase`` takes this cycle's turn and reads its next entry.
 
-        Returns the turn as its entry arrives one cycle later (the operand register follows),
-        with the entry read: (an entry is added, a bubble, the entry).
+        Returns the turn as its entry arrives two cycles later (the read, its register; the
+        operand register follows), with the entry read: (an entry is added, a bubble, the
+        entry, the turns and bubbles of the cycle between).
         """
         cfg = self.config
         L, D = cfg.adder_latency, cfg.local_depth
@@ -265,7 +272,9 @@ class AggregationGroup(wiring.Component):
         turn = self.run & have
         bubble = self.run & ~have & ctx.active.bit_select(phase, 1)
         read = local.read[0]
-        m.d.comb += [read.addr.eq(phase * D + rptrs[phase][:ctx.depth_bits]),
+        # read only at a turn: the context's head entry, written in an earlier cycle (``have``
+        # counts the entries that arrived before this cycle), never the one a link writes now
+        m.d.comb += [read.addr.eq(phase * D + rptrs[phase][:ctx.depth_bits]), read.en.eq(turn),
                      self.turn.eq(turn), self.bubble.eq(bubble)]
         for i in range(L):
             took = turn & (phase == i)
@@ -280,18 +289,34 @@ class AggregationGroup(wiring.Component):
                 with m.If(took):
                     m.d.sync += ctx.rptr[i].eq(ctx.rptr[i] + 1)
 
-        # the entry arrives one cycle later
+        # the entry arrives two cycles later: the read, then a register of its data (the block
+        # RAM's 5.8 ns of clock-to-out on ECP5 into the operand multiplexers was a longest
+        # path; registered, the read has a cycle of its own and the operands start from a
+        # flip-flop)
+        r_turn, r_bubble = Signal(name="r_turn"), Signal(name="r_bubble")
+        r_ctx = Signal(range(L), name="r_ctx")
+        m.d.sync += [r_turn.eq(turn & ~self.clear), r_bubble.eq(bubble & ~self.clear),
+                     r_ctx.eq(phase)]
         t_turn, t_bubble = Signal(name="t_turn"), Signal(name="t_bubble")
         t_ctx = Signal(range(L))
-        m.d.sync += [t_turn.eq(turn & ~self.clear), t_bubble.eq(bubble & ~self.clear),
-                     t_ctx.eq(phase)]
-        got = data.View(entry_layout(cfg), read.data)
+        m.d.sync += [t_turn.eq(r_turn & ~self.clear), t_bubble.eq(r_bubble & ~self.clear),
+                     t_ctx.eq(r_ctx)]
+        read_entry = data.View(entry_layout(cfg), read.data)
+        got = Signal(entry_layout(cfg), name="entry_read")
+        m.d.sync += got.eq(read_entry)
+        # whether the context is in the middle of a job (its entry's ``last`` bit), in time for
+        # its next turn ``adder_latency`` cycles on: from the registered entry where that is
+        # 3 or more (from the block RAM's read it was a longest path), else from the read
+        if L >= 3:
+            known, known_ctx, last = t_turn, t_ctx, got.last
+        else:
+            known, known_ctx, last = r_turn, r_ctx, read_entry.last
         for i in range(L):
             with m.If(self.clear):
                 m.d.sync += ctx.active[i].eq(0)
-            with m.Elif(t_turn & (t_ctx == i)):
-                m.d.sync += ctx.active[i].eq(~got.last)
-        return t_turn, t_bubble, got
+            with m.Elif(known & (known_ctx == i)):
+                m.d.sync += ctx.active[i].eq(~last)
+        return t_turn, t_bubble, got, Cat(r_turn, r_bubble)
 
     def _beside_adders(self, m: Module, turn, bubble, got):
         """The turn's bookkeeping, delayed beside the adders (one stage per adder stage);

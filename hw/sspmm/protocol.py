@@ -39,9 +39,9 @@ ISSUE_TO_ROOT_SHARED = 4
 ROW_CHECK_LATENCY = 1
 #: cycles a queued row spends in the job emitter's head register before its first job is offered
 ROW_HEAD_LATENCY = 1
-#: cycles from a turn's issue to its operands entering the adders: the local-buffer read, the
-#: operand register
-FRONT_END_LATENCY = 2
+#: cycles from a turn's issue to its operands entering the adders: the local-buffer read, its
+#: data's register, the operand register
+FRONT_END_LATENCY = 3
 
 
 def tree_depth(leaves: int, radix: int) -> int:

@@ -137,8 +137,18 @@ class JobScheduler(wiring.Component):
         m.d.sync += feature_valid.eq(Cat(*[f < self.n_features for f in range(F)]))
         mask = raw_mask & feature_valid
         unmasked = popcount(m, mask)
-        deg = (p1 - p0)[:widths(cfg)["edge"]]
-        bad = checking & ((p1 < p0) | (p1 > self.n_edges))
+        # The checks on the pointers' low bits (as wide as ``n_edges``) and an OR of their
+        # high bits: the 32-bit compares' carry chains into the queue's write enable were a
+        # longest path. The same verdict: a pointer with a high bit set is above ``n_edges``
+        # (p1), or above p1 (p0, when p1 is not), and with both clear the low bits are the
+        # pointers. For the same reason the row's "has neighbours" compares the low bits (a
+        # row that is not bad has no high bits).
+        eb = len(self.n_edges)
+        lo0, lo1 = p0[:eb], p1[:eb]
+        high = p0[eb:].any() | p1[eb:].any()
+        deg = (lo1 - lo0)[:widths(cfg)["edge"]]
+        bad = checking & (high | (lo1 < lo0) | (lo1 > self.n_edges))
+        neighbours = lo1 != lo0
         with m.If(bad):
             m.d.sync += self.err_indptr.eq(1)
         with m.If(self.start):
@@ -157,9 +167,9 @@ class JobScheduler(wiring.Component):
         m.d.comb += [record.row.eq(row), record.ptr.eq(p0),
                      record.deg.eq(deg), record.mask.eq(mask), record.jobs.eq(jobs),
                      *ranked, queue.w_data.eq(record),
-                     queue.w_en.eq(checking & ~bad & (p1 != p0) & mask.any())]
+                     queue.w_en.eq(checking & ~bad & neighbours & mask.any())]
         m.d.comb += [self.count_en.eq(checking & ~bad), self.count_row.eq(row),
-                     self.count.eq(Mux(p1 != p0, unmasked, 0))]
+                     self.count.eq(Mux(neighbours, unmasked, 0))]
 
 
 class JobEmitter(wiring.Component):

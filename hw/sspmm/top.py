@@ -213,8 +213,12 @@ class SSpmmAccelerator(wiring.Component):
         # owner table says which slice's bank holds a row (written by the dispatcher)
         beats = -(-chunks(cfg) // G)
         W, g_bits = cfg.group_lanes, cfg.group_bits
-        out = [[Ram(32 * W, cfg.max_nodes * beats) for _ in range(G)] for _ in range(S)]
-        lane_map = [Ram(G * g_bits, cfg.max_nodes * beats, granularity=g_bits)
+        # The groups write them while a job computes, the output stream reads them (only while
+        # streaming) after: never both at one word in one cycle, so no collision logic (its
+        # address compare, from the stream's next beat, was a longest path)
+        out = [[Ram(32 * W, cfg.max_nodes * beats, collisions=False) for _ in range(G)]
+               for _ in range(S)]
+        lane_map = [Ram(G * g_bits, cfg.max_nodes * beats, granularity=g_bits, collisions=False)
                     for _ in range(S)] if G > 1 else None
         owner = Ram(owner_layout(cfg).size, cfg.max_nodes) if S > 1 else None
         m.submodules.indptr_buf = indptr

