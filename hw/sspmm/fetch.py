@@ -340,10 +340,14 @@ class PassTable(wiring.Component):
                     m.d.sync += [self.p_ptr[e].eq(self.p_ptr[e] + 1),
                                  self.p_left[e].eq(self.p_left[e] - 1)]
                 with m.Elif(opening[e]):
-                    m.d.sync += [self.p_ptr[e].eq(form.ptr), self.p_left[e].eq(form.deg),
-                                 self.p_mask[e].eq(form.member)]
-                with m.Elif(joining[e]):
-                    m.d.sync += self.p_mask[e].eq(self.p_mask[e] | form.member)
+                    m.d.sync += [self.p_ptr[e].eq(form.ptr), self.p_left[e].eq(form.deg)]
+                    if not single_group:
+                        m.d.sync += self.p_mask[e].eq(form.member)
+                # with one group no pass is joined and a pass's member is its own slot: the
+                # member masks are kept only with several groups
+                if not single_group:
+                    with m.Elif(joining[e]):
+                        m.d.sync += self.p_mask[e].eq(self.p_mask[e] | form.member)
 
 
 class RowReader(wiring.Component):
