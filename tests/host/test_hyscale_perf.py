@@ -346,3 +346,96 @@ def test_the_load_is_timed_on_every_calibration_batch_as_stage_a_makes_it(small,
             assert nbytes == p["V"][0] * small.n_features * hp.S_FEAT and seconds > 0
         assert c["bw_ddr"] == pytest.approx(sum(b for b, _ in c["gathers"])
                                             / sum(t for _, t in c["gathers"]))
+
+
+def _pred(pf_epoch, nopf_epoch):
+    """A stand-in for one calibration's predictions: only the headline epochs are read."""
+    return {True: {"epoch_s": {"cycles/host": pf_epoch}},
+            False: {"epoch_s": {"cycles/pipeline": nopf_epoch}}}
+
+
+def test_bracketed_judges_each_round_against_the_calibrations_on_either_side():
+    # four calibrations around three rounds; hand-computed means, errors and medians
+    cals = [(None, None, _pred(p, q)) for p, q in ((1.0, 2.0), (3.0, 4.0), (2.0, 2.0),
+                                                   (4.0, 6.0))]
+    measured = {"prefetch": {"per_run": [{"epoch_s": 2.0}, {"epoch_s": 2.0}, {"epoch_s": 4.0}]},
+                "no_prefetch": {"per_run": [{"epoch_s": 3.0}, {"epoch_s": 3.0},
+                                            {"epoch_s": 3.0}]}}
+    b = hp.bracketed(cals, measured)
+    pf = b["prefetch"]
+    assert [r["predicted_epoch_s"] for r in pf["rounds"]] == [2.0, 2.5, 3.0]
+    assert [r["before_s"] for r in pf["rounds"]] == [1.0, 3.0, 2.0]
+    assert [r["after_s"] for r in pf["rounds"]] == [3.0, 2.0, 4.0]
+    assert [r["epoch_error"] for r in pf["rounds"]] == pytest.approx([0.0, 0.25, -0.25])
+    assert pf["within_15"] == 1
+    assert pf["epoch_s"] == 2.5 and pf["measured_epoch_s"] == 2.0
+    assert pf["epoch_error"] == pytest.approx(0.25)
+    assert pf["pooled_epoch_s"] == 2.5 and pf["pooled_error"] == pytest.approx(0.25)
+    assert pf["variant"] == "cycles/host"
+    nf = b["no_prefetch"]
+    assert [r["predicted_epoch_s"] for r in nf["rounds"]] == [3.0, 3.0, 4.0]
+    assert nf["within_15"] == 2 and nf["epoch_s"] == 3.0 and nf["epoch_error"] == 0.0
+    assert nf["calibrations_epoch_s"] == [2.0, 4.0, 2.0, 6.0] and nf["pooled_epoch_s"] == 3.0
+
+
+def test_stage_a_unit_samples_a_new_batch_each_time_and_pickles_it_in_a_process(small):
+    # the interference unit of a stage-A process: a new salt per call, the batch prepared,
+    # loaded with numpy alone and pickled (what the process sends back); in threads no pickle
+    from moagcn.host.minibatch import FeatureLoader, NeighborSampler
+    seen = []
+
+    class Recorder(NeighborSampler):
+        def sample(self, targets, salt=None):
+            seen.append(salt)
+            return super().sample(targets, salt)
+
+    class Loads(FeatureLoader):
+        def load(self, mb, labels=True, numpy=False):
+            seen.append(("numpy", numpy))
+            return super().load(mb, labels, numpy)
+    ids = np.nonzero(small.train_mask)[0][:8]
+    prepared = []
+    dumps = []
+    real = hp.pickle.dumps
+    try:
+        hp.pickle.dumps = lambda obj, **kw: dumps.append(obj) or real(obj, **kw)
+        for process in (True, False):
+            seen.clear()
+            dumps.clear()
+            unit = hp._stage_a_unit(Recorder(small.graph, [3, 2]),
+                                    Loads(small.features, small.labels),
+                                    lambda mb: prepared.append(mb) or "ops", ids, process)
+            unit()
+            unit()
+            salts = [s for s in seen if s[0] != "numpy"]
+            assert len(salts) == 2 and salts[0] != salts[1]
+            assert [s for s in seen if s[0] == "numpy"] == [("numpy", process)] * 2
+            assert len(dumps) == (2 if process else 0)
+            if process:
+                mb, x, y, _, ops = dumps[0]
+                assert isinstance(x, np.ndarray) and ops == "ops"
+                assert x.shape == (mb.input_nodes.size, small.n_features)
+    finally:
+        hp.pickle.dumps = real
+
+
+def test_bench_calibrates_around_every_round_and_reports_each(tmp_path, capsys):
+    # the whole bench on a small R-MAT graph: a calibration before the first round and after
+    # each, every measured run judged against the two around it, the JSON and the verdicts
+    import json
+    rc = hp.main(["--scale", "9", "--batch", "64", "--epochs", "1", "--repeats", "1",
+                  "--measure-repeats", "2", "--samples", "1", "--out", str(tmp_path)])
+    assert rc == 0
+    res = json.loads((tmp_path / "hyscale_model.json").read_text())
+    for key in ("prefetch", "no_prefetch"):
+        b = res["bracketed"][key]
+        assert len(b["calibrations_epoch_s"]) == 3 and len(b["rounds"]) == 2
+        runs = res["measured"][key]["per_run"]
+        for k, r in enumerate(b["rounds"]):
+            assert r["measured_epoch_s"] == runs[k]["epoch_s"]
+            assert r["before_s"] == b["calibrations_epoch_s"][k] > 0
+            assert r["after_s"] == b["calibrations_epoch_s"][k + 1] > 0
+        # the first calibration is the one the stage-wise tables use
+        assert b["calibrations_epoch_s"][0] == res["summary"][key]["epoch_s"]
+    out = capsys.readouterr().out
+    assert out.count("bracketed, ") == 2 and out.count("pooled, ") == 2
