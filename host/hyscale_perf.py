@@ -81,8 +81,10 @@ for the comparison with ``train_hybrid``, never in :func:`predict`):
    in the main thread (stage A in forked processes by default, so the GIL only between
    threads: stage B and, with ``stage_a="thread"``, stage A). :func:`host_shared` replays one
    iteration of that schedule, every worker at the speed :func:`interference` measured for the
-   mix of workers running at that moment (a sampling loop ``A``, a trainer step ``T``, alone
-   and as AA, AT, AAT), so that overlapping stages stretch as they do when measured.
+   mix of workers running at that moment (a stage-A loop ``A``: sample, prepare, gather
+   and, in a process, pickle the batch to send it back; a trainer step ``T`` on a batch
+   received that way, unpickled first; alone and as AA, AT, AAT), so that overlapping
+   stages stretch as they do when measured.
 4. *Fluctuation.* ``train_hybrid``'s ``iteration_s`` is, per iteration, the slowest of stages
    whose times fluctuate by 20-40 % under sharing; its median exceeds the slowest stage's
    median when stages are close. :func:`expected_max` gives the median (and mean, for epochs)
@@ -90,6 +92,16 @@ for the comparison with ``train_hybrid``, never in :func:`predict`):
 
 The paper's platform has separate cores and links per stage and needs none of it; Eq. 6 as
 written is printed beside them.
+
+**Judging the model on a shared host** (:func:`run`). One calibration takes a few seconds,
+and on a shared two-core machine the prediction it leads to moves by up to 20-40 % from one
+calibration to the next, while the host's speed also drifts between a calibration and runs
+a minute later. The bench therefore calibrates before the first round of measured runs (one
+with prefetching, one without) and again after every round (``bracket``; ``--no-bracket``:
+once), and judges each round against the mean of the two predictions calibrated around it
+(:func:`bracketed`; the median over the rounds is the verdict printed), beside the first
+calibration's prediction alone and the median over all calibrations. No calibration sees a
+measured run.
 
 **u250** (:func:`u250_platform`): Table II/IV: 4 Alveo U250 (77 GB/s DDR, m = 2048 MAC units
 at 300 MHz), 2 x EPYC 7763 (205 GB/s and 3.6 TFLOPS each). The PCIe bandwidth, the number of
