@@ -842,8 +842,12 @@ def _sizes_of(mb) -> BatchSizes:
                       [b.graph.nnz for b in mb.blocks], "sampled")
 
 
+#: the mini-batch sizes :func:`calibrate` times by default (targets per trainer)
+CALIBRATION_SIZES = (128, 256, 512, 1024)
+
+
 def calibrate(dataset, fanouts=(25, 10), model: str = "sage", hidden: int = 128,
-              batch_sizes=(128, 256, 512, 1024), repeats: int = 5, seed: int = 0,
+              batch_sizes=CALIBRATION_SIZES, repeats: int = 5, seed: int = 0,
               threads: int = 1, accel: bool = True, design: str = "sspmm",
               preset: str | None = None, normalize_features: bool = True,
               dropout: float = 0.5, trainer_steps: int = 3, stage_a: str = "process") -> dict:
@@ -1095,6 +1099,21 @@ def split_sizes(batch: int, kinds: list, cpu_share: float) -> list:
     return [int(s) for s in sizes]
 
 
+def calibration_sizes(cfg, n_train: int) -> list:
+    """The batch sizes to calibrate a run of ``cfg`` at: the defaults, every trainer's part of
+    the run's batch (the full one, as ``hyscale_train`` cuts it at ``cfg.cpu_share``) and half
+    the smallest part, so that the fits are measured where the run's trainers work rather
+    than extrapolated there (a batch of 64 split 19 / 45 was predicted 30-60 % low from
+    sizes of 80 and more). ``calibrate`` caps them at the training set."""
+    from .hyscale_train import batch_sizes
+    kinds = cfg.kinds()
+    n_cpu = sum(k != "accel" for k in kinds)
+    share = cfg.cpu_share if cfg.cpu_share is not None else n_cpu / len(kinds)
+    _, full = [g for g in batch_sizes(n_train, cfg.batch, len(kinds)) if g[0]][0]
+    parts = split_sizes(full, kinds, share)
+    return sorted(set(CALIBRATION_SIZES) | set(parts) | {max(1, min(parts) // 2)})
+
+
 def predict_run(dataset, cfg, cal: dict, platform: Platform | None = None, samples: int = 4,
                 seed: int = 0) -> dict:
     """Predictions for ``train_hybrid(dataset, cfg)`` (DRM off: a fixed ``cfg.cpu_share``):
@@ -1314,6 +1333,7 @@ def run(scale: int = 13, epochs: int = 3, cpu_share: float = 0.3, batch: int = 1
     reported as well (``prediction``)."""
     from .bench_hyscale_train import _dataset
     from .hyscale_train import HybridConfig, train_hybrid
+    from .minibatch import training_ids
     say = progress or (lambda s: None)
     d = _dataset(scale, seed)
     cfg = HybridConfig(model=model, hidden=hidden, fanouts=fanouts, batch=batch,
@@ -1321,11 +1341,13 @@ def run(scale: int = 13, epochs: int = 3, cpu_share: float = 0.3, batch: int = 1
                        cpu_share=cpu_share)
     cfg.validate(d)
     nopf_cfg = dataclasses.replace(cfg, prefetch=False)
+    cal_sizes = calibration_sizes(cfg, training_ids(d.train_mask, labels=d.labels).size)
 
     def calibrated():
-        c = calibrate(d, cfg.fanout_list(), model, hidden, repeats=repeats, seed=seed,
-                      threads=cfg.trainer_threads, accel="accel" in cfg.kinds(),
-                      design=cfg.design, preset=cfg.preset, stage_a=cfg.stage_a)
+        c = calibrate(d, cfg.fanout_list(), model, hidden, batch_sizes=cal_sizes,
+                      repeats=repeats, seed=seed, threads=cfg.trainer_threads,
+                      accel="accel" in cfg.kinds(), design=cfg.design, preset=cfg.preset,
+                      stage_a=cfg.stage_a)
         p = local_platform(c)
         return c, p, {True: predict_run(d, cfg, c, p, samples, seed),
                       False: predict_run(d, nopf_cfg, c, p, samples, seed)}

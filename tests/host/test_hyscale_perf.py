@@ -439,3 +439,18 @@ def test_bench_calibrates_around_every_round_and_reports_each(tmp_path, capsys):
         assert b["calibrations_epoch_s"][0] == res["summary"][key]["epoch_s"]
     out = capsys.readouterr().out
     assert out.count("bracketed, ") == 2 and out.count("pooled, ") == 2
+    # calibrated where the trainers work: every part of the full batch, and half the smaller
+    parts = res["prediction"]["batches"][0]["parts"]
+    assert set(parts) | {min(parts) // 2} <= set(res["calibration"]["batch_sizes"])
+
+
+def test_calibration_sizes_cover_the_run_s_parts():
+    # 64 targets at CPU share 0.3: the CPU trainer floor(0.3 * 64) = 19, the accelerator 45
+    cfg = HybridConfig(batch=64, cpu_share=0.3, trainers="cpu:1,accel:1")
+    assert hp.calibration_sizes(cfg, 4000) == [9, 19, 45, 128, 256, 512, 1024]
+    # the default run at an even split needs nothing more than the defaults
+    cfg = HybridConfig(batch=1024, cpu_share=0.5, trainers="cpu:1,accel:1")
+    assert hp.calibration_sizes(cfg, 4000) == [128, 256, 512, 1024]
+    # a training set smaller than the batch: its one batch is what is split (30 / 70)
+    cfg = HybridConfig(batch=1024, cpu_share=0.3, trainers="cpu:1,accel:1")
+    assert hp.calibration_sizes(cfg, 100) == [15, 30, 70, 128, 256, 512, 1024]
