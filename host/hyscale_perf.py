@@ -114,6 +114,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import itertools
 import json
 import math
 import pickle
@@ -992,7 +993,7 @@ def _stage_a_unit(sampler, loader, prepare, targets, process: bool):
     gather its features and labels, and, in a forked stage-A process, pickle all of it to
     send it back (``Prefetcher`` does not time the pickling, but the process does it before
     it can take the next batch)."""
-    count = iter(range(1 << 62))
+    count = itertools.count()
 
     def unit():
         mb = sampler.sample(targets, (97, next(count)))
@@ -1379,8 +1380,20 @@ def run(scale: int = 13, epochs: int = 3, cpu_share: float = 0.3, batch: int = 1
            "u250": paper}
     if bracket:
         res["bracketed"] = bracketed(cals, measured)
+        res["calibrations"] = [_calibration_digest(c) for c, _, _ in cals]
     res["summary"] = summary(res)
     return res
+
+
+def _calibration_digest(cal: dict) -> dict:
+    """What moves from one calibration to the next (the bench keeps every calibration's,
+    the first one whole)."""
+    s = cal["sampling"]
+    inter = cal.get("interference") or {}
+    return {"calibration_s": cal["calibration_s"], "sampling_fit": s["fits"][s["basis"]],
+            "sampling_basis": s["basis"], "bw_ddr": cal["bw_ddr"], "cpu_macs": cal["cpu_macs"],
+            "cpu_agg_bw": cal["cpu_agg_bw"], "speeds": inter.get("speeds"),
+            "alone_s": inter.get("alone_s"), "trainer_overhead": cal.get("trainer_overhead")}
 
 
 def _headline_epoch(pred: dict, key: str) -> float:
@@ -1392,11 +1405,12 @@ def bracketed(cals: list, measured: dict) -> dict:
     """Each measured round against the mean of the headline predictions calibrated just
     before and just after it (``cals``: ``(calibration, platform, {prefetch: prediction})``,
     one more than the rounds), per variant: the rounds' predicted and measured epochs and
-    errors, how many are within 15 %, and the medians' error; and ``pooled``: the median of
-    every calibration's prediction against the median measured epoch. One calibration takes
-    a few seconds and its prediction moves by up to 20 % from one to the next on a shared
-    two-core host, more than the measured runs do (5-10 %), so the median over the
-    calibrations spread across the measurement is the steadier estimate."""
+    errors, how many are within 15 %, and the medians' error (the verdict the bench prints);
+    and ``pooled``: the median of every calibration's prediction against the median measured
+    epoch. One calibration takes a few seconds, and on a shared two-core host its prediction
+    moves by 20-40 % from one to the next, more than the measured runs of one kind do: the
+    pair around a round follows the host's drift, the median over all of them only damps
+    the calibrations' own noise; both are reported."""
     out = {}
     for pf, key in ((True, "prefetch"), (False, "no_prefetch")):
         preds = [_headline_epoch(c[2][pf], key) for c in cals]

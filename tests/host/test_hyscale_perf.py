@@ -437,6 +437,8 @@ def test_bench_calibrates_around_every_round_and_reports_each(tmp_path, capsys):
             assert r["after_s"] == b["calibrations_epoch_s"][k + 1] > 0
         # the first calibration is the one the stage-wise tables use
         assert b["calibrations_epoch_s"][0] == res["summary"][key]["epoch_s"]
+    assert len(res["calibrations"]) == 3
+    assert res["calibrations"][0]["cpu_macs"] == res["calibration"]["cpu_macs"]
     out = capsys.readouterr().out
     assert out.count("bracketed, ") == 2 and out.count("pooled, ") == 2
     # calibrated where the trainers work: every part of the full batch, and half the smaller
