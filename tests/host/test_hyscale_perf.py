@@ -441,6 +441,9 @@ def test_bench_calibrates_around_every_round_and_reports_each(tmp_path, capsys):
     assert res["calibrations"][0]["cpu_macs"] == res["calibration"]["cpu_macs"]
     out = capsys.readouterr().out
     assert out.count("bracketed, ") == 2 and out.count("pooled, ") == 2
+    # one verdict per variant, on the bracketed line
+    assert out.count("target (epoch) <= 15 %") == 2
+    assert out.count("the verdict is the bracketed line") == 2
     # calibrated where the trainers work: every part of the full batch, and half the smaller
     parts = res["prediction"]["batches"][0]["parts"]
     assert set(parts) | {min(parts) // 2} <= set(res["calibration"]["batch_sizes"])
