@@ -993,14 +993,14 @@ def _stage_a_unit(sampler, loader, prepare, targets, process: bool):
     gather its features and labels, and, in a forked stage-A process, pickle all of it to
     send it back (``Prefetcher`` does not time the pickling, but the process does it before
     it can take the next batch)."""
+    from .minibatch import stage_a
     count = itertools.count()
 
     def unit():
-        mb = sampler.sample(targets, (97, next(count)))
-        prepared = prepare(mb)
-        x, y = loader.load(mb, True, numpy=process)
+        batch = stage_a(sampler, loader, targets, (97, next(count)), True, prepare,
+                        numpy=process)
         if process:
-            pickle.dumps((mb, x, y, {}, prepared), protocol=pickle.HIGHEST_PROTOCOL)
+            pickle.dumps(batch, protocol=pickle.HIGHEST_PROTOCOL)
     return unit
 
 
@@ -1100,6 +1100,14 @@ def split_sizes(batch: int, kinds: list, cpu_share: float) -> list:
     return [int(s) for s in sizes]
 
 
+def run_share(cfg) -> float:
+    """The CPU trainers' share of each batch in a run of ``cfg`` (DRM off), as
+    ``hyscale_train`` starts from: ``cfg.cpu_share``, or an even split over the trainers."""
+    kinds = cfg.kinds()
+    n_cpu = sum(k != "accel" for k in kinds)
+    return cfg.cpu_share if cfg.cpu_share is not None else n_cpu / len(kinds)
+
+
 def calibration_sizes(cfg, n_train: int) -> list:
     """The batch sizes to calibrate a run of ``cfg`` at: the defaults, every trainer's part of
     the run's batch (the full one, as ``hyscale_train`` cuts it at ``cfg.cpu_share``) and half
@@ -1108,19 +1116,19 @@ def calibration_sizes(cfg, n_train: int) -> list:
     sizes of 80 and more). ``calibrate`` caps them at the training set."""
     from .hyscale_train import batch_sizes
     kinds = cfg.kinds()
-    n_cpu = sum(k != "accel" for k in kinds)
-    share = cfg.cpu_share if cfg.cpu_share is not None else n_cpu / len(kinds)
     _, full = [g for g in batch_sizes(n_train, cfg.batch, len(kinds)) if g[0]][0]
-    parts = split_sizes(full, kinds, share)
+    parts = split_sizes(full, kinds, run_share(cfg))
     return sorted(set(CALIBRATION_SIZES) | set(parts) | {max(1, min(parts) // 2)})
 
 
 def predict_run(dataset, cfg, cal: dict, platform: Platform | None = None, samples: int = 4,
-                seed: int = 0) -> dict:
+                seed: int = 0, memo: dict | None = None) -> dict:
     """Predictions for ``train_hybrid(dataset, cfg)`` (DRM off: a fixed ``cfg.cpu_share``):
     per distinct batch of an epoch (the full ones and the last, partial one), mini-batch sizes
     sampled from the dataset, and for the accelerator trainers both Eq. 11 and the S-SpMM cycle
-    model; returns per-iteration and per-epoch times of every variant."""
+    model; returns per-iteration and per-epoch times of every variant. The sampled sizes and
+    the cycle model's figures depend on the run, not on the calibration: ``memo`` (a dict, one
+    per dataset and run configuration) keeps them for further calls."""
     from .devices import AcceleratorChoice
     from .hyscale_train import batch_sizes
     from .minibatch import training_ids
@@ -1131,8 +1139,8 @@ def predict_run(dataset, cfg, cal: dict, platform: Platform | None = None, sampl
     fanouts = cfg.fanout_list()
     dims = [dataset.n_features] + [cfg.hidden] * (len(fanouts) - 1) + [dataset.n_classes]
     ids = training_ids(dataset.train_mask, labels=dataset.labels)
-    n_cpu = sum(k != "accel" for k in kinds)
-    share = cfg.cpu_share if cfg.cpu_share is not None else n_cpu / len(kinds)
+    share = run_share(cfg)
+    memo = {} if memo is None else memo
     groups = [(count, size) for count, size in batch_sizes(ids.size, cfg.batch, len(kinds))
               if count]
     dev = AcceleratorChoice("model", cfg.design, cfg.preset, dict(cfg.params)).make() \
@@ -1149,12 +1157,20 @@ def predict_run(dataset, cfg, cal: dict, platform: Platform | None = None, sampl
         parts = split_sizes(b, kinds, share)
         sizes, cyc = [], {}
         for i, (k, p) in enumerate(zip(kinds, parts)):
-            s, mbs = sampled_sizes(dataset.graph, fanouts, p, ids, samples, seed + i, keep=True)
+            key = (p, seed + i, k == "accel")
+            if key not in memo:
+                s, mbs = sampled_sizes(dataset.graph, fanouts, p, ids, samples, seed + i,
+                                       keep=True)
+                agg = None
+                if k == "accel":
+                    rs = [_accel_agg(mb, dims, cfg.model, dev) for mb in mbs]
+                    agg = [float(np.mean([r["seconds"][l] for r in rs]))
+                           for l in range(len(fanouts))]
+                memo[key] = (s, agg)
+            s, agg = memo[key]
             sizes.append(s)
-            if k == "accel":
-                rs = [_accel_agg(mb, dims, cfg.model, dev) for mb in mbs]
-                cyc[i] = [float(np.mean([r["seconds"][l] for r in rs]))
-                          for l in range(len(fanouts))]
+            if agg is not None:
+                cyc[i] = agg
         over = [overhead_seconds(fits.get("accel" if k == "accel" else "cpu"), s, dims)
                 for k, s in zip(kinds, sizes)]
         dev_s = [sum(cyc.get(i, [0.0])) for i in range(len(kinds))]
@@ -1343,6 +1359,7 @@ def run(scale: int = 13, epochs: int = 3, cpu_share: float = 0.3, batch: int = 1
     cfg.validate(d)
     nopf_cfg = dataclasses.replace(cfg, prefetch=False)
     cal_sizes = calibration_sizes(cfg, training_ids(d.train_mask, labels=d.labels).size)
+    memo: dict = {}         # the runs' sampled sizes and cycles, the same for every calibration
 
     def calibrated():
         c = calibrate(d, cfg.fanout_list(), model, hidden, batch_sizes=cal_sizes,
@@ -1350,8 +1367,8 @@ def run(scale: int = 13, epochs: int = 3, cpu_share: float = 0.3, batch: int = 1
                       accel="accel" in cfg.kinds(), design=cfg.design, preset=cfg.preset,
                       stage_a=cfg.stage_a)
         p = local_platform(c)
-        return c, p, {True: predict_run(d, cfg, c, p, samples, seed),
-                      False: predict_run(d, nopf_cfg, c, p, samples, seed)}
+        return c, p, {True: predict_run(d, cfg, c, p, samples, seed, memo),
+                      False: predict_run(d, nopf_cfg, c, p, samples, seed, memo)}
 
     cals = [calibrated()]
     cal, plat, first = cals[0]

@@ -422,16 +422,25 @@ def _stage_a_init(sampler: "NeighborSampler", loader: FeatureLoader, labels: boo
     _STAGE_A = (sampler, loader, labels, prepare)
 
 
-def _stage_a_process(targets, salt):
-    """Stage A in a forked process: sample (and prepare), gather (numpy only), time both."""
-    sampler, loader, labels, prepare = _STAGE_A
+def stage_a(sampler: "NeighborSampler", loader: FeatureLoader, targets, salt,
+            labels: bool = True, prepare=None, numpy: bool = False):
+    """Stage A's work on one batch, as the prefetcher's threads and processes do it: sample
+    ``targets`` with ``salt``, ``prepare`` the mini-batch (optional), gather its features and
+    labels (with ``numpy``: numpy alone, as a forked process must), and time the sampling
+    (with the preparation) and the load. Returns ``(mb, x, y, times, prepared)``."""
     t0 = time.perf_counter()
     mb = sampler.sample(targets, salt)
     prepared = prepare(mb) if prepare is not None else None
     t1 = time.perf_counter()
-    x, y = loader.load(mb, labels, numpy=True)
+    x, y = loader.load(mb, labels, numpy=numpy)
     t2 = time.perf_counter()
     return mb, x, y, {"sample": t1 - t0, "load": t2 - t1}, prepared
+
+
+def _stage_a_process(targets, salt):
+    """Stage A in a forked process (numpy only)."""
+    sampler, loader, labels, prepare = _STAGE_A
+    return stage_a(sampler, loader, targets, salt, labels, prepare, numpy=True)
 
 
 def can_fork() -> bool:
@@ -589,13 +598,8 @@ class Prefetcher:
     def _stage_a(self, i: int):
         if self._stop.is_set():
             raise CancelledError
-        t0 = time.perf_counter()
-        mb = self.sampler.sample(self.batches[i], self._salt(i))
-        prepared = self.prepare(mb) if self.prepare is not None else None
-        t1 = time.perf_counter()
-        x, y = self.loader.load(mb, self.labels)
-        t2 = time.perf_counter()
-        return mb, x, y, {"sample": t1 - t0, "load": t2 - t1}, prepared
+        return stage_a(self.sampler, self.loader, self.batches[i], self._salt(i), self.labels,
+                       self.prepare)
 
     def _stage_b(self, i: int, host):
         if isinstance(host, Future):                      # a stage-A future

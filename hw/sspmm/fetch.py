@@ -215,6 +215,9 @@ class PassTable(wiring.Component):
 
     def __init__(self, config: SSpmmConfig):
         self.config = config
+        #: one group: a pass has exactly one member, the context that leads it (its slot), so
+        #: no member masks are kept and a slot's room is its context's own
+        self.single_group = config.groups == 1
         N, R = config.contexts, config.fetch_rows
         super().__init__({
             "form": In(PassFormSignature(config)),
@@ -253,7 +256,7 @@ class PassTable(wiring.Component):
         N, R = self.config.contexts, self.config.fetch_rows
         p_valid, p_ready, p_mask = self.p_valid, self.p_ready, self.p_mask
         eligible = Signal(N)
-        if self.config.groups == 1:
+        if self.single_group:
             # one group: a pass has one member, the context that leads it (its slot), so its
             # room is that context's own bit (the members' AND-OR was most of the credit loop,
             # the contexts' counts through the pick into the counts again)
@@ -302,7 +305,7 @@ class PassTable(wiring.Component):
         for issue, (go, onehot) in zip(self.issue, picks):
             ptr = onehot_select(onehot, self.p_ptr)
             # with one group the pass's only member is its slot
-            dest = onehot if self.config.groups == 1 else onehot_select(onehot, self.p_mask)
+            dest = onehot if self.single_group else onehot_select(onehot, self.p_mask)
             m.d.comb += [issue.valid.eq(go), issue.ptr.eq(ptr), issue.dest.eq(dest),
                          issue.first.eq((self.p_first & onehot).any()),
                          issue.last.eq((left_one & onehot).any())]
@@ -315,7 +318,7 @@ class PassTable(wiring.Component):
         Per slot the priority is clear, issue, open, join; the one-bit fields are written as
         whole vectors (per-slot conditional bits were most of the simulator's time here)."""
         N = self.config.contexts
-        single_group = self.config.groups == 1
+        single_group = self.single_group
         form = self.form
         issued = Signal(N, name="pass_issued")
         m.d.comb += issued.eq(Cat(*[Cat(*[onehot[e] for _, onehot in picks]).any()

@@ -459,3 +459,25 @@ def test_calibration_sizes_cover_the_run_s_parts():
     # a training set smaller than the batch: its one batch is what is split (30 / 70)
     cfg = HybridConfig(batch=1024, cpu_share=0.3, trainers="cpu:1,accel:1")
     assert hp.calibration_sizes(cfg, 100) == [15, 30, 70, 128, 256, 512, 1024]
+
+
+def test_predictions_share_the_run_s_sampling_across_calibrations(small, cal):
+    # what depends on the run alone (sampled sizes, the cycle model's seconds) is kept in the
+    # memo: a second prediction from it, and one with a prefetching change, equal fresh ones
+    cfg = HybridConfig(model="sage", hidden=16, fanouts="5,3", batch=40, cpu_share=0.4,
+                       drm=False)
+    memo = {}
+    first = hp.predict_run(small, cfg, cal, samples=2, memo=memo)
+    parts = {p for b in first["batches"] for p in b["parts"]}
+    assert {k[0] for k in memo} == parts
+    # the accelerator's aggregation is the cycle model's, kept per part
+    for b in first["batches"]:
+        i = first["kinds"].index("accel")
+        kept = memo[(b["parts"][i], i, True)][1]
+        assert kept and min(kept) > 0
+        assert b["variants"]["cycles"]["eq6"]["trainers"][i]["t_aggregate"] == kept
+    again = hp.predict_run(small, cfg, cal, samples=2, memo=memo)
+    assert again == first == hp.predict_run(small, cfg, cal, samples=2)
+    nopf = dataclasses.replace(cfg, prefetch=False)
+    assert hp.predict_run(small, nopf, cal, samples=2, memo=memo) == \
+        hp.predict_run(small, nopf, cal, samples=2)
