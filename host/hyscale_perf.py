@@ -82,8 +82,8 @@ for the comparison with ``train_hybrid``, never in :func:`predict`):
    threads: stage B and, with ``stage_a="thread"``, stage A). :func:`host_shared` replays one
    iteration of that schedule, every worker at the speed :func:`interference` measured for the
    mix of workers running at that moment (a stage-A loop ``A``: sample, prepare, gather
-   and, in a process, pickle the batch to send it back; a trainer step ``T`` on a batch
-   received that way, unpickled first; alone and as AA, AT, AAT), so that overlapping
+   and, in a process, pack the batch to send it back; a trainer step ``T`` on a batch
+   received that way, unpacked first; alone and as AA, AT, AAT), so that overlapping
    stages stretch as they do when measured.
 4. *Fluctuation.* ``train_hybrid``'s ``iteration_s`` is, per iteration, the slowest of stages
    whose times fluctuate by 20-40 % under sharing; its median exceeds the slowest stage's
@@ -117,10 +117,11 @@ import dataclasses
 import itertools
 import json
 import math
-import pickle
+import os
 import statistics
 import threading
 import time
+import weakref
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -990,9 +991,11 @@ def calibrate(dataset, fanouts=(25, 10), model: str = "sage", hidden: int = 128,
 def _stage_a_unit(sampler, loader, prepare, targets, process: bool):
     """One unit of stage A's work for :func:`interference`, as ``hyscale_train``'s prefetcher
     does it: sample a mini-batch of ``targets`` (a new salt each time), prepare its operators,
-    gather its features and labels, and, in a forked stage-A process, pickle all of it to
-    send it back (``Prefetcher`` does not time the pickling, but the process does it before
-    it can take the next batch)."""
+    gather its features and labels, and, in a forked stage-A process, pack all of it to send
+    it back (:func:`~moagcn.host.ipc.pack`: its arrays into a shared-memory file;
+    ``Prefetcher`` does not time that, but the process does it before it can take the next
+    batch)."""
+    from . import ipc
     from .minibatch import stage_a
     count = itertools.count()
 
@@ -1000,7 +1003,9 @@ def _stage_a_unit(sampler, loader, prepare, targets, process: bool):
         batch = stage_a(sampler, loader, targets, (97, next(count)), True, prepare,
                         numpy=process)
         if process:
-            pickle.dumps(batch, protocol=pickle.HIGHEST_PROTOCOL)
+            _, fd = ipc.pack(batch)
+            if fd is not None:
+                os.close(fd)
     return unit
 
 
@@ -1011,8 +1016,9 @@ def _calibrate_trainers(dataset, loader, mbs, sizes_b, dims, fanouts, model, hid
     measured rates; for the accelerator the cycle model's aggregation time), fitted per kind;
     and one synchronizer step (gradient sum, Adam, weights back to two replicas). Returns
     those and a function running one CPU trainer step (for :func:`interference`); with
-    ``received``, on a batch unpickled first, as a trainer's process receives each batch from
-    a stage-A process (fresh buffers, and the unpickling is that process's work too)."""
+    ``received``, on a batch unpacked first (:func:`~moagcn.host.ipc.unpack`), as a trainer's
+    process receives each batch from a stage-A process (its arrays in shared memory, mapped
+    by that process)."""
     from .devices import AcceleratorChoice
     from .hyscale_train import Trainer
     from .minibatch import LoadedBatch
@@ -1076,13 +1082,16 @@ def _calibrate_trainers(dataset, loader, mbs, sizes_b, dims, fanouts, model, hid
                      prepared=prepare(mb))
     if not received:
         return out, lambda: tr.step(lb, mb.targets.size, 0)
+    from . import ipc
     x, y = loader.load(mb, True, numpy=True)
-    blob = pickle.dumps((mb, x, y, {}, lb.prepared), protocol=pickle.HIGHEST_PROTOCOL)
+    header, fd = ipc.pack((mb, x, y, {}, lb.prepared))
 
     def step():
-        got, gx, gy, _, prepared = pickle.loads(blob)
+        got, gx, gy, _, prepared = ipc.unpack(header, None if fd is None else os.dup(fd))
         tr.step(LoadedBatch(0, got, torch.from_numpy(gx), torch.from_numpy(gy), [],
                             prepared=prepared), mb.targets.size, 0)
+    if fd is not None:
+        weakref.finalize(step, os.close, fd)
     return out, step
 
 

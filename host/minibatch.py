@@ -33,11 +33,15 @@ works on ``i + 1`` and stage A (sampling + feature loading) on ``i + 2``.
 
 from __future__ import annotations
 
+import itertools
 import multiprocessing
+import multiprocessing.connection
+import pickle
+import socket
 import threading
 import time
 from collections import deque
-from concurrent.futures import CancelledError, Future, ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from numbers import Integral
@@ -48,6 +52,7 @@ import torch
 
 from moagcn.errors import UserError
 
+from . import ipc
 from .graph import CSRGraph
 from .sampling import sample_rows, splitmix64
 
@@ -412,16 +417,6 @@ def transfer(mb, x: torch.Tensor, y, device: torch.device):
     return move(x), (move(y) if y is not None else None), topology
 
 
-#: what a forked stage-A process works with (set once in each process by its initializer)
-_STAGE_A: tuple | None = None
-
-
-def _stage_a_init(sampler: "NeighborSampler", loader: FeatureLoader, labels: bool,
-                  prepare) -> None:
-    global _STAGE_A
-    _STAGE_A = (sampler, loader, labels, prepare)
-
-
 def stage_a(sampler: "NeighborSampler", loader: FeatureLoader, targets, salt,
             labels: bool = True, prepare=None, numpy: bool = False):
     """Stage A's work on one batch, as the prefetcher's threads and processes do it: sample
@@ -437,10 +432,44 @@ def stage_a(sampler: "NeighborSampler", loader: FeatureLoader, targets, salt,
     return mb, x, y, {"sample": t1 - t0, "load": t2 - t1}, prepared
 
 
-def _stage_a_process(targets, salt):
-    """Stage A in a forked process (numpy only)."""
-    sampler, loader, labels, prepare = _STAGE_A
-    return stage_a(sampler, loader, targets, salt, labels, prepare, numpy=True)
+def _stage_a_worker(sock, others, sampler, loader, labels: bool, prepare) -> None:
+    """A forked stage-A process: run stage A (numpy only) on each task that arrives on
+    ``sock`` and send back the batch, or the error it raised, until ``None`` or the socket's
+    end. ``others``: the other workers' sockets, inherited by the fork and closed here (so
+    that only their own processes hold them)."""
+    import traceback
+    for o in others:
+        o.close()
+    while True:
+        try:
+            task = ipc.recv(sock)
+        except (EOFError, OSError):
+            return
+        if task is None:
+            return
+        seq, targets, salt = task
+        try:
+            reply = (seq, True, stage_a(sampler, loader, targets, salt, labels, prepare,
+                                        numpy=True))
+        except BaseException as e:  # noqa: BLE001 (handed to the waiting trainer)
+            text = "".join(traceback.format_exception(e))
+            try:
+                pickle.loads(pickle.dumps(e))
+            except Exception:       # noqa: BLE001 (an error that does not pickle)
+                e = RuntimeError(f"{type(e).__name__}: {e}")
+            reply = (seq, False, (e, text))
+        try:
+            ipc.send(sock, reply)
+        except OSError:             # the prefetcher's end is gone
+            return
+
+
+class _RemoteTraceback(Exception):
+    def __init__(self, text: str):
+        super().__init__(text)
+
+    def __str__(self) -> str:
+        return "\n\nin the stage-A process:\n" + self.args[0]
 
 
 def can_fork() -> bool:
@@ -460,9 +489,20 @@ class StageAProcesses:
     prefetchers, so that the processes are forked once (a fork copies the page tables of a
     process that holds torch, and the first batches touch copy-on-write pages: about 0.1 s).
 
+    Each process has one Unix socket to this one: a task (targets and salt) goes to the
+    process with the fewest batches in flight, written from the caller's thread; the batch
+    comes back through :mod:`~moagcn.host.ipc` (its arrays in shared memory, mapped here
+    without a copy) and one receiving thread completes the task's future. Nothing else runs
+    in the trainer's process (``ProcessPoolExecutor``'s two threads and its unpickling of
+    whole batches slowed the trainer by 20-30 % on two cores). A process that dies fails
+    every batch in flight and every later :meth:`submit` with ``BrokenProcessPool``.
+
     The processes are forked when the pool is made: make it after everything the stage reads
     (the graph, the features, ``prepare``'s state) is final. Close it (or use it as a context
     manager) to end them."""
+
+    #: seconds :meth:`close` waits for a process to finish its batch before killing it
+    CLOSE_TIMEOUT_S = 30.0
 
     def __init__(self, sampler: "NeighborSampler", loader: FeatureLoader, workers: int = 1,
                  labels: bool = True, prepare=None):
@@ -474,23 +514,129 @@ class StageAProcesses:
             raise UserError(f"workers = {self.workers}; use 1 or more stage-A processes")
         self.sampler, self.loader = sampler, loader
         self.labels, self.prepare = bool(labels), prepare
-        self._pool = ProcessPoolExecutor(self.workers,
-                                         mp_context=multiprocessing.get_context("fork"),
-                                         initializer=_stage_a_init,
-                                         initargs=(sampler, loader, self.labels, prepare))
-        # fork every process now (an executor forks on its first task otherwise)
-        for f in [self._pool.submit(int) for _ in range(self.workers)]:
-            f.result()
+        self._lock = threading.Lock()
+        self._futures: dict = {}            # seq -> (worker, Future)
+        self._seq = itertools.count()
+        self._broken: str | None = None
+        self._closed = False
+        self._receiver = None
+        ctx = multiprocessing.get_context("fork")
+        self._procs, self._socks, self._pending = [], [], []
+        try:
+            for w in range(self.workers):
+                ours, theirs = socket.socketpair()
+                p = ctx.Process(target=_stage_a_worker, name=f"moagcn-stage-a-{w}",
+                                args=(theirs, list(self._socks) + [ours], sampler, loader,
+                                      self.labels, prepare), daemon=True)
+                p.start()
+                theirs.close()
+                self._procs.append(p)
+                self._socks.append(ours)
+                self._pending.append(0)
+        except BaseException:
+            self._closed = True
+            self._end_processes()
+            raise
+        self._receiver = threading.Thread(target=self._receive, daemon=True,
+                                          name="moagcn-prefetch-receive")
+        self._receiver.start()
 
     def serves(self, sampler, loader, labels, prepare) -> bool:
         return (self.sampler is sampler and self.loader is loader
                 and self.labels == bool(labels) and self.prepare is prepare)
 
     def submit(self, targets, salt) -> Future:
-        return self._pool.submit(_stage_a_process, targets, salt)
+        """Stage A of ``targets`` with ``salt`` in a process: a future of
+        ``(mb, x, y, times, prepared)`` (:func:`stage_a` with numpy)."""
+        with self._lock:
+            if self._broken:
+                raise BrokenProcessPool(self._broken)
+            if self._closed:
+                raise RuntimeError("these stage-A processes were closed")
+            w = min(range(self.workers), key=self._pending.__getitem__)
+            seq = next(self._seq)
+            fut: Future = Future()
+            self._futures[seq] = (w, fut)
+            self._pending[w] += 1
+            try:
+                ipc.send(self._socks[w], (seq, np.asarray(targets), salt))
+            except OSError:
+                self._futures.pop(seq)
+                self._pending[w] -= 1
+                self._break(f"stage-A process {w} is gone (its socket closed)")
+                raise BrokenProcessPool(self._broken) from None
+        return fut
+
+    def _break(self, why: str) -> None:
+        """Under the lock: mark the pool broken and fail every batch in flight."""
+        if self._broken:
+            return
+        self._broken = why
+        for _, fut in self._futures.values():
+            if fut.set_running_or_notify_cancel():
+                fut.set_exception(BrokenProcessPool(why))
+        self._futures.clear()
+
+    def _receive(self) -> None:
+        """The receiving thread: complete each task's future as its batch arrives. A process
+        that ends (its socket's end of file, after any replies it sent) breaks the pool
+        unless it was closed; the thread ends when every process has."""
+        live = {s: w for w, s in enumerate(self._socks)}
+        while live:
+            for sock in multiprocessing.connection.wait(list(live)):
+                w = live[sock]
+                try:
+                    seq, ok, value = ipc.recv(sock)
+                except (EOFError, OSError, RuntimeError):
+                    del live[sock]
+                    proc = self._procs[w]
+                    proc.join(1.0)
+                    with self._lock:
+                        if not self._closed:
+                            self._break(f"stage-A process {w} ended (exit code "
+                                        f"{proc.exitcode})")
+                    continue
+                with self._lock:
+                    entry = self._futures.pop(seq, None)
+                    if entry is not None:
+                        self._pending[entry[0]] -= 1
+                if entry is None or not entry[1].set_running_or_notify_cancel():
+                    continue                            # cancelled, or failed already
+                if ok:
+                    entry[1].set_result(value)
+                else:
+                    err, text = value
+                    err.__cause__ = _RemoteTraceback(text)
+                    entry[1].set_exception(err)
 
     def close(self) -> None:
-        self._pool.shutdown(wait=True, cancel_futures=True)
+        """Cancel the batches in flight, end the processes (each finishes the batch it is on,
+        or is killed after :attr:`CLOSE_TIMEOUT_S`) and the receiving thread."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            for _, fut in self._futures.values():
+                fut.cancel()
+        self._end_processes()
+
+    def _end_processes(self) -> None:
+        for s in self._socks:
+            try:
+                ipc.send(s, None)
+            except OSError:
+                pass
+        deadline = time.monotonic() + self.CLOSE_TIMEOUT_S
+        for p in self._procs:
+            p.join(max(0.0, deadline - time.monotonic()))
+            if p.is_alive():
+                p.kill()
+                p.join()
+        receiver = getattr(self, "_receiver", None)
+        if receiver is not None:          # every socket is at its end of file now
+            receiver.join()
+        for s in self._socks:
+            s.close()
 
     def __enter__(self) -> "StageAProcesses":
         return self
@@ -524,8 +670,9 @@ class Prefetcher:
     small Python steps, and so is a training step, so on a host with few cores the two slow
     each other down. Processes share nothing but the cores: each is forked (copy on write: the
     graph and the features are not copied) when the first batch is asked for, samples and
-    gathers with numpy alone, and sends the batch back pickled (the pickling is not timed; the
-    copy into the trainer's buffer is stage B's). A stage-A process that dies stops the
+    gathers with numpy alone, and sends the batch back through shared memory
+    (:class:`StageAProcesses`; the sending is not timed, the copy into the trainer's buffer is
+    stage B's). A stage-A process that dies stops the
     trainer with an error at its next batch. Processes the prefetcher made end with it; a
     :class:`StageAProcesses` it was given is left running (its queued batches are cancelled).
 

@@ -378,9 +378,10 @@ def test_bracketed_judges_each_round_against_the_calibrations_on_either_side():
     assert nf["calibrations_epoch_s"] == [2.0, 4.0, 2.0, 6.0] and nf["pooled_epoch_s"] == 3.0
 
 
-def test_stage_a_unit_samples_a_new_batch_each_time_and_pickles_it_in_a_process(small):
+def test_stage_a_unit_samples_a_new_batch_each_time_and_packs_it_in_a_process(small, monkeypatch):
     # the interference unit of a stage-A process: a new salt per call, the batch prepared,
-    # loaded with numpy alone and pickled (what the process sends back); in threads no pickle
+    # loaded with numpy alone and packed (what the process sends back); in threads not
+    from moagcn.host import ipc
     from moagcn.host.minibatch import FeatureLoader, NeighborSampler
     seen = []
 
@@ -396,27 +397,24 @@ def test_stage_a_unit_samples_a_new_batch_each_time_and_pickles_it_in_a_process(
     ids = np.nonzero(small.train_mask)[0][:8]
     prepared = []
     dumps = []
-    real = hp.pickle.dumps
-    try:
-        hp.pickle.dumps = lambda obj, **kw: dumps.append(obj) or real(obj, **kw)
-        for process in (True, False):
-            seen.clear()
-            dumps.clear()
-            unit = hp._stage_a_unit(Recorder(small.graph, [3, 2]),
-                                    Loads(small.features, small.labels),
-                                    lambda mb: prepared.append(mb) or "ops", ids, process)
-            unit()
-            unit()
-            salts = [s for s in seen if s[0] != "numpy"]
-            assert len(salts) == 2 and salts[0] != salts[1]
-            assert [s for s in seen if s[0] == "numpy"] == [("numpy", process)] * 2
-            assert len(dumps) == (2 if process else 0)
-            if process:
-                mb, x, y, _, ops = dumps[0]
-                assert isinstance(x, np.ndarray) and ops == "ops"
-                assert x.shape == (mb.input_nodes.size, small.n_features)
-    finally:
-        hp.pickle.dumps = real
+    real = ipc.pack
+    monkeypatch.setattr(ipc, "pack", lambda obj: dumps.append(obj) or real(obj))
+    for process in (True, False):
+        seen.clear()
+        dumps.clear()
+        unit = hp._stage_a_unit(Recorder(small.graph, [3, 2]),
+                                Loads(small.features, small.labels),
+                                lambda mb: prepared.append(mb) or "ops", ids, process)
+        unit()
+        unit()
+        salts = [s for s in seen if s[0] != "numpy"]
+        assert len(salts) == 2 and salts[0] != salts[1]
+        assert [s for s in seen if s[0] == "numpy"] == [("numpy", process)] * 2
+        assert len(dumps) == (2 if process else 0)
+        if process:
+            mb, x, y, _, ops = dumps[0]
+            assert isinstance(x, np.ndarray) and ops == "ops"
+            assert x.shape == (mb.input_nodes.size, small.n_features)
 
 
 def test_bench_calibrates_around_every_round_and_reports_each(tmp_path, capsys):
