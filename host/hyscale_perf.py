@@ -83,8 +83,9 @@ for the comparison with ``train_hybrid``, never in :func:`predict`):
    iteration of that schedule, every worker at the speed :func:`interference` measured for the
    mix of workers running at that moment (a stage-A loop ``A``: sample, prepare, gather
    and, in a process, pack the batch to send it back; a trainer step ``T`` on a batch
-   received that way, unpacked first; alone and as AA, AT, AAT), so that overlapping
-   stages stretch as they do when measured.
+   received that way, unpacked first; alone and as AA, AT, AAT; in the mixes with a trainer
+   a stage-B thread beside it copies a batch once per step, as the prefetcher's does), so
+   that overlapping stages stretch as they do when measured.
 4. *Fluctuation.* ``train_hybrid``'s ``iteration_s`` is, per iteration, the slowest of stages
    whose times fluctuate by 20-40 % under sharing; its median exceeds the slowest stage's
    median when stages are close. :func:`expected_max` gives the median (and mean, for epochs)
@@ -729,8 +730,17 @@ def _loop_unit(fn, start, stop, conn) -> None:
     conn.send((durs, elapsed))
 
 
+def _beside(fn, period_s: float, stop) -> None:
+    """A stage-B thread beside a trainer in a mix of :func:`interference`: ``fn`` (one
+    batch's transfer) once per ``period_s`` (a trainer step alone) until ``stop``."""
+    while not stop.is_set():
+        t0 = time.perf_counter()
+        fn()
+        stop.wait(max(0.0, period_s - (time.perf_counter() - t0)))
+
+
 def interference(units: dict, window_s: float = 0.5, alone_reps: int = 7,
-                 processes: str = "") -> dict:
+                 processes: str = "", beside_t=None) -> dict:
     """How the stages' workers slow each other down (this host's two cores, and the GIL between
     threads): ``units`` maps a class letter (``A``: a stage-A sampling, ``T``: a trainer
     step) to a function running one unit of its work; the classes in ``processes`` run in
@@ -740,7 +750,10 @@ def interference(units: dict, window_s: float = 0.5, alone_reps: int = 7,
     ``window_s``, every worker looping its unit, and a worker's speed is its completed units'
     alone time over the time they took (1 = as fast as alone, the most it counts). The alone
     times are the medians of runs before and after the mixes. ``cores``: the speeds of the
-    largest mix summed (the effective number of cores for fair sharing). ``cv[cls][mix]``: the
+    largest mix summed (the effective number of cores for fair sharing). ``beside_t``
+    (optional): stage B's work on one batch; in every mix with a trainer a thread of this
+    process runs it once per trainer step (alone time), as the prefetcher's stage-B thread
+    copies each batch while the trainer trains. ``cv[cls][mix]``: the
     spread (:func:`_spread`) of a unit's duration in that mix (``cv[cls][cls]``: alone) --
     with three workers on two vCPUs the scheduler's time slices make it large."""
     import multiprocessing
@@ -757,6 +770,7 @@ def interference(units: dict, window_s: float = 0.5, alone_reps: int = 7,
     # alone before and after the mixes (a shared host's speed drifts: alone times taken in a
     # slow spell made a mix look faster than alone, and the host more than two cores)
     time_alone()
+    alone_t = float(statistics.median(alone_ts["T"])) if "T" in alone_ts else 0.0
     speeds: dict = {c: {} for c in units}
     cv: dict = {c: {} for c in units}
     mixes = [m for m in ("AA", "AT", "AAT") if all(c in units for c in m)]
@@ -776,8 +790,20 @@ def interference(units: dict, window_s: float = 0.5, alone_reps: int = 7,
         for w in workers:
             w.start()
         start.wait()
+        helpers = []
+        if beside_t is not None and "T" in mix:
+            halt = threading.Event()
+            helpers = [threading.Thread(target=_beside, args=(beside_t, alone_t, halt),
+                                        name="moagcn-calibration-stage-b", daemon=True)
+                       for _ in range(mix.count("T"))]
+            for h in helpers:
+                h.start()
         time.sleep(window_s)
         stop.set()
+        if helpers:
+            halt.set()
+            for h in helpers:
+                h.join()
         got = [conn.recv() for conn in conns]
         for w in workers:
             w.join()
@@ -801,7 +827,7 @@ def interference(units: dict, window_s: float = 0.5, alone_reps: int = 7,
     cores = sum(speeds[c].get(big, 1.0) for c in big)
     return {"alone_s": alone, "speeds": speeds, "cores": float(cores), "window_s": window_s,
             "cv": {c: dict(cv[c], **{c: alone_cv[c]}) for c in units},
-            "processes": processes}
+            "processes": processes, "stage_b_beside": beside_t is not None}
 
 
 def _eq10_updates(sizes: BatchSizes, dims, model: str, macs: float) -> float:
@@ -980,7 +1006,14 @@ def calibrate(dataset, fanouts=(25, 10), model: str = "sage", hidden: int = 128,
                 cpu_macs, dropout, seed, trainer_steps, dev, design, preset, prepare,
                 received=stage_a == "process")
             out.update(tr_out)
-        out["interference"] = interference(units, processes="A" if stage_a == "process" else "")
+        # stage B beside the trainer, as the prefetcher's thread copies each batch received
+        mb_b = mbs[sizes_b[len(sizes_b) // 2]][0]
+        xb, yb = loader.load(mb_b, True, numpy=stage_a == "process")
+        if isinstance(xb, np.ndarray):
+            xb, yb = torch.from_numpy(xb), torch.from_numpy(yb)
+        out["interference"] = interference(
+            units, processes="A" if stage_a == "process" else "",
+            beside_t=lambda: transfer(mb_b, xb, yb, torch.device("cpu")))
         out["cores_effective"] = out["interference"]["cores"]
     finally:
         torch.set_num_threads(before)

@@ -5,6 +5,8 @@ small real graph. No wall-clock assertions."""
 import dataclasses
 import math
 
+import time
+
 import numpy as np
 import pytest
 
@@ -280,6 +282,28 @@ def test_interference_runs_the_process_classes_in_forked_processes(tmp_path):
             raise ValueError("unit broke")
     with pytest.raises(RuntimeError, match="class A failed in mix AA: ValueError: unit broke"):
         hp.interference({"A": breaks}, window_s=0.05, alone_reps=2)
+
+
+def test_interference_runs_stage_b_beside_the_trainer_in_its_mixes():
+    """``beside_t``: a thread of the trainer's process runs stage B's unit about once per trainer
+    step (alone time) in every mix with a trainer, never without one, and ends with the mix."""
+    import threading
+    calls = []
+
+    def a():
+        time.sleep(0.002)
+
+    def t():
+        time.sleep(0.004)
+    r = hp.interference({"A": a, "T": t}, window_s=0.2, alone_reps=2,
+                        beside_t=lambda: calls.append(threading.current_thread().name))
+    # AT and AAT: about one transfer per 4 ms trainer step in each 0.2 s window
+    assert 0.5 * 2 * 0.2 / 0.004 <= len(calls) <= 1.5 * 2 * 0.2 / 0.004
+    assert set(calls) == {"moagcn-calibration-stage-b"} and r["stage_b_beside"] is True
+    assert not [th for th in threading.enumerate() if th.name == "moagcn-calibration-stage-b"]
+    calls.clear()
+    r = hp.interference({"A": a}, window_s=0.05, alone_reps=2, beside_t=lambda: calls.append(1))
+    assert calls == [] and set(r["speeds"]["A"]) == {"AA"}
 
 
 def test_predict_on_a_small_graph(small, cal):
