@@ -477,10 +477,11 @@ def can_fork() -> bool:
     return "fork" in multiprocessing.get_all_start_methods()
 
 
-def _died(i: int) -> RuntimeError:
-    return RuntimeError(f"a stage-A process died before batch {i} was sampled; the prefetcher "
-                        "stops (see the process's own error above, or the system log if it "
-                        "was killed)")
+def _died(i: int, broken: BaseException | None = None) -> RuntimeError:
+    why = f" ({broken})" if broken is not None and str(broken) else ""
+    return RuntimeError(f"a stage-A process died before batch {i} was sampled{why}; the "
+                        "prefetcher stops (see the process's own error above, or the system "
+                        "log if it was killed)")
 
 
 class StageAProcesses:
@@ -522,6 +523,7 @@ class StageAProcesses:
         self._receiver = None
         ctx = multiprocessing.get_context("fork")
         self._procs, self._socks, self._pending = [], [], []
+        self._send_locks = [threading.Lock() for _ in range(self.workers)]
         try:
             for w in range(self.workers):
                 ours, theirs = socket.socketpair()
@@ -558,13 +560,17 @@ class StageAProcesses:
             fut: Future = Future()
             self._futures[seq] = (w, fut)
             self._pending[w] += 1
-            try:
+        # sent outside the pool's lock (the receiving thread takes it for every batch), one
+        # sender per socket at a time
+        try:
+            with self._send_locks[w]:
                 ipc.send(self._socks[w], (seq, np.asarray(targets), salt))
-            except OSError:
-                self._futures.pop(seq)
-                self._pending[w] -= 1
+        except OSError:
+            with self._lock:
+                if self._futures.pop(seq, None) is not None:
+                    self._pending[w] -= 1
                 self._break(f"stage-A process {w} is gone (its socket closed)")
-                raise BrokenProcessPool(self._broken) from None
+            raise BrokenProcessPool(self._broken) from None
         return fut
 
     def _break(self, why: str) -> None:
@@ -587,14 +593,18 @@ class StageAProcesses:
                 w = live[sock]
                 try:
                     seq, ok, value = ipc.recv(sock)
-                except (EOFError, OSError, RuntimeError):
+                except Exception as e:  # noqa: BLE001 (the end of file, or a broken reply)
                     del live[sock]
                     proc = self._procs[w]
+                    if not isinstance(e, EOFError):
+                        proc.kill()             # its replies can no longer be read
                     proc.join(1.0)
                     with self._lock:
                         if not self._closed:
+                            why = "" if isinstance(e, EOFError) else \
+                                f"; its reply could not be read: {type(e).__name__}: {e}"
                             self._break(f"stage-A process {w} ended (exit code "
-                                        f"{proc.exitcode})")
+                                        f"{proc.exitcode}){why}")
                     continue
                 with self._lock:
                     entry = self._futures.pop(seq, None)
@@ -621,9 +631,10 @@ class StageAProcesses:
         self._end_processes()
 
     def _end_processes(self) -> None:
-        for s in self._socks:
+        for s, lock in zip(self._socks, self._send_locks):
             try:
-                ipc.send(s, None)
+                with lock:
+                    ipc.send(s, None)
             except OSError:
                 pass
         deadline = time.monotonic() + self.CLOSE_TIMEOUT_S
@@ -752,8 +763,8 @@ class Prefetcher:
         if isinstance(host, Future):                      # a stage-A future
             try:
                 host = host.result()
-            except BrokenProcessPool:
-                raise _died(i) from None
+            except BrokenProcessPool as e:
+                raise _died(i, e) from None
         if self._stop.is_set():
             raise CancelledError
         mb, x, y, times, prepared = host
@@ -781,8 +792,8 @@ class Prefetcher:
         if self.processes:
             try:
                 fa = self._procs.submit(self.batches[i], self._salt(i))
-            except BrokenProcessPool:
-                raise _died(i) from None
+            except BrokenProcessPool as e:
+                raise _died(i, e) from None
             while self._stage_a_futures and self._stage_a_futures[0].done():
                 self._stage_a_futures.popleft()
             self._stage_a_futures.append(fa)

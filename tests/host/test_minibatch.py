@@ -383,6 +383,17 @@ def test_depth_zero_runs_stage_a_in_its_pool_on_request_and_nothing_ahead(proces
     assert no_prefetch_threads()
 
 
+def _refuse():
+    raise ValueError("not here")
+
+
+class _ExplodesWhenUnpickled:
+    """Pickles, but unpickling it raises."""
+
+    def __reduce__(self):
+        return (_refuse, ())
+
+
 def test_a_stage_a_process_that_fails_or_dies_stops_the_trainer():
     sampler, loader, bs = setup(4)
 
@@ -398,9 +409,18 @@ def test_a_stage_a_process_that_fails_or_dies_stops_the_trainer():
                 os._exit(3)                 # the process ends without a word
             return super().sample(targets, salt)
 
+    class Unreadable(NeighborSampler):
+        def sample(self, targets, salt=None):
+            mb = super().sample(targets, salt)
+            if salt[-1] == 2:
+                mb.blocks[0].extra = _ExplodesWhenUnpickled()   # pickles there, not here
+            return mb
+
     before = set(multiprocessing.active_children())
     for cls, error, match in ((Failing, RuntimeError, "sampler broke"),
-                              (Dying, RuntimeError, "stage-A process died")):
+                              (Dying, RuntimeError, "stage-A process died"),
+                              (Unreadable, RuntimeError, "its reply could not be read: "
+                               "ValueError: not here")):
         seen = []
 
         def epoch():
