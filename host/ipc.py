@@ -4,8 +4,9 @@ A stage-A batch is a few megabytes of numpy arrays (the blocks' indices, the fea
 prepared operators) in a handful of Python objects. Pickled whole, the receiving process
 rebuilds every array with its interpreter lock held (2 ms for 2.5 MB here, most of it page
 faults on the fresh buffers), and ``ProcessPoolExecutor`` adds two threads of its own; both
-run in the trainer's process while it trains, and slowed its steps by 20-30 % on a two-core
-host. Here the object is pickled with protocol 5 and its large buffers kept *out of band*
+run in the trainer's process while it trains (a process delivering batches that way beside
+training slowed the trainer's steps by about 45 % on a two-core host, this module's way by
+about 30 %). Here the object is pickled with protocol 5 and its large buffers kept *out of band*
 (:func:`pack`): they are written, in one ``writev``, to an anonymous shared-memory file
 (``memfd``), whose descriptor travels over a Unix socket beside the small pickle
 (:func:`send`). The receiver maps the file (pre-faulted, with its lock released) and unpickles

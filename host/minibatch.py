@@ -494,9 +494,11 @@ class StageAProcesses:
     process with the fewest batches in flight, written from the caller's thread; the batch
     comes back through :mod:`~moagcn.host.ipc` (its arrays in shared memory, mapped here
     without a copy) and one receiving thread completes the task's future. Nothing else runs
-    in the trainer's process (``ProcessPoolExecutor``'s two threads and its unpickling of
-    whole batches slowed the trainer by 20-30 % on two cores). A process that dies fails
-    every batch in flight and every later :meth:`submit` with ``BrokenProcessPool``.
+    in the trainer's process (with ``ProcessPoolExecutor``'s two threads and its unpickling
+    of whole batches, a process delivering batches beside training slowed the trainer's steps
+    by about 45 % on two cores, this way by about 30 %; docs/hyscale.md). A process that
+    dies, or whose reply cannot be read, fails every batch in flight and every later
+    :meth:`submit` with ``BrokenProcessPool``.
 
     The processes are forked when the pool is made: make it after everything the stage reads
     (the graph, the features, ``prepare``'s state) is final. Close it (or use it as a context
