@@ -490,8 +490,8 @@ class StageAProcesses:
     prefetchers, so that the processes are forked once (a fork copies the page tables of a
     process that holds torch, and the first batches touch copy-on-write pages: about 0.1 s).
 
-    Each process has one Unix socket to this one: a task (targets and salt) goes to the
-    process with the fewest batches in flight, written from the caller's thread; the batch
+    Each process has one Unix socket to this one: a task (targets and salt) goes to an idle
+    process, written from the caller's thread, or waits until one finishes; the batch
     comes back through :mod:`~moagcn.host.ipc` (its arrays in shared memory, mapped here
     without a copy) and one receiving thread completes the task's future. Nothing else runs
     in the trainer's process (with ``ProcessPoolExecutor``'s two threads and its unpickling
@@ -518,13 +518,15 @@ class StageAProcesses:
         self.sampler, self.loader = sampler, loader
         self.labels, self.prepare = bool(labels), prepare
         self._lock = threading.Lock()
-        self._futures: dict = {}            # seq -> (worker, Future)
+        self._futures: dict = {}            # seq -> Future
         self._seq = itertools.count()
         self._broken: str | None = None
         self._closed = False
         self._receiver = None
         ctx = multiprocessing.get_context("fork")
-        self._procs, self._socks, self._pending = [], [], []
+        self._procs, self._socks = [], []
+        self._busy: list = []               # a task in flight, per process
+        self._waiting: deque = deque()      # tasks no process has taken yet
         self._send_locks = [threading.Lock() for _ in range(self.workers)]
         try:
             for w in range(self.workers):
@@ -536,7 +538,7 @@ class StageAProcesses:
                 theirs.close()
                 self._procs.append(p)
                 self._socks.append(ours)
-                self._pending.append(0)
+                self._busy.append(False)
         except BaseException:
             self._closed = True
             self._end_processes()
@@ -551,39 +553,59 @@ class StageAProcesses:
 
     def submit(self, targets, salt) -> Future:
         """Stage A of ``targets`` with ``salt`` in a process: a future of
-        ``(mb, x, y, times, prepared)`` (:func:`stage_a` with numpy)."""
+        ``(mb, x, y, times, prepared)`` (:func:`stage_a` with numpy). A process takes one
+        task at a time: the task goes to an idle process now, or waits here for the first
+        process to finish its batch (so no batch queues behind a longer one while another
+        process idles)."""
         with self._lock:
             if self._broken:
                 raise BrokenProcessPool(self._broken)
             if self._closed:
                 raise RuntimeError("these stage-A processes were closed")
-            w = min(range(self.workers), key=self._pending.__getitem__)
             seq = next(self._seq)
             fut: Future = Future()
-            self._futures[seq] = (w, fut)
-            self._pending[w] += 1
-        # sent outside the pool's lock (the receiving thread takes it for every batch), one
-        # sender per socket at a time
+            self._futures[seq] = fut
+            task = (seq, np.asarray(targets), salt)
+            w = next((k for k, busy in enumerate(self._busy) if not busy), None)
+            if w is None:
+                self._waiting.append(task)
+                return fut
+            self._busy[w] = True
+        self._send_task(w, task)
+        return fut
+
+    def _send_task(self, w: int, task) -> None:
+        """Write ``task`` to process ``w`` (outside the pool's lock, which the receiving thread
+        takes for every batch; one sender per socket at a time)."""
         try:
             with self._send_locks[w]:
-                ipc.send(self._socks[w], (seq, np.asarray(targets), salt))
+                ipc.send(self._socks[w], task)
         except OSError:
             with self._lock:
-                if self._futures.pop(seq, None) is not None:
-                    self._pending[w] -= 1
                 self._break(f"stage-A process {w} is gone (its socket closed)")
             raise BrokenProcessPool(self._broken) from None
-        return fut
+
+    def _next_task(self, w: int):
+        """Under the lock, when process ``w`` has replied: the next waiting task whose future
+        is not cancelled (``w`` stays busy with it), or None (``w`` is idle)."""
+        while self._waiting:
+            task = self._waiting.popleft()
+            if not self._futures[task[0]].cancelled():
+                return task
+            del self._futures[task[0]]
+        self._busy[w] = False
+        return None
 
     def _break(self, why: str) -> None:
         """Under the lock: mark the pool broken and fail every batch in flight."""
         if self._broken:
             return
         self._broken = why
-        for _, fut in self._futures.values():
+        for fut in self._futures.values():
             if fut.set_running_or_notify_cancel():
                 fut.set_exception(BrokenProcessPool(why))
         self._futures.clear()
+        self._waiting.clear()
 
     def _receive(self) -> None:
         """The receiving thread: complete each task's future as its batch arrives. A process
@@ -609,17 +631,21 @@ class StageAProcesses:
                                         f"{proc.exitcode}){why}")
                     continue
                 with self._lock:
-                    entry = self._futures.pop(seq, None)
-                    if entry is not None:
-                        self._pending[entry[0]] -= 1
-                if entry is None or not entry[1].set_running_or_notify_cancel():
+                    fut = self._futures.pop(seq, None)
+                    task = None if self._closed or self._broken else self._next_task(w)
+                if task is not None:
+                    try:
+                        self._send_task(w, task)
+                    except BrokenProcessPool:
+                        pass                            # its future failed with the pool
+                if fut is None or not fut.set_running_or_notify_cancel():
                     continue                            # cancelled, or failed already
                 if ok:
-                    entry[1].set_result(value)
+                    fut.set_result(value)
                 else:
                     err, text = value
                     err.__cause__ = _RemoteTraceback(text)
-                    entry[1].set_exception(err)
+                    fut.set_exception(err)
 
     def close(self) -> None:
         """Cancel the batches in flight, end the processes (each finishes the batch it is on,
@@ -628,8 +654,9 @@ class StageAProcesses:
             if self._closed:
                 return
             self._closed = True
-            for _, fut in self._futures.values():
+            for fut in self._futures.values():
                 fut.cancel()
+            self._waiting.clear()
         self._end_processes()
 
     def _end_processes(self) -> None:

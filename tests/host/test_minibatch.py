@@ -8,7 +8,9 @@ assertions: the thread tests wait on events with generous time-outs only.
 import multiprocessing
 import os
 import threading
+import time
 from collections import Counter
+from concurrent.futures import wait
 
 import numpy as np
 import pytest
@@ -359,6 +361,32 @@ def test_stage_a_processes_serve_many_epochs_and_outlive_their_prefetchers():
         with pytest.raises(UserError, match="made for another"):
             Prefetcher(sampler, loader, bs, processes=procs)            # no prepare: not ours
     assert set(multiprocessing.active_children()) == before
+
+
+def test_stage_a_processes_give_waiting_tasks_to_whichever_process_is_free():
+    """One slow batch holds one of two processes: every later task goes to the other one as
+    it frees, none waits behind the slow batch; cancelled waiting tasks are not run."""
+    sampler, loader, bs = setup(4)
+
+    class SlowFirst(NeighborSampler):
+        def sample(self, targets, salt=None):
+            if salt == (9, 9):
+                time.sleep(3.0)
+            return super().sample(targets, salt)
+    slow = SlowFirst(sampler.graph, sampler.fanouts, 0)
+    with StageAProcesses(slow, loader, 2) as procs:
+        first = procs.submit(bs[0], (9, 9))
+        rest = [procs.submit(bs[k % len(bs)], (1, k)) for k in range(6)]
+        done, _ = wait(rest, timeout=2.5)
+        assert len(done) == 6 and not first.done()
+        assert all(f.result()[0].targets.size == bs[k % len(bs)].size for k, f in enumerate(rest))
+        # tasks queued behind busy processes and cancelled are dropped, not sampled
+        held = procs.submit(bs[0], (9, 9))          # the free process takes it
+        queued = [procs.submit(bs[1], (2, k)) for k in range(3)]
+        assert all(q.cancel() for q in queued)
+        assert first.result(timeout=10)[0].targets.size == bs[0].size
+        assert held.result(timeout=10)[0].targets.size == bs[0].size
+        assert not procs._waiting and not any(procs._busy)
 
 
 @pytest.mark.parametrize("processes", [False, True])
