@@ -997,8 +997,8 @@ def calibrate(dataset, fanouts=(25, 10), model: str = "sage", hidden: int = 128,
                 "cycle_model_bw": sum(p["traffic_bytes"] for p in per) / dev_s,
                 "sim_wall_per_device_s": sum(p["wall_s"] for p in per) / dev_s,
                 "points": per}
-        units = {"A": _stage_a_unit(sampler, loader, prepare,
-                                    mbs[sizes_b[len(sizes_b) // 2]][0].targets,
+        mid = mbs[sizes_b[len(sizes_b) // 2]][0]        # the interference units' batch
+        units = {"A": _stage_a_unit(sampler, loader, prepare, mid.targets,
                                     stage_a == "process")}
         if trainer_steps > 0:
             tr_out, units["T"] = _calibrate_trainers(
@@ -1007,13 +1007,12 @@ def calibrate(dataset, fanouts=(25, 10), model: str = "sage", hidden: int = 128,
                 received=stage_a == "process")
             out.update(tr_out)
         # stage B beside the trainer, as the prefetcher's thread copies each batch received
-        mb_b = mbs[sizes_b[len(sizes_b) // 2]][0]
-        xb, yb = loader.load(mb_b, True, numpy=stage_a == "process")
+        xb, yb = loader.load(mid, True, numpy=stage_a == "process")
         if isinstance(xb, np.ndarray):
             xb, yb = torch.from_numpy(xb), torch.from_numpy(yb)
         out["interference"] = interference(
             units, processes="A" if stage_a == "process" else "",
-            beside_t=lambda: transfer(mb_b, xb, yb, torch.device("cpu")))
+            beside_t=lambda: transfer(mid, xb, yb, torch.device("cpu")))
         out["cores_effective"] = out["interference"]["cores"]
     finally:
         torch.set_num_threads(before)

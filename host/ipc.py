@@ -59,7 +59,7 @@ def pack(obj) -> tuple[bytes, int | None]:
 def _write_all(fd: int, views: list) -> None:
     total = sum(v.nbytes for v in views)
     done = 0
-    pending = [v.cast("B") if v.format != "B" or v.ndim != 1 else v for v in views]
+    pending = list(views)                 # PickleBuffer.raw(): flat byte views
     while pending:
         n = os.writev(fd, pending[:1024])
         done += n
