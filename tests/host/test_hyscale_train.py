@@ -243,7 +243,8 @@ def test_accelerator_trainers_update_on_the_hyscale_array():
 
 def test_drm_bench_repeats_every_measurement_and_reports_medians():
     """`moagcn bench hyscale-drm --repeats R`: each static split, the DRM run and the pair of
-    runs with and without prefetching R times; the reported figures are the medians."""
+    runs with and without prefetching R times, and the best split again beside each DRM run;
+    the reported figures are the medians."""
     from moagcn.host.bench_hyscale_train import run
     res = run(9, 64, 12, [0.3, 0.7], repeats=3)
     assert res["repeats"] == 3
@@ -253,7 +254,13 @@ def test_drm_bench_repeats_every_measurement_and_reports_medians():
     assert res["drm_throughput_after_10"] == np.median(res["drm_throughputs_after_10"])
     best = res["static"][str(res["best_static_share"])]["throughput"]
     assert best == max(v["throughput"] for v in res["static"].values())
-    assert res["drm_vs_best_static"] == pytest.approx(res["drm_throughput_after_10"] / best)
+    assert res["drm_vs_best_static_sweep"] == pytest.approx(res["drm_throughput_after_10"] / best)
+    # the ratio's denominator: the best split run again beside each DRM run
+    assert len(res["best_static_alternated"]) == 3
+    ref = np.median(res["best_static_alternated"])
+    assert res["drm_vs_best_static"] == pytest.approx(res["drm_throughput_after_10"] / ref)
+    assert res["drm_vs_best_static_pairs"] == pytest.approx(
+        [a / b for a, b in zip(res["drm_throughputs_after_10"], res["best_static_alternated"])])
     assert len(res["drm_trace"]) == 12
     # prefetching: R runs with and R without, at the best split, medians of each
     assert len(res["prefetch_walls"]) == 3 and len(res["no_prefetch_walls"]) == 3
