@@ -241,12 +241,23 @@ def test_accelerator_trainers_update_on_the_hyscale_array():
     assert "dense_macs" not in sspmm["devices"][1]
 
 
-def test_drm_bench_repeats_every_measurement_and_reports_medians():
+def test_drm_bench_repeats_every_measurement_and_reports_medians(monkeypatch):
     """`moagcn bench hyscale-drm --repeats R`: each static split, the DRM run and the pair of
     runs with and without prefetching R times, and the best split again beside each DRM run;
-    the reported figures are the medians."""
-    from moagcn.host.bench_hyscale_train import run
-    res = run(9, 64, 12, [0.3, 0.7], repeats=3)
+    the reported figures are the medians. The sweep runs in rounds (every share once per
+    round) and the DRM runs alternate with the best split's, so that a slow minute of the
+    host does not fall on one measurement only."""
+    from moagcn.host import bench_hyscale_train as bench
+    order = []
+
+    def recorded(d, cfg):
+        order.append((cfg.cpu_share, cfg.drm))
+        return train_hybrid(d, cfg)
+    monkeypatch.setattr(bench, "train_hybrid", recorded)
+    res = bench.run(9, 64, 12, [0.3, 0.7], repeats=3)
+    best, bad = res["best_static_share"], res["drm_initial_share"]
+    assert order[:6] == [(0.3, False), (0.7, False)] * 3
+    assert order[6:12] == [(bad, True), (best, False)] * 3
     assert res["repeats"] == 3
     for v in res["static"].values():
         assert len(v["throughputs"]) == 3 and v["throughput"] == np.median(v["throughputs"])
