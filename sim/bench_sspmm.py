@@ -10,7 +10,10 @@ cycle model, and prints one JSON object:
 - ``mask_speedup``: all-ones compute cycles over 50 %-mask compute cycles;
 - ``speed`` (``verilator``): the 50 % job re-run ``--repeat`` times on the host-driven lean
   harness, simulated cycles per second (loads, compute and output) as min / median / max; the
-  speed of a shared machine varies from minute to minute, so one run is not a figure;
+  speed of a shared machine varies from minute to minute, so one run is not a figure; beside
+  each run, the design's S x P lane adders alone (``moagcn.sim.lean.adder_loop_speed``: the
+  same ``LaneAdders`` and build options, an operand in every lane every cycle), an upper bound
+  on the whole accelerator's speed on this machine (``speed.adders_alone``);
 - ``cocotb`` (``verilator``): the same 50 % job through the per-cycle cocotb testbench (Python
   drives every cycle over VPI), its speed beside the lean harness's, and its bit-exactness;
 - ``tiny_job`` (``verilator``): a small job on the ``tiny`` preset through the per-cycle cocotb
@@ -40,6 +43,7 @@ from moagcn.hw.sspmm import preset
 from moagcn.sim.golden.sspmm import sspmm
 from moagcn.core.spec import get_spec
 from moagcn.sim.driver import Driver
+from moagcn.sim.lean import adder_loop_speed
 
 SWEEP_FIELDS = ("job", "preset", "nodes", "edges", "features", "density", "bit_exact",
                 "cycles_compute", "model_cycles_compute", "model_error", "utilization",
@@ -213,14 +217,23 @@ def main(argv=None) -> int:
     out["mask_speedup"] = out["ones"]["cycles_compute"] / out["half"]["cycles_compute"]
     if lean and args.repeat > 0:
         print(f"co-simulation speed: {args.repeat} runs", file=sys.stderr, flush=True)
-        runs = [driver.run(SPEC.job(indptr, indices, H, masks["half"])).counters
-                for _ in range(args.repeat)]
-        speeds = sorted(c.sim_cycles_per_s for c in runs)
+        # each run beside one of the design's adders alone (the same lean build options):
+        # the whole accelerator cannot simulate faster than its own adders
+        adders = cfg.slices * cfg.lanes
+        runs, alone = [], []
+        for _ in range(args.repeat):
+            runs.append(driver.run(SPEC.job(indptr, indices, H, masks["half"])).counters)
+            alone.append(adder_loop_speed(adders, cfg.adder_latency, 1_000_000)["cycles_per_s"])
+        speeds, alone = sorted(c.sim_cycles_per_s for c in runs), sorted(alone)
         out["speed"] = {"job": "half", "runs": len(speeds),
                         "sim_cycles": runs[-1].sim_cycles,
                         "sim_cycles_per_s_min": speeds[0],
                         "sim_cycles_per_s_median": statistics.median(speeds),
-                        "sim_cycles_per_s_max": speeds[-1]}
+                        "sim_cycles_per_s_max": speeds[-1],
+                        "adders_alone": {"adders": adders, "latency": cfg.adder_latency,
+                                         "sim_cycles_per_s_min": alone[0],
+                                         "sim_cycles_per_s_median": statistics.median(alone),
+                                         "sim_cycles_per_s_max": alone[-1]}}
     if lean and not args.no_cocotb_job:
         print("50 % job through the per-cycle cocotb testbench", file=sys.stderr, flush=True)
         t0 = time.perf_counter()

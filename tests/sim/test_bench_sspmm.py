@@ -25,6 +25,10 @@ def test_benchmark_reports_exact_runs_speeds_and_the_model_sweep(tmp_path, capsy
     assert speed["runs"] == 2
     assert 0 < speed["sim_cycles_per_s_min"] <= speed["sim_cycles_per_s_median"] \
         <= speed["sim_cycles_per_s_max"]
+    alone = speed["adders_alone"]                 # the tiny preset's 1 x 4 lanes, latency 3
+    assert (alone["adders"], alone["latency"]) == (4, 3)
+    assert 0 < alone["sim_cycles_per_s_min"] <= alone["sim_cycles_per_s_median"] \
+        <= alone["sim_cycles_per_s_max"]
     cocotb = out["cocotb"]
     assert cocotb["bit_exact"] and cocotb["cycles_compute"] == out["half"]["cycles_compute"]
     tiny = out["tiny_job"]
