@@ -44,8 +44,8 @@ import heapq
 import numpy as np
 
 from moagcn.core.counters import Counters
-from moagcn.core.graph import degrees
-from moagcn.hw.sspmm.config import SSpmmConfig
+from moagcn.core.graph import degrees, permute_rows
+from moagcn.hw.sspmm.config import LONG_ROW_FACTOR, SSpmmConfig
 from moagcn.hw.sspmm.protocol import (FRONT_END_LATENCY, ISSUE_TO_ROOT_SHARED,
                                       ROW_CHECK_LATENCY, ROW_HEAD_LATENCY, tree_depth)
 from moagcn.hw.sspmm.protocol import issue_to_root as issue_to_root_of
@@ -117,6 +117,26 @@ def estimate(indptr, mask, n_features: int, config: SSpmmConfig,
                          columns=None if indices is None else (indptr, indices))
 
 
+def row_order(deg, config: SSpmmConfig) -> np.ndarray | None:
+    """The order in which the driver gives a job's rows to the accelerator
+    (``config.row_order``): for ``long_first`` the rows of more than ``LONG_ROW_FACTOR`` times
+    the mean degree, longest first (ties in the graph's order), then the others in the
+    graph's order; ``None`` where that is the graph's order (``given``, or no long row out of
+    place). Applying it to a job already in this order gives the same order."""
+    deg = np.asarray(deg, dtype=np.int64)
+    if config.row_order == "given" or deg.size < 2:
+        return None
+    long = np.flatnonzero(deg > LONG_ROW_FACTOR * deg.mean())
+    if long.size == 0:
+        return None
+    long = long[np.argsort(-deg[long], kind="stable")]
+    if np.array_equal(long, np.arange(long.size)):
+        return None
+    rest = np.ones(deg.size, dtype=bool)
+    rest[long] = False
+    return np.concatenate([long, np.flatnonzero(rest)])
+
+
 def estimate_rows(deg, unmasked, n_edges: int, n_features: int,
                   config: SSpmmConfig, n_cols: int | None = None,
                   replay: bool = False, columns=None) -> Counters:
@@ -129,9 +149,17 @@ def estimate_rows(deg, unmasked, n_edges: int, n_features: int,
     table asks (rows not split, at most ``_SEQUENCE_LIMIT`` requests), or else with rows drawn
     with the job's read frequencies; without ``columns`` every feature row is taken as read
     equally often. Beyond ``_SEQUENCE_LIMIT`` requests, and in the closed form, every slice
-    asks every cycle (:func:`~moagcn.sim.sspmm_crossbar.replay`)."""
+    asks every cycle (:func:`~moagcn.sim.sspmm_crossbar.replay`).
+
+    The rows are taken in the graph's order rearranged by :func:`row_order`, as the driver
+    gives them to the accelerator."""
     deg = np.asarray(deg, dtype=np.int64)
     unmasked = np.asarray(unmasked, dtype=np.int64)
+    order = row_order(deg, config)          # the rows as the driver gives them
+    if order is not None:
+        deg, unmasked = deg[order], unmasked[order]
+        if columns is not None and config.node_banks:
+            columns = permute_rows(*columns, order)
     n = deg.size
     jobs = np.where(deg > 0, -(-unmasked // config.group_lanes), 0)
     k_cols = n if n_cols is None else n_cols

@@ -69,6 +69,20 @@ def degrees(indptr) -> np.ndarray:
     return np.diff(np.asarray(indptr, dtype=np.int64))
 
 
+def permute_rows(indptr, indices, order) -> tuple[np.ndarray, np.ndarray]:
+    """The CSR whose row ``i`` is row ``order[i]`` of ``(indptr, indices)`` (each row's
+    entries in their stored order)."""
+    indptr = np.asarray(indptr, dtype=np.int64)
+    order = np.asarray(order, dtype=np.int64)
+    deg = np.diff(indptr)[order]
+    new_ptr = np.zeros(order.size + 1, dtype=np.int64)
+    np.cumsum(deg, out=new_ptr[1:])
+    # entry j of the new CSR: its row's old start plus its place in the row
+    starts = np.repeat(indptr[order] - new_ptr[:-1], deg)
+    gather = starts + np.arange(int(new_ptr[-1]), dtype=np.int64)
+    return new_ptr, np.asarray(indices)[gather]
+
+
 def sort_rows(indptr, indices) -> np.ndarray:
     """``indices`` with each row sorted ascending (stable: equal ids keep their order)."""
     indptr = np.asarray(indptr, dtype=np.int64)

@@ -84,12 +84,17 @@ class Part:
     A split part's job is built on first use (``make()``): the cycle model of a part needs only
     its structure (see :meth:`AcceleratorSpec.part_cycles`), so the model device never copies
     feature rows it does not simulate.
+
+    ``order``: where the part's job has its rows in another order than the job's (or the
+    tile's) own, row ``i`` of the part's output is row ``order[i]`` of theirs
+    (:meth:`AcceleratorSpec.place` puts it back).
     """
 
-    def __init__(self, job=None, tile: Tile | None = None, make: Callable[[], Any] | None = None):
+    def __init__(self, job=None, tile: Tile | None = None, make: Callable[[], Any] | None = None,
+                 order: np.ndarray | None = None):
         if (job is None) == (make is None):
             raise ValueError("a Part takes a job or a function that makes it, not both")
-        self._job, self._make, self.tile = job, make, tile
+        self._job, self._make, self.tile, self.order = job, make, tile, order
 
     @property
     def job(self):
@@ -162,7 +167,12 @@ class AcceleratorSpec(ABC):
         """The output array the parts are placed into."""
 
     def place(self, out: np.ndarray, part: Part, part_out: np.ndarray) -> None:
-        """Put one part's output in place (the whole output when the job was not split)."""
+        """Put one part's output in place (the whole output when the job was not split), its
+        rows back in their order where the part ran them in another."""
+        if part.order is not None:
+            restored = np.empty_like(part_out)
+            restored[part.order] = part_out
+            part_out = restored
         if part.tile is None:
             out[...] = part_out
         else:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from moagcn.core.counters import Counters, work_adds
-from moagcn.core.graph import sort_rows, validate_csr
+from moagcn.core.graph import degrees, permute_rows, sort_rows, validate_csr
 from moagcn.core.spec import AcceleratorSpec, Packed, Part, StreamProtocol, back_to_back
 from moagcn.core.tiling import TileLimits, plan_tiles
 from moagcn.errors import SimulationError, UserError
@@ -22,7 +22,7 @@ from moagcn.hw.sspmm.config import PRESETS, SSpmmConfig
 
 from ..golden import sspmm as golden
 from ..golden.fp32 import as_bits, as_float
-from ..sspmm_model import estimate_rows, streamed_elements
+from ..sspmm_model import estimate_rows, row_order, streamed_elements
 
 
 @dataclass
@@ -88,6 +88,14 @@ def _traffic(deg, unmasked, n_edges: int, n_features: int, n_cols: int,
     return 4 * load_words(deg.size, n_edges, n_features, config, n_cols), 4 * out_words
 
 
+def _reordered(job: SSpmmJob, order) -> SSpmmJob:
+    """``job`` with its rows (pointers, indices, mask rows) in ``order`` (None: as it is)."""
+    if order is None:
+        return job
+    indptr, indices = permute_rows(job.indptr, job.indices, order)
+    return SSpmmJob(indptr, indices, job.H, np.asarray(job.M)[order])
+
+
 class SSpmmSpec(AcceleratorSpec):
     name = "sspmm"
     design = "sspmm"
@@ -127,13 +135,22 @@ class SSpmmSpec(AcceleratorSpec):
                           config.max_feature_width, square=False)
 
     def split(self, job: SSpmmJob, config) -> list[Part]:
+        """The job as the accelerator runs it: tiles where it does not fit, and in each part
+        the rows in ``config.row_order`` (:func:`~moagcn.sim.sspmm_model.row_order`, which
+        the cycle model follows too)."""
         n, k = job.n_rows, job.H.shape[0]
         tiles = plan_tiles(job.indptr, job.indices, n, k, job.n_features, self.limits(config))
         if len(tiles) == 1 and k <= config.max_nodes:
-            return [Part(job)]          # the job fits as it is
-        return [Part(tile=t, make=lambda t=t: SSpmmJob(t.indptr, t.indices, t.features(job.H),
-                                                       t.mask(job.M)))
-                for t in tiles]
+            order = row_order(degrees(job.indptr), config)
+            if order is None:
+                return [Part(job)]      # the job fits as it is
+            return [Part(make=lambda: _reordered(job, order), order=order)]
+        parts = []
+        for t in tiles:
+            order = row_order(np.diff(t.indptr), config)
+            parts.append(Part(tile=t, order=order, make=lambda t=t, order=order: _reordered(
+                SSpmmJob(t.indptr, t.indices, t.features(job.H), t.mask(job.M)), order)))
+        return parts
 
     def part_cycles(self, part: Part, job: SSpmmJob, config, replay: bool = False) -> Counters:
         """The cycle model of one part (``replay``: the replayed tier, see
