@@ -135,6 +135,13 @@ class Ram(wiring.Component):
         Write ports, one enable bit per ``granularity`` bits.
     """
 
+    def _refuse(self, message: str):
+        """Raise ``ValueError(message)`` from the constructor. Amaranth warns about every
+        elaboratable that is created and never elaborated, also one whose constructor failed
+        and that nobody holds; this one is marked as not to be warned about first."""
+        self._MustUse__silence = True
+        raise ValueError(message)
+
     def __init__(self, width: int, depth: int, read_ports: int = 1, write_ports: int = 1,
                  granularity: int | None = None, collisions: bool = True, block: bool = False):
         granularity = granularity or width
@@ -142,7 +149,7 @@ class Ram(wiring.Component):
         #: distributed (LUT) RAM: a wide, shallow buffer in LUT RAM is dozens of cells spread
         #: over the die, its read address fanned out to all of them. Only without collisions.
         if block and collisions:
-            raise ValueError("a block-RAM Ram must be built with collisions=False")
+            self._refuse("a block-RAM Ram must be built with collisions=False")
         self.block = block
         #: ``False``: the design never reads a word in the cycle it writes it (a buffer
         #: written only while loading and read only while computing). Synthesis then drops
@@ -151,7 +158,7 @@ class Ram(wiring.Component):
         #: Verilog simulations stop with an error if a collision happens all the same.
         self.collisions = collisions
         if width % granularity:
-            raise ValueError(f"width {width} is not a multiple of granularity {granularity}")
+            self._refuse(f"width {width} is not a multiple of granularity {granularity}")
         self.width, self.depth, self.granularity = width, depth, granularity
         self.n_read, self.n_write = read_ports, write_ports
         self.addr_bits = max(depth - 1, 1).bit_length()
