@@ -171,7 +171,9 @@ class OutputStream(wiring.Component):
         }
         if self.merge:
             members["banks"] = In(32 * config.lanes).array(config.slices)
-        if config.slices > 1 and owner_shape is not None:
+        #: the owner table's entries come in (several slices' banks)
+        self.has_owner = config.slices > 1 and owner_shape is not None
+        if self.has_owner:
             members["owner"] = In(owner_shape)
             members["row_owner"] = Out(owner_shape)
         super().__init__(members)
@@ -225,7 +227,7 @@ class OutputStream(wiring.Component):
         count = Signal.like(self.counts.data, name="count_ahead")
         m.d.sync += count.eq(self.counts.data)
         owner = None
-        if hasattr(self, "owner"):
+        if self.has_owner:
             owner = Signal.like(self.owner, name="owner_ahead")
             m.d.sync += owner.eq(self.owner)
             with m.If(fetch_wait):
