@@ -310,26 +310,33 @@ def build_lean(verilog: GeneratedVerilog, proto: StreamProtocol) -> Path:
     args = lean_args()
     key = config_hash(text, source, wrapper, json.dumps(args), tool_version("verilator"),
                       _cpu_id())
-    build_dir = cache_dir() / "lean" / f"{verilog.toplevel}-{key}"
+    return _verilator_exe(cache_dir() / "lean" / f"{verilog.toplevel}-{key}",
+                          {"harness.cpp": source, "wrapper.v": wrapper},
+                          [str(verilog.path), "wrapper.v", "harness.cpp"], args,
+                          verilog.toplevel)
+
+
+def _verilator_exe(build_dir: Path, files: dict[str, str], sources: list[str], args: list[str],
+                   what: str) -> Path:
+    """Build (or find in the cache) ``build_dir/harness`` from ``sources`` (``files`` written
+    into ``build_dir`` first) with plain ``verilator --cc --exe --build`` and ``args``."""
     exe = build_dir / "harness"
     with locked(build_dir):
         if not exe.exists():
             shutil.rmtree(build_dir, ignore_errors=True)
             build_dir.mkdir(parents=True)
-            (build_dir / "harness.cpp").write_text(source)
-            (build_dir / "wrapper.v").write_text(wrapper)
+            for name, body in files.items():
+                (build_dir / name).write_text(body)
             cmd = ["verilator", "--cc", "--exe", "--build", "-j", str(os.cpu_count() or 2),
                    *args, "--top-module", WRAPPER, "--prefix", "Vtop",
-                   "-Mdir", str(build_dir / "obj"), "-o", str(exe),
-                   str(verilog.path), str(build_dir / "wrapper.v"), str(build_dir / "harness.cpp")]
+                   "-Mdir", str(build_dir / "obj"), "-o", str(exe), *sources]
             log = build_dir / "build.log"
             with open(log, "w") as fh:
                 proc = subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT,
                                       env=verilator_env(), cwd=build_dir)
             if proc.returncode != 0 or not exe.exists():
                 tail = log.read_text()[-3000:]
-                raise UserError(f"lean Verilator build of {verilog.toplevel} failed; log {log}"
-                                f":\n{tail}")
+                raise UserError(f"lean Verilator build of {what} failed; log {log}:\n{tail}")
             # the generated C++ and its objects (100-400 MB for the larger presets) are not
             # needed once the harness is linked: the cache keeps the executable and the log
             shutil.rmtree(build_dir / "obj", ignore_errors=True)
@@ -488,27 +495,9 @@ def adder_loop_speed(lanes: int, latency: int, cycles: int = 2_000_000) -> dict:
     args = lean_args()
     key = config_hash(text, wrapper, ADDER_LOOP_MAIN, json.dumps(args),
                       tool_version("verilator"), _cpu_id())
-    build_dir = cache_dir() / "lean" / f"lane_adders-{key}"
-    exe = build_dir / "harness"
-    with locked(build_dir):
-        if not exe.exists():
-            shutil.rmtree(build_dir, ignore_errors=True)
-            build_dir.mkdir(parents=True)
-            for name, body in (("lane_adders.v", text), ("wrapper.v", wrapper),
-                               ("main.cpp", ADDER_LOOP_MAIN)):
-                (build_dir / name).write_text(body)
-            cmd = ["verilator", "--cc", "--exe", "--build", "-j", str(os.cpu_count() or 2),
-                   *args, "--top-module", WRAPPER, "--prefix", "Vtop",
-                   "-Mdir", str(build_dir / "obj"), "-o", str(exe),
-                   "lane_adders.v", "wrapper.v", "main.cpp"]
-            log = build_dir / "build.log"
-            with open(log, "w") as fh:
-                proc = subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT,
-                                      env=verilator_env(), cwd=build_dir)
-            if proc.returncode != 0 or not exe.exists():
-                raise UserError(f"lean Verilator build of the lane adders failed; log {log}:\n"
-                                + log.read_text()[-3000:])
-            shutil.rmtree(build_dir / "obj", ignore_errors=True)
+    exe = _verilator_exe(cache_dir() / "lean" / f"lane_adders-{key}",
+                         {"lane_adders.v": text, "wrapper.v": wrapper, "main.cpp": ADDER_LOOP_MAIN},
+                         ["lane_adders.v", "wrapper.v", "main.cpp"], args, "the lane adders")
     out = subprocess.run([str(exe), str(int(cycles)), str(latency)], capture_output=True,
                          text=True,
                          check=True).stdout.split()
