@@ -498,9 +498,12 @@ def adder_loop_speed(lanes: int, latency: int, cycles: int = 2_000_000) -> dict:
     exe = _verilator_exe(cache_dir() / "lean" / f"lane_adders-{key}",
                          {"lane_adders.v": text, "wrapper.v": wrapper, "main.cpp": ADDER_LOOP_MAIN},
                          ["lane_adders.v", "wrapper.v", "main.cpp"], args, "the lane adders")
-    out = subprocess.run([str(exe), str(int(cycles)), str(latency)], capture_output=True,
-                         text=True,
-                         check=True).stdout.split()
+    run = subprocess.run([str(exe), str(int(cycles)), str(latency)], capture_output=True,
+                         text=True)
+    if run.returncode != 0:
+        raise SimulationError(f"the lane adders' probe {exe} stopped with status "
+                              f"{run.returncode}: {run.stderr.strip()[-500:]}")
+    out = run.stdout.split()
     n, wall, acc = int(out[0]), float(out[1]), int(out[2])
     return {"lanes": lanes, "latency": latency, "cycles": n, "wall_s": wall,
             "cycles_per_s": n / wall if wall > 0 else float("inf"), "checksum": acc}

@@ -120,13 +120,18 @@ def estimate(indptr, mask, n_features: int, config: SSpmmConfig,
 def row_order(deg, config: SSpmmConfig) -> np.ndarray | None:
     """The order in which the driver gives a job's rows to the accelerator
     (``config.row_order``): for ``long_first`` the rows of more than ``LONG_ROW_FACTOR`` times
-    the mean degree, longest first (ties in the graph's order), then the others in the
-    graph's order; ``None`` where that is the graph's order (``given``, or no long row out of
-    place). Applying it to a job already in this order gives the same order."""
+    the mean degree of the rows that have neighbours, longest first (ties in the graph's
+    order), then the others in the graph's order; ``None`` where that is the graph's order
+    (``given``, or no long row out of place). Empty rows do not lower the bar: a tile that is
+    mostly empty rows would otherwise call most of its other rows long, which approaches a
+    sort by degree. Applying it to a job already in this order gives the same order."""
     deg = np.asarray(deg, dtype=np.int64)
     if config.row_order == "given" or deg.size < 2:
         return None
-    long = np.flatnonzero(deg > LONG_ROW_FACTOR * deg.mean())
+    busy = deg[deg > 0]
+    if busy.size == 0:
+        return None
+    long = np.flatnonzero(deg > LONG_ROW_FACTOR * busy.mean())
     if long.size == 0:
         return None
     long = long[np.argsort(-deg[long], kind="stable")]

@@ -78,11 +78,14 @@ def jobs(nodes: int, lanes: int):
 
 
 def _rtl_counters(cfg, job_key: str, indptr, indices, H, M, simulator: str) -> dict:
-    """The RTL's counters of one job (cached by Verilog hash and job), and bit-exactness."""
+    """The RTL's counters of one job (cached by Verilog hash, job and the order in which the
+    driver gives the job's rows, see ``SSpmmConfig.row_order``), and bit-exactness."""
     from moagcn.hw.designs import get_design
     from moagcn.sim.build import cache_dir, generate_verilog
     verilog = generate_verilog(get_design("sspmm"), cfg)
     key = hashlib.sha256(f"{verilog.path.parent.name}/{simulator}/{job_key}".encode())
+    for part in SPEC.split(SPEC.check(SPEC.job(indptr, indices, H, M), cfg), cfg):
+        key.update(b"-" if part.order is None else np.asarray(part.order, np.int64).tobytes())
     path = cache_dir() / "sspmm-model-table" / f"{key.hexdigest()[:20]}.json"
     if path.exists():
         return json.loads(path.read_text())

@@ -16,7 +16,8 @@ LANE_CHOICES = (2, 4, 8, 16, 32)
 MAX_SLICES = 64
 #: how the host driver orders a job's rows (see ``SSpmmConfig.row_order``)
 ROW_ORDERS = ("long_first", "given")
-#: ``long_first``: a row is long above this many times the job's mean degree
+#: ``long_first``: a row is long above this many times the mean degree of the job's non-empty
+#: rows
 LONG_ROW_FACTOR = 4
 
 
@@ -102,7 +103,8 @@ class SSpmmConfig:
         The order in which the host driver gives a job's rows to the accelerator (a
         scheduling choice of the host, not of the RTL; the output is the same bits in the
         graph's order either way). ``long_first`` (the default): the rows with more than
-        ``LONG_ROW_FACTOR`` (4) times the job's mean degree first, longest first, then the
+        ``LONG_ROW_FACTOR`` (4) times the mean degree of the job's non-empty rows first,
+        longest first, then the
         others in the graph's order. A row's job takes at least ``deg x adder_latency`` cycles
         in one context however idle the rest of the engine is, so a hub row near the end of the
         graph's order runs on alone after every other row has finished (a held-out graph with

@@ -80,7 +80,10 @@ def permute_rows(indptr, indices, order) -> tuple[np.ndarray, np.ndarray]:
     # entry j of the new CSR: its row's old start plus its place in the row
     starts = np.repeat(indptr[order] - new_ptr[:-1], deg)
     gather = starts + np.arange(int(new_ptr[-1]), dtype=np.int64)
-    return new_ptr, np.asarray(indices)[gather]
+    indices = np.asarray(indices)
+    if indices.size == 0 and indices.dtype.kind not in "iu":
+        indices = indices.astype(np.int64)          # an empty list comes in as floats
+    return new_ptr, indices[gather]
 
 
 def sort_rows(indptr, indices) -> np.ndarray:

@@ -16,9 +16,10 @@ GIVEN = dataclasses.replace(DEFAULT, row_order="given")
 
 
 def _expected_order(deg):
-    """By hand: rows above four times the mean degree, longest first (ties by position),
-    then the rest in place."""
-    mean = sum(deg) / len(deg)
+    """By hand: rows above four times the mean degree of the non-empty rows, longest first
+    (ties by position), then the rest in place."""
+    busy = [d for d in deg if d > 0]
+    mean = sum(busy) / len(busy)
     long = sorted((i for i, d in enumerate(deg) if d > 4 * mean), key=lambda i: (-deg[i], i))
     return long + [i for i in range(len(deg)) if i not in long]
 
@@ -39,6 +40,17 @@ def test_long_rows_go_first_longest_first_the_others_keep_their_order(seed):
     assert row_order(deg, GIVEN) is None
 
 
+def test_empty_rows_do_not_make_ordinary_rows_long():
+    """A tile of mostly empty rows: the bar is four times the mean of the rows that have
+    neighbours, so rows of ordinary length keep their place."""
+    deg = np.zeros(400, dtype=int)
+    deg[::10] = np.arange(3, 43) % 7 + 3               # 40 rows of 3-9 neighbours
+    assert row_order(deg, DEFAULT) is None
+    deg[395] = 200
+    assert row_order(deg, DEFAULT).tolist() == [395] + [i for i in range(400) if i != 395]
+    assert row_order(np.zeros(30, dtype=int), DEFAULT) is None
+
+
 def test_no_reordering_without_long_rows_or_when_they_lead_already():
     assert row_order(np.full(50, 7), DEFAULT) is None
     assert row_order(np.array([100, 90] + [1] * 60), DEFAULT) is None
@@ -56,6 +68,8 @@ def test_permute_rows_takes_whole_rows_in_the_new_order():
     ptr, idx = permute_rows(indptr, indices, order)
     rows = [indices[indptr[r]:indptr[r + 1]].tolist() for r in order]
     assert [idx[ptr[i]:ptr[i + 1]].tolist() for i in range(40)] == rows
+    ptr, idx = permute_rows([0, 0, 0], [], [1, 0])          # empty rows, empty index list
+    assert ptr.tolist() == [0, 0, 0] and idx.size == 0 and idx.dtype.kind == "i"
 
 
 def test_a_hub_at_the_end_costs_less_when_it_goes_first():
