@@ -2,6 +2,8 @@
 rows through the crossbar, bank conflicts stall a slice, and a row several slices ask for in
 the same cycle is read once (multicast). Bit for bit the golden model, whatever the waits."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -73,16 +75,24 @@ MULTI = preset("multi", node_banks=16)
 
 @pytest.mark.parametrize("density,F,seed", [(0.5, 16, 2), (1.0, 13, 3), (0.2, 24, 4)])
 def test_multi_preset_with_shared_banks_is_modelled(density, F, seed):
-    """Four slices of P = 8 on 16 banks: bit-exact, and the model within 5 % on these short
-    jobs (550-900 cycles; measured +0.5 / +2.2 / +1.4 %; 3 % holds on 16 of the 18
-    1,200-row jobs of docs/sspmm.md, not on every short job: 600-row jobs gave up to +3.8 %
-    with an earlier version)."""
+    """Four slices of P = 8 on 16 banks, each job in the graph's order and with long rows
+    first: bit-exact both ways, long rows first faster on the RTL (441 / 683 / 510 against
+    554 / 901 / 667 cycles). The model in the graph's order within 5 % on these short jobs
+    (measured +0.5 / +2.2 / +1.4 %; 3 % holds on 16 of the 18 1,200-row jobs of
+    docs/sspmm.md, not on every short job: 600-row jobs gave up to +3.8 % with an earlier
+    version); with long rows first the crossbar's model is further off on the shortest of
+    them (measured +5.7 / +2.8 / +2.6 %, 25 cycles on the first), within 7 %."""
     indptr, indices, H, M = job = power_law_job(250, F, seed=seed, density=density, max_deg=60)
-    res = drive(MULTI, "verilator", *job)
-    check(res, *job)
-    model = estimate(indptr, M, F, MULTI, indices=indices)
-    err = model.cycles_compute / res.raw["cycles_compute"] - 1
-    assert abs(err) < 0.05, (model.cycles_compute, res.raw["cycles_compute"])
+    cycles = {}
+    for cfg, bound in ((dataclasses.replace(MULTI, row_order="given"), 0.05), (MULTI, 0.07)):
+        res = drive(cfg, "verilator", *job)
+        check(res, *job)
+        model = estimate(indptr, M, F, cfg, indices=indices)
+        err = model.cycles_compute / res.raw["cycles_compute"] - 1
+        assert abs(err) < bound, (cfg.row_order, model.cycles_compute,
+                                  res.raw["cycles_compute"])
+        cycles[cfg.row_order] = res.raw["cycles_compute"]
+    assert cycles["long_first"] < cycles["given"], cycles
 
 
 def test_shared_banks_idle_backpressure_reset_and_tiles():
