@@ -219,18 +219,18 @@ def main(argv=None) -> int:
         print(f"co-simulation speed: {args.repeat} runs", file=sys.stderr, flush=True)
         # each run beside one of the design's adders alone (the same lean build options):
         # the whole accelerator cannot simulate faster than its own adders
-        adders = cfg.slices * cfg.lanes
         runs, alone = [], []
         for _ in range(args.repeat):
             runs.append(driver.run(SPEC.job(indptr, indices, H, masks["half"])).counters)
-            alone.append(adder_loop_speed(adders, cfg.adder_latency, 1_000_000)["cycles_per_s"])
+            alone.append(adder_loop_speed(cfg.adders, cfg.adder_latency,
+                                          1_000_000)["cycles_per_s"])
         speeds, alone = sorted(c.sim_cycles_per_s for c in runs), sorted(alone)
         out["speed"] = {"job": "half", "runs": len(speeds),
                         "sim_cycles": runs[-1].sim_cycles,
                         "sim_cycles_per_s_min": speeds[0],
                         "sim_cycles_per_s_median": statistics.median(speeds),
                         "sim_cycles_per_s_max": speeds[-1],
-                        "adders_alone": {"adders": adders, "latency": cfg.adder_latency,
+                        "adders_alone": {"adders": cfg.adders, "latency": cfg.adder_latency,
                                          "sim_cycles_per_s_min": alone[0],
                                          "sim_cycles_per_s_median": statistics.median(alone),
                                          "sim_cycles_per_s_max": alone[-1]}}

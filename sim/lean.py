@@ -39,7 +39,8 @@ from moagcn.config import config_hash
 from moagcn.core.spec import StreamProtocol
 from moagcn.errors import SimulationError, UserError
 
-from .build import GeneratedVerilog, cache_dir, locked, tool_version, verilator_env
+from .build import (GeneratedVerilog, cache_dir, locked, tool_version, verilator_env,
+                    verilog_text)
 
 #: the model is compiled for this machine's CPU (-march=native): the cache key names the CPU
 LEAN_ARGS = ["-O3", "--x-assign", "fast", "--x-initial", "fast", "-Wno-fatal",
@@ -487,7 +488,6 @@ def adder_loop_speed(lanes: int, latency: int, cycles: int = 2_000_000) -> dict:
     ``checksum`` (the XOR, over the cycles after the first ``latency``, of the XOR of the
     sums, for a reference to check)."""
     from moagcn.hw.sspmm.group import LaneAdders
-    from .build import verilog_text
     if lanes < 1 or latency < 1:
         raise UserError(f"adder loop: lanes {lanes}, latency {latency}: use at least 1 each")
     text, _ = verilog_text(LaneAdders(lanes, latency), "lane_adders")

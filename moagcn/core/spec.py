@@ -96,6 +96,15 @@ class Part:
             raise ValueError("a Part takes a job or a function that makes it, not both")
         self._job, self._make, self.tile, self.order = job, make, tile, order
 
+    def in_job_order(self, part_out: np.ndarray) -> np.ndarray:
+        """``part_out`` (rows in the order this part ran them) with its rows back in the job's
+        (or the tile's) order."""
+        if self.order is None:
+            return part_out
+        restored = np.empty_like(part_out)
+        restored[self.order] = part_out
+        return restored
+
     @property
     def job(self):
         if self._job is None:
@@ -169,10 +178,7 @@ class AcceleratorSpec(ABC):
     def place(self, out: np.ndarray, part: Part, part_out: np.ndarray) -> None:
         """Put one part's output in place (the whole output when the job was not split), its
         rows back in their order where the part ran them in another."""
-        if part.order is not None:
-            restored = np.empty_like(part_out)
-            restored[part.order] = part_out
-            part_out = restored
+        part_out = part.in_job_order(part_out)
         if part.tile is None:
             out[...] = part_out
         else:

@@ -354,9 +354,7 @@ class HyScaleSpec(AcceleratorSpec):
         return np.zeros((job.n_dst, job.f_out), dtype=np.float32)
 
     def place(self, out, part: Part, part_out) -> None:
-        if part.order is not None:
-            raise SimulationError("a HyScale part with its rows reordered: this spec's split "
-                                  "never reorders rows, and its place() cannot put them back")
+        part_out = part.in_job_order(part_out)
         if part.tile is None:
             out[...] = part_out
         elif part.job.aggregate_only:
