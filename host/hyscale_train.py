@@ -165,6 +165,9 @@ class HybridConfig:
     def fanout_list(self) -> list:
         from .sampling import parse_fanout
         parts = [p for p in str(self.fanouts).split(",") if p.strip()]
+        if not parts:
+            raise UserError(f"--fanout {self.fanouts!r} is empty; give one fanout per layer, "
+                            "input layer first, e.g. --fanout 10,25 ('all' for every neighbour)")
         return check_fanouts(parse_fanout(self.fanouts, max(1, len(parts))))
 
     def validate(self, dataset: Dataset | None = None) -> "HybridConfig":

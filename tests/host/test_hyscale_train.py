@@ -28,6 +28,9 @@ def test_bad_configurations():
         HybridConfig(batch=n_train + 1).validate(d)
     with pytest.raises(UserError, match="cannot be sampled"):
         HybridConfig(fanouts="10,0", batch=10).validate(d)
+    for empty in ("", " ", ",", " , "):
+        with pytest.raises(UserError, match="is empty"):
+            HybridConfig(fanouts=empty, batch=10).validate(d)
     with pytest.raises(UserError, match="must be in"):
         HybridConfig(cpu_share=1.0, batch=10).validate(d)
 
