@@ -86,7 +86,11 @@ def cmd_sspmm_estimate(args) -> int:
     from .cli_common import output_path
     output_path(args.report, "--report")
     spec = get_spec("sspmm")
-    config = spec.config(args.preset, parse_params(args.param))
+    params = parse_params(args.param)
+    # the cycle model alone: any number of slices, walk_rows, HBM, whatever the preset allows
+    # on the RTL (``--param simulate=true`` keeps the simulation limits)
+    params.setdefault("simulate", "false")
+    config = spec.config(args.preset, params)
     if args.mask and args.mask_density is not None:
         raise UserError("give --mask or --mask-density, not both")
     t0 = time.perf_counter()

@@ -152,6 +152,26 @@ def test_estimate_bad_input_is_one_line(tmp_path, args, words):
     assert len(out.stderr.strip().splitlines()) == 1 and "Traceback" not in out.stderr
 
 
+def test_estimate_takes_model_only_parameters_on_any_preset(tmp_path):
+    """The cycle model alone: slices beyond what the RTL simulates, a scheduler walking rows
+    faster and HBM are valid on the default preset too (``sspmm run`` refuses them)."""
+    from moagcn.hw.sspmm import preset
+    from moagcn.sim.sspmm_model import estimate
+    indptr, indices = uniform_graph(tmp_path / "g.npz", 300, 9, seed=2)
+    params = ["--param", "slices=100", "--param", "walk_rows=4"]
+    out = moagcn("sspmm", "estimate", "--graph", tmp_path / "g.npz", "--width", "16", *params,
+                 "--report", tmp_path / "r.json")
+    assert out.returncode == 0, out.stderr
+    r = json.loads((tmp_path / "r.json").read_text())
+    cfg = preset("default", slices=100, walk_rows=4, simulate=False)
+    assert r["adders"] == 1600 and r["config"]["simulate"] is False
+    assert r["cycles_compute"] == estimate(indptr, None, 16, cfg).cycles_compute
+    # kept when asked for
+    out = moagcn("sspmm", "estimate", "--graph", tmp_path / "g.npz", "--width", "16", *params,
+                 "--param", "simulate=true", "--report", tmp_path / "s.json")
+    assert out.returncode == 2 and "slices=100" in out.stderr and "Traceback" not in out.stderr
+
+
 def test_estimate_refuses_a_file_that_is_not_a_graph(tmp_path):
     np.save(tmp_path / "x.npy", np.zeros(3))
     out = moagcn("sspmm", "estimate", "--graph", tmp_path / "x.npy", "--width", "4",
