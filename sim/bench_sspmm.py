@@ -7,7 +7,11 @@ cycle model, and prints one JSON object:
 
 - per mask: bit-exactness against the golden model, compute / load / output cycles, work,
   utilisation, stalls, rows fetched, and the cycle model's figures and error;
-- ``mask_speedup``: all-ones compute cycles over 50 %-mask compute cycles;
+- ``mask_speedup``: all-ones compute cycles over 50 %-mask compute cycles; beside it
+  ``mask_speedup_turn_bound``, the same ratio of the jobs' turns (per mask ``turns``: each
+  row's neighbours times its ``ceil(k / W)`` jobs of W = ``group_lanes`` lanes), what the
+  speed-up would be if nothing but the turns took time: the lanes a row's last job leaves
+  idle bound the speed-up below 2 (see docs/sspmm.md);
 - ``speed`` (``verilator``): the 50 % job re-run ``--repeat`` times on the host-driven lean
   harness, simulated cycles per second (loads, compute and output) as min / median / max; the
   speed of a shared machine varies from minute to minute, so one run is not a figure; beside
@@ -215,6 +219,15 @@ def main(argv=None) -> int:
         print(f"{name} mask", file=sys.stderr, flush=True)
         out[name] = run_mask(driver, cfg, indptr, indices, H, M)
     out["mask_speedup"] = out["ones"]["cycles_compute"] / out["half"]["cycles_compute"]
+    # the speed-up if both jobs took exactly their turns: a row's k unmasked features go out in
+    # jobs of W = group_lanes lanes, each taking one turn per neighbour, so the last job of a row
+    # leaves ceil(k / W) * W - k lanes idle (all ones at F a multiple of W: none)
+    deg = np.diff(indptr)
+    W = cfg.group_lanes
+    for name, M in masks.items():
+        k = M.sum(axis=1)
+        out[name]["turns"] = int(np.dot(deg, -(-k // W)))
+    out["mask_speedup_turn_bound"] = out["ones"]["turns"] / out["half"]["turns"]
     if lean and args.repeat > 0:
         print(f"co-simulation speed: {args.repeat} runs", file=sys.stderr, flush=True)
         # each run beside one of the design's adders alone (the same lean build options):

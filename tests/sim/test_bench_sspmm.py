@@ -1,7 +1,9 @@
 """The S-SpMM benchmark script end to end on the tiny preset (small jobs, real RTL)."""
 
 import json
+import math
 
+import numpy as np
 import pytest
 
 from moagcn.sim import bench_sspmm
@@ -21,6 +23,19 @@ def test_benchmark_reports_exact_runs_speeds_and_the_model_sweep(tmp_path, capsy
         assert r["cycles_output"] == r["model_cycles_output"]
         assert 0 < r["utilization"] <= 1
     assert out["mask_speedup"] > 1
+    # the turns: every row's neighbours times its jobs of W = 2 lanes (tiny: 4 lanes, 2
+    # groups), counted here row by row with the graph and 50 % mask the bench draws
+    indptr, _ = bench_sspmm.pareto_graph(100, 8.5, 0)
+    rng = np.random.default_rng(1)
+    rng.standard_normal((100, 16))
+    half = rng.random((100, 16)) < 0.5
+    ones = half_turns = 0
+    for v in range(100):
+        deg = int(indptr[v + 1] - indptr[v])
+        ones += deg * 8                                 # F = 16: eight jobs of two lanes
+        half_turns += deg * math.ceil(int(half[v].sum()) / 2)
+    assert out["ones"]["turns"] == ones and out["half"]["turns"] == half_turns
+    assert out["mask_speedup_turn_bound"] == pytest.approx(ones / half_turns)
     speed = out["speed"]
     assert speed["runs"] == 2
     assert 0 < speed["sim_cycles_per_s_min"] <= speed["sim_cycles_per_s_median"] \
