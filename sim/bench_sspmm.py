@@ -219,14 +219,10 @@ def main(argv=None) -> int:
         print(f"{name} mask", file=sys.stderr, flush=True)
         out[name] = run_mask(driver, cfg, indptr, indices, H, M)
     out["mask_speedup"] = out["ones"]["cycles_compute"] / out["half"]["cycles_compute"]
-    # the speed-up if both jobs took exactly their turns: a row's k unmasked features go out in
-    # jobs of W = group_lanes lanes, each taking one turn per neighbour, so the last job of a row
-    # leaves ceil(k / W) * W - k lanes idle (all ones at F a multiple of W: none)
-    deg = np.diff(indptr)
-    W = cfg.group_lanes
-    for name, M in masks.items():
-        k = M.sum(axis=1)
-        out[name]["turns"] = int(np.dot(deg, -(-k // W)))
+    # the speed-up if both jobs took exactly their turns (the model's count: a row's k unmasked
+    # features go out in jobs of W = group_lanes lanes, each taking one turn per neighbour, so
+    # the last job of a row leaves ceil(k / W) * W - k lanes idle; all ones at F a multiple of
+    # W: none)
     out["mask_speedup_turn_bound"] = out["ones"]["turns"] / out["half"]["turns"]
     if lean and args.repeat > 0:
         print(f"co-simulation speed: {args.repeat} runs", file=sys.stderr, flush=True)

@@ -23,8 +23,9 @@ def test_benchmark_reports_exact_runs_speeds_and_the_model_sweep(tmp_path, capsy
         assert r["cycles_output"] == r["model_cycles_output"]
         assert 0 < r["utilization"] <= 1
     assert out["mask_speedup"] > 1
-    # the turns: every row's neighbours times its jobs of W = 2 lanes (tiny: 4 lanes, 2
-    # groups), counted here row by row with the graph and 50 % mask the bench draws
+    # the turns (the cycle model's count): every row's neighbours times its jobs of W = 2
+    # lanes (tiny: 4 lanes, 2 groups), counted here row by row with the graph and 50 % mask
+    # the bench draws
     indptr, _ = bench_sspmm.pareto_graph(100, 8.5, 0)
     rng = np.random.default_rng(1)
     rng.standard_normal((100, 16))
