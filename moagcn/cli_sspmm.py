@@ -87,8 +87,8 @@ def cmd_sspmm_estimate(args) -> int:
     output_path(args.report, "--report")
     spec = get_spec("sspmm")
     params = parse_params(args.param)
-    # the cycle model alone: any number of slices, walk_rows, HBM, whatever the preset allows
-    # on the RTL (``--param simulate=true`` keeps the simulation limits)
+    # the cycle model alone: more than 64 slices, walk_rows above 1 and HBM are valid on any
+    # preset (``--param simulate=true`` keeps the RTL's limits)
     params.setdefault("simulate", "false")
     config = spec.config(args.preset, params)
     if args.mask and args.mask_density is not None:
