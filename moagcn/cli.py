@@ -122,7 +122,8 @@ BENCHES = {"sspmm": "moagcn.sim.bench_sspmm", "sspmm-model": "moagcn.sim.validat
            "hyscale-model-kernel": "moagcn.sim.bench_hyscale_kernel",
            "hyscale-overlap": "moagcn.sim.bench_hyscale_overlap",
            "hyscale-model": "moagcn.host.hyscale_perf",
-           "deal-spmm": "moagcn.host.bench_deal", "hyscale-drm": "moagcn.host.bench_hyscale_train"}
+           "deal-spmm": "moagcn.host.bench_deal", "hyscale-drm": "moagcn.host.bench_hyscale_train",
+           "model-device": "moagcn.host.bench_model_device"}
 #: what each benchmark measures, for ``moagcn bench --help``
 BENCH_HELP = {
     "sspmm": "the S-SpMM on a power-law job: utilisation, mask skipping, model error, "
@@ -135,6 +136,7 @@ BENCH_HELP = {
     "hyscale-drm": "HyScale's DRM and two-stage prefetching on this machine",
     "deal-spmm": "DEAL's SpMM, pipelined against sequential, on torch.distributed processes",
     "pyg": "moagcn's layers and training against PyTorch Geometric",
+    "model-device": "the bit-exact model device against scipy, and in training against cpu",
 }
 
 
