@@ -96,18 +96,18 @@ class Driver:
         """
         spec, cfg = self.spec, self.config
         t0 = time.perf_counter()
-        job, parts, counters = self._prepare(job, checked)
+        job, run_job, merge, parts, counters = self._prepare(job, checked)
         raw: dict = {}
         if self.device == "model":
             out = spec.golden(job, cfg)
-            counters.add(self._part_model(parts, job)[0])
+            counters.add(self._part_model(parts, run_job)[0])
         elif self._back_to_back(len(parts), waves, reset_after, per_cycle):
-            out = spec.empty_output(job)
+            out = spec.empty_output(run_job)
             for part, result in zip(parts, self._simulate_sequence(
                     [p.job for p in parts], idle_every, stall_every, progress, per_cycle)):
                 self._collect(out, counters, raw, part, result)
         else:
-            out = spec.empty_output(job)
+            out = spec.empty_output(run_job)
             steps = enumerate(parts)
             if progress and len(parts) > 1:
                 from tqdm import tqdm
@@ -118,14 +118,16 @@ class Driver:
                     part.job, idle_every=idle_every, stall_every=stall_every,
                     waves=_part_waves(waves, k, len(parts)), reset_after=reset_after,
                     per_cycle=per_cycle))
+        if merge is not None and self.device != "model":
+            out = merge(out)        # a long row's pieces added on the host
         counters.wall_s = time.perf_counter() - t0
         return Result(out, counters, self.device, self.simulator, raw)
 
     def estimate(self, job, *, checked: bool = False) -> Counters:
         """The cycle model's counters of ``job`` (split into parts like :meth:`run`), without
         computing the output."""
-        job, parts, counters = self._prepare(job, checked)
-        return counters.add(self._part_model(parts, job)[0])
+        _, run_job, _, parts, counters = self._prepare(job, checked)
+        return counters.add(self._part_model(parts, run_job)[0])
 
     def run_many(self, jobs, *, checked: bool = False, idle_every: int = 0,
                  stall_every: int = 0) -> list[Result]:
@@ -140,24 +142,26 @@ class Driver:
         results = []
         if self.device == "model":
             previous = None
-            for job, parts, counters in prepared:
+            for job, run_job, _, parts, counters in prepared:
                 out = spec.golden(job, cfg)
-                model, previous = self._part_model(parts, job, previous)
+                model, previous = self._part_model(parts, run_job, previous)
                 counters.add(model)
                 results.append(Result(out, counters, self.device, self.simulator, {}))
-        elif self._back_to_back(sum(len(p) for _, p, _ in prepared), None, None, False):
-            flat = [(k, part) for k, (_, parts, _) in enumerate(prepared) for part in parts]
+        elif self._back_to_back(sum(len(p[3]) for p in prepared), None, None, False):
+            flat = [(k, part) for k, p in enumerate(prepared) for part in p[3]]
             runs = self._simulate_sequence([part.job for _, part in flat], idle_every,
                                            stall_every, False, False)
-            outs = [spec.empty_output(job) for job, _, _ in prepared]
+            outs = [spec.empty_output(run_job) for _, run_job, _, _, _ in prepared]
             raws: list[dict] = [{} for _ in prepared]
             for (k, part), result in zip(flat, runs):
-                self._collect(outs[k], prepared[k][2], raws[k], part, result)
-            results = [Result(out, counters, self.device, self.simulator, raw)
-                       for out, (_, _, counters), raw in zip(outs, prepared, raws)]
+                self._collect(outs[k], prepared[k][4], raws[k], part, result)
+            outs = [out if merge is None else merge(out)
+                    for out, (_, _, merge, _, _) in zip(outs, prepared)]
+            results = [Result(out, p[4], self.device, self.simulator, raw)
+                       for out, p, raw in zip(outs, prepared, raws)]
         else:
-            return [self.run(job, checked=True, idle_every=idle_every, stall_every=stall_every)
-                    for job, _, _ in prepared]
+            return [self.run(p[0], checked=True, idle_every=idle_every, stall_every=stall_every)
+                    for p in prepared]
         wall = (time.perf_counter() - t0) / max(len(results), 1)
         for r in results:
             r.counters.wall_s = wall
@@ -182,15 +186,18 @@ class Driver:
                 and reset_after is None)
 
     def _prepare(self, job, checked: bool):
-        """The checked job, its parts, and its counters before any cycles: the job's work."""
+        """The checked job, the job the accelerator runs for it and the function that turns
+        that job's output into the job's (:meth:`AcceleratorSpec.expand`; None: the same
+        job), its parts, and its counters before any cycles: the job's work."""
         spec, cfg = self.spec, self.config
         if not checked:
             job = spec.check(job, cfg)
-        parts = spec.split(job, cfg)
+        run_job, merge = spec.expand(job, cfg)
+        parts = spec.split(run_job, cfg)
         counters = spec.work(job, cfg)
         counters.calls, counters.tiles = 1, len(parts)
         counters.lanes, counters.clock_mhz = spec.lanes(cfg), spec.clock_mhz(cfg)
-        return job, parts, counters
+        return job, run_job, merge, parts, counters
 
     def _simulate_sequence(self, jobs, idle_every, stall_every, progress, per_cycle=False):
         """Parts back to back, one reset before the first (the next part's loads offered

@@ -105,9 +105,14 @@ def _tiled_streams(indptr, indices, width, unmasked, config: SSpmmConfig,
     """Row tiles fed by the load streams, back to back (what the RTL does): with two load
     banks each tile's loads beside the tile before. ``cycles_memory`` is every load cycle,
     ``cycles_memory_hidden`` those that ran beside a tile's compute and output."""
-    from moagcn.sim.specs.sspmm import SPEC
+    from moagcn.sim.specs.sspmm import SPEC, _long_row_pieces
     n = indptr.size - 1
-    tiles = plan_tiles(indptr, np.asarray(indices, dtype=np.int64), n, n, width,
+    cut = _long_row_pieces(indptr, indices, config)
+    if cut is not None:
+        # rows longer than any job holds run as pieces, each a row (added on the host)
+        indptr, indices, rep = cut[0], cut[1], cut[2]
+        unmasked = np.asarray(unmasked)[rep]
+    tiles = plan_tiles(indptr, np.asarray(indices, dtype=np.int64), indptr.size - 1, n, width,
                        SPEC.limits(config))
     overlap = SPEC.loads_overlap(config)
     total, _ = back_to_back((SPEC.tile_cycles(t, np.minimum(unmasked[t.rows_start:t.rows_stop],

@@ -175,6 +175,12 @@ class AcceleratorSpec(ABC):
     def empty_output(self, job) -> np.ndarray:
         """The output array the parts are placed into."""
 
+    def expand(self, job, config):
+        """The job the accelerator runs for ``job`` and a function from that job's output to
+        ``job``'s, where the design cannot run ``job``'s rows as they are (S-SpMM: rows longer
+        than any job holds, cut into pieces); ``(job, None)`` otherwise (the default)."""
+        return job, None
+
     def place(self, out: np.ndarray, part: Part, part_out: np.ndarray) -> None:
         """Put one part's output in place (the whole output when the job was not split), its
         rows back in their order where the part ran them in another."""

@@ -173,7 +173,8 @@ def plan_tiles_uncached(indptr: np.ndarray, indices: np.ndarray, n_rows: int, n_
     A job that fits is one tile holding the whole job unchanged. Otherwise rows are grouped
     greedily into blocks whose edges fit ``max_edges``, rows fit ``max_rows`` and distinct
     columns fit ``max_cols``; features go in chunks of ``max_width``. A single row that alone
-    exceeds a buffer is an error naming the row and the parameter.
+    exceeds a buffer is an error naming the row and the parameter (the S-SpMM spec cuts such
+    rows into pieces before tiling, :meth:`~moagcn.core.spec.AcceleratorSpec.expand`).
     """
     indptr = np.asarray(indptr, dtype=np.int64)
     indices = np.asarray(indices, dtype=np.int64)

@@ -31,8 +31,17 @@ def normalise_mask(mask, shape) -> np.ndarray:
     return np.asarray(mask).astype(bool, copy=False)
 
 
-def sspmm(indptr, indices, H, mask=None, split: int = 0, pieces: int = 0) -> np.ndarray:
+def sspmm(indptr, indices, H, mask=None, split: int = 0, pieces: int = 0,
+          buffer: tuple[int, int] | None = None) -> np.ndarray:
     """Bit-exact ``Z = (A H) ⊙ M`` (float32, N x F); see the module docstring for the order.
+
+    ``buffer = (max_edges, max_nodes)`` (an accelerator configuration's buffers): a row that no
+    job of that configuration holds, with more than ``max_edges`` entries or more than
+    ``max_nodes`` distinct neighbours, is summed in pieces of ``min(max_edges, max_nodes)``
+    consecutive neighbours (ascending order as above; the last piece the rest), each piece as a
+    row of its own (``split`` and ``pieces`` then apply to the pieces), and the pieces' sums
+    are added in order, ``((q0 + q1) + q2) + ...``, as the driver merges them
+    (:func:`buffer_pieces`). Rows that fit are summed whole.
 
     ``split`` > 0 (``SSpmmConfig.split_degree``): a row with more than ``split`` neighbours is
     summed in pieces of ``split`` consecutive neighbours (in the ascending order above; the
@@ -45,6 +54,12 @@ def sspmm(indptr, indices, H, mask=None, split: int = 0, pieces: int = 0) -> np.
     n = indptr.size - 1
     mask = normalise_mask(mask, (n, H.shape[1]))
     cols = sort_rows(indptr, indices)
+    if buffer is not None:
+        cut = buffer_pieces(indptr, cols, *buffer)
+        if cut is not None:
+            piece_ptr, rep, first, count = cut
+            part = sspmm(piece_ptr, cols, H, mask[rep], split, pieces)
+            return merge_pieces(part, first, count, mask)
     deg = np.diff(indptr)
     if split and n and deg.max() > split and pieces != 1:
         return _split_sspmm(indptr, cols, H, mask, split, pieces)
@@ -67,6 +82,46 @@ def _masked_canonical(acc: np.ndarray, mask: np.ndarray) -> np.ndarray:
     if nan.any():
         acc[nan] = as_float(CANONICAL_NAN)
     return acc
+
+
+def buffer_pieces(indptr, cols, max_edges: int, max_nodes: int):
+    """The rows that no job of a configuration with ``max_edges`` entries and ``max_nodes``
+    feature rows holds (more entries than ``max_edges``, or more distinct columns than
+    ``max_nodes``), cut into pieces of ``min(max_edges, max_nodes)`` consecutive entries of
+    ``cols`` (each row's columns sorted); every other row is one piece. None when every row
+    fits; else ``(piece_ptr, rep, first, count)``: the pieces' row pointers into ``cols``
+    (the entries keep their order, so ``cols`` is the pieced job's index array too), each
+    piece's row, each row's first piece and its number of pieces."""
+    indptr = np.asarray(indptr, dtype=np.int64)
+    cols = np.asarray(cols)
+    deg = np.diff(indptr)
+    long = deg > max_edges
+    for v in np.flatnonzero((deg > max_nodes) & ~long).tolist():
+        # the row's columns are sorted: its distinct ones are where the value changes
+        row = cols[indptr[v]:indptr[v + 1]]
+        long[v] = 1 + int(np.count_nonzero(row[1:] != row[:-1])) > max_nodes
+    if not long.any():
+        return None
+    size = min(max_edges, max_nodes)
+    count = np.where(long, -(-deg // size), 1)
+    rep = np.repeat(np.arange(deg.size), count)
+    first = np.concatenate([[0], np.cumsum(count)[:-1]]).astype(np.int64)
+    k = np.arange(rep.size) - first[rep]
+    start = indptr[rep] + k * size
+    stop = np.where(long[rep], np.minimum(start + size, indptr[rep + 1]), indptr[rep + 1])
+    piece_ptr = np.concatenate([[0], np.cumsum(stop - start)]).astype(np.int64)
+    return piece_ptr, rep, first, count
+
+
+def merge_pieces(part: np.ndarray, first, count, mask) -> np.ndarray:
+    """Each row's pieces' sums ``part[first[v] + j]`` added in order, ``((q0 + q1) + q2) +
+    ...`` in binary32, then masked elements +0 and NaNs canonical."""
+    acc = np.array(part[first], dtype=np.float32)
+    with np.errstate(all="ignore"):
+        for j in range(1, int(count.max(initial=1))):
+            more = np.flatnonzero(count > j)
+            acc[more] += part[first[more] + j]
+    return _masked_canonical(acc, mask)
 
 
 def piece_sizes(deg, split: int, pieces: int = 0) -> tuple[np.ndarray, np.ndarray]:

@@ -8,6 +8,7 @@ larger than the buffers is cut by :func:`moagcn.core.tiling.plan_tiles` into squ
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from dataclasses import dataclass
 
 import numpy as np
@@ -96,6 +97,39 @@ def _reordered(job: SSpmmJob, order) -> SSpmmJob:
     return SSpmmJob(indptr, indices, job.H, np.asarray(job.M)[order])
 
 
+#: pieces of read-only graphs' long rows (training aggregates one adjacency every step), most
+#: recent last; an entry keeps its arrays alive, so their ids cannot be reused while cached
+_PIECES: OrderedDict = OrderedDict()
+_PIECES_KEPT = 8
+
+
+def _long_row_pieces(indptr, indices, config: SSpmmConfig):
+    """:func:`~moagcn.sim.golden.sspmm.buffer_pieces` of the graph with each row sorted, as
+    ``(piece_ptr, cols, rep, first, count)`` (None: every row fits), remembered for read-only
+    arrays, and returned read-only so that the tile plans of the pieced graph are remembered
+    too (:func:`~moagcn.core.tiling.plan_tiles`)."""
+    frozen = (isinstance(indptr, np.ndarray) and isinstance(indices, np.ndarray)
+              and not indptr.flags.writeable and not indices.flags.writeable)
+    key = (id(indptr), id(indices), config.max_edges, config.max_nodes)
+    if frozen and key in _PIECES:
+        _PIECES.move_to_end(key)
+        return _PIECES[key][2]
+    deg = np.diff(np.asarray(indptr, dtype=np.int64))
+    if not ((deg > config.max_edges) | (deg > config.max_nodes)).any():
+        cut = None                      # no row can be too long: nothing to sort
+    else:
+        cols = sort_rows(indptr, indices)
+        pieces = golden.buffer_pieces(indptr, cols, config.max_edges, config.max_nodes)
+        cut = None if pieces is None else (pieces[0], cols, *pieces[1:])
+        for a in cut or ():
+            a.flags.writeable = False
+    if frozen:
+        _PIECES[key] = (indptr, indices, cut)
+        while len(_PIECES) > _PIECES_KEPT:
+            _PIECES.popitem(last=False)
+    return cut
+
+
 class SSpmmSpec(AcceleratorSpec):
     name = "sspmm"
     design = "sspmm"
@@ -129,6 +163,23 @@ class SSpmmSpec(AcceleratorSpec):
             raise UserError(f"mask has shape {mask.shape}; expected {shape} (one bit per output "
                             "element: graph rows x feature columns)")
         return SSpmmJob(indptr, indices, np.ascontiguousarray(H), mask)
+
+    def expand(self, job: SSpmmJob, config: SSpmmConfig):
+        """Rows longer than any job holds (more than ``max_edges`` entries or ``max_nodes``
+        distinct neighbours) as pieces of ``min(max_edges, max_nodes)`` neighbours, each a row
+        of the job the accelerator runs, and the function that adds each row's pieces on the
+        host, in order (:func:`~moagcn.sim.golden.sspmm.buffer_pieces`, the golden model's
+        ``buffer`` rule). ``(job, None)`` when every row fits."""
+        cut = _long_row_pieces(job.indptr, job.indices, config)
+        if cut is None:
+            return job, None
+        piece_ptr, cols, rep, first, count = cut
+        mask = np.asarray(job.M, dtype=bool)
+
+        def merge(out: np.ndarray) -> np.ndarray:
+            return golden.merge_pieces(out, first, count, mask)
+
+        return SSpmmJob(piece_ptr, cols, job.H, mask[rep]), merge
 
     def limits(self, config: SSpmmConfig) -> TileLimits:
         return TileLimits(config.max_nodes, config.max_nodes, config.max_edges,
@@ -173,9 +224,10 @@ class SSpmmSpec(AcceleratorSpec):
         estimate is 8-42 % below the RTL's cycles where the tiles' sum is within 3 %."""
         job = self.check(job, config)
         counters = self.work(job, config)
-        parts = self.split(job, config)
+        run_job, _ = self.expand(job, config)
+        parts = self.split(run_job, config)
         counters.tiles = len(parts)
-        cycles, _ = back_to_back((self.part_cycles(part, job, config, replay=True)
+        cycles, _ = back_to_back((self.part_cycles(part, run_job, config, replay=True)
                                   for part in parts), self.loads_overlap(config))
         counters.add(cycles)
         return counters
@@ -204,7 +256,7 @@ class SSpmmSpec(AcceleratorSpec):
 
     def golden(self, job: SSpmmJob, config) -> np.ndarray:
         return golden.sspmm(job.indptr, job.indices, job.H, job.M, split=config.split_degree,
-                            pieces=config.slices)
+                            pieces=config.slices, buffer=(config.max_edges, config.max_nodes))
 
     def cycles(self, job: SSpmmJob, config: SSpmmConfig, replay: bool = False) -> Counters:
         return self._modelled(np.diff(np.asarray(job.indptr, dtype=np.int64)),

@@ -141,3 +141,58 @@ def test_split_pieces_capped_at_the_slices():
     assert not np.array_equal(Z.view(np.uint32), sspmm(indptr, indices, H, M, split=4).view(np.uint32))
     assert np.array_equal(sspmm(indptr, indices, H, M, split=4, pieces=1).view(np.uint32),
                           sspmm(indptr, indices, H, M).view(np.uint32))
+
+
+def _buffer_reference(indptr, indices, H, M, max_edges, max_nodes):
+    """Plain loops: a row with more than ``max_edges`` entries or ``max_nodes`` distinct
+    neighbours is summed in pieces of min(max_edges, max_nodes) sorted neighbours, each from
+    +0, the pieces added in order; NaN canonical, masked +0."""
+    n, F = indptr.size - 1, H.shape[1]
+    size = min(max_edges, max_nodes)
+    Z = np.zeros((n, F), np.float32)
+    for v in range(n):
+        cols = sorted(indices[indptr[v]:indptr[v + 1]].tolist())
+        long = len(cols) > max_edges or len(set(cols)) > max_nodes
+        runs = [cols[i:i + size] for i in range(0, len(cols), size)] if long else [cols]
+        for f in range(F):
+            if not M[v, f]:
+                continue
+            total = None
+            with np.errstate(all="ignore"):
+                for run in runs:
+                    acc = np.float32(0.0)
+                    for u in run:
+                        acc = np.float32(acc + H[u, f])
+                    total = acc if total is None else np.float32(total + acc)
+            Z[v, f] = np.float32(0.0) if total is None else total
+    bits = Z.view(np.uint32)
+    bits[np.isnan(Z)] = 0x7FC00000
+    return Z
+
+
+def test_rows_longer_than_the_buffers_are_summed_in_pieces():
+    """``buffer``: rows beyond ``max_edges`` entries or ``max_nodes`` distinct neighbours in
+    pieces, the rest whole; one piece +inf and a later one -inf gives the canonical NaN; a row
+    of many entries over few columns is not cut for its length in distinct neighbours."""
+    rng = np.random.default_rng(3)
+    n, F = 50, 3
+    deg = rng.integers(0, 4, n)
+    deg[[3, 10, 20]] = (30, 45, 60)
+    indptr = np.concatenate([[0], np.cumsum(deg)]).astype(np.int64)
+    indices = rng.integers(0, n, int(indptr[-1]))
+    indices[indptr[3]:indptr[4]] = np.arange(30)                   # 30 distinct: cut (> 16)
+    indices[indptr[10]:indptr[11]] = rng.integers(0, 5, 45)         # 45 entries, 5 distinct
+    H = rng.standard_normal((n, F)).astype(np.float32)
+    H[0:8, 0], H[16:24, 0] = np.float32(3e38), np.float32(-3e38)    # inf in piece 0, -inf in 1
+    M = rng.random((n, F)) < 0.8
+    M[3, 0] = True
+    Z = sspmm(indptr, indices, H, M, buffer=(40, 16))
+    ref = _buffer_reference(indptr, indices, H, M, 40, 16)
+    assert np.array_equal(Z.view(np.uint32), ref.view(np.uint32))
+    assert Z.view(np.uint32)[3, 0] == 0x7FC00000
+    whole = sspmm(indptr, indices, H, M)
+    differ = np.flatnonzero((Z.view(np.uint32) != whole.view(np.uint32)).any(axis=1))
+    assert set(differ.tolist()) <= {3, 10, 20} and 3 in differ
+    # row 10 (45 entries > max_edges = 40) is cut though it has 5 distinct neighbours
+    cut = sspmm(indptr, indices, H, M, buffer=(1000, 16))
+    assert np.array_equal(cut[10].view(np.uint32), whole[10].view(np.uint32))

@@ -4,7 +4,6 @@ for bit the golden model of the whole job, counters summed over the tiles."""
 import numpy as np
 import pytest
 
-from moagcn.errors import UserError
 from moagcn.core.tiling import plan_tiles
 from moagcn.hw.sspmm import preset
 from moagcn.sim.golden.sspmm import sspmm
@@ -90,13 +89,55 @@ def test_a_job_that_fits_is_one_tile_as_before():
     assert res.counters.extra == est.extra
 
 
-def test_a_row_with_too_many_distinct_neighbours_is_a_clear_error():
-    n = 300
-    indptr = np.concatenate([[0], np.full(n, n - 1)])          # row 0: every other node
-    indices = np.arange(1, n)
-    H = np.ones((n, 4), np.float32)
-    with pytest.raises(UserError, match=r"row 0 has 299 neighbours.*max_nodes=256"):
-        drive(TINY, "verilator", indptr, indices, H)
+def _pieced_reference(indptr, indices, H, M, piece: int, long_rows) -> np.ndarray:
+    """Z by plain loops: each row's neighbours in ascending order summed from +0 in binary32;
+    the rows in ``long_rows`` in pieces of ``piece`` neighbours, each from +0, the pieces'
+    sums added in order; masked elements +0."""
+    n, F = indptr.size - 1, H.shape[1]
+    Z = np.zeros((n, F), np.float32)
+    for v in range(n):
+        cols = sorted(indices[indptr[v]:indptr[v + 1]].tolist())
+        runs = [cols[i:i + piece] for i in range(0, len(cols), piece)] if v in long_rows \
+            else [cols]
+        for f in range(F):
+            total = None
+            for run in runs:
+                acc = np.float32(0.0)
+                for u in run:
+                    acc = np.float32(acc + H[u, f])
+                total = acc if total is None else np.float32(total + acc)
+            Z[v, f] = total if M[v, f] and total is not None else np.float32(0.0)
+    return Z
+
+
+def test_a_row_longer_than_any_job_runs_in_pieces_added_on_the_host():
+    """Row 0 names 299 distinct nodes (max_nodes 256), row 1 has 4,200 entries over 40 nodes
+    (max_edges 4,096): each runs as pieces of 256 neighbours, every piece a row of its own,
+    the pieces' sums added in order on the host (the golden model's ``buffer`` rule); the
+    other rows, row 2's 300 entries over 200 nodes included, run whole."""
+    rng = np.random.default_rng(5)
+    n, F = 300, 6
+    deg = rng.integers(0, 5, n)
+    deg[0], deg[1], deg[2] = n - 1, 4200, 300
+    indptr = np.concatenate([[0], np.cumsum(deg)]).astype(np.int64)
+    indices = rng.integers(0, n, int(indptr[-1]))
+    indices[indptr[0]:indptr[1]] = rng.permutation(np.arange(1, n))
+    indices[indptr[1]:indptr[2]] = rng.integers(0, 40, 4200)
+    indices[indptr[2]:indptr[3]] = rng.integers(0, 200, 300)
+    H = rng.standard_normal((n, F)).astype(np.float32)
+    H[rng.random(H.shape) < 0.05] = -0.0
+    M = rng.random((n, F)) < 0.7
+    want = _pieced_reference(indptr, indices, H, M, 256, {0, 1})
+    whole = _pieced_reference(indptr, indices, H, M, 256, set())
+    assert not np.array_equal(want.view(np.uint32), whole.view(np.uint32))   # pieces matter
+    res = drive(TINY, "verilator", indptr, indices, H, M)
+    assert np.array_equal(res.output.view(np.uint32), want.view(np.uint32))
+    golden = sspmm(indptr, indices, H, M, buffer=(TINY.max_edges, TINY.max_nodes))
+    assert np.array_equal(golden.view(np.uint32), want.view(np.uint32))
+    model = SPEC.replayed_cycles(SPEC.job(indptr, indices, H, M), TINY)
+    c = res.counters
+    assert model.tiles == res.tiles and model.work_adds == c.work_adds
+    assert abs(model.cycles_compute / c.cycles_compute - 1) <= 0.05
 
 
 def test_pysim_tiled_job_writes_one_waveform_per_tile(tmp_path):
