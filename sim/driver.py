@@ -174,8 +174,8 @@ class Driver:
         if any) where the design has ping-pong load buffers. Returns the parts' sum and the
         last part's counters."""
         spec, cfg = self.spec, self.config
-        return back_to_back((spec.part_cycles(part, job, cfg) for part in parts),
-                            spec.loads_overlap(cfg), previous)
+        return back_to_back(spec.parts_cycles(parts, job, cfg), spec.loads_overlap(cfg),
+                            previous)
 
     def _back_to_back(self, n_parts: int, waves, reset_after, per_cycle) -> bool:
         """Whether the parts run as one sequence after one reset (several parts, a design that

@@ -144,7 +144,7 @@ def row_order(deg, config: SSpmmConfig) -> np.ndarray | None:
 
 def estimate_rows(deg, unmasked, n_edges: int, n_features: int,
                   config: SSpmmConfig, n_cols: int | None = None,
-                  replay: bool = False, columns=None) -> Counters:
+                  replay: bool = False, columns=None, order="auto") -> Counters:
     """:func:`estimate` from per-row figures: the degrees and the unmasked features (below
     ``n_features``) of the job's rows, and its stored entries. Tiles are estimated from slices
     of the whole job's figures, without copying their masks.
@@ -157,10 +157,12 @@ def estimate_rows(deg, unmasked, n_edges: int, n_features: int,
     asks every cycle (:func:`~moagcn.sim.sspmm_crossbar.replay`).
 
     The rows are taken in the graph's order rearranged by :func:`row_order`, as the driver
-    gives them to the accelerator."""
+    gives them to the accelerator (``order``: that order when the caller has it, e.g. a
+    tile's, remembered across calls)."""
     deg = np.asarray(deg, dtype=np.int64)
     unmasked = np.asarray(unmasked, dtype=np.int64)
-    order = row_order(deg, config)          # the rows as the driver gives them
+    if isinstance(order, str):
+        order = row_order(deg, config)      # the rows as the driver gives them
     if order is not None:
         deg, unmasked = deg[order], unmasked[order]
         if columns is not None and config.node_banks:
@@ -240,6 +242,90 @@ def estimate_rows(deg, unmasked, n_edges: int, n_features: int,
                            "rows_read": int(round(reads * (1 - fetch.shared))),
                            "stall_bank": int(round(reads * fetch.wait)),
                            "merge_cycles": merge, "max_pieces": int(pieces.max(initial=1))})
+
+
+def closed_form_applies(config: SSpmmConfig) -> bool:
+    """Whether :func:`closed_form_tiles` models ``config`` (one slice, no split rows, no
+    shared node buffer: the default preset's kind)."""
+    return config.slices == 1 and not config.split_degree and not config.node_banks
+
+
+def closed_form_tiles(deg, unmasked, bounds, n_edges, n_features, n_cols,
+                      config: SSpmmConfig, orders) -> list[Counters]:
+    """:func:`estimate_rows`'s closed form (``replay=False``) of many tiles at once, the same
+    counters to the cycle (the model device's path: a large graph is hundreds of tiles per
+    call, and this costs a few numpy passes over all their rows instead of a dozen calls per
+    tile). Tile ``i`` is rows ``bounds[i]:bounds[i + 1]`` of ``deg`` and ``unmasked`` (in the
+    tile's own order), with ``n_edges[i]`` entries, ``n_features[i]`` features and
+    ``n_cols[i]`` feature rows; ``orders[i]`` its :func:`row_order` (None: as it is). Only
+    for :func:`closed_form_applies` configurations."""
+    if not closed_form_applies(config):
+        raise ValueError("closed_form_tiles models one slice without split rows or a shared "
+                         "node buffer; use estimate_rows")
+    deg = np.asarray(deg, dtype=np.int64)
+    unmasked = np.asarray(unmasked, dtype=np.int64)
+    bounds = np.asarray(bounds, dtype=np.int64)
+    m = bounds.size - 1
+    size = np.diff(bounds)
+    if (size < 1).any():
+        raise ValueError("closed_form_tiles: every tile needs at least one row")
+    seg = np.repeat(np.arange(m), size)             # each row's tile
+    # the rows as the driver gives them: each tile's own order
+    perm = np.arange(deg.size)
+    for i, order in enumerate(orders):
+        if order is not None:
+            perm[bounds[i]:bounds[i + 1]] = bounds[i] + np.asarray(order, dtype=np.int64)
+    row_deg, row_unmasked = deg, unmasked
+    d, u = deg[perm], unmasked[perm]
+    jobs = np.where(d > 0, -(-u // config.group_lanes), 0)
+    passes = -(-jobs // config.groups)
+    turns = d * jobs
+    reads = d * passes
+    pos = np.arange(deg.size) - bounds[seg]         # a row's place in its tile
+    arrival = pos // config.walk_rows
+
+    def per_tile(x):                                 # the sum over each tile's rows
+        return np.add.reduceat(x, bounds[:-1]) if x.size else np.zeros(m, dtype=x.dtype)
+
+    def before(x):                                   # per row, the sum over its tile's rows before it
+        c = np.cumsum(x)
+        start = np.concatenate([[0], c])[bounds[:-1]]
+        return c - x - start[seg]
+
+    fetch = _FetchTiming(config)
+    G, R, L = config.groups, fetch.rate, config.adder_latency
+    gap = turn_gap(config, fetch.issue_to_root)
+    t_turns, t_jobs, t_reads = per_tile(turns), per_tile(jobs), per_tile(reads)
+    has = jobs > 0
+    issue = np.maximum(np.maximum(np.ceil(t_turns * gap / (L * G)).astype(np.int64),
+                                  np.ceil(t_reads / R).astype(np.int64)), t_jobs)
+    row_time = d * gap * -(-passes // L)
+    start = np.maximum(np.maximum(before(turns) * gap / (L * G), before(reads) / R),
+                       np.maximum(before(jobs), arrival))
+    end = np.maximum.reduceat(np.where(has, start + row_time, -np.inf), bounds[:-1]) \
+        if deg.size else np.full(m, -np.inf)
+    busy = t_jobs > 0
+    latency = np.where(busy, np.ceil(np.where(busy, end, 0.0)), 0).astype(np.int64)
+    issue = np.where(busy, np.maximum(issue, latency), 0)
+    issue = np.maximum(issue, -(-size // config.walk_rows))
+    fill = (ROW_CHECK_LATENCY + ROW_HEAD_LATENCY + fetch.issue_to_root
+            + tree_depth(config.groups, config.tree_radix) + 1 + config.adder_latency // 2
+            + FRONT_END_LATENCY + config.adder_latency + 1)
+    compute = issue + np.where(busy, int(np.ceil(fill)), 0) + 1
+    lw = config.load_width
+    n_edges, n_features = np.asarray(n_edges, np.int64), np.asarray(n_features, np.int64)
+    n_cols = np.asarray(n_cols, np.int64)
+    load = np.maximum(np.maximum(-(-(size + 1) // lw), -(-n_edges // lw)),
+                      np.maximum(size, n_cols * -(-n_features // lw)))
+    counts = np.where(row_deg > 0, row_unmasked, 0)
+    output = 2 * size + per_tile(-(-counts // config.lanes))
+    return [Counters(work_adds=0, cycles_load=int(load[i]), cycles_compute=int(compute[i]),
+                     cycles_output=int(output[i]), lanes=config.adders,
+                     clock_mhz=config.clock_mhz,
+                     extra={"turns": int(t_turns[i]), "jobs": int(t_jobs[i]),
+                            "rows_fetched": int(t_reads[i]), "rows_read": int(t_reads[i]),
+                            "stall_bank": 0, "merge_cycles": 0, "max_pieces": 1})
+            for i in range(m)]
 
 
 def split_rows(deg, jobs, arrival, split: int, slices: int, rate: int = 1):

@@ -91,7 +91,11 @@ def sort_rows(indptr, indices) -> np.ndarray:
     indptr = np.asarray(indptr, dtype=np.int64)
     indices = np.asarray(indices, dtype=np.int64)
     descents = np.flatnonzero(np.diff(indices) < 0) + 1
-    if descents.size == 0 or np.isin(descents, indptr).all():
+    if descents.size == 0:
+        return indices.copy()
+    starts = np.zeros(indices.size + 1, dtype=bool)
+    starts[indptr] = True
+    if starts[descents].all():
         return indices.copy()           # already sorted: every descent is at a row start
     # sort (row, id) keys: equal ids of a row are equal values, so the stable order the
     # docstring promises needs no stable sort

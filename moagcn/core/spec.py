@@ -175,6 +175,10 @@ class AcceleratorSpec(ABC):
     def empty_output(self, job) -> np.ndarray:
         """The output array the parts are placed into."""
 
+    def parts_cycles(self, parts, job, config) -> list:
+        """:meth:`part_cycles` of every part, in order (a spec may model many parts at once)."""
+        return [self.part_cycles(part, job, config) for part in parts]
+
     def expand(self, job, config):
         """The job the accelerator runs for ``job`` and a function from that job's output to
         ``job``'s, where the design cannot run ``job``'s rows as they are (S-SpMM: rows longer

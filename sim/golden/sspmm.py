@@ -57,12 +57,20 @@ def sspmm(indptr, indices, H, mask=None, split: int = 0, pieces: int = 0,
     if buffer is not None:
         cut = buffer_pieces(indptr, cols, *buffer)
         if cut is not None:
-            piece_ptr, rep, first, count = cut
-            part = sspmm(piece_ptr, cols, H, mask[rep], split, pieces)
-            return merge_pieces(part, first, count, mask)
+            piece_ptr, _, first, count = cut
+            # every element of a piece is masked and made canonical after the merge: a masked
+            # piece element only ever reaches a masked output, and a NaN stays a NaN
+            return merge_pieces(_sums(piece_ptr, cols, H, split, pieces), first, count, mask)
+    return _masked_canonical(_sums(indptr, cols, H, split, pieces), mask)
+
+
+def _sums(indptr, cols, H, split: int = 0, pieces: int = 0) -> np.ndarray:
+    """Every row's sums (sorted ``cols``; rows longer than ``split`` in pieces), before the
+    mask and the canonical NaN."""
+    n = indptr.size - 1
     deg = np.diff(indptr)
     if split and n and deg.max() > split and pieces != 1:
-        return _split_sspmm(indptr, cols, H, mask, split, pieces)
+        return _split_sums(indptr, cols, H, split, pieces)
     # scipy's CSR x dense kernel (csr_matvecs) computes each output row as y = +0, then
     # y += 1.0 * H[u] for the row's stored entries in order: with the columns sorted (stably)
     # that is exactly the sequential binary32 sum above (1.0 * x is exact, so a fused
@@ -71,13 +79,12 @@ def sspmm(indptr, indices, H, mask=None, split: int = 0, pieces: int = 0,
     A = sp.csr_matrix((np.ones(cols.size, dtype=np.float32), cols, indptr),
                       shape=(n, H.shape[0]))
     with np.errstate(all="ignore"):
-        acc = np.asarray(A @ H, dtype=np.float32).reshape(n, H.shape[1])
-    return _masked_canonical(acc, mask)
+        return np.asarray(A @ H, dtype=np.float32).reshape(n, H.shape[1])
 
 
 def _masked_canonical(acc: np.ndarray, mask: np.ndarray) -> np.ndarray:
     """``acc`` with masked elements +0 (never inf * 0 = NaN) and every NaN canonical."""
-    acc[~mask] = 0.0
+    np.copyto(acc, np.float32(0.0), where=~mask)
     nan = np.isnan(acc)
     if nan.any():
         acc[nan] = as_float(CANONICAL_NAN)
@@ -136,8 +143,8 @@ def piece_sizes(deg, split: int, pieces: int = 0) -> tuple[np.ndarray, np.ndarra
     return size, np.maximum(-(-deg // size), 1)
 
 
-def _split_sspmm(indptr, cols, H, mask, split: int, cap: int = 0) -> np.ndarray:
-    """:func:`sspmm` with rows cut into pieces (sorted ``cols``; :func:`piece_sizes`)."""
+def _split_sums(indptr, cols, H, split: int, cap: int = 0) -> np.ndarray:
+    """:func:`_sums` with rows cut into pieces (sorted ``cols``; :func:`piece_sizes`)."""
     n = indptr.size - 1
     deg = np.diff(indptr)
     size, pieces = piece_sizes(deg, split, cap)
@@ -156,7 +163,7 @@ def _split_sspmm(indptr, cols, H, mask, split: int, cap: int = 0) -> np.ndarray:
         for j in range(1, int(pieces.max())):
             more = np.flatnonzero(pieces > j)
             acc[more] += part[first[more] + j]
-    return _masked_canonical(acc, mask)
+    return acc
 
 
 def float64_bound(indptr, indices, H, mask=None) -> np.ndarray:

@@ -23,7 +23,8 @@ from moagcn.hw.sspmm.config import PRESETS, SSpmmConfig
 
 from ..golden import sspmm as golden
 from ..golden.fp32 import as_bits, as_float
-from ..sspmm_model import estimate_rows, row_order, streamed_elements
+from ..sspmm_model import (closed_form_applies, closed_form_tiles, estimate_rows, row_order,
+                           streamed_elements)
 
 
 @dataclass
@@ -130,6 +131,16 @@ def _long_row_pieces(indptr, indices, config: SSpmmConfig):
     return cut
 
 
+def _tile_order(t, config: SSpmmConfig):
+    """:func:`~moagcn.sim.sspmm_model.row_order` of tile ``t``'s rows, remembered on the tile
+    (tile plans of read-only graphs are reused call after call)."""
+    memo = t.__dict__.setdefault("_row_orders", {})
+    key = (config.row_order,)
+    if key not in memo:
+        memo[key] = row_order(np.diff(t.indptr), config)
+    return memo[key]
+
+
 class SSpmmSpec(AcceleratorSpec):
     name = "sspmm"
     design = "sspmm"
@@ -198,7 +209,7 @@ class SSpmmSpec(AcceleratorSpec):
             return [Part(make=lambda: _reordered(job, order), order=order)]
         parts = []
         for t in tiles:
-            order = row_order(np.diff(t.indptr), config)
+            order = _tile_order(t, config)
             parts.append(Part(tile=t, order=order, make=lambda t=t, order=order: _reordered(
                 SSpmmJob(t.indptr, t.indices, t.features(job.H), t.mask(job.M)), order)))
         return parts
@@ -213,6 +224,32 @@ class SSpmmSpec(AcceleratorSpec):
         # copied
         return self.tile_cycles(t, np.count_nonzero(
             job.M[t.rows_start:t.rows_stop, t.feat_start:t.feat_stop], axis=1), config, replay)
+
+    def parts_cycles(self, parts, job: SSpmmJob, config: SSpmmConfig) -> list[Counters]:
+        """:meth:`part_cycles` (the closed form) of every part; a tiled job on a configuration
+        the vectorised closed form covers (:func:`~moagcn.sim.sspmm_model.closed_form_tiles`)
+        in one pass over all its tiles' rows, the same counters."""
+        tiles = [p.tile for p in parts]
+        if len(parts) < 2 or any(t is None for t in tiles) or not closed_form_applies(config):
+            return super().parts_cycles(parts, job, config)
+        M = np.asarray(job.M, dtype=bool)
+        chunks: dict = {}                    # unmasked counts per feature chunk, every row
+        deg, unmasked, bounds = [], [], [0]
+        for t in tiles:
+            key = (t.feat_start, t.feat_stop)
+            if key not in chunks:
+                chunks[key] = np.count_nonzero(M[:, t.feat_start:t.feat_stop], axis=1)
+            deg.append(np.diff(t.indptr))
+            unmasked.append(chunks[key][t.rows_start:t.rows_stop])
+            bounds.append(bounds[-1] + t.indptr.size - 1)
+        cycles = closed_form_tiles(
+            np.concatenate(deg), np.concatenate(unmasked), bounds,
+            [t.indices.size for t in tiles], [t.width for t in tiles],
+            [t.cols.size for t in tiles], config, [_tile_order(t, config) for t in tiles])
+        for c, t, d, u in zip(cycles, tiles, deg, unmasked):
+            c.bytes_read, c.bytes_written = _traffic(d, u, int(t.indices.size), t.width,
+                                                     int(t.cols.size), config)
+        return cycles
 
     def replayed_cycles(self, job: SSpmmJob, config: SSpmmConfig) -> Counters:
         """The replayed cycle model of ``job`` as the RTL runs it: split into the same parts as
@@ -236,7 +273,8 @@ class SSpmmSpec(AcceleratorSpec):
         """The cycle model of tile ``t`` whose rows have ``unmasked`` features in its chunk
         (``replay``: the replayed tier, see :func:`moagcn.sim.sspmm_model.estimate`)."""
         return self._modelled(np.diff(t.indptr), unmasked, int(t.indices.size), t.width,
-                              int(t.cols.size), config, replay, (t.indptr, t.indices))
+                              int(t.cols.size), config, replay, (t.indptr, t.indices),
+                              _tile_order(t, config))
 
     def empty_output(self, job: SSpmmJob) -> np.ndarray:
         return np.zeros((job.n_rows, job.n_features), dtype=np.float32)
@@ -265,12 +303,12 @@ class SSpmmSpec(AcceleratorSpec):
                               replay, (job.indptr, job.indices))
 
     def _modelled(self, deg, unmasked, n_edges: int, n_features: int, n_cols: int,
-                  config, replay: bool = False, columns=None) -> Counters:
+                  config, replay: bool = False, columns=None, order="auto") -> Counters:
         """The cycle model's counters with the part's traffic (the driver counts the work once,
         for the whole job); ``columns``: the part's ``(indptr, indices)``, for the shared node
         buffer's crossbar."""
         c = estimate_rows(deg, unmasked, n_edges, n_features, config, n_cols=n_cols,
-                          replay=replay, columns=columns)
+                          replay=replay, columns=columns, order=order)
         c.bytes_read, c.bytes_written = _traffic(deg, unmasked, n_edges, n_features, n_cols,
                                                  config)
         c.work_adds = 0
