@@ -78,8 +78,9 @@ def run_mask(driver: Driver, cfg, indptr, indices, H, M) -> dict:
     t0 = time.perf_counter()
     res = driver.run(SPEC.job(indptr, indices, H, M))
     wall = time.perf_counter() - t0
-    exact = np.array_equal(res.output.view(np.uint32),
-                           sspmm(indptr, indices, H, M).view(np.uint32))
+    golden = sspmm(indptr, indices, H, M, split=cfg.split_degree, pieces=cfg.slices,
+                   buffer=(cfg.max_edges, cfg.max_nodes))
+    exact = np.array_equal(res.output.view(np.uint32), golden.view(np.uint32))
     model = SPEC.replayed_cycles(SPEC.job(indptr, indices, H, M), cfg)   # per tile, as run
     c = res.counters
     return {

@@ -287,7 +287,7 @@ def closed_form_tiles(deg, unmasked, bounds, n_edges, n_features, n_cols,
     def per_tile(x):                                 # the sum over each tile's rows
         return np.add.reduceat(x, bounds[:-1]) if x.size else np.zeros(m, dtype=x.dtype)
 
-    def before(x):                                   # per row, the sum over its tile's rows before it
+    def before(x):              # per row, the sum over its tile's rows before it
         c = np.cumsum(x)
         start = np.concatenate([[0], c])[bounds[:-1]]
         return c - x - start[seg]

@@ -53,6 +53,8 @@ def sspmm(indptr, indices, H, mask=None, split: int = 0, pieces: int = 0,
     H = np.ascontiguousarray(H, dtype=np.float32)
     n = indptr.size - 1
     mask = normalise_mask(mask, (n, H.shape[1]))
+    if mask.shape != (n, H.shape[1]):
+        raise ValueError(f"mask has shape {mask.shape}; the output is {(n, H.shape[1])}")
     cols = sort_rows(indptr, indices)
     if buffer is not None:
         cut = buffer_pieces(indptr, cols, *buffer)

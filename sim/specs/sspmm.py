@@ -230,7 +230,8 @@ class SSpmmSpec(AcceleratorSpec):
         the vectorised closed form covers (:func:`~moagcn.sim.sspmm_model.closed_form_tiles`)
         in one pass over all its tiles' rows, the same counters."""
         tiles = [p.tile for p in parts]
-        if len(parts) < 2 or any(t is None for t in tiles) or not closed_form_applies(config):
+        if (len(parts) < 2 or any(t is None or t.indptr.size < 2 for t in tiles)
+                or not closed_form_applies(config)):        # (a job of no rows: tiles of none)
             return super().parts_cycles(parts, job, config)
         M = np.asarray(job.M, dtype=bool)
         chunks: dict = {}                    # unmasked counts per feature chunk, every row

@@ -52,3 +52,12 @@ def test_only_for_the_configurations_it_models():
         assert not closed_form_applies(cfg)
         with pytest.raises(ValueError, match="estimate_rows"):
             closed_form_tiles([1], [1], [0, 1], [1], [1], [1], cfg, [None])
+
+
+def test_a_job_of_no_rows_in_feature_chunks():
+    """No rows and features beyond one chunk: tiles of no rows, modelled one by one."""
+    from moagcn.sim.driver import Driver
+    job = SPEC.job(np.zeros(1, np.int64), np.zeros(0, np.int64), np.ones((1, 40), np.float32))
+    res = Driver(SPEC, preset("tiny"), "model").run(job)
+    assert res.output.shape == (0, 40) and res.tiles == 3
+    assert res.counters.cycles_compute == 3 * 1 and res.counters.cycles_output == 0
