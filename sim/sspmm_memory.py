@@ -105,9 +105,9 @@ def _tiled_streams(indptr, indices, width, unmasked, config: SSpmmConfig,
     """Row tiles fed by the load streams, back to back (what the RTL does): with two load
     banks each tile's loads beside the tile before. ``cycles_memory`` is every load cycle,
     ``cycles_memory_hidden`` those that ran beside a tile's compute and output."""
-    from moagcn.sim.specs.sspmm import SPEC, _long_row_pieces
+    from moagcn.sim.specs.sspmm import SPEC, long_row_pieces
     n = indptr.size - 1
-    cut = _long_row_pieces(indptr, indices, config)
+    cut = long_row_pieces(indptr, indices, config)
     if cut is not None:
         # rows longer than any job holds run as pieces, each a row (added on the host)
         indptr, indices, rep = cut[0], cut[1], cut[2]

@@ -104,7 +104,7 @@ _PIECES: OrderedDict = OrderedDict()
 _PIECES_KEPT = 8
 
 
-def _long_row_pieces(indptr, indices, config: SSpmmConfig):
+def long_row_pieces(indptr, indices, config: SSpmmConfig):
     """:func:`~moagcn.sim.golden.sspmm.buffer_pieces` of the graph with each row sorted, as
     ``(piece_ptr, cols, rep, first, count)`` (None: every row fits), remembered for read-only
     arrays, and returned read-only so that the tile plans of the pieced graph are remembered
@@ -181,7 +181,7 @@ class SSpmmSpec(AcceleratorSpec):
         of the job the accelerator runs, and the function that adds each row's pieces on the
         host, in order (:func:`~moagcn.sim.golden.sspmm.buffer_pieces`, the golden model's
         ``buffer`` rule). ``(job, None)`` when every row fits."""
-        cut = _long_row_pieces(job.indptr, job.indices, config)
+        cut = long_row_pieces(job.indptr, job.indices, config)
         if cut is None:
             return job, None
         piece_ptr, cols, rep, first, count = cut
@@ -294,8 +294,19 @@ class SSpmmSpec(AcceleratorSpec):
     # -- models ---------------------------------------------------------------------------------
 
     def golden(self, job: SSpmmJob, config) -> np.ndarray:
-        return golden.sspmm(job.indptr, job.indices, job.H, job.M, split=config.split_degree,
-                            pieces=config.slices, buffer=(config.max_edges, config.max_nodes))
+        """``golden.sspmm(..., buffer=(max_edges, max_nodes))`` with the configuration's split;
+        a long row's pieces come from :func:`long_row_pieces` (remembered for a read-only
+        graph, as :meth:`expand` uses them), each piece summed by the golden model and the
+        pieces merged as the driver merges the accelerator's."""
+        cut = long_row_pieces(job.indptr, job.indices, config)
+        if cut is None:
+            return golden.sspmm(job.indptr, job.indices, job.H, job.M,
+                                split=config.split_degree, pieces=config.slices)
+        piece_ptr, cols, rep, first, count = cut
+        mask = np.asarray(job.M, dtype=bool)
+        part = golden.sspmm(piece_ptr, cols, job.H, mask[rep], split=config.split_degree,
+                            pieces=config.slices)
+        return golden.merge_pieces(part, first, count, mask)
 
     def cycles(self, job: SSpmmJob, config: SSpmmConfig, replay: bool = False) -> Counters:
         return self._modelled(np.diff(np.asarray(job.indptr, dtype=np.int64)),

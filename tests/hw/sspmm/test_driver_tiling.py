@@ -134,6 +134,8 @@ def test_a_row_longer_than_any_job_runs_in_pieces_added_on_the_host():
     assert np.array_equal(res.output.view(np.uint32), want.view(np.uint32))
     golden = sspmm(indptr, indices, H, M, buffer=(TINY.max_edges, TINY.max_nodes))
     assert np.array_equal(golden.view(np.uint32), want.view(np.uint32))
+    on_model = drive(TINY, "model", indptr, indices, H, M).output   # SSpmmSpec.golden's pieces
+    assert np.array_equal(on_model.view(np.uint32), want.view(np.uint32))
     model = SPEC.replayed_cycles(SPEC.job(indptr, indices, H, M), TINY)
     c = res.counters
     assert model.tiles == res.tiles and model.work_adds == c.work_adds
