@@ -79,3 +79,17 @@ def test_sort_rows_equals_a_per_row_sort(seed):
     got = sort_rows(indptr, indices[:indptr[-1]])
     assert np.array_equal(got, ref)
     assert np.array_equal(sort_rows(indptr, ref), ref)      # sorted input: the fast path
+
+
+def test_sorted_columns_remembered_only_for_read_only_graphs():
+    from moagcn.sim.specs.sspmm import sorted_columns
+    rng = np.random.default_rng(4)
+    indptr = np.concatenate([[0], np.cumsum(rng.integers(0, 6, 50))]).astype(np.int64)
+    indices = rng.integers(0, 50, int(indptr[-1])).astype(np.int64)
+    want = sort_rows(indptr, indices)
+    loose = sorted_columns(indptr, indices)
+    assert np.array_equal(loose, want) and loose.flags.writeable
+    indptr.flags.writeable = indices.flags.writeable = False
+    first = sorted_columns(indptr, indices)
+    assert np.array_equal(first, want) and not first.flags.writeable
+    assert sorted_columns(indptr, indices) is first
