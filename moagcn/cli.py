@@ -123,7 +123,8 @@ BENCHES = {"sspmm": "moagcn.sim.bench_sspmm", "sspmm-model": "moagcn.sim.validat
            "hyscale-overlap": "moagcn.sim.bench_hyscale_overlap",
            "hyscale-model": "moagcn.host.hyscale_perf",
            "deal-spmm": "moagcn.host.bench_deal", "hyscale-drm": "moagcn.host.bench_hyscale_train",
-           "model-device": "moagcn.host.bench_model_device"}
+           "model-device": "moagcn.host.bench_model_device",
+           "dense-device": "moagcn.host.bench_dense"}
 #: what each benchmark measures, for ``moagcn bench --help``
 BENCH_HELP = {
     "sspmm": "the S-SpMM on a power-law job: utilisation, mask skipping, model error, "
@@ -137,6 +138,7 @@ BENCH_HELP = {
     "deal-spmm": "DEAL's SpMM, pipelined against sequential, on torch.distributed processes",
     "pyg": "moagcn's layers and training against PyTorch Geometric",
     "model-device": "the bit-exact model device against scipy, and in training against cpu",
+    "dense-device": "full-graph training with the dense workers on CUDA and on the CPU",
 }
 
 
