@@ -93,3 +93,17 @@ def test_sorted_columns_remembered_only_for_read_only_graphs():
     first = sorted_columns(indptr, indices)
     assert np.array_equal(first, want) and not first.flags.writeable
     assert sorted_columns(indptr, indices) is first
+
+
+def test_previous_occurrence_against_a_loop():
+    from moagcn.core.tiling import _previous_occurrence
+    rng = np.random.default_rng(5)
+    cases = [np.zeros(0, np.int64), np.array([7]), np.array([2, 2, 2, 2]),
+             np.array([5, 0, 5, 1, 0, 5])]
+    cases += [rng.integers(0, hi, size) for hi, size in ((3, 40), (50, 200), (1000, 300))]
+    for indices in cases:
+        last, want = {}, []
+        for k, c in enumerate(indices.tolist()):
+            want.append(last.get(c, -1))
+            last[c] = k
+        assert _previous_occurrence(indices).tolist() == want
