@@ -111,6 +111,61 @@ def aggregate(sched: EdgeSchedule, X: np.ndarray, n_dst: int) -> np.ndarray:
     return as_float(acc)
 
 
+def row_pieces(indptr, indices, max_edges: int, max_sources: int):
+    """The rows that no job with ``max_edges`` edges and ``max_sources`` source rows holds,
+    each cut into pieces of ``min(max_edges, max_sources)`` of its edges in ascending source
+    order (duplicates in stored order); every other row is one piece, its edges in the same
+    order. None when every row fits; else ``(piece_ptr, order, first, count)``: the pieces' row
+    pointers, the stored edges in the pieced job's order (``indices[order]``, ``data[order]``),
+    each row's first piece and its number of pieces (the rule of
+    :func:`~moagcn.sim.golden.sspmm.buffer_pieces`)."""
+    import scipy.sparse as sp
+
+    from .sspmm import buffer_pieces
+    indptr = np.asarray(indptr, dtype=np.int64)
+    indices = np.asarray(indices, dtype=np.int64)
+    deg = np.diff(indptr)
+    if not ((deg > max_edges) | (deg > max_sources)).any():
+        return None              # no row can be too long
+    # each row's edges by source, stably: a counting sort to columns and back, the stored
+    # positions riding along as the values
+    n_src = int(indices.max(initial=-1)) + 1
+    a = sp.csr_matrix((np.arange(indices.size, dtype=np.int64), indices, indptr),
+                      shape=(deg.size, max(n_src, 1))).tocsc().tocsr()
+    order = a.data
+    cut = buffer_pieces(indptr, indices[order], max_edges, max_sources)
+    if cut is None:
+        return None
+    piece_ptr, _, first, count = cut
+    return piece_ptr, order, first, count
+
+
+def merge_pieces(Zp: np.ndarray, first: np.ndarray, count: np.ndarray) -> np.ndarray:
+    """Each row's pieces' aggregates ``Zp[first[v] + j]`` added in order, ``((z0 + z1) + z2)
+    + ...``, in binary32 with the canonical NaN."""
+    Zp = np.ascontiguousarray(Zp, dtype=np.float32)
+    acc = as_bits(Zp)[first].copy()
+    for j in range(1, int(count.max(initial=1))):
+        more = np.flatnonzero(count > j)
+        acc[more] = add(acc[more], as_bits(Zp)[first[more] + j])
+    return as_float(acc)
+
+
+def aggregate_rows(indptr, indices, data, X, buffer: tuple[int, int] | None = None
+                   ) -> np.ndarray:
+    """Bit-exact ``Z = A X`` (:func:`aggregate` in :func:`edge_schedule`'s order). With
+    ``buffer = (max_edges, max_sources)`` a row that no job of those buffers holds is the sum
+    of its pieces' aggregates (:func:`row_pieces`, :func:`merge_pieces`), as the accelerator
+    computes it; every other row is unchanged."""
+    cut = None if buffer is None else row_pieces(indptr, indices, *buffer)
+    if cut is None:
+        return aggregate(edge_schedule(indptr, indices, data), X, len(indptr) - 1)
+    piece_ptr, order, first, count = cut
+    indices, data = np.asarray(indices)[order], np.asarray(data)[order]
+    Zp = aggregate(edge_schedule(piece_ptr, indices, data), X, piece_ptr.size - 1)
+    return merge_pieces(Zp, first, count)
+
+
 def update(Z: np.ndarray, W: np.ndarray, b: np.ndarray | None, relu: bool) -> np.ndarray:
     """Bit-exact ``act(Z W + b)`` with the MAC order of the module docstring."""
     Z = np.ascontiguousarray(Z, dtype=np.float32)

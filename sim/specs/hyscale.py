@@ -327,6 +327,26 @@ class HyScaleSpec(AcceleratorSpec):
                                                    job.data, config, what)
         return HyScaleJob(indptr, indices, X, W, b, bool(job.relu), data)
 
+    def expand(self, job: HyScaleJob, config: HyScaleConfig):
+        """An aggregation job's rows longer than any job holds (more than ``max_edges`` edges
+        or ``max_sources`` distinct sources) as pieces of ``min(max_edges, max_sources)``
+        edges, each a row of the job the accelerator runs, and the function that adds each
+        row's pieces on the host, in order (:func:`~moagcn.sim.golden.hyscale.row_pieces`,
+        the golden model's ``buffer`` rule). A fused layer's update needs a row's whole
+        aggregate, so its long rows stay an error (:func:`check_job`'s tiling names them)."""
+        if not job.aggregate_only:
+            return job, None
+        cut = golden.row_pieces(job.indptr, job.indices, config.max_edges, config.max_sources)
+        if cut is None:
+            return job, None
+        piece_ptr, order, first, count = cut
+
+        def merge(out: np.ndarray) -> np.ndarray:
+            return golden.merge_pieces(out, first, count)
+
+        return HyScaleJob(piece_ptr, job.indices[order], job.X, None, data=job.data[order],
+                          aggregate_only=True), merge
+
     def limits(self, job: HyScaleJob, config: HyScaleConfig) -> TileLimits:
         width = config.max_feature_width if job.aggregate_only else max(job.f_in, 1)
         return TileLimits(config.max_destinations, config.max_sources, config.max_edges, width,
@@ -382,9 +402,10 @@ class HyScaleSpec(AcceleratorSpec):
             # the layer's update with W = I, no bias, no ReLU returns Z bit for bit: each output
             # adds z * 1 = z to +0, then products z' * 0 = +-0, which change neither a finite z
             # (an aggregate is never -0: it starts from +0) nor the canonical NaN. Skipping it
-            # saves f_in^2 emulated multiply-adds per row.
-            sched = golden.edge_schedule(job.indptr, job.indices, job.data)
-            return golden.aggregate(sched, job.X, job.n_dst)
+            # saves f_in^2 emulated multiply-adds per row. A row longer than the buffers is the
+            # sum of its pieces (:meth:`expand`).
+            return golden.aggregate_rows(job.indptr, job.indices, job.data, job.X,
+                                         buffer=(config.max_edges, config.max_sources))
         return golden.layer(job.indptr, job.indices, job.data, job.X, job.W, job.b, job.relu)
 
     def cycles(self, job: HyScaleJob, config: HyScaleConfig) -> Counters:

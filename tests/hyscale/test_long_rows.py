@@ -1,0 +1,110 @@
+"""Aggregation rows longer than any HyScale job holds run in pieces added on the host: the
+golden model, the model device and the Verilator RTL against a plain loop."""
+
+import numpy as np
+import pytest
+
+from moagcn.errors import UserError
+from moagcn.host.devices import AcceleratorChoice
+from moagcn.hw.hyscale.config import preset
+from moagcn.sim.golden import hyscale as golden
+from moagcn.sim.golden.fp32 import as_bits
+
+pytestmark = pytest.mark.xdist_group("verilator-hyscale")
+
+CANON_NAN = 0x7FC00000
+
+
+def plain_loop(indptr, indices, data, X, max_edges, max_sources):
+    """Row by row in float32 scalars: a row that fits is one sum over its edges by source
+    (stable); a longer one is cut into runs of min(max_edges, max_sources) of those edges,
+    each summed from +0, and the runs' sums added in order."""
+    size = min(max_edges, max_sources)
+    Z = np.zeros((len(indptr) - 1, X.shape[1]), dtype=np.float32)
+    for v in range(len(indptr) - 1):
+        edges = sorted(range(indptr[v], indptr[v + 1]), key=lambda e: indices[e])
+        long = len(edges) > max_edges or len({indices[e] for e in edges}) > max_sources
+        runs = [edges[k:k + size] for k in range(0, len(edges), size)] if long else [edges]
+        for i in range(X.shape[1]):
+            total = None
+            for run in runs:
+                s = np.float32(0.0)
+                with np.errstate(invalid="ignore", over="ignore"):
+                    for e in run:
+                        s = np.float32(s + np.float32(data[e]) * X[indices[e], i])
+                    total = s if total is None else np.float32(total + s)
+            Z[v, i] = 0.0 if total is None else total
+    return Z
+
+
+def same_bits(a, b):
+    """Equal bits, any NaN taken as the canonical one (the reference's NaNs are numpy's)."""
+    a, b = as_bits(a).copy(), as_bits(b).copy()
+    a[np.isnan(as_bits(a).view(np.float32))] = CANON_NAN
+    b[np.isnan(b.view(np.float32))] = CANON_NAN
+    return np.array_equal(a, b)
+
+
+def long_row_graph(seed=0, n_src=700):
+    """Row 0: 600 distinct sources (> tiny's 512) within 1,024 edges; row 2: 1,500 edges
+    (> 1,024) over 40 sources, duplicates; row 3: exactly 512 distinct sources (fits); an
+    empty row; a self loop; short rows."""
+    rng = np.random.default_rng(seed)
+    rows = [rng.permutation(n_src)[:600], rng.integers(0, n_src, 5), rng.integers(0, 40, 1500),
+            rng.permutation(n_src)[:512], np.zeros(0, np.int64), np.array([5, 5])]
+    rows += [rng.integers(0, n_src, rng.integers(1, 9)) for _ in range(30)]
+    indptr = np.concatenate([[0], np.cumsum([r.size for r in rows])]).astype(np.int64)
+    indices = np.concatenate(rows).astype(np.int64)
+    data = rng.uniform(0.1, 1.0, indices.size).astype(np.float32)
+    return indptr, indices, data
+
+
+def test_golden_sums_a_long_rows_pieces_in_order():
+    indptr, indices, data = long_row_graph()
+    X = np.random.default_rng(1).standard_normal((700, 5)).astype(np.float32)
+    X[indices[indptr[2]], 3] = np.inf        # row 2: an infinity in one piece ...
+    X[0, 4] = np.inf                          # row 2's first piece: +inf, its last: -inf,
+    X[39, 4] = -np.inf                        # so their sum is NaN
+    want = plain_loop(indptr, indices, data, X, 1024, 512)
+    got = golden.aggregate_rows(indptr, indices, data, X, buffer=(1024, 512))
+    assert same_bits(got, want)
+    assert as_bits(got)[2, 4] == CANON_NAN
+    # rows that fit are the plain aggregate's, whatever else the job holds
+    whole = golden.aggregate_rows(indptr, indices, data, X)
+    fits = np.ones(len(indptr) - 1, bool)
+    fits[[0, 2]] = False
+    assert np.array_equal(as_bits(got)[fits], as_bits(whole)[fits])
+    assert not np.array_equal(as_bits(got)[0], as_bits(whole)[0])   # another order of sums
+    assert golden.row_pieces(indptr[:2], indices[:600], 1024, 600) is None
+
+
+def test_the_model_device_and_the_rtl_run_long_rows_in_pieces():
+    indptr, indices, data = long_row_graph(seed=2)
+    ones = np.ones(indices.size, np.float32)
+    H = np.random.default_rng(3).standard_normal((700, 20)).astype(np.float32)
+    cfg = preset("tiny")
+    want = plain_loop(indptr, indices, ones, H, cfg.max_edges, cfg.max_sources)
+    from moagcn.core.graph import CSRGraph
+    csr = CSRGraph(indptr, indices, n_cols=700)
+    out = {}
+    for kind in ("model", "rtl"):
+        dev = AcceleratorChoice(kind, "hyscale", "tiny").make()
+        out[kind] = dev.sspmm(csr, H)
+        out[kind + "_tiles"] = dev.counters.tiles
+        out[kind + "_cycles"] = dev.counters.cycles_total
+    assert same_bits(out["model"], want)
+    assert np.array_equal(as_bits(out["rtl"]), as_bits(out["model"]))
+    assert out["rtl_tiles"] == out["model_tiles"] > 1
+    assert out["rtl_cycles"] == out["model_cycles"] > 0       # the kernel cycle model is exact
+
+
+def test_a_fused_layers_long_row_is_still_refused():
+    indptr, indices, data = long_row_graph()
+    X = np.zeros((700, 4), np.float32)
+    W = np.zeros((4, 3), np.float32)
+    dev = AcceleratorChoice("model", "hyscale", "tiny")
+    from moagcn.sim.driver import Driver
+    from moagcn.sim.specs.hyscale import SPEC
+    job = SPEC.job(indptr, indices, X, W, data=data)
+    with pytest.raises(UserError, match="row 0 has 600 neighbours"):
+        Driver(SPEC, dev.config(), "model").run(job)
