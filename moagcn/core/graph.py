@@ -97,11 +97,19 @@ def sort_rows(indptr, indices) -> np.ndarray:
     starts[indptr] = True
     if starts[descents].all():
         return indices.copy()           # already sorted: every descent is at a row start
+    # equal ids of a row are equal values, so the stable order the docstring promises needs
+    # no stable sort
+    span = int(indices.max()) + 1
+    if span > 4 * indices.size + 4096:
+        # few entries among many ids: sort (row, id) keys rather than count per id
+        rows = np.repeat(np.arange(indptr.size - 1, dtype=np.int64), np.diff(indptr))
+        keys = rows * span + indices
+        keys.sort()
+        return keys - rows * span
     # a counting sort: to columns and back (scipy's CSR <-> CSC conversions, linear in the
-    # entries) lists each row's ids ascending; equal ids of a row are equal values, so the
-    # stable order the docstring promises needs nothing more
+    # entries and ids, keeping duplicates) lists each row's ids ascending
     a = sp.csr_matrix((np.ones(indices.size, dtype=np.int8), indices, indptr),
-                      shape=(indptr.size - 1, int(indices.max()) + 1))
+                      shape=(indptr.size - 1, span))
     return a.tocsc().tocsr().indices.astype(np.int64)
 
 

@@ -108,9 +108,18 @@ def _previous_occurrence(indices: np.ndarray) -> np.ndarray:
     prev = np.empty(indices.size, dtype=np.int64)
     if indices.size == 0:
         return prev
+    span = int(indices.max()) + 1
+    if span > 4 * indices.size + 4096:
+        # few entries among many column ids: a comparison sort, not one counter per id
+        order = np.argsort(indices, kind="stable")
+        prev.fill(-1)
+        same = indices[order[1:]] == indices[order[:-1]]
+        prev[order[1:][same]] = order[:-1][same]
+        return prev
+    # (scipy's conversion moves each entry once, in stored order, and never sums duplicates;
+    # the test against a loop would see it change)
     by_col = sp.csr_matrix((np.arange(indices.size, dtype=np.int64), indices,
-                            np.array([0, indices.size])),
-                           shape=(1, int(indices.max()) + 1)).tocsc()
+                            np.array([0, indices.size])), shape=(1, span)).tocsc()
     order, starts = by_col.data, by_col.indptr
     before = np.empty_like(order)
     before[0] = -1

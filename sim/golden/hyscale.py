@@ -140,7 +140,7 @@ def row_pieces(indptr, indices, max_edges: int, max_sources: int):
     return piece_ptr, order, first, count
 
 
-def merge_pieces(Zp: np.ndarray, first: np.ndarray, count: np.ndarray) -> np.ndarray:
+def sum_pieces(Zp: np.ndarray, first: np.ndarray, count: np.ndarray) -> np.ndarray:
     """Each row's pieces' aggregates ``Zp[first[v] + j]`` added in order, ``((z0 + z1) + z2)
     + ...``, in binary32 with the canonical NaN."""
     Zp = np.ascontiguousarray(Zp, dtype=np.float32)
@@ -155,15 +155,20 @@ def aggregate_rows(indptr, indices, data, X, buffer: tuple[int, int] | None = No
                    ) -> np.ndarray:
     """Bit-exact ``Z = A X`` (:func:`aggregate` in :func:`edge_schedule`'s order). With
     ``buffer = (max_edges, max_sources)`` a row that no job of those buffers holds is the sum
-    of its pieces' aggregates (:func:`row_pieces`, :func:`merge_pieces`), as the accelerator
+    of its pieces' aggregates (:func:`row_pieces`, :func:`sum_pieces`), as the accelerator
     computes it; every other row is unchanged."""
     cut = None if buffer is None else row_pieces(indptr, indices, *buffer)
+    return aggregate_cut(indptr, indices, data, X, cut)
+
+
+def aggregate_cut(indptr, indices, data, X, cut) -> np.ndarray:
+    """:func:`aggregate_rows` given :func:`row_pieces`' result ``cut`` (None: no row cut)."""
     if cut is None:
         return aggregate(edge_schedule(indptr, indices, data), X, len(indptr) - 1)
     piece_ptr, order, first, count = cut
     indices, data = np.asarray(indices)[order], np.asarray(data)[order]
     Zp = aggregate(edge_schedule(piece_ptr, indices, data), X, piece_ptr.size - 1)
-    return merge_pieces(Zp, first, count)
+    return sum_pieces(Zp, first, count)
 
 
 def update(Z: np.ndarray, W: np.ndarray, b: np.ndarray | None, relu: bool) -> np.ndarray:

@@ -22,6 +22,7 @@ against ``cycles_total``) and the paper's Eq. 11 + 12 (``paper_model_cycles``, a
 from __future__ import annotations
 
 import functools
+from collections import OrderedDict
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -37,6 +38,35 @@ from moagcn.hw.hyscale.config import PRESETS, HyScaleConfig
 from .. import hyscale_model
 from ..golden import hyscale as golden
 from ..golden.fp32 import as_bits, as_float
+
+
+#: long-row cuts of read-only graphs (training aggregates the same adjacency every step), most
+#: recent last; an entry keeps its arrays alive, so their ids are not reused while it is kept
+_PIECES: OrderedDict = OrderedDict()
+_PIECES_KEPT = 8
+
+
+def long_row_pieces(indptr, indices, config: HyScaleConfig):
+    """:func:`~moagcn.sim.golden.hyscale.row_pieces` with ``config``'s buffers, as
+    ``(piece_ptr, cols, order, first, count)`` with ``cols = indices[order]`` (None: every
+    row fits); remembered for read-only arrays, and returned read-only so that the pieced
+    job's tile plans are remembered too (:func:`~moagcn.core.tiling.plan_tiles`)."""
+    frozen = all(isinstance(a, np.ndarray) and not a.flags.writeable for a in (indptr, indices))
+    key = (id(indptr), id(indices), config.max_edges, config.max_sources)
+    if frozen and key in _PIECES:
+        _PIECES.move_to_end(key)
+        return _PIECES[key][1]
+    cut = golden.row_pieces(indptr, indices, config.max_edges, config.max_sources)
+    if cut is not None:
+        piece_ptr, order, first, count = cut
+        cut = (piece_ptr, np.asarray(indices, dtype=np.int64)[order], order, first, count)
+        for a in cut:
+            a.flags.writeable = False
+    if frozen:
+        _PIECES[key] = ((indptr, indices), cut)
+        while len(_PIECES) > _PIECES_KEPT:
+            _PIECES.popitem(last=False)
+    return cut
 
 
 @dataclass
@@ -336,16 +366,17 @@ class HyScaleSpec(AcceleratorSpec):
         aggregate, so its long rows stay an error (:func:`check_job`'s tiling names them)."""
         if not job.aggregate_only:
             return job, None
-        cut = golden.row_pieces(job.indptr, job.indices, config.max_edges, config.max_sources)
+        cut = long_row_pieces(job.indptr, job.indices, config)
         if cut is None:
             return job, None
-        piece_ptr, order, first, count = cut
+        piece_ptr, cols, order, first, count = cut
+        data = np.ones(cols.size, np.float32) if job.data is None else \
+            np.asarray(job.data, np.float32)[order]
 
         def merge(out: np.ndarray) -> np.ndarray:
-            return golden.merge_pieces(out, first, count)
+            return golden.sum_pieces(out, first, count)
 
-        return HyScaleJob(piece_ptr, job.indices[order], job.X, None, data=job.data[order],
-                          aggregate_only=True), merge
+        return HyScaleJob(piece_ptr, cols, job.X, None, data=data, aggregate_only=True), merge
 
     def limits(self, job: HyScaleJob, config: HyScaleConfig) -> TileLimits:
         width = config.max_feature_width if job.aggregate_only else max(job.f_in, 1)
@@ -404,8 +435,10 @@ class HyScaleSpec(AcceleratorSpec):
             # (an aggregate is never -0: it starts from +0) nor the canonical NaN. Skipping it
             # saves f_in^2 emulated multiply-adds per row. A row longer than the buffers is the
             # sum of its pieces (:meth:`expand`).
-            return golden.aggregate_rows(job.indptr, job.indices, job.data, job.X,
-                                         buffer=(config.max_edges, config.max_sources))
+            cut = long_row_pieces(job.indptr, job.indices, config)
+            data = np.ones(job.edges, np.float32) if job.data is None else job.data
+            return golden.aggregate_cut(job.indptr, job.indices, data, job.X,
+                                        None if cut is None else (cut[0], *cut[2:]))
         return golden.layer(job.indptr, job.indices, job.data, job.X, job.W, job.b, job.relu)
 
     def cycles(self, job: HyScaleJob, config: HyScaleConfig) -> Counters:

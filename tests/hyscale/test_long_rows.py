@@ -108,3 +108,19 @@ def test_a_fused_layers_long_row_is_still_refused():
     job = SPEC.job(indptr, indices, X, W, data=data)
     with pytest.raises(UserError, match="row 0 has 600 neighbours"):
         Driver(SPEC, dev.config(), "model").run(job)
+
+
+def test_a_read_only_graphs_cut_is_remembered():
+    """Training aggregates one read-only adjacency every step: its cut is found once, and
+    returned read-only so that the pieced job's tile plans are remembered as well."""
+    from moagcn.sim.specs.hyscale import long_row_pieces
+    indptr, indices, _ = long_row_graph()
+    cfg = preset("tiny")
+    loose = long_row_pieces(indptr, indices, cfg)
+    assert loose is not None and long_row_pieces(indptr, indices, cfg) is not loose
+    indptr.flags.writeable = indices.flags.writeable = False
+    first = long_row_pieces(indptr, indices, cfg)
+    assert long_row_pieces(indptr, indices, cfg) is first
+    for a, b in zip(first, loose):
+        assert np.array_equal(a, b) and not a.flags.writeable
+    assert np.array_equal(first[1], indices[first[2]])

@@ -79,6 +79,10 @@ def test_sort_rows_equals_a_per_row_sort(seed):
     got = sort_rows(indptr, indices[:indptr[-1]])
     assert np.array_equal(got, ref)
     assert np.array_equal(sort_rows(indptr, ref), ref)      # sorted input: the fast path
+    # few entries among many ids: sorted by keys rather than by counting per id
+    big = indices[:indptr[-1]] * 10 ** 6
+    ref = np.concatenate([np.sort(big[a:b]) for a, b in zip(indptr[:-1], indptr[1:])])
+    assert np.array_equal(sort_rows(indptr, big), ref)
 
 
 def test_sorted_columns_remembered_only_for_read_only_graphs():
@@ -99,7 +103,8 @@ def test_previous_occurrence_against_a_loop():
     from moagcn.core.tiling import _previous_occurrence
     rng = np.random.default_rng(5)
     cases = [np.zeros(0, np.int64), np.array([7]), np.array([2, 2, 2, 2]),
-             np.array([5, 0, 5, 1, 0, 5])]
+             np.array([5, 0, 5, 1, 0, 5]),
+             np.array([10 ** 7, 3, 10 ** 7, 5, 3])]   # few entries, large ids: the other sort
     cases += [rng.integers(0, hi, size) for hi, size in ((3, 40), (50, 200), (1000, 300))]
     for indices in cases:
         last, want = {}, []
