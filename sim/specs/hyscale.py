@@ -363,7 +363,7 @@ class HyScaleSpec(AcceleratorSpec):
         edges, each a row of the job the accelerator runs, and the function that adds each
         row's pieces on the host, in order (:func:`~moagcn.sim.golden.hyscale.row_pieces`,
         the golden model's ``buffer`` rule). A fused layer's update needs a row's whole
-        aggregate, so its long rows stay an error (:func:`check_job`'s tiling names them)."""
+        aggregate, so its long rows stay an error (the tiling names the row)."""
         if not job.aggregate_only:
             return job, None
         cut = long_row_pieces(job.indptr, job.indices, config)
