@@ -90,12 +90,30 @@ class Driver:
 
         ``idle_every`` / ``stall_every``: idle load cycles and output backpressure (RTL);
         ``reset_after``: reset the design that many cycles after start and run the job again;
-        ``waves``: a VCD file (one per part, ``FILE.tileK.vcd``, when the job is split);
+        ``waves``: a VCD file (one per part, ``FILE.tileK.vcd``, when the job is split; one per
+        job, ``FILE.pass1.vcd`` and ``.pass2``, when the spec runs it as two);
         ``per_cycle``: run Verilator through cocotb instead of the lean harness;
         ``progress``: a progress bar over the parts when there are several.
         """
         spec, cfg = self.spec, self.config
         t0 = time.perf_counter()
+        if not checked:
+            job = spec.check(job, cfg)
+            checked = True
+        two = spec.passes(job, cfg)
+        if two is not None:
+            kw = dict(idle_every=idle_every, stall_every=stall_every,
+                      reset_after=reset_after, per_cycle=per_cycle, progress=progress)
+            waves1, waves2 = (None, None) if waves is None else \
+                [Path(waves).with_name(f"{Path(waves).stem}.pass{k}{Path(waves).suffix}")
+                 for k in (1, 2)]
+            first = self.run(two[0], checked=True, waves=waves1, **kw)
+            second = self.run(two[1](first.output), checked=True, waves=waves2, **kw)
+            counters = self._two_pass_counters(job, first.counters, second.counters)
+            counters.wall_s = time.perf_counter() - t0
+            raw = {k: first.raw.get(k, 0) + second.raw.get(k, 0)
+                   for k in {*first.raw, *second.raw}}
+            return Result(second.output, counters, self.device, self.simulator, raw)
         job, run_job, merge, parts, counters = self._prepare(job, checked)
         raw: dict = {}
         if self.device == "model":
@@ -126,8 +144,25 @@ class Driver:
     def estimate(self, job, *, checked: bool = False) -> Counters:
         """The cycle model's counters of ``job`` (split into parts like :meth:`run`), without
         computing the output."""
-        _, run_job, _, parts, counters = self._prepare(job, checked)
+        if not checked:
+            job = self.spec.check(job, self.config)
+        two = self.spec.passes(job, self.config)
+        if two is not None:     # the second job's shape does not depend on the first's values
+            first = self.estimate(two[0], checked=True)
+            out = self.spec.empty_output(two[0])
+            return self._two_pass_counters(job, first,
+                                           self.estimate(two[1](out), checked=True))
+        _, run_job, _, parts, counters = self._prepare(job, True)
         return counters.add(self._part_model(parts, run_job)[0])
+
+    def _two_pass_counters(self, job, first: Counters, second: Counters) -> Counters:
+        """One job's counters from its two passes' (:meth:`AcceleratorSpec.passes`): their
+        cycles, bytes and tiles added, the work the job's own."""
+        total = Counters.total([first, second])
+        work = self.spec.work(job, self.config)
+        total.work_adds, total.spmm_adds = work.work_adds, work.spmm_adds
+        total.elements, total.unmasked, total.calls = work.elements, work.unmasked, 1
+        return total
 
     def run_many(self, jobs, *, checked: bool = False, idle_every: int = 0,
                  stall_every: int = 0) -> list[Result]:
@@ -138,6 +173,12 @@ class Driver:
         :meth:`run` on each job. One :class:`Result` per job."""
         spec, cfg = self.spec, self.config
         t0 = time.perf_counter()
+        if not checked:
+            jobs = [spec.check(job, cfg) for job in jobs]
+            checked = True
+        if any(spec.passes(job, cfg) is not None for job in jobs):
+            return [self.run(job, checked=True, idle_every=idle_every, stall_every=stall_every)
+                    for job in jobs]
         prepared = [self._prepare(job, checked) for job in jobs]
         results = []
         if self.device == "model":

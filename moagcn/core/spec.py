@@ -185,6 +185,13 @@ class AcceleratorSpec(ABC):
         than any job holds, cut into pieces); ``(job, None)`` otherwise (the default)."""
         return job, None
 
+    def passes(self, job, config):
+        """None (the default), or ``(first, second)`` where the design runs ``job`` as two
+        jobs: ``first``, then ``second(output of first)``, whose output is ``job``'s (HyScale:
+        a fused layer with a row longer than any job holds, aggregated in pieces, then
+        updated as a dense job)."""
+        return None
+
     def place(self, out: np.ndarray, part: Part, part_out: np.ndarray) -> None:
         """Put one part's output in place (the whole output when the job was not split), its
         rows back in their order where the part ran them in another."""

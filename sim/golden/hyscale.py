@@ -188,11 +188,12 @@ def update(Z: np.ndarray, W: np.ndarray, b: np.ndarray | None, relu: bool) -> np
     return as_float(acc)
 
 
-def layer(indptr, indices, data, X, W, b=None, relu: bool = False) -> np.ndarray:
-    """Bit-exact fused layer output ``Y`` (float32, one row per CSR row)."""
-    sched = edge_schedule(indptr, indices, data)
-    Z = aggregate(sched, X, len(indptr) - 1)
-    return update(Z, W, b, relu)
+def layer(indptr, indices, data, X, W, b=None, relu: bool = False,
+          buffer: tuple[int, int] | None = None) -> np.ndarray:
+    """Bit-exact fused layer output ``Y`` (float32, one row per CSR row). With ``buffer``, a
+    row longer than those buffers is aggregated in pieces (:func:`aggregate_rows`) before the
+    update, as the accelerator runs such a layer."""
+    return update(aggregate_rows(indptr, indices, data, X, buffer), W, b, relu)
 
 
 def float64_layer(indptr, indices, data, X, W, b=None, relu: bool = False):

@@ -363,7 +363,7 @@ class HyScaleSpec(AcceleratorSpec):
         edges, each a row of the job the accelerator runs, and the function that adds each
         row's pieces on the host, in order (:func:`~moagcn.sim.golden.hyscale.row_pieces`,
         the golden model's ``buffer`` rule). A fused layer's update needs a row's whole
-        aggregate, so its long rows stay an error (the tiling names the row)."""
+        aggregate: such a layer runs as two jobs (:meth:`passes`)."""
         if not job.aggregate_only:
             return job, None
         cut = long_row_pieces(job.indptr, job.indices, config)
@@ -377,6 +377,23 @@ class HyScaleSpec(AcceleratorSpec):
             return golden.sum_pieces(out, first, count)
 
         return HyScaleJob(piece_ptr, cols, job.X, None, data=data, aggregate_only=True), merge
+
+    def passes(self, job: HyScaleJob, config: HyScaleConfig):
+        """A fused layer with a row longer than any job holds runs as two jobs: its
+        aggregation (whose long rows :meth:`expand` runs in pieces), then the update of the
+        aggregates as a dense job (:meth:`dense_job`, with the layer's bias and ReLU), so the
+        systolic array gets each row's whole aggregate; None for any other job."""
+        if job.aggregate_only or long_row_pieces(job.indptr, job.indices, config) is None:
+            return None
+        n = job.n_dst
+        first = HyScaleJob(job.indptr, job.indices, job.X, None, data=job.data,
+                           aggregate_only=True)
+
+        def second(Z: np.ndarray) -> HyScaleJob:
+            return HyScaleJob(np.arange(n + 1, dtype=np.int64), np.arange(n, dtype=np.int64),
+                              np.ascontiguousarray(Z, dtype=np.float32), job.W, job.b,
+                              job.relu, np.ones(n, np.float32))
+        return first, second
 
     def limits(self, job: HyScaleJob, config: HyScaleConfig) -> TileLimits:
         width = config.max_feature_width if job.aggregate_only else max(job.f_in, 1)
@@ -439,7 +456,9 @@ class HyScaleSpec(AcceleratorSpec):
             data = np.ones(job.edges, np.float32) if job.data is None else job.data
             return golden.aggregate_cut(job.indptr, job.indices, data, job.X,
                                         None if cut is None else (cut[0], *cut[2:]))
-        return golden.layer(job.indptr, job.indices, job.data, job.X, job.W, job.b, job.relu)
+        # a fused layer with a long row: the aggregation in pieces, then the update (passes)
+        return golden.layer(job.indptr, job.indices, job.data, job.X, job.W, job.b, job.relu,
+                            buffer=(config.max_edges, config.max_sources))
 
     def cycles(self, job: HyScaleJob, config: HyScaleConfig) -> Counters:
         """The kernel cycle model (:func:`job_kernel_cycles`): what the RTL's counters read
@@ -515,9 +534,14 @@ class HyScaleSpec(AcceleratorSpec):
         prediction of ``cycles_total``); ``replay``: see :func:`job_kernel_cycles`. With two
         load banks each part's loads overlap the part before, as in
         :func:`~moagcn.core.spec.overlap_loads`."""
+        two = self.passes(job, config)
+        if two is not None:     # the two jobs' models added (the second's shape is known)
+            a = self.kernel_model(two[0], config, replay)
+            b = self.kernel_model(two[1](self.empty_output(two[0])), config, replay)
+            return {k: a[k] + b[k] for k in a}
         total = {"load": 0, "hidden": 0, "aggregate": 0, "update": 0, "compute": 0}
         previous = None
-        for part in self.split(job, config):
+        for part in self.split(self.expand(job, config)[0], config):
             k = job_kernel_cycles(part.job, config, replay)
             c = Counters(cycles_load=k["load"], cycles_compute=k["compute"])
             if self.loads_overlap(config):

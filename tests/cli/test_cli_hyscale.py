@@ -85,6 +85,27 @@ def test_hyscale_run_uses_edge_weights_from_the_graph(job_files):
     assert np.array_equal(np.load(d / "y.npy").view(np.uint32), want.view(np.uint32))
 
 
+def test_hyscale_run_takes_a_hub_beyond_the_buffers(tmp_path):
+    """A destination with 700 in-neighbours (tiny holds 512 sources per job) among short rows:
+    exit 0, Y the golden layer with the preset's buffers, two jobs' counters in the report."""
+    rng = np.random.default_rng(7)
+    rows = [rng.permutation(800)[:700]] + [rng.integers(0, 800, 3) for _ in range(99)]
+    indptr = np.concatenate([[0], np.cumsum([r.size for r in rows])]).astype(np.int64)
+    indices = np.concatenate(rows).astype(np.int64)
+    X = rng.standard_normal((800, 6)).astype(np.float32)
+    W = rng.standard_normal((6, 4)).astype(np.float32)
+    np.savez(tmp_path / "g.npz", indptr=indptr, indices=indices, shape=np.array([100, 800]))
+    np.save(tmp_path / "x.npy", X)
+    np.save(tmp_path / "w.npy", W)
+    out = _run(tmp_path, "--relu", "--device", "model")
+    assert out.returncode == 0, out.stderr
+    data = golden.gcn_weights(indptr, indices, 800)
+    want = golden.layer(indptr, indices, data, X, W, relu=True, buffer=(1024, 512))
+    assert np.array_equal(np.load(tmp_path / "y.npy").view(np.uint32), want.view(np.uint32))
+    r = json.loads((tmp_path / "r.json").read_text())
+    assert r["model_error"] == 0.0 and r["tiles"] >= 3 and r["destinations"] == 100
+
+
 @pytest.mark.parametrize("case,needle", [
     ("missing", "no such file"),
     ("index", "out of range"),

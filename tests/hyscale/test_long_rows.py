@@ -4,7 +4,6 @@ golden model, the model device and the Verilator RTL against a plain loop."""
 import numpy as np
 import pytest
 
-from moagcn.errors import UserError
 from moagcn.host.devices import AcceleratorChoice
 from moagcn.hw.hyscale.config import preset
 from moagcn.sim.golden import hyscale as golden
@@ -98,16 +97,46 @@ def test_the_model_device_and_the_rtl_run_long_rows_in_pieces():
     assert out["rtl_cycles"] == out["model_cycles"] > 0       # the kernel cycle model is exact
 
 
-def test_a_fused_layers_long_row_is_still_refused():
-    indptr, indices, data = long_row_graph()
-    X = np.zeros((700, 4), np.float32)
-    W = np.zeros((4, 3), np.float32)
-    dev = AcceleratorChoice("model", "hyscale", "tiny")
+def plain_update(Z, W, b, relu):
+    """Y[v, c] from b[c], adding float32(Z[v, i] * W[i, c]) for i = 0, 1, ... (then ReLU)."""
+    Y = np.zeros((Z.shape[0], W.shape[1]), dtype=np.float32)
+    with np.errstate(invalid="ignore", over="ignore"):
+        for v in range(Z.shape[0]):
+            for c in range(W.shape[1]):
+                y = np.float32(b[c])
+                for i in range(W.shape[0]):
+                    y = np.float32(y + np.float32(Z[v, i] * W[i, c]))
+                Y[v, c] = np.float32(0.0) if relu and np.signbit(y) else y
+    return Y
+
+
+def test_a_fused_layer_with_a_long_row_runs_as_aggregation_then_update():
+    """``moagcn hyscale run``'s job: the aggregation in pieces, then the update of whole
+    aggregates as a dense job, on the model and on the Verilator RTL, against plain loops."""
     from moagcn.sim.driver import Driver
     from moagcn.sim.specs.hyscale import SPEC
-    job = SPEC.job(indptr, indices, X, W, data=data)
-    with pytest.raises(UserError, match="row 0 has 600 neighbours"):
-        Driver(SPEC, dev.config(), "model").run(job)
+    indptr, indices, data = long_row_graph(seed=4)
+    rng = np.random.default_rng(5)
+    X = rng.standard_normal((700, 12)).astype(np.float32)
+    W = rng.standard_normal((12, 5)).astype(np.float32)
+    b = rng.standard_normal(5).astype(np.float32)
+    cfg = preset("tiny")
+    want = plain_update(plain_loop(indptr, indices, data, X, cfg.max_edges, cfg.max_sources),
+                        W, b, relu=True)
+    assert same_bits(golden.layer(indptr, indices, data, X, W, b, True,
+                                  buffer=(cfg.max_edges, cfg.max_sources)), want)
+    job = SPEC.job(indptr, indices, X, W, b, relu=True, data=data)
+    res = {kind: Driver(SPEC, cfg, kind).run(job) for kind in ("model", "rtl")}
+    assert same_bits(res["model"].output, want)
+    assert np.array_equal(as_bits(res["rtl"].output), as_bits(res["model"].output))
+    m, r = res["model"].counters, res["rtl"].counters
+    assert r.cycles_total == m.cycles_total > 0 and r.tiles == m.tiles > 2
+    # the job's own work, whatever the passes: its edges times f_in, its rows times f_out
+    assert (m.work_adds, m.elements, m.calls) == (indices.size * 12, (len(indptr) - 1) * 5, 1)
+    est = Driver(SPEC, cfg, "model").estimate(job)
+    assert est.cycles_total == m.cycles_total and est.tiles == m.tiles
+    checked = SPEC.check(job, cfg)
+    assert SPEC.kernel_model(checked, cfg)["model_cycles"] == m.cycles_total
 
 
 def test_a_read_only_graphs_cut_is_remembered():
