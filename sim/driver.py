@@ -91,7 +91,8 @@ class Driver:
         ``idle_every`` / ``stall_every``: idle load cycles and output backpressure (RTL);
         ``reset_after``: reset the design that many cycles after start and run the job again;
         ``waves``: a VCD file (one per part, ``FILE.tileK.vcd``, when the job is split; one per
-        job, ``FILE.pass1.vcd`` and ``.pass2``, when the spec runs it as two);
+        job, ``FILE.pass1.vcd`` and ``FILE.pass2.vcd``, each per part as before, when the spec
+        runs it as two);
         ``per_cycle``: run Verilator through cocotb instead of the lean harness;
         ``progress``: a progress bar over the parts when there are several.
         """
@@ -170,7 +171,9 @@ class Driver:
         queue: where the design has ping-pong load buffers, each job's loads overlap the job
         before (its first part the previous job's last), in the model and on the RTL (the lean
         harness runs every part of every job back to back, one reset). Otherwise the same as
-        :meth:`run` on each job. One :class:`Result` per job."""
+        :meth:`run` on each job, and so is a batch holding a job the spec runs as two
+        (:meth:`AcceleratorSpec.passes`): its jobs run one by one, no loads overlapped between
+        them. One :class:`Result` per job."""
         spec, cfg = self.spec, self.config
         t0 = time.perf_counter()
         if not checked:

@@ -69,6 +69,14 @@ def long_row_pieces(indptr, indices, config: HyScaleConfig):
     return cut
 
 
+def _frozen(indptr: np.ndarray, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """A checked job's CSR (the check's own int64 copies) made read-only, so that its tile
+    plans and long-row cut are found once however often the driver, the report and the
+    models ask for them."""
+    indptr.flags.writeable = indices.flags.writeable = False
+    return indptr, indices
+
+
 @dataclass
 class HyScaleJob:
     """One fused layer: ``Y = act((A X) W + b)`` over the CSR ``indptr`` / ``indices``."""
@@ -352,10 +360,10 @@ class HyScaleSpec(AcceleratorSpec):
             if X.ndim != 2 or X.dtype != np.float32:
                 raise UserError(f"features must be a 2-D float32 array, got {X.dtype} {X.shape}")
             indptr, indices = validate_csr(job.indptr, job.indices, n_cols=X.shape[0], what=what)
-            return self._aggregation(indptr, indices, np.ascontiguousarray(X))
+            return self._aggregation(*_frozen(indptr, indices), np.ascontiguousarray(X))
         indptr, indices, data, X, W, b = check_job(job.indptr, job.indices, job.X, job.W, job.b,
                                                    job.data, config, what)
-        return HyScaleJob(indptr, indices, X, W, b, bool(job.relu), data)
+        return HyScaleJob(*_frozen(indptr, indices), X, W, b, bool(job.relu), data)
 
     def expand(self, job: HyScaleJob, config: HyScaleConfig):
         """An aggregation job's rows longer than any job holds (more than ``max_edges`` edges
@@ -386,8 +394,9 @@ class HyScaleSpec(AcceleratorSpec):
         if job.aggregate_only or long_row_pieces(job.indptr, job.indices, config) is None:
             return None
         n = job.n_dst
-        first = HyScaleJob(job.indptr, job.indices, job.X, None, data=job.data,
-                           aggregate_only=True)
+        data = golden.gcn_weights(job.indptr, job.indices, job.X.shape[0]) \
+            if job.data is None else job.data       # (check's default, for an unchecked job)
+        first = HyScaleJob(job.indptr, job.indices, job.X, None, data=data, aggregate_only=True)
 
         def second(Z: np.ndarray) -> HyScaleJob:
             return HyScaleJob(np.arange(n + 1, dtype=np.int64), np.arange(n, dtype=np.int64),

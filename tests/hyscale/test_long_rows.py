@@ -137,6 +137,10 @@ def test_a_fused_layer_with_a_long_row_runs_as_aggregation_then_update():
     assert est.cycles_total == m.cycles_total and est.tiles == m.tiles
     checked = SPEC.check(job, cfg)
     assert SPEC.kernel_model(checked, cfg)["model_cycles"] == m.cycles_total
+    # without weights: GCN's, checked or not (a job passed as checked gets check's default)
+    plain = SPEC.job(indptr, indices, X, W, b, relu=True)
+    got = Driver(SPEC, cfg, "model").run(plain, checked=True).output
+    assert np.array_equal(as_bits(got), as_bits(Driver(SPEC, cfg, "model").run(plain).output))
 
 
 def test_a_read_only_graphs_cut_is_remembered():
