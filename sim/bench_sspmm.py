@@ -77,9 +77,9 @@ def run_mask(driver: Driver, cfg, indptr, indices, H, M) -> dict:
     t0 = time.perf_counter()
     res = driver.run(SPEC.job(indptr, indices, H, M))
     wall = time.perf_counter() - t0
-    golden = SPEC.golden(SPEC.check(SPEC.job(indptr, indices, H, M), cfg), cfg)
-    exact = np.array_equal(res.output.view(np.uint32), golden.view(np.uint32))
-    model = SPEC.replayed_cycles(SPEC.job(indptr, indices, H, M), cfg)   # per tile, as run
+    job = SPEC.check(SPEC.job(indptr, indices, H, M), cfg)
+    exact = np.array_equal(res.output.view(np.uint32), SPEC.golden(job, cfg).view(np.uint32))
+    model = SPEC.replayed_cycles(job, cfg)   # per tile, as run
     c = res.counters
     return {
         "bit_exact": bool(exact),

@@ -125,10 +125,10 @@ def measure(indptr, indices, width: int, repeats: int = 5, threads: int | None =
     import torch
     if repeats < 1:
         raise ValueError(f"repeats={repeats} must be >= 1")
-    indptr = np.asarray(indptr, dtype=np.int64)
-    n = indptr.size - 1
-    crow = torch.from_numpy(indptr)
-    col = torch.from_numpy(np.asarray(indices, dtype=np.int64))
+    n = np.asarray(indptr).size - 1
+    # copies: torch takes no read-only arrays (a checked CSR's are), and the product keeps them
+    crow = torch.from_numpy(np.array(indptr, dtype=np.int64))
+    col = torch.from_numpy(np.array(indices, dtype=np.int64))
     vals = torch.ones(col.numel(), dtype=torch.float32)
     with warnings.catch_warnings():     # "beta state", "invariant checks disabled"
         warnings.simplefilter("ignore", UserWarning)

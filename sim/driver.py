@@ -24,7 +24,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -52,6 +52,16 @@ class Result:
     def tiles(self) -> int:
         """Accelerator jobs the job ran as (1 when it fits the buffers)."""
         return self.counters.tiles
+
+
+class _Prepared(NamedTuple):
+    """A checked job as the driver runs it (:meth:`Driver._prepare`)."""
+
+    job: Any
+    run_job: Any
+    merge: Any
+    parts: list
+    counters: Counters
 
 
 def _part_waves(waves, k: int, parts: int):
@@ -100,7 +110,6 @@ class Driver:
         t0 = time.perf_counter()
         if not checked:
             job = spec.check(job, cfg)
-            checked = True
         two = spec.passes(job, cfg)
         if two is not None:
             kw = dict(idle_every=idle_every, stall_every=stall_every,
@@ -115,7 +124,7 @@ class Driver:
             raw = {k: first.raw.get(k, 0) + second.raw.get(k, 0)
                    for k in {*first.raw, *second.raw}}
             return Result(second.output, counters, self.device, self.simulator, raw)
-        job, run_job, merge, parts, counters = self._prepare(job, checked)
+        job, run_job, merge, parts, counters = self._prepare(job)
         raw: dict = {}
         if self.device == "model":
             out = spec.golden(job, cfg)
@@ -153,7 +162,7 @@ class Driver:
             out = self.spec.empty_output(two[0])
             return self._two_pass_counters(job, first,
                                            self.estimate(two[1](out), checked=True))
-        _, run_job, _, parts, counters = self._prepare(job, True)
+        _, run_job, _, parts, counters = self._prepare(job)
         return counters.add(self._part_model(parts, run_job)[0])
 
     def _two_pass_counters(self, job, first: Counters, second: Counters) -> Counters:
@@ -178,11 +187,10 @@ class Driver:
         t0 = time.perf_counter()
         if not checked:
             jobs = [spec.check(job, cfg) for job in jobs]
-            checked = True
         if any(spec.passes(job, cfg) is not None for job in jobs):
             return [self.run(job, checked=True, idle_every=idle_every, stall_every=stall_every)
                     for job in jobs]
-        prepared = [self._prepare(job, checked) for job in jobs]
+        prepared = [self._prepare(job) for job in jobs]
         results = []
         if self.device == "model":
             previous = None
@@ -191,20 +199,19 @@ class Driver:
                 model, previous = self._part_model(parts, run_job, previous)
                 counters.add(model)
                 results.append(Result(out, counters, self.device, self.simulator, {}))
-        elif self._back_to_back(sum(len(p[3]) for p in prepared), None, None, False):
-            flat = [(k, part) for k, p in enumerate(prepared) for part in p[3]]
+        elif self._back_to_back(sum(len(p.parts) for p in prepared), None, None, False):
+            flat = [(k, part) for k, p in enumerate(prepared) for part in p.parts]
             runs = self._simulate_sequence([part.job for _, part in flat], idle_every,
                                            stall_every, False, False)
-            outs = [spec.empty_output(run_job) for _, run_job, _, _, _ in prepared]
+            outs = [spec.empty_output(p.run_job) for p in prepared]
             raws: list[dict] = [{} for _ in prepared]
             for (k, part), result in zip(flat, runs):
-                self._collect(outs[k], prepared[k][4], raws[k], part, result)
-            outs = [out if merge is None else merge(out)
-                    for out, (_, _, merge, _, _) in zip(outs, prepared)]
-            results = [Result(out, p[4], self.device, self.simulator, raw)
+                self._collect(outs[k], prepared[k].counters, raws[k], part, result)
+            outs = [out if p.merge is None else p.merge(out) for out, p in zip(outs, prepared)]
+            results = [Result(out, p.counters, self.device, self.simulator, raw)
                        for out, p, raw in zip(outs, prepared, raws)]
         else:
-            return [self.run(p[0], checked=True, idle_every=idle_every, stall_every=stall_every)
+            return [self.run(p.job, checked=True, idle_every=idle_every, stall_every=stall_every)
                     for p in prepared]
         wall = (time.perf_counter() - t0) / max(len(results), 1)
         for r in results:
@@ -229,19 +236,17 @@ class Driver:
         return (n_parts > 1 and self.spec.protocol.restartable and waves is None
                 and reset_after is None)
 
-    def _prepare(self, job, checked: bool):
-        """The checked job, the job the accelerator runs for it and the function that turns
-        that job's output into the job's (:meth:`AcceleratorSpec.expand`; None: the same
-        job), its parts, and its counters before any cycles: the job's work."""
+    def _prepare(self, job) -> "_Prepared":
+        """A checked job's :class:`_Prepared`: the job the accelerator runs for it and the
+        function from that job's output to the job's (:meth:`AcceleratorSpec.expand`), its
+        parts, and its counters before any cycles (the job's work)."""
         spec, cfg = self.spec, self.config
-        if not checked:
-            job = spec.check(job, cfg)
         run_job, merge = spec.expand(job, cfg)
         parts = spec.split(run_job, cfg)
         counters = spec.work(job, cfg)
         counters.calls, counters.tiles = 1, len(parts)
         counters.lanes, counters.clock_mhz = spec.lanes(cfg), spec.clock_mhz(cfg)
-        return job, run_job, merge, parts, counters
+        return _Prepared(job, run_job, merge, parts, counters)
 
     def _simulate_sequence(self, jobs, idle_every, stall_every, progress, per_cycle=False):
         """Parts back to back, one reset before the first (the next part's loads offered

@@ -22,7 +22,9 @@ from moagcn.errors import UserError
 
 def validate_csr(indptr, indices, n_cols: int | None = None, what: str = "graph",
                  columns: bool = True):
-    """Check a CSR structure and return ``(indptr, indices)`` as int64 arrays.
+    """Check a CSR structure and return ``(indptr, indices)`` as new read-only int64 arrays
+    (read-only so that what is computed from them, tile plans and long-row pieces, can be
+    remembered for them: :class:`~moagcn.core.memo.ArrayMemo`).
 
     ``n_cols`` defaults to the row count (a square adjacency). ``columns=False`` checks the
     arrays and row pointers only, for a caller that learns the column count later.
@@ -61,6 +63,7 @@ def validate_csr(indptr, indices, n_cols: int | None = None, what: str = "graph"
             k = int(bad[0])
             raise UserError(f"{what}: indices[{k}] = {indices[k]} is out of range for "
                             f"{n_cols} nodes (valid: 0..{n_cols - 1})")
+    indptr.flags.writeable = indices.flags.writeable = False
     return indptr, indices
 
 
@@ -86,6 +89,24 @@ def permute_rows(indptr, indices, order) -> tuple[np.ndarray, np.ndarray]:
     return new_ptr, indices[gather]
 
 
+def row_sort_order(indptr, indices) -> np.ndarray:
+    """The permutation of the entries that sorts each row's ids ascending, stably (equal ids
+    of a row in stored order): ``indices[order]`` has sorted rows, and the entries' other
+    arrays (edge weights) follow with ``[order]``."""
+    indptr = np.asarray(indptr, dtype=np.int64)
+    indices = np.asarray(indices, dtype=np.int64)
+    span = int(indices.max(initial=-1)) + 1
+    if span > 4 * indices.size + 4096:
+        # few entries among many ids: a comparison sort of (row, id) keys, not a count per id
+        rows = np.repeat(np.arange(indptr.size - 1, dtype=np.int64), np.diff(indptr))
+        return np.argsort(rows * span + indices, kind="stable")
+    # a counting sort: to columns and back (scipy's CSR <-> CSC conversions move each entry
+    # once, in stored order, and never sum duplicates), the positions riding along as values
+    a = sp.csr_matrix((np.arange(indices.size, dtype=np.int64), indices, indptr),
+                      shape=(indptr.size - 1, max(span, 1)))
+    return a.tocsc().tocsr().data
+
+
 def sort_rows(indptr, indices) -> np.ndarray:
     """``indices`` with each row sorted ascending (stable: equal ids keep their order)."""
     indptr = np.asarray(indptr, dtype=np.int64)
@@ -97,20 +118,7 @@ def sort_rows(indptr, indices) -> np.ndarray:
     starts[indptr] = True
     if starts[descents].all():
         return indices.copy()           # already sorted: every descent is at a row start
-    # equal ids of a row are equal values, so the stable order the docstring promises needs
-    # no stable sort
-    span = int(indices.max()) + 1
-    if span > 4 * indices.size + 4096:
-        # few entries among many ids: sort (row, id) keys rather than count per id
-        rows = np.repeat(np.arange(indptr.size - 1, dtype=np.int64), np.diff(indptr))
-        keys = rows * span + indices
-        keys.sort()
-        return keys - rows * span
-    # a counting sort: to columns and back (scipy's CSR <-> CSC conversions, linear in the
-    # entries and ids, keeping duplicates) lists each row's ids ascending
-    a = sp.csr_matrix((np.ones(indices.size, dtype=np.int8), indices, indptr),
-                      shape=(indptr.size - 1, span))
-    return a.tocsc().tocsr().indices.astype(np.int64)
+    return indices[row_sort_order(indptr, indices)]
 
 
 class CSRGraph:
@@ -143,8 +151,6 @@ class CSRGraph:
         if n_cols is not None and n_cols < 0:
             raise UserError(f"{what}: n_cols = {n_cols} must be >= 0")
         indptr, indices = validate_csr(indptr, indices, n_cols=n_cols, what=what)
-        indptr.setflags(write=False)
-        indices.setflags(write=False)
         self.indptr = indptr
         self.indices = indices
         self.n_rows = int(n_rows)

@@ -9,13 +9,14 @@ tile), so a tiled job is bit for bit the untiled one.
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
 
 from moagcn.errors import UserError
+
+from .memo import ArrayMemo
 
 
 @dataclass(frozen=True)
@@ -162,30 +163,15 @@ def _row_blocks(indptr: np.ndarray, indices: np.ndarray, n_rows: int,
     return blocks
 
 
-#: plans of read-only graphs (a :class:`~moagcn.core.graph.CSRGraph`'s arrays), most recent
-#: last: training aggregates the same adjacency every step. An entry keeps its arrays alive, so
-#: their ids cannot be reused while it is cached; writeable arrays are never cached.
-_PLANS: OrderedDict = OrderedDict()
-_PLANS_KEPT = 8
+#: plans of read-only graphs: training aggregates the same adjacency every step
+_PLANS = ArrayMemo()
 
 
 def plan_tiles(indptr: np.ndarray, indices: np.ndarray, n_rows: int, n_cols: int,
                n_features: int, limits: TileLimits) -> list[Tile]:
     """:func:`plan_tiles_uncached`, remembered for read-only graphs (tiles are never mutated)."""
-    frozen = (isinstance(indptr, np.ndarray) and isinstance(indices, np.ndarray)
-              and not indptr.flags.writeable and not indices.flags.writeable)
-    if not frozen:
-        return plan_tiles_uncached(indptr, indices, n_rows, n_cols, n_features, limits)
-    key = (id(indptr), id(indices), n_rows, n_cols, n_features, limits)
-    hit = _PLANS.get(key)
-    if hit is not None:
-        _PLANS.move_to_end(key)
-        return list(hit[2])
-    tiles = plan_tiles_uncached(indptr, indices, n_rows, n_cols, n_features, limits)
-    _PLANS[key] = (indptr, indices, tuple(tiles))
-    while len(_PLANS) > _PLANS_KEPT:
-        _PLANS.popitem(last=False)
-    return tiles
+    return list(_PLANS.get((indptr, indices), (n_rows, n_cols, n_features, limits), lambda: tuple(
+        plan_tiles_uncached(indptr, indices, n_rows, n_cols, n_features, limits))))
 
 
 def plan_tiles_uncached(indptr: np.ndarray, indices: np.ndarray, n_rows: int, n_cols: int,

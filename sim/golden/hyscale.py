@@ -25,7 +25,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from moagcn.core.graph import row_sort_order
+
 from .fp32 import add, as_bits, as_float, mul
+from .sspmm import buffer_pieces
 
 U = 2.0 ** -24
 
@@ -119,20 +122,12 @@ def row_pieces(indptr, indices, max_edges: int, max_sources: int):
     pointers, the stored edges in the pieced job's order (``indices[order]``, ``data[order]``),
     each row's first piece and its number of pieces (the rule of
     :func:`~moagcn.sim.golden.sspmm.buffer_pieces`)."""
-    import scipy.sparse as sp
-
-    from .sspmm import buffer_pieces
     indptr = np.asarray(indptr, dtype=np.int64)
     indices = np.asarray(indices, dtype=np.int64)
     deg = np.diff(indptr)
     if not ((deg > max_edges) | (deg > max_sources)).any():
         return None              # no row can be too long
-    # each row's edges by source, stably: a counting sort to columns and back, the stored
-    # positions riding along as the values
-    n_src = int(indices.max(initial=-1)) + 1
-    a = sp.csr_matrix((np.arange(indices.size, dtype=np.int64), indices, indptr),
-                      shape=(deg.size, max(n_src, 1))).tocsc().tocsr()
-    order = a.data
+    order = row_sort_order(indptr, indices)       # each row's edges by source, stably
     cut = buffer_pieces(indptr, indices[order], max_edges, max_sources)
     if cut is None:
         return None

@@ -22,13 +22,13 @@ against ``cycles_total``) and the paper's Eq. 11 + 12 (``paper_model_cycles``, a
 from __future__ import annotations
 
 import functools
-from collections import OrderedDict
 from dataclasses import asdict, dataclass
 
 import numpy as np
 
 from moagcn.core.counters import Counters
 from moagcn.core.graph import validate_csr
+from moagcn.core.memo import ArrayMemo
 from moagcn.core.spec import AcceleratorSpec, Packed, Part, StreamProtocol, overlap_loads
 from moagcn.core.tiling import TileLimits, plan_tiles
 from moagcn.errors import SimulationError, UserError
@@ -40,41 +40,25 @@ from ..golden import hyscale as golden
 from ..golden.fp32 import as_bits, as_float
 
 
-#: long-row cuts of read-only graphs (training aggregates the same adjacency every step), most
-#: recent last; an entry keeps its arrays alive, so their ids are not reused while it is kept
-_PIECES: OrderedDict = OrderedDict()
-_PIECES_KEPT = 8
+#: long-row cuts of read-only graphs (training aggregates the same adjacency every step)
+_PIECES = ArrayMemo()
 
 
 def long_row_pieces(indptr, indices, config: HyScaleConfig):
     """:func:`~moagcn.sim.golden.hyscale.row_pieces` with ``config``'s buffers, as
     ``(piece_ptr, cols, order, first, count)`` with ``cols = indices[order]`` (None: every
-    row fits); remembered for read-only arrays, and returned read-only so that the pieced
-    job's tile plans are remembered too (:func:`~moagcn.core.tiling.plan_tiles`)."""
-    frozen = all(isinstance(a, np.ndarray) and not a.flags.writeable for a in (indptr, indices))
-    key = (id(indptr), id(indices), config.max_edges, config.max_sources)
-    if frozen and key in _PIECES:
-        _PIECES.move_to_end(key)
-        return _PIECES[key][1]
-    cut = golden.row_pieces(indptr, indices, config.max_edges, config.max_sources)
-    if cut is not None:
+    row fits); remembered for read-only arrays (a checked job's), and returned read-only so
+    that the pieced job's tile plans are remembered too (:func:`~moagcn.core.tiling.plan_tiles`)."""
+    def compute():
+        cut = golden.row_pieces(indptr, indices, config.max_edges, config.max_sources)
+        if cut is None:
+            return None
         piece_ptr, order, first, count = cut
         cut = (piece_ptr, np.asarray(indices, dtype=np.int64)[order], order, first, count)
-        for a in cut:
-            a.flags.writeable = False
-    if frozen:
-        _PIECES[key] = ((indptr, indices), cut)
-        while len(_PIECES) > _PIECES_KEPT:
-            _PIECES.popitem(last=False)
-    return cut
-
-
-def _frozen(indptr: np.ndarray, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """A checked job's CSR (the check's own int64 copies) made read-only, so that its tile
-    plans and long-row cut are found once however often the driver, the report and the
-    models ask for them."""
-    indptr.flags.writeable = indices.flags.writeable = False
-    return indptr, indices
+        for arr in cut:
+            arr.flags.writeable = False
+        return cut
+    return _PIECES.get((indptr, indices), (config.max_edges, config.max_sources), compute)
 
 
 @dataclass
@@ -360,10 +344,10 @@ class HyScaleSpec(AcceleratorSpec):
             if X.ndim != 2 or X.dtype != np.float32:
                 raise UserError(f"features must be a 2-D float32 array, got {X.dtype} {X.shape}")
             indptr, indices = validate_csr(job.indptr, job.indices, n_cols=X.shape[0], what=what)
-            return self._aggregation(*_frozen(indptr, indices), np.ascontiguousarray(X))
+            return self._aggregation(indptr, indices, np.ascontiguousarray(X))
         indptr, indices, data, X, W, b = check_job(job.indptr, job.indices, job.X, job.W, job.b,
                                                    job.data, config, what)
-        return HyScaleJob(*_frozen(indptr, indices), X, W, b, bool(job.relu), data)
+        return HyScaleJob(indptr, indices, X, W, b, bool(job.relu), data)
 
     def expand(self, job: HyScaleJob, config: HyScaleConfig):
         """An aggregation job's rows longer than any job holds (more than ``max_edges`` edges

@@ -8,13 +8,13 @@ larger than the buffers is cut by :func:`moagcn.core.tiling.plan_tiles` into squ
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from dataclasses import dataclass
 
 import numpy as np
 
 from moagcn.core.counters import Counters, work_adds
 from moagcn.core.graph import degrees, permute_rows, sort_rows, validate_csr
+from moagcn.core.memo import ArrayMemo, read_only
 from moagcn.core.spec import AcceleratorSpec, Packed, Part, StreamProtocol, back_to_back
 from moagcn.core.tiling import TileLimits, plan_tiles
 from moagcn.errors import SimulationError, UserError
@@ -98,39 +98,21 @@ def _reordered(job: SSpmmJob, order) -> SSpmmJob:
     return SSpmmJob(indptr, indices, job.H, np.asarray(job.M)[order])
 
 
-#: pieces of read-only graphs' long rows and their rows sorted (training aggregates one
-#: adjacency every step), most recent last; an entry keeps its arrays alive, so their ids
-#: cannot be reused while cached
-_PIECES: OrderedDict = OrderedDict()
-_SORTED: OrderedDict = OrderedDict()
-_KEPT = 8
-
-
-def _frozen(indptr, indices) -> bool:
-    return (isinstance(indptr, np.ndarray) and isinstance(indices, np.ndarray)
-            and not indptr.flags.writeable and not indices.flags.writeable)
-
-
-def _remember(cache: OrderedDict, key, arrays, value):
-    cache[key] = (arrays, value)
-    while len(cache) > _KEPT:
-        cache.popitem(last=False)
-    return value
+#: read-only graphs' rows sorted and long-row pieces (training aggregates one adjacency every
+#: step)
+_SORTED = ArrayMemo()
+_PIECES = ArrayMemo()
 
 
 def sorted_columns(indptr, indices) -> np.ndarray:
     """``indices`` with each row sorted (:func:`~moagcn.core.graph.sort_rows`), remembered
     (and returned read-only) for a read-only graph: the golden model sorts rows on every call
     otherwise."""
-    key = (id(indptr), id(indices))
-    if _frozen(indptr, indices) and key in _SORTED:
-        _SORTED.move_to_end(key)
-        return _SORTED[key][1]
-    cols = sort_rows(indptr, indices)
-    if not _frozen(indptr, indices):
+    def compute():
+        cols = sort_rows(indptr, indices)
+        cols.flags.writeable = not read_only(indptr, indices)
         return cols
-    cols.flags.writeable = False
-    return _remember(_SORTED, key, (indptr, indices), cols)
+    return _SORTED.get((indptr, indices), (), compute)
 
 
 def long_row_pieces(indptr, indices, config: SSpmmConfig):
@@ -138,21 +120,19 @@ def long_row_pieces(indptr, indices, config: SSpmmConfig):
     ``(piece_ptr, cols, rep, first, count)`` (None: every row fits), remembered for read-only
     arrays, and returned read-only so that the tile plans of the pieced graph are remembered
     too (:func:`~moagcn.core.tiling.plan_tiles`)."""
-    frozen = _frozen(indptr, indices)
-    key = (id(indptr), id(indices), config.max_edges, config.max_nodes)
-    if frozen and key in _PIECES:
-        _PIECES.move_to_end(key)
-        return _PIECES[key][1]
-    deg = np.diff(np.asarray(indptr, dtype=np.int64))
-    if not ((deg > config.max_edges) | (deg > config.max_nodes)).any():
-        cut = None                      # no row can be too long: nothing to sort
-    else:
+    def compute():
+        deg = np.diff(np.asarray(indptr, dtype=np.int64))
+        if not ((deg > config.max_edges) | (deg > config.max_nodes)).any():
+            return None                     # no row can be too long: nothing to sort
         cols = sorted_columns(indptr, indices)
         pieces = golden.buffer_pieces(indptr, cols, config.max_edges, config.max_nodes)
-        cut = None if pieces is None else (pieces[0], cols, *pieces[1:])
-        for a in cut or ():
-            a.flags.writeable = False
-    return _remember(_PIECES, key, (indptr, indices), cut) if frozen else cut
+        if pieces is None:
+            return None
+        cut = (pieces[0], cols, *pieces[1:])
+        for arr in cut:
+            arr.flags.writeable = False
+        return cut
+    return _PIECES.get((indptr, indices), (config.max_edges, config.max_nodes), compute)
 
 
 def _tile_order(t, config: SSpmmConfig):

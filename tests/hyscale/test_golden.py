@@ -20,8 +20,14 @@ def reference_loops(indptr, indices, data, X, W, b, relu):
         for k in sorted(edges, key=lambda k: (int(indices[k]), k)):
             for i in range(X.shape[1]):
                 Z[v, i] = np.float32(Z[v, i] + np.float32(np.float32(data[k]) * X[indices[k], i]))
-    Y = np.empty((n_dst, W.shape[1]), np.float32)
-    for v in range(n_dst):
+    return reference_update(Z, W, b, relu)
+
+
+def reference_update(Z, W, b, relu):
+    """``Y[v, c]`` from ``b[c]``, adding ``float32(Z[v, i] * W[i, c])`` for i = 0, 1, ... in
+    float32 scalars, then the ReLU (a result with its sign bit set is +0)."""
+    Y = np.empty((Z.shape[0], W.shape[1]), np.float32)
+    for v in range(Z.shape[0]):
         for c in range(W.shape[1]):
             acc = np.float32(b[c])
             for i in range(W.shape[0]):

@@ -9,6 +9,8 @@ from moagcn.hw.hyscale.config import preset
 from moagcn.sim.golden import hyscale as golden
 from moagcn.sim.golden.fp32 import as_bits
 
+from .test_golden import reference_update
+
 pytestmark = pytest.mark.xdist_group("verilator-hyscale")
 
 CANON_NAN = 0x7FC00000
@@ -97,19 +99,6 @@ def test_the_model_device_and_the_rtl_run_long_rows_in_pieces():
     assert out["rtl_cycles"] == out["model_cycles"] > 0       # the kernel cycle model is exact
 
 
-def plain_update(Z, W, b, relu):
-    """Y[v, c] from b[c], adding float32(Z[v, i] * W[i, c]) for i = 0, 1, ... (then ReLU)."""
-    Y = np.zeros((Z.shape[0], W.shape[1]), dtype=np.float32)
-    with np.errstate(invalid="ignore", over="ignore"):
-        for v in range(Z.shape[0]):
-            for c in range(W.shape[1]):
-                y = np.float32(b[c])
-                for i in range(W.shape[0]):
-                    y = np.float32(y + np.float32(Z[v, i] * W[i, c]))
-                Y[v, c] = np.float32(0.0) if relu and np.signbit(y) else y
-    return Y
-
-
 def test_a_fused_layer_with_a_long_row_runs_as_aggregation_then_update():
     """``moagcn hyscale run``'s job: the aggregation in pieces, then the update of whole
     aggregates as a dense job, on the model and on the Verilator RTL, against plain loops."""
@@ -121,8 +110,9 @@ def test_a_fused_layer_with_a_long_row_runs_as_aggregation_then_update():
     W = rng.standard_normal((12, 5)).astype(np.float32)
     b = rng.standard_normal(5).astype(np.float32)
     cfg = preset("tiny")
-    want = plain_update(plain_loop(indptr, indices, data, X, cfg.max_edges, cfg.max_sources),
-                        W, b, relu=True)
+    with np.errstate(invalid="ignore", over="ignore"):
+        want = reference_update(plain_loop(indptr, indices, data, X, cfg.max_edges,
+                                           cfg.max_sources), W, b, relu=True)
     assert same_bits(golden.layer(indptr, indices, data, X, W, b, True,
                                   buffer=(cfg.max_edges, cfg.max_sources)), want)
     job = SPEC.job(indptr, indices, X, W, b, relu=True, data=data)

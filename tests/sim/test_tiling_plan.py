@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from moagcn.core.graph import sort_rows
+from moagcn.core.graph import row_sort_order, sort_rows
 from moagcn.core.tiling import TileLimits, plan_tiles, plan_tiles_uncached
 
 
@@ -112,3 +112,32 @@ def test_previous_occurrence_against_a_loop():
             want.append(last.get(c, -1))
             last[c] = k
         assert _previous_occurrence(indices).tolist() == want
+
+
+@pytest.mark.parametrize("scale", [1, 10 ** 6])     # counting sort; few entries, large ids
+def test_row_sort_order_is_stable_per_row(scale):
+    indptr, indices = power_law(200, 1500, 3)
+    indices = indices * scale
+    want = [k for a, b in zip(indptr[:-1], indptr[1:])
+            for k in sorted(range(a, b), key=lambda k: (indices[k], k))]
+    assert row_sort_order(indptr, indices).tolist() == want
+
+
+def test_array_memo_keeps_results_of_read_only_arrays_only():
+    from moagcn.core.memo import ArrayMemo
+    memo, calls = ArrayMemo(kept=2), []
+
+    def compute(value):
+        calls.append(value)
+        return value
+    loose = np.arange(3)
+    assert memo.get((loose,), (), lambda: compute(None)) is None
+    assert memo.get((loose,), (), lambda: compute(None)) is None and len(calls) == 2
+    frozen = [np.arange(k + 1) for k in range(3)]
+    for a in frozen:
+        a.flags.writeable = False
+    assert memo.get((frozen[0],), (1,), lambda: compute(None)) is None   # None is a result
+    assert memo.get((frozen[0],), (1,), lambda: compute("x")) is None and len(calls) == 3
+    assert memo.get((frozen[0],), (2,), lambda: compute("y")) == "y"     # other parameters
+    memo.get((frozen[1],), (1,), lambda: compute("z"))                   # evicts the oldest
+    assert memo.get((frozen[0],), (1,), lambda: compute("w")) == "w" and len(calls) == 6
