@@ -15,9 +15,14 @@ the same batch); the memory is returned when the last array of the object is gon
 
 Buffers under :data:`IN_BAND_BYTES` stay in the pickle (a file per small task costs more than
 copying it). Where the platform has no ``memfd_create`` everything is pickled in band.
+
+:func:`send_record` and :func:`recv_record` do the same over a ``SOCK_SEQPACKET`` socket, the
+pickle and the descriptor in one record: many processes can read one such socket (the stage-A
+processes' shared task queue), each record reaching exactly one of them, whole.
 """
 from __future__ import annotations
 
+import array
 import mmap
 import os
 import pickle
@@ -27,6 +32,8 @@ from multiprocessing import reduction
 #: buffers smaller than this are pickled in band
 IN_BAND_BYTES = 1 << 14
 _HEADER = 8
+#: the largest pickle a record may carry (its large buffers travel in the shared file)
+RECORD_BYTES = 1 << 18
 
 
 def pack(obj) -> tuple[bytes, int | None]:
@@ -126,3 +133,37 @@ def _recv_exact(sock: socket.socket, n: int) -> bytes:
             raise EOFError("the other end of the socket closed")
         got += k
     return bytes(buf)
+
+
+def send_record(sock: socket.socket, obj) -> None:
+    """Send ``obj`` as one record on the ``SOCK_SEQPACKET`` socket ``sock``: the pickle and,
+    when it has large buffers, the shared file's descriptor, in one message (see
+    :func:`recv_record`). Blocks while the socket's buffer is full."""
+    header, fd = pack(obj)
+    try:
+        if len(header) + 1 > RECORD_BYTES:
+            raise ValueError(f"a record's pickle of {len(header)} bytes exceeds {RECORD_BYTES}")
+        fds = [] if fd is None else \
+            [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [fd]))]
+        sock.sendmsg([bytes([fd is not None]) + header], fds)
+    finally:
+        if fd is not None:
+            os.close(fd)
+
+
+def recv_record(sock: socket.socket):
+    """The next record :func:`send_record` sent on ``sock``; EOFError when every sender's end
+    is closed."""
+    msg, anc, flags, _ = sock.recvmsg(RECORD_BYTES, socket.CMSG_SPACE(array.array("i").itemsize))
+    fds = [fd for level, kind, data in anc
+           if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS
+           for fd in array.array("i", data[:len(data) - len(data) % 4])]
+    if not msg:
+        for fd in fds:
+            os.close(fd)
+        raise EOFError("the other end of the socket closed")
+    if flags & (socket.MSG_TRUNC | socket.MSG_CTRUNC) or len(fds) != msg[0]:
+        for fd in fds:
+            os.close(fd)
+        raise OSError("a record arrived cut short (its pickle or its descriptor)")
+    return unpack(msg[1:], fds[0] if fds else None)

@@ -34,6 +34,7 @@ works on ``i + 1`` and stage A (sampling + feature loading) on ``i + 2``.
 from __future__ import annotations
 
 import itertools
+import mmap
 import multiprocessing
 import multiprocessing.connection
 import pickle
@@ -432,32 +433,38 @@ def stage_a(sampler: "NeighborSampler", loader: FeatureLoader, targets, salt,
     return mb, x, y, {"sample": t1 - t0, "load": t2 - t1}, prepared
 
 
-def _stage_a_worker(sock, others, sampler, loader, labels: bool, prepare) -> None:
-    """A forked stage-A process: run stage A (numpy only) on each task that arrives on
-    ``sock`` and send back the batch, or the error it raised, until ``None`` or the socket's
-    end. ``others``: the other workers' sockets, inherited by the fork and closed here (so
-    that only their own processes hold them)."""
+def _stage_a_worker(tasks, sock, others, cancelled, sampler, loader, labels: bool,
+                    prepare) -> None:
+    """A forked stage-A process: take the next task from ``tasks`` (the pool's shared queue,
+    a ``SOCK_SEQPACKET`` socket every process reads, each task reaching one of them), run
+    stage A (numpy only) on it and send back the batch, or the error it raised, on ``sock``;
+    until ``None`` or the queue's end. A task cancelled before it is taken (its byte in
+    ``cancelled``) is answered as skipped, not run. ``others``: sockets of the pool inherited
+    by the fork and closed here (so that only their own processes hold them)."""
     import traceback
     for o in others:
         o.close()
     while True:
         try:
-            task = ipc.recv(sock)
+            task = ipc.recv_record(tasks)
         except (EOFError, OSError):
             return
         if task is None:
             return
         seq, targets, salt = task
-        try:
-            reply = (seq, True, stage_a(sampler, loader, targets, salt, labels, prepare,
-                                        numpy=True))
-        except BaseException as e:  # noqa: BLE001 (handed to the waiting trainer)
-            text = "".join(traceback.format_exception(e))
+        if cancelled[seq % len(cancelled)]:
+            reply = (seq, None, None)
+        else:
             try:
-                pickle.loads(pickle.dumps(e))
-            except Exception:       # noqa: BLE001 (an error that does not pickle)
-                e = RuntimeError(f"{type(e).__name__}: {e}")
-            reply = (seq, False, (e, text))
+                reply = (seq, True, stage_a(sampler, loader, targets, salt, labels, prepare,
+                                            numpy=True))
+            except BaseException as e:  # noqa: BLE001 (handed to the waiting trainer)
+                text = "".join(traceback.format_exception(e))
+                try:
+                    pickle.loads(pickle.dumps(e))
+                except Exception:       # noqa: BLE001 (an error that does not pickle)
+                    e = RuntimeError(f"{type(e).__name__}: {e}")
+                reply = (seq, False, (e, text))
         try:
             ipc.send(sock, reply)
         except OSError:             # the prefetcher's end is gone
@@ -490,14 +497,20 @@ class StageAProcesses:
     prefetchers, so that the processes are forked once (a fork copies the page tables of a
     process that holds torch, and the first batches touch copy-on-write pages: about 0.1 s).
 
-    Each process has one Unix socket to this one: a task (targets and salt) goes to an idle
-    process, written from the caller's thread, or waits until one finishes; the batch
-    comes back through :mod:`~moagcn.host.ipc` (its arrays in shared memory, mapped here
-    without a copy) and one receiving thread completes the task's future. Nothing else runs
-    in the trainer's process (with ``ProcessPoolExecutor``'s two threads and its unpickling
-    of whole batches, a process delivering batches beside training slowed the trainer's steps
-    by about 45 % on two cores, this way by about 30 %; docs/hyscale.md). A process that
-    dies, or whose reply cannot be read, fails every batch in flight and every later
+    Tasks (targets and salt) go, in the order submitted, into one queue that every process
+    reads (a ``SOCK_SEQPACKET`` socket: each task reaches exactly one process, whole): a
+    process that finishes a batch takes the next task itself, so no batch waits behind a
+    longer one while another process idles, and none waits for this process to hand it work
+    (handing each task out from here, when a process replied, cost up to the interpreter's
+    switch interval per batch whenever the trainer held the interpreter lock: 5 ms, about a
+    fifth of a loader-bound iteration on two cores; docs/hyscale.md). Each process has one
+    Unix socket back to this one: the batch comes back through :mod:`~moagcn.host.ipc` (its
+    arrays in shared memory, mapped here without a copy) and one receiving thread completes
+    the task's future. Nothing else runs in the trainer's process (with
+    ``ProcessPoolExecutor``'s two threads and its unpickling of whole batches, a process
+    delivering batches beside training slowed the trainer's steps by about 45 % on two cores,
+    this way by about 30 %). A task cancelled before a process takes it is skipped. A process
+    that dies, or whose reply cannot be read, fails every batch in flight and every later
     :meth:`submit` with ``BrokenProcessPool``.
 
     The processes are forked when the pool is made: make it after everything the stage reads
@@ -506,6 +519,8 @@ class StageAProcesses:
 
     #: seconds :meth:`close` waits for a process to finish its batch before killing it
     CLOSE_TIMEOUT_S = 30.0
+    #: cancellation flags, one byte per task number modulo this (far more than in flight)
+    _SLOTS = 1 << 16
 
     def __init__(self, sampler: "NeighborSampler", loader: FeatureLoader, workers: int = 1,
                  labels: bool = True, prepare=None):
@@ -523,26 +538,29 @@ class StageAProcesses:
         self._broken: str | None = None
         self._closed = False
         self._receiver = None
+        #: tasks the processes answered as skipped (cancelled before one took them)
+        self.skipped = 0
         ctx = multiprocessing.get_context("fork")
         self._procs, self._socks = [], []
-        self._busy: list = []               # a task in flight, per process
-        self._waiting: deque = deque()      # tasks no process has taken yet
-        self._send_locks = [threading.Lock() for _ in range(self.workers)]
+        self._cancelled = mmap.mmap(-1, self._SLOTS)      # shared with the forked processes
+        self._tasks, theirs_tasks = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
             for w in range(self.workers):
                 ours, theirs = socket.socketpair()
                 p = ctx.Process(target=_stage_a_worker, name=f"moagcn-stage-a-{w}",
-                                args=(theirs, list(self._socks) + [ours], sampler, loader,
-                                      self.labels, prepare), daemon=True)
+                                args=(theirs_tasks, theirs, [self._tasks, *self._socks, ours],
+                                      self._cancelled, sampler, loader, self.labels, prepare),
+                                daemon=True)
                 p.start()
                 theirs.close()
                 self._procs.append(p)
                 self._socks.append(ours)
-                self._busy.append(False)
         except BaseException:
             self._closed = True
+            theirs_tasks.close()
             self._end_processes()
             raise
+        theirs_tasks.close()       # the processes hold the queue's reading end
         self._receiver = threading.Thread(target=self._receive, daemon=True,
                                           name="moagcn-prefetch-receive")
         self._receiver.start()
@@ -553,10 +571,10 @@ class StageAProcesses:
 
     def submit(self, targets, salt) -> Future:
         """Stage A of ``targets`` with ``salt`` in a process: a future of
-        ``(mb, x, y, times, prepared)`` (:func:`stage_a` with numpy). A process takes one
-        task at a time: the task goes to an idle process now, or waits here for the first
-        process to finish its batch (so no batch queues behind a longer one while another
-        process idles)."""
+        ``(mb, x, y, times, prepared)`` (:func:`stage_a` with numpy). The task joins the queue
+        the processes take from in order; cancelling the future before a process takes it
+        skips it. Blocks only while the queue's socket is full (some hundred kilobytes of
+        tasks: their large target arrays travel in shared memory)."""
         with self._lock:
             if self._broken:
                 raise BrokenProcessPool(self._broken)
@@ -565,36 +583,20 @@ class StageAProcesses:
             seq = next(self._seq)
             fut: Future = Future()
             self._futures[seq] = fut
-            task = (seq, np.asarray(targets), salt)
-            w = next((k for k, busy in enumerate(self._busy) if not busy), None)
-            if w is None:
-                self._waiting.append(task)
-                return fut
-            self._busy[w] = True
-        self._send_task(w, task)
-        return fut
+            slot = seq % self._SLOTS
+            self._cancelled[slot] = 0
 
-    def _send_task(self, w: int, task) -> None:
-        """Write ``task`` to process ``w`` (outside the pool's lock, which the receiving thread
-        takes for every batch; one sender per socket at a time)."""
+        def skip(f, slot=slot):
+            if f.cancelled():
+                self._cancelled[slot] = 1
+        fut.add_done_callback(skip)
         try:
-            with self._send_locks[w]:
-                ipc.send(self._socks[w], task)
+            ipc.send_record(self._tasks, (seq, np.asarray(targets), salt))
         except OSError:
             with self._lock:
-                self._break(f"stage-A process {w} is gone (its socket closed)")
+                self._break("the stage-A processes are gone (their task queue closed)")
             raise BrokenProcessPool(self._broken) from None
-
-    def _next_task(self, w: int):
-        """Under the lock, when process ``w`` has replied: the next waiting task whose future
-        is not cancelled (``w`` stays busy with it), or None (``w`` is idle)."""
-        while self._waiting:
-            task = self._waiting.popleft()
-            if not self._futures[task[0]].cancelled():
-                return task
-            del self._futures[task[0]]
-        self._busy[w] = False
-        return None
+        return fut
 
     def _break(self, why: str) -> None:
         """Under the lock: mark the pool broken and fail every batch in flight."""
@@ -605,7 +607,6 @@ class StageAProcesses:
             if fut.set_running_or_notify_cancel():
                 fut.set_exception(BrokenProcessPool(why))
         self._futures.clear()
-        self._waiting.clear()
 
     def _receive(self) -> None:
         """The receiving thread: complete each task's future as its batch arrives. A process
@@ -632,14 +633,10 @@ class StageAProcesses:
                     continue
                 with self._lock:
                     fut = self._futures.pop(seq, None)
-                    task = None if self._closed or self._broken else self._next_task(w)
-                if task is not None:
-                    try:
-                        self._send_task(w, task)
-                    except BrokenProcessPool:
-                        pass                            # its future failed with the pool
-                if fut is None or not fut.set_running_or_notify_cancel():
-                    continue                            # cancelled, or failed already
+                    if ok is None:
+                        self.skipped += 1
+                if ok is None or fut is None or not fut.set_running_or_notify_cancel():
+                    continue                            # skipped, cancelled or failed already
                 if ok:
                     fut.set_result(value)
                 else:
@@ -654,18 +651,20 @@ class StageAProcesses:
             if self._closed:
                 return
             self._closed = True
-            for fut in self._futures.values():
-                fut.cancel()
-            self._waiting.clear()
+            futures = list(self._futures.values())
+        for fut in futures:         # outside the lock: cancelling runs the futures' callbacks
+            fut.cancel()
         self._end_processes()
 
     def _end_processes(self) -> None:
-        for s, lock in zip(self._socks, self._send_locks):
+        # the processes skip the cancelled tasks before these; a queue that nobody reads any
+        # more (the processes dead: the send fails at once, or stuck) must not hang here
+        self._tasks.settimeout(self.CLOSE_TIMEOUT_S)
+        for _ in self._procs:
             try:
-                with lock:
-                    ipc.send(s, None)
+                ipc.send_record(self._tasks, None)
             except OSError:
-                pass
+                break
         deadline = time.monotonic() + self.CLOSE_TIMEOUT_S
         for p in self._procs:
             p.join(max(0.0, deadline - time.monotonic()))
@@ -675,7 +674,7 @@ class StageAProcesses:
         receiver = getattr(self, "_receiver", None)
         if receiver is not None:          # every socket is at its end of file now
             receiver.join()
-        for s in self._socks:
+        for s in (*self._socks, self._tasks):
             s.close()
 
     def __enter__(self) -> "StageAProcesses":

@@ -95,7 +95,7 @@ class Driver:
 
     def run(self, job, *, checked: bool = False, idle_every: int = 0, stall_every: int = 0,
             waves=None, reset_after: int | None = None, per_cycle: bool = False,
-            progress: bool = False) -> Result:
+            progress: bool = False, _label: str = "") -> Result:
         """Run ``job`` (a job of the spec) and return its output and counters.
 
         ``idle_every`` / ``stall_every``: idle load cycles and output backpressure (RTL);
@@ -104,7 +104,8 @@ class Driver:
         job, ``FILE.pass1.vcd`` and ``FILE.pass2.vcd``, each per part as before, when the spec
         runs it as two);
         ``per_cycle``: run Verilator through cocotb instead of the lean harness;
-        ``progress``: a progress bar over the parts when there are several.
+        ``progress``: a progress bar over the parts when there are several (each job's named,
+        ``pass 1 of 2`` and ``pass 2 of 2``, when the spec runs it as two).
         """
         spec, cfg = self.spec, self.config
         t0 = time.perf_counter()
@@ -117,8 +118,9 @@ class Driver:
             waves1, waves2 = (None, None) if waves is None else \
                 [Path(waves).with_name(f"{Path(waves).stem}.pass{k}{Path(waves).suffix}")
                  for k in (1, 2)]
-            first = self.run(two[0], checked=True, waves=waves1, **kw)
-            second = self.run(two[1](first.output), checked=True, waves=waves2, **kw)
+            first = self.run(two[0], checked=True, waves=waves1, _label=", pass 1 of 2", **kw)
+            second = self.run(two[1](first.output), checked=True, waves=waves2,
+                              _label=", pass 2 of 2", **kw)
             counters = self._two_pass_counters(job, first.counters, second.counters)
             counters.wall_s = time.perf_counter() - t0
             raw = {k: first.raw.get(k, 0) + second.raw.get(k, 0)
@@ -126,13 +128,16 @@ class Driver:
             return Result(second.output, counters, self.device, self.simulator, raw)
         job, run_job, merge, parts, counters = self._prepare(job)
         raw: dict = {}
+        if progress and _label and len(parts) == 1 and self.device != "model":
+            print(f"{spec.name} on {self.simulator}{_label}: 1 tile", flush=True)
         if self.device == "model":
             out = spec.golden(job, cfg)
             counters.add(self._part_model(parts, run_job)[0])
         elif self._back_to_back(len(parts), waves, reset_after, per_cycle):
             out = spec.empty_output(run_job)
             for part, result in zip(parts, self._simulate_sequence(
-                    [p.job for p in parts], idle_every, stall_every, progress, per_cycle)):
+                    [p.job for p in parts], idle_every, stall_every, progress, per_cycle,
+                    _label)):
                 self._collect(out, counters, raw, part, result)
         else:
             out = spec.empty_output(run_job)
@@ -140,7 +145,7 @@ class Driver:
             if progress and len(parts) > 1:
                 from tqdm import tqdm
                 steps = tqdm(steps, total=len(parts), unit="tile",
-                             desc=f"{spec.name} on {self.simulator}")
+                             desc=f"{spec.name} on {self.simulator}{_label}")
             for k, part in steps:
                 self._collect(out, counters, raw, part, self._simulate(
                     part.job, idle_every=idle_every, stall_every=stall_every,
@@ -248,7 +253,8 @@ class Driver:
         counters.lanes, counters.clock_mhz = spec.lanes(cfg), spec.clock_mhz(cfg)
         return _Prepared(job, run_job, merge, parts, counters)
 
-    def _simulate_sequence(self, jobs, idle_every, stall_every, progress, per_cycle=False):
+    def _simulate_sequence(self, jobs, idle_every, stall_every, progress, per_cycle=False,
+                           label: str = ""):
         """Parts back to back, one reset before the first (the next part's loads offered
         while one runs): on the lean harness (Verilator), else on the testbench's
         ``stream_jobs``. [(output, counters, raw registers)] per part."""
@@ -261,7 +267,8 @@ class Driver:
         packed = [spec.pack(job, cfg) for job in jobs]
         words = spec.output_words(cfg)
         if progress:
-            print(f"{spec.name} on {self.simulator}: {len(jobs)} tiles back to back", flush=True)
+            print(f"{spec.name} on {self.simulator}{label}: {len(jobs)} tiles back to back",
+                  flush=True)
         max_cycles = sum(spec.max_cycles(job, p, cfg) for job, p in zip(jobs, packed))
         if self.simulator == "verilator" and not per_cycle:
             from .lean import LeanJob, build_lean, run_lean_jobs

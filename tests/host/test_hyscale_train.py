@@ -284,7 +284,7 @@ def test_drm_bench_repeats_every_measurement_and_reports_medians(monkeypatch):
         res["no_prefetch_wall_per_iteration"] / res["prefetch_wall_per_iteration"])
     # ... and R rounds of none / processes / threads on the narrow (loader-bound) run
     lb = res["prefetch_loader_bound"]
-    assert (lb["features"], lb["hidden"], lb["workers"]) == (16, 16, 2)
+    assert (lb["features"], lb["hidden"], lb["workers"]) == (16, 64, 1)
     assert all(len(lb["walls"][k]) == 3 for k in ("none", "none_pooled", "processes", "threads"))
     assert lb["speedup_over_pooled"] == pytest.approx(np.median(lb["walls"]["none_pooled"])
                                                       / np.median(lb["walls"]["processes"]))
@@ -293,7 +293,7 @@ def test_drm_bench_repeats_every_measurement_and_reports_medians(monkeypatch):
                                                  / np.median(lb["walls"][k]))
     st = lb["stage_s_without_prefetching"]
     assert 0 < lb["trainers_host_s"] < np.median(lb["walls"]["none"])
-    assert lb["loader_bound"] == ((st["T_SC"] + st["T_SA"] + st["T_Load"]) / 2
+    assert lb["loader_bound"] == ((st["T_SC"] + st["T_SA"] + st["T_Load"]) / 1
                                   > lb["trainers_host_s"])
 
 

@@ -129,3 +129,58 @@ def test_objects_from_a_forked_process_arrive_in_order_and_outlive_it():
     for k, (i, obj) in enumerate(got):
         assert i == k
         check_equal(obj, sample_object(100 + k))
+
+
+def _reader(sock, out):
+    """Read records from the shared ``sock`` until ``None``; report each one's number and
+    whether it equals what was sent."""
+    got = []
+    while True:
+        rec = ipc.recv_record(sock)
+        if rec is None:
+            break
+        k, obj = rec
+        try:
+            check_equal(obj, sample_object(k % 4))
+            got.append((k, True))
+        except AssertionError:
+            got.append((k, False))
+    ipc.send(out, got)
+    out.close()
+
+
+def test_records_on_one_socket_reach_exactly_one_of_many_readers_whole():
+    """The stage-A processes' task queue: records (pickle and shared file in one message)
+    written to one SEQPACKET socket and read by three processes: each record arrives whole at
+    exactly one of them, its arrays equal; the end of the socket is an EOFError."""
+    tasks, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    ctx = multiprocessing.get_context("fork")
+    procs, outs = [], []
+    for _ in range(3):
+        ours, out = socket.socketpair()
+        p = ctx.Process(target=_reader, args=(theirs, out))
+        p.start()
+        out.close()
+        procs.append(p)
+        outs.append(ours)
+    theirs.close()
+    before = open_fds()
+    n = 40
+    for k in range(n):
+        ipc.send_record(tasks, (k, sample_object(k % 4)))
+    for _ in procs:
+        ipc.send_record(tasks, None)
+    assert open_fds() == before                      # every shared file's descriptor closed
+    got = [x for o in outs for x in ipc.recv(o)]
+    for p in procs:
+        p.join(30)
+        assert p.exitcode == 0
+    assert sorted(k for k, _ in got) == list(range(n)) and all(ok for _, ok in got)
+    a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    ipc.send_record(a, {"small": np.arange(3)})      # no large buffer: no file
+    assert np.array_equal(ipc.recv_record(b)["small"], np.arange(3))
+    a.close()
+    with pytest.raises(EOFError):
+        ipc.recv_record(b)
+    for s in (b, tasks, *outs):
+        s.close()

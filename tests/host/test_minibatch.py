@@ -365,7 +365,8 @@ def test_stage_a_processes_serve_many_epochs_and_outlive_their_prefetchers():
 
 def test_stage_a_processes_give_waiting_tasks_to_whichever_process_is_free():
     """One slow batch holds one of two processes: every later task goes to the other one as
-    it frees, none waits behind the slow batch; cancelled waiting tasks are not run."""
+    it frees (the processes take tasks from one queue), none waits behind the slow batch;
+    tasks cancelled before a process takes them are skipped, not run."""
     sampler, loader, bs = setup(4)
 
     class SlowFirst(NeighborSampler):
@@ -386,7 +387,12 @@ def test_stage_a_processes_give_waiting_tasks_to_whichever_process_is_free():
         assert all(q.cancel() for q in queued)
         assert first.result(timeout=10)[0].targets.size == bs[0].size
         assert held.result(timeout=10)[0].targets.size == bs[0].size
-        assert not procs._waiting and not any(procs._busy)
+        deadline = time.monotonic() + 10
+        while procs.skipped < 3 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert procs.skipped == 3
+        after = procs.submit(bs[2], (3, 0))             # the queue still serves
+        assert after.result(timeout=10)[0].targets.size == bs[2].size
 
 
 @pytest.mark.parametrize("processes", [False, True])

@@ -99,9 +99,10 @@ def test_the_model_device_and_the_rtl_run_long_rows_in_pieces():
     assert out["rtl_cycles"] == out["model_cycles"] > 0       # the kernel cycle model is exact
 
 
-def test_a_fused_layer_with_a_long_row_runs_as_aggregation_then_update():
+def test_a_fused_layer_with_a_long_row_runs_as_aggregation_then_update(capsys):
     """``moagcn hyscale run``'s job: the aggregation in pieces, then the update of whole
-    aggregates as a dense job, on the model and on the Verilator RTL, against plain loops."""
+    aggregates as a dense job, on the model and on the Verilator RTL, against plain loops;
+    the RTL's progress lines name each pass."""
     from moagcn.sim.driver import Driver
     from moagcn.sim.specs.hyscale import SPEC
     indptr, indices, data = long_row_graph(seed=4)
@@ -116,7 +117,10 @@ def test_a_fused_layer_with_a_long_row_runs_as_aggregation_then_update():
     assert same_bits(golden.layer(indptr, indices, data, X, W, b, True,
                                   buffer=(cfg.max_edges, cfg.max_sources)), want)
     job = SPEC.job(indptr, indices, X, W, b, relu=True, data=data)
-    res = {kind: Driver(SPEC, cfg, kind).run(job) for kind in ("model", "rtl")}
+    res = {kind: Driver(SPEC, cfg, kind).run(job, progress=True) for kind in ("model", "rtl")}
+    said = capsys.readouterr()
+    said = said.out + said.err
+    assert "pass 1 of 2" in said and "pass 2 of 2" in said, said
     assert same_bits(res["model"].output, want)
     assert np.array_equal(as_bits(res["rtl"].output), as_bits(res["model"].output))
     m, r = res["model"].counters, res["rtl"].counters
