@@ -711,10 +711,13 @@ def _spread(v) -> float:
     return float(v.std() / v.mean()) if v.mean() > 0 else 0.0
 
 
-def _loop_unit(fn, start, stop, conn) -> None:
-    """One looping worker of :func:`interference` (a thread, or a forked process): wait for the
-    start, run ``fn`` until ``stop``, send back the units' durations and the elapsed time (or
-    the error that stopped it, as text: the caller raises it)."""
+def _loop_unit(fn, start, stop, conn, cores=None) -> None:
+    """One looping worker of :func:`interference` (a thread, or a forked process): bind to
+    ``cores`` (None: not bound), wait for the start, run ``fn`` until ``stop``, send back the
+    units' durations and the elapsed time (or the error that stopped it, as text: the caller
+    raises it)."""
+    from .minibatch import bind
+    bind(cores)
     start.wait()
     t0 = time.perf_counter()
     durs, elapsed = [], 0.0
@@ -730,9 +733,12 @@ def _loop_unit(fn, start, stop, conn) -> None:
     conn.send((durs, elapsed))
 
 
-def _beside(fn, period_s: float, stop) -> None:
+def _beside(fn, period_s: float, stop, cores=None) -> None:
     """A stage-B thread beside a trainer in a mix of :func:`interference`: ``fn`` (one
-    batch's transfer) once per ``period_s`` (a trainer step alone) until ``stop``."""
+    batch's transfer) once per ``period_s`` (a trainer step alone) until ``stop``; bound to
+    ``cores`` (the trainers') when given."""
+    from .minibatch import bind
+    bind(cores)
     while not stop.is_set():
         t0 = time.perf_counter()
         fn()
@@ -740,7 +746,7 @@ def _beside(fn, period_s: float, stop) -> None:
 
 
 def interference(units: dict, window_s: float = 0.5, alone_reps: int = 7,
-                 processes: str = "", beside_t=None) -> dict:
+                 processes: str = "", beside_t=None, pin: bool = False) -> dict:
     """How the stages' workers slow each other down (this host's two cores, and the GIL between
     threads): ``units`` maps a class letter (``A``: a stage-A sampling, ``T``: a trainer
     step) to a function running one unit of its work; the classes in ``processes`` run in
@@ -755,7 +761,10 @@ def interference(units: dict, window_s: float = 0.5, alone_reps: int = 7,
     process runs it once per trainer step (alone time), as the prefetcher's stage-B thread
     copies each batch while the trainer trains. ``cv[cls][mix]``: the
     spread (:func:`_spread`) of a unit's duration in that mix (``cv[cls][cls]``: alone) --
-    with three workers on two vCPUs the scheduler's time slices make it large."""
+    with three workers on two vCPUs the scheduler's time slices make it large. ``pin``: in
+    every mix the workers of the forked classes are bound to cores as ``hyscale_train``'s
+    stage-A processes are (:func:`~moagcn.host.minibatch.core_plan` of their number: each on
+    its own core, the threads of this process on the others), where there are enough cores."""
     import multiprocessing
     alone_ts: dict = {c: [] for c in units}
 
@@ -776,15 +785,19 @@ def interference(units: dict, window_s: float = 0.5, alone_reps: int = 7,
     mixes = [m for m in ("AA", "AT", "AAT") if all(c in units for c in m)]
     mix_runs = []
     ctx = multiprocessing.get_context("fork") if processes else None
+    from .minibatch import core_plan
     for mix in mixes:
         forked = any(c in processes for c in mix)
+        plan = core_plan(sum(c in processes for c in mix)) if pin and forked else None
+        own = iter(plan[1]) if plan else None
         stop = ctx.Event() if forked else threading.Event()
         start = ctx.Barrier(len(mix) + 1) if forked else threading.Barrier(len(mix) + 1)
         workers, conns = [], []
         for c in mix:
             ours, theirs = multiprocessing.Pipe(duplex=False)
             kind = ctx.Process if c in processes else threading.Thread
-            workers.append(kind(target=_loop_unit, args=(units[c], start, stop, theirs),
+            cores = None if plan is None else (next(own) if c in processes else plan[0])
+            workers.append(kind(target=_loop_unit, args=(units[c], start, stop, theirs, cores),
                                 daemon=True))
             conns.append(ours)
         for w in workers:
@@ -793,7 +806,8 @@ def interference(units: dict, window_s: float = 0.5, alone_reps: int = 7,
         helpers = []
         if beside_t is not None and "T" in mix:
             halt = threading.Event()
-            helpers = [threading.Thread(target=_beside, args=(beside_t, alone_t, halt),
+            helpers = [threading.Thread(target=_beside,
+                                        args=(beside_t, alone_t, halt, plan and plan[0]),
                                         name="moagcn-calibration-stage-b", daemon=True)
                        for _ in range(mix.count("T"))]
             for h in helpers:
@@ -827,7 +841,7 @@ def interference(units: dict, window_s: float = 0.5, alone_reps: int = 7,
     cores = sum(speeds[c].get(big, 1.0) for c in big)
     return {"alone_s": alone, "speeds": speeds, "cores": float(cores), "window_s": window_s,
             "cv": {c: dict(cv[c], **{c: alone_cv[c]}) for c in units},
-            "processes": processes, "stage_b_beside": beside_t is not None}
+            "processes": processes, "stage_b_beside": beside_t is not None, "pinned": pin}
 
 
 def _eq10_updates(sizes: BatchSizes, dims, model: str, macs: float) -> float:
@@ -878,7 +892,8 @@ def calibrate(dataset, fanouts=(25, 10), model: str = "sage", hidden: int = 128,
               batch_sizes=CALIBRATION_SIZES, repeats: int = 5, seed: int = 0,
               threads: int = 1, accel: bool = True, design: str = "sspmm",
               preset: str | None = None, normalize_features: bool = True,
-              dropout: float = 0.5, trainer_steps: int = 3, stage_a: str = "process") -> dict:
+              dropout: float = 0.5, trainer_steps: int = 3, stage_a: str = "process",
+              pin_cores: bool = True) -> dict:
     """Design-time measurements on this machine (see the module docstring); JSON-able.
 
     Sampling: every batch size ``repeats`` times, fitted linearly in sampled edges and in
@@ -891,7 +906,8 @@ def calibrate(dataset, fanouts=(25, 10), model: str = "sage", hidden: int = 128,
     Sampling is timed with the blocks' operators (:class:`~moagcn.host.hyscale_train.
     BlockOperators`), as ``hyscale_train``'s stage A makes them, and the trainer steps take
     them made; ``stage_a`` (``process`` or ``thread``, as ``HybridConfig.stage_a``) is how the
-    interference of the stage-A workers with the trainers is measured.
+    interference of the stage-A workers with the trainers is measured, with the processes
+    bound to cores as ``HybridConfig.pin_cores`` binds them (``pin_cores``).
     """
     from moagcn.core.device import CpuDevice
 
@@ -1012,7 +1028,8 @@ def calibrate(dataset, fanouts=(25, 10), model: str = "sage", hidden: int = 128,
             xb, yb = torch.from_numpy(xb), torch.from_numpy(yb)
         out["interference"] = interference(
             units, processes="A" if stage_a == "process" else "",
-            beside_t=lambda: transfer(mid, xb, yb, torch.device("cpu")))
+            beside_t=lambda: transfer(mid, xb, yb, torch.device("cpu")),
+            pin=pin_cores and stage_a == "process")
         out["cores_effective"] = out["interference"]["cores"]
     finally:
         torch.set_num_threads(before)
@@ -1406,7 +1423,7 @@ def run(scale: int = 13, epochs: int = 3, cpu_share: float = 0.3, batch: int = 1
         c = calibrate(d, cfg.fanout_list(), model, hidden, batch_sizes=cal_sizes,
                       repeats=repeats, seed=seed, threads=cfg.trainer_threads,
                       accel="accel" in cfg.kinds(), design=cfg.design, preset=cfg.preset,
-                      stage_a=cfg.stage_a)
+                      stage_a=cfg.stage_a, pin_cores=cfg.pin_cores)
         p = local_platform(c)
         return c, p, {True: predict_run(d, cfg, c, p, samples, seed, memo),
                       False: predict_run(d, nopf_cfg, c, p, samples, seed, memo)}

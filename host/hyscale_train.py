@@ -149,6 +149,10 @@ class HybridConfig:
     #: on, like the paper's pool of sampler threads: no interpreter lock shared with the
     #: trainers; Linux) or ``thread`` (``sampler_threads`` threads per trainer)
     stage_a: str = field(default_factory=lambda: "process" if can_fork() else "thread")
+    #: with stage A in processes in one process (not ``--distributed``): each stage-A process
+    #: on a core of its own and the trainers on the others, where there are more cores than
+    #: stage-A processes (:class:`StageAProcesses`' ``pin``), as the paper binds its threads
+    pin_cores: bool = True
     normalize_features: bool = True
     #: run the trainers at the same time (threads); by default one after another, each timed
     #: alone, the iteration taking the slowest (the trainers' hardware is separate; on a
@@ -643,6 +647,7 @@ def train_hybrid(dataset: Dataset, cfg: HybridConfig, on_iteration=None,
     pfs: dict = {}
     iters: dict = {}
     workers = None
+    cores: list = []        # each stage-A pool's cores (core_plan), or None where not bound
 
     def close_prefetchers():
         for pf in pfs.values():
@@ -660,7 +665,9 @@ def train_hybrid(dataset: Dataset, cfg: HybridConfig, on_iteration=None,
                     if use_procs:         # one pool of stage-A processes for every trainer
                         for p in set(procs.values()):
                             p.close()
-                        shared = StageAProcesses(sampler, loader, workers, prepare=prepare)
+                        shared = StageAProcesses(sampler, loader, workers, prepare=prepare,
+                                                 pin=cfg.pin_cores and rank is None)
+                        cores.append(shared.cores)
                         procs = {t: shared for t in local}
                     first = it
 
@@ -730,6 +737,8 @@ def train_hybrid(dataset: Dataset, cfg: HybridConfig, on_iteration=None,
             "test_acc": acc["test"], "val_acc": acc["val"], "train_acc": acc["train"],
             "iterations": records, "prefetch": stats, "drm_log": drm.log,
             "final_cpu_share": drm.cpu_share, "threads": drm.threads,
+            "stage_a_cores": [None if c is None else {"trainers": list(c[0]), "stage_a": list(c[1])}
+                              for c in cores],
             "wall_s": time.perf_counter() - t_run,
             "devices": [tr.device.counters.as_dict() for tr in trainers.values()],
             "model_state": {k: v.clone() for k, v in master.state_dict().items()}}

@@ -37,6 +37,7 @@ import itertools
 import mmap
 import multiprocessing
 import multiprocessing.connection
+import os
 import pickle
 import socket
 import threading
@@ -434,16 +435,18 @@ def stage_a(sampler: "NeighborSampler", loader: FeatureLoader, targets, salt,
 
 
 def _stage_a_worker(tasks, sock, others, cancelled, sampler, loader, labels: bool,
-                    prepare) -> None:
+                    prepare, core: int | None = None) -> None:
     """A forked stage-A process: take the next task from ``tasks`` (the pool's shared queue,
     a ``SOCK_SEQPACKET`` socket every process reads, each task reaching one of them), run
     stage A (numpy only) on it and send back the batch, or the error it raised, on ``sock``;
     until ``None`` or the queue's end. A task cancelled before it is taken (its byte in
     ``cancelled``) is answered as skipped, not run. ``others``: sockets of the pool inherited
-    by the fork and closed here (so that only their own processes hold them)."""
+    by the fork and closed here (so that only their own processes hold them). ``core``: the
+    one core this process runs on (None: wherever the scheduler puts it)."""
     import traceback
     for o in others:
         o.close()
+    bind(core)
     while True:
         try:
             task = ipc.recv_record(tasks)
@@ -477,6 +480,33 @@ class _RemoteTraceback(Exception):
 
     def __str__(self) -> str:
         return "\n\nin the stage-A process:\n" + self.args[0]
+
+
+def core_plan(workers: int):
+    """Cores for ``workers`` stage-A processes beside the trainers' process: ``(trainer cores,
+    [one core per worker])``, the workers on the last of the cores this process may run on,
+    the trainers on the rest; None where that would leave the trainers no core, or where the
+    platform cannot bind a process to cores."""
+    if not (hasattr(os, "sched_getaffinity") and hasattr(os, "sched_setaffinity")):
+        return None
+    cores = sorted(os.sched_getaffinity(0))
+    if len(cores) <= workers:
+        return None
+    return cores[:len(cores) - workers], cores[len(cores) - workers:]
+
+
+def bind(cores, thread: int = 0):
+    """Bind the calling thread (or the thread with native id ``thread``) to ``cores`` (an int
+    or a collection; None: nothing); returns its cores before, or None where nothing was
+    bound (no cores given, or the system refused)."""
+    if cores is None:
+        return None
+    try:
+        before = os.sched_getaffinity(thread)
+        os.sched_setaffinity(thread, {cores} if isinstance(cores, int) else set(cores))
+    except (OSError, AttributeError):
+        return None
+    return before
 
 
 def can_fork() -> bool:
@@ -513,6 +543,14 @@ class StageAProcesses:
     that dies, or whose reply cannot be read, fails every batch in flight and every later
     :meth:`submit` with ``BrokenProcessPool``.
 
+    With ``pin`` (and more cores than workers) every process runs on a core of its own and
+    the thread that made the pool (the trainers', and the threads it starts later: the
+    prefetchers' stage B) on the other cores until the pool is closed (:func:`core_plan`), as
+    the paper's threads are bound to cores: left to the scheduler, a process that sleeps
+    between batches wakes on whichever core is free, its caches cold, and the trainers' thread
+    moves onto its core; on two cores, with small batches, binding shortened the prefetched
+    iteration by 12-18 % (docs/hyscale.md). :attr:`cores` holds the plan (None: not bound).
+
     The processes are forked when the pool is made: make it after everything the stage reads
     (the graph, the features, ``prepare``'s state) is final. Close it (or use it as a context
     manager) to end them."""
@@ -523,7 +561,7 @@ class StageAProcesses:
     _SLOTS = 1 << 16
 
     def __init__(self, sampler: "NeighborSampler", loader: FeatureLoader, workers: int = 1,
-                 labels: bool = True, prepare=None):
+                 labels: bool = True, prepare=None, pin: bool = False):
         if not can_fork():
             raise UserError("stage-A processes are forked, which this platform cannot; run "
                             "stage A in threads (processes=False)")
@@ -538,6 +576,9 @@ class StageAProcesses:
         self._broken: str | None = None
         self._closed = False
         self._receiver = None
+        self._unbind = None                 # (thread, its cores before) while bound
+        #: (trainer cores, [core of each process]) while bound, else None
+        self.cores = core_plan(self.workers) if pin else None
         #: tasks the processes answered as skipped (cancelled before one took them)
         self.skipped = 0
         ctx = multiprocessing.get_context("fork")
@@ -549,7 +590,8 @@ class StageAProcesses:
                 ours, theirs = socket.socketpair()
                 p = ctx.Process(target=_stage_a_worker, name=f"moagcn-stage-a-{w}",
                                 args=(theirs_tasks, theirs, [self._tasks, *self._socks, ours],
-                                      self._cancelled, sampler, loader, self.labels, prepare),
+                                      self._cancelled, sampler, loader, self.labels, prepare,
+                                      None if self.cores is None else self.cores[1][w]),
                                 daemon=True)
                 p.start()
                 theirs.close()
@@ -561,6 +603,12 @@ class StageAProcesses:
             self._end_processes()
             raise
         theirs_tasks.close()       # the processes hold the queue's reading end
+        if self.cores is not None:      # this thread (and the threads it starts) off their cores
+            before = bind(self.cores[0])
+            if before is None:
+                self.cores = None
+            else:
+                self._unbind = (threading.get_native_id(), before)
         self._receiver = threading.Thread(target=self._receive, daemon=True,
                                           name="moagcn-prefetch-receive")
         self._receiver.start()
@@ -676,6 +724,10 @@ class StageAProcesses:
             receiver.join()
         for s in (*self._socks, self._tasks):
             s.close()
+        if self._unbind is not None:    # the thread that made the pool: its cores back
+            thread, before = self._unbind
+            self._unbind = None
+            bind(before, 0 if thread == threading.get_native_id() else thread)
 
     def __enter__(self) -> "StageAProcesses":
         return self

@@ -73,7 +73,7 @@ def cmd_hyscale_train(args) -> int:
                        params=dict(parse_params(args.param)), epochs=args.epochs, lr=args.lr,
                        dropout=args.dropout, seed=args.seed, cpu_share=args.cpu_share,
                        drm=not args.no_drm, prefetch=not args.no_prefetch,
-                       update_on=args.update_on,
+                       update_on=args.update_on, pin_cores=not args.no_pin_cores,
                        **({"stage_a": args.stage_a} if args.stage_a else {}))
     cfg.validate(dataset)
     where = "processes" if cfg.stage_a == "process" else "threads"
@@ -164,6 +164,10 @@ def register(sub) -> None:
                    help="prefetching: sample and load in forked processes (the default where "
                         "the platform can fork: no interpreter lock shared with the trainers) "
                         "or in threads")
+    t.add_argument("--no-pin-cores", action="store_true",
+                   help="leave the stage-A processes and the trainers to the scheduler (by "
+                        "default each stage-A process has a core of its own and the trainers "
+                        "the others, where there are more cores than stage-A processes)")
     t.add_argument("--update-on", choices=("device", "host"), default="device",
                    help="where accelerator trainers run their dense layers (the update and its "
                         "two backward products): on the design's dense datapath where it has "

@@ -5,6 +5,7 @@ small real graph. No wall-clock assertions."""
 import dataclasses
 import math
 
+import os
 import time
 
 import numpy as np
@@ -282,6 +283,43 @@ def test_interference_runs_the_process_classes_in_forked_processes(tmp_path):
             raise ValueError("unit broke")
     with pytest.raises(RuntimeError, match="class A failed in mix AA: ValueError: unit broke"):
         hp.interference({"A": breaks}, window_s=0.05, alone_reps=2)
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2,
+                    reason="binding to cores needs Linux and two cores")
+def test_interference_binds_the_mixes_as_the_training_run_does(tmp_path):
+    """``pin``: in a mix where the forked workers leave the trainers a core (AT on two cores)
+    the stage-A process runs on the last core and the trainer's thread (and stage B beside it)
+    on the others, as ``StageAProcesses(pin=True)`` binds them; in the mixes with as many
+    workers as cores (AA, AAT on two) and alone nothing is bound."""
+    import threading
+    cores = sorted(os.sched_getaffinity(0))
+    n = len(cores)
+
+    def unit(kind):
+        def run():
+            here = "_".join(map(str, sorted(os.sched_getaffinity(0))))
+            (tmp_path / f"{kind}-{os.getpid()}-{threading.get_native_id()}-{here}").touch()
+            sum(range(2000))
+        return run
+    beside = []
+    r = hp.interference({"A": unit("A"), "T": unit("T")}, window_s=0.05, alone_reps=2,
+                        processes="A", pin=True,
+                        beside_t=lambda: beside.append(sorted(os.sched_getaffinity(0))))
+    seen = {}
+    for p in tmp_path.iterdir():
+        kind, pid, tid, here = p.name.split("-")
+        seen.setdefault(kind, set()).add((int(pid), int(tid), here))
+    def name(cs):
+        return "_".join(map(str, cs))
+    two = [[cores[-2]], [cores[-1]]] if n > 2 else [cores, cores]     # AA and AAT's workers
+    want_a = two + [[cores[-1]]] + two                                # AA, AT, AAT
+    want_t = [cores[:-1], cores[:-2] if n > 2 else cores]             # AT, AAT
+    a = [here for pid, _, here in seen["A"] if pid != os.getpid()]
+    t = [here for _, tid, here in seen["T"] if tid != threading.get_native_id()]
+    assert sorted(a) == sorted(map(name, want_a))
+    assert sorted(t) == sorted(map(name, want_t)) and r["pinned"] is True
+    assert cores[:-1] in beside                     # stage B beside the trainer in AT
 
 
 def test_interference_runs_stage_b_beside_the_trainer_in_its_mixes():

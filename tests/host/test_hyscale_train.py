@@ -2,6 +2,7 @@
 
 import dataclasses
 import json
+import os
 
 import numpy as np
 import pytest
@@ -178,7 +179,14 @@ def test_stage_a_in_processes_threads_or_in_sequence_trains_the_same_weights():
                            cpu_share=0.3)
         assert cfg.stage_a == "process"
         runs = [train_hybrid(d, c) for c in (cfg, dataclasses.replace(cfg, stage_a="thread"),
-                                             dataclasses.replace(cfg, prefetch=False))]
+                                             dataclasses.replace(cfg, prefetch=False),
+                                             dataclasses.replace(cfg, pin_cores=False))]
+        # the one stage-A process bound to a core of its own where there are two or more
+        cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else [0]
+        assert runs[0]["stage_a_cores"] == [None if len(cores) < 2 else
+                                            {"trainers": cores[:-1], "stage_a": cores[-1:]}]
+        assert runs[3]["stage_a_cores"] == [None] and runs[1]["stage_a_cores"] == []
+        assert sorted(os.sched_getaffinity(0)) == cores           # the trainers' cores back
         for other in runs[1:]:
             for k, v in runs[0]["model_state"].items():
                 assert torch.equal(v, other["model_state"][k]), (model, k)
@@ -219,7 +227,12 @@ def test_cli_default_batch_fits_the_training_set(tmp_path, capsys):
     report = tmp_path / "r.json"
     assert main(["hyscale", "train", "--dataset", "sbm", "--device", "model", "--epochs", "1",
                  "--quiet", "--report", str(report)]) == 0
-    assert json.loads(report.read_text())["config"]["batch"] == 100      # sbm: 100 train nodes
+    r = json.loads(report.read_text())
+    assert r["config"]["batch"] == 100 and r["config"]["pin_cores"]   # sbm: 100 train nodes
+    assert main(["hyscale", "train", "--dataset", "sbm", "--device", "model", "--epochs", "1",
+                 "--quiet", "--no-pin-cores", "--report", str(report)]) == 0
+    r = json.loads(report.read_text())
+    assert not r["config"]["pin_cores"] and r["stage_a_cores"] == [None]
     assert main(["hyscale", "train", "--dataset", "sbm", "--device", "model", "--batch",
                  "5000", "--quiet", "--report", str(report)]) == 2
     assert "--batch 5000 is larger than the 100 training nodes" in capsys.readouterr().err

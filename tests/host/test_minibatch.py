@@ -395,6 +395,38 @@ def test_stage_a_processes_give_waiting_tasks_to_whichever_process_is_free():
         assert after.result(timeout=10)[0].targets.size == bs[2].size
 
 
+def _cores_here(mb):
+    """A preparation that reports the cores the process preparing the batch may run on."""
+    return sorted(os.sched_getaffinity(0))
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2,
+                    reason="binding to cores needs Linux and two cores")
+def test_pinned_stage_a_processes_run_on_cores_of_their_own():
+    """``pin``: each stage-A process on one of the last cores, the thread that made the pool
+    (and threads it starts) on the others while the pool lives, its cores back at close; with
+    as many processes as cores nothing is bound."""
+    sampler, loader, bs = setup(4)
+    cores = sorted(os.sched_getaffinity(0))
+    with StageAProcesses(sampler, loader, 1, prepare=_cores_here, pin=True) as procs:
+        assert procs.cores == (cores[:-1], cores[-1:])
+        assert procs.submit(bs[0], (1, 0)).result(timeout=30)[4] == cores[-1:]
+        assert sorted(os.sched_getaffinity(0)) == cores[:-1]
+        seen = []
+        t = threading.Thread(target=lambda: seen.append(sorted(os.sched_getaffinity(0))))
+        t.start()
+        t.join()
+        assert seen == [cores[:-1]]
+    assert sorted(os.sched_getaffinity(0)) == cores
+    with StageAProcesses(sampler, loader, len(cores), prepare=_cores_here, pin=True) as procs:
+        assert procs.cores is None
+        assert procs.submit(bs[0], (1, 0)).result(timeout=30)[4] == cores
+        assert sorted(os.sched_getaffinity(0)) == cores
+    with StageAProcesses(sampler, loader, 1, prepare=_cores_here) as procs:     # not pinned
+        assert procs.cores is None
+        assert procs.submit(bs[0], (1, 0)).result(timeout=30)[4] == cores
+
+
 @pytest.mark.parametrize("processes", [False, True])
 def test_depth_zero_runs_stage_a_in_its_pool_on_request_and_nothing_ahead(processes):
     """depth 0: the batches of the sequential path; stage A starts when a batch is requested
