@@ -311,15 +311,19 @@ def u250_platform(cal: dict | None = None, pcie_gb_s: float = 12.0, sockets: int
     per U250 (PCIe Gen3 x16 is 15.75 GB/s raw); one CPU trainer using ``cpu_trainer_share`` of
     both sockets' peak (3.6 TFLOPS = 1.8 TMAC/s each) and their memory bandwidth (Eq. 7 and 11
     both get all of it: Eq. 6 takes a max, it does not add them); sampling at this machine's
-    measured one-thread rate (``cal``) on ``sampler_threads`` EPYC cores -- without ``cal``,
-    no sampling term.
+    measured one-thread rate (``cal``) on ``sampler_threads`` EPYC cores, per sampled edge (the
+    calibration's edge fit whichever fit this machine's graph prefers: the paper's graphs
+    have far more sampled edges per target than a small local one, so a fit per target
+    carries over to them only by accident; the two fits' products estimates differed
+    sevenfold) -- without ``cal``, no sampling term.
     """
     bw_cpu = sockets * EPYC_7763["ddr_gb_s"] * 1e9
     cpu_macs = cpu_trainer_share * sockets * EPYC_7763["peak_tflops"] * 1e12 / 2
     sampling = {}
     if cal is not None:
         s = cal["sampling"]
-        sampling = dict(s["fits"][s["basis"]], basis=s["basis"])
+        basis = "edges" if "edges" in s["fits"] else s["basis"]
+        sampling = dict(s["fits"][basis], basis=basis)
     return Platform(
         name="u250", bw_ddr=bw_cpu, bw_pcie=pcie_gb_s * 1e9, cpu_agg_bw=bw_cpu,
         cpu_macs=cpu_macs, accel_agg_bw=U250["ddr_gb_s"] * 1e9,
@@ -333,8 +337,9 @@ def u250_platform(cal: dict | None = None, pcie_gb_s: float = 12.0, sockets: int
                         f"{cpu_trainer_share} (assumed: one CPU trainer)",
             "cpu_agg_bw": "paper Table II (CPU memory, as Eq. 11 says)",
             "bw_pcie": f"ASSUMED {pcie_gb_s} GB/s effective (not in the paper)",
-            "sampling": (f"ASSUMED: this host's one-thread rate on {sampler_threads} cores"
-                         if cal is not None else "none (no calibration)"),
+            "sampling": (f"ASSUMED: this host's one-thread rate per sampled edge on "
+                         f"{sampler_threads} cores" if cal is not None
+                         else "none (no calibration)"),
             "combine_accel": "max (paper: FPGA pipelines aggregate and update)"})
 
 
@@ -1261,6 +1266,56 @@ def predict_run(dataset, cfg, cal: dict, platform: Platform | None = None, sampl
     return {"platform": platform.as_dict(), "dims": dims, "kinds": kinds, "cpu_share": share,
             "batches": per_batch, "epoch_s": epoch,
             "iterations_per_epoch": sum(c for c, _ in groups)}
+
+
+#: the CPU shares :func:`model_split` predicts (the design-time mapping's grid)
+SPLIT_SHARES = tuple(round(0.05 * k, 2) for k in range(1, 20))
+
+
+def model_split(dataset, cfg, shares=SPLIT_SHARES, samples: int = 2, progress=None,
+                cal: dict | None = None) -> dict:
+    """The design-time task mapping on this machine (Sec. IV: the performance model picks the
+    initial split of each mini-batch): calibrate here as ``moagcn bench hyscale-model`` does
+    (sampling timed at design time, as the paper times it), predict an epoch of ``cfg`` at
+    every CPU share of ``shares`` with the variant that follows this machine (``cycles/host``
+    with prefetching, ``cycles/pipeline`` without), and return the fastest:
+    ``{"cpu_share", "predicted_epoch_s", "predicted_epoch_s_by_share", "variant",
+    "calibration_s", "seconds"}``. With only CPU or only accelerator trainers there is
+    nothing to split (share 1 or 0, no calibration). ``cal``: a calibration of this dataset
+    and model to use instead of a new one."""
+    from .minibatch import training_ids
+    t0 = time.perf_counter()
+    say = progress or (lambda text: None)
+    kinds = cfg.kinds()
+    n_cpu = sum(k != "accel" for k in kinds)
+    if n_cpu in (0, len(kinds)):
+        share = 1.0 if n_cpu else 0.0
+        return {"cpu_share": share, "predicted_epoch_s": None, "predicted_epoch_s_by_share": {},
+                "variant": None, "calibration_s": 0.0, "seconds": 0.0}
+    even = dataclasses.replace(cfg, cpu_share=None, drm=False)
+    n_train = training_ids(dataset.train_mask, labels=dataset.labels).size
+    if cal is None:
+        say("initial split: calibrating the performance model on this machine")
+        cal = calibrate(dataset, cfg.fanout_list(), cfg.model, cfg.hidden,
+                        batch_sizes=calibration_sizes(even, n_train), repeats=3,
+                        seed=cfg.seed, threads=cfg.trainer_threads, accel=True,
+                        design=cfg.design, preset=cfg.preset,
+                        normalize_features=cfg.normalize_features, dropout=cfg.dropout,
+                        stage_a=cfg.stage_a, pin_cores=cfg.pin_cores)
+    plat = local_platform(cal)
+    variant = "cycles/host" if cfg.prefetch else "cycles/pipeline"
+    memo: dict = {}
+    by_share = {}
+    for share in shares:
+        run = dataclasses.replace(even, cpu_share=float(share))
+        by_share[float(share)] = predict_run(dataset, run, cal, plat, samples, cfg.seed,
+                                             memo)["epoch_s"][variant]
+    best = min(by_share, key=by_share.get)
+    say(f"initial split: CPU share {best:.2f} (predicted epoch {by_share[best]:.3f} s; "
+        f"calibrated in {cal['calibration_s']:.1f} s)")
+    return {"cpu_share": best, "predicted_epoch_s": by_share[best],
+            "predicted_epoch_s_by_share": by_share, "variant": variant,
+            "calibration_s": cal["calibration_s"], "seconds": time.perf_counter() - t0}
 
 
 # -- the paper's datasets on the u250 preset ------------------------------------------------------

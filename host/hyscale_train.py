@@ -65,6 +65,7 @@ time fluctuates more (wall-clock torch on shared cores) is kept further from cri
 from __future__ import annotations
 
 import copy
+import dataclasses
 import math
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -132,8 +133,10 @@ class HybridConfig:
     weight_decay: float = 5e-4
     dropout: float = 0.5
     seed: int = 0
-    #: the CPU group's share of each batch at the start (None: equal per trainer)
-    cpu_share: float | None = None
+    #: the CPU group's share of each batch at the start: a share in (0, 1), ``"model"`` (the
+    #: performance model's best on this machine: :func:`resolve_split`) or None (equal per
+    #: trainer)
+    cpu_share: float | str | None = None
     drm: bool = True
     prefetch: bool = True
     #: batches stage A and B run ahead of the training; 0: none (stage A of every trainer in
@@ -182,7 +185,11 @@ class HybridConfig:
         if self.batch < len(kinds):
             raise UserError(f"--batch {self.batch} is smaller than the {len(kinds)} trainers; "
                             "give every trainer at least one node")
-        if self.cpu_share is not None and not 0.0 < self.cpu_share < 1.0:
+        if isinstance(self.cpu_share, str):
+            if self.cpu_share != "model":
+                raise UserError(f"--cpu-share {self.cpu_share!r}: give a share in (0, 1) or "
+                                "'model' (the performance model's split)")
+        elif self.cpu_share is not None and not 0.0 < self.cpu_share < 1.0:
             raise UserError(f"--cpu-share {self.cpu_share}: must be in (0, 1)")
         if self.epochs < 1 or self.hidden < 1:
             raise UserError("--epochs and --hidden must be at least 1")
@@ -584,16 +591,37 @@ def evaluate(model: GNN, dataset: Dataset, X: np.ndarray) -> dict:
                             ("test", dataset.test_mask))}
 
 
+def resolve_split(dataset: Dataset, cfg: HybridConfig, progress=None):
+    """``cfg`` with its initial CPU share decided, and how: with ``cpu_share="model"`` the
+    performance model's best split on this machine (:func:`~moagcn.host.hyscale_perf.
+    model_split`, the paper's design-time mapping: a calibration here, then an epoch
+    predicted at every share), else the given share or an equal one per trainer. Returns
+    ``(cfg, info)``; ``info["source"]`` is ``model``, ``given`` or ``even``."""
+    kinds = cfg.kinds()
+    n_cpu = sum(k != "accel" for k in kinds)
+    if cfg.cpu_share == "model":
+        from .hyscale_perf import model_split
+        info = dict(model_split(dataset, cfg, progress=progress), source="model")
+        share = info["cpu_share"]
+        return dataclasses.replace(cfg, cpu_share=share if 0.0 < share < 1.0 else None), info
+    share = cfg.cpu_share if cfg.cpu_share is not None else n_cpu / len(kinds)
+    return cfg, {"source": "given" if cfg.cpu_share is not None else "even",
+                 "cpu_share": float(share)}
+
+
 def train_hybrid(dataset: Dataset, cfg: HybridConfig, on_iteration=None,
-                 rank: int | None = None) -> dict:
+                 rank: int | None = None, progress=None) -> dict:
     """Train with the configured trainers; returns the report (see the module docstring).
 
     In one process (``rank`` None) every trainer runs here and the synchronizer sums their
     gradients; as rank ``rank`` of a torch.distributed group (one process per trainer, see
     :func:`train_hybrid_distributed`) only that trainer runs, its gradients are all-reduced,
     and the stage times are all-gathered so that every rank takes the same DRM decisions.
+    ``cpu_share="model"`` first calibrates the performance model here and takes its best
+    split (:func:`resolve_split`; ``progress`` gets its lines).
     """
     cfg.validate(dataset)
+    cfg, split = resolve_split(dataset, cfg, progress)
     kinds, fanouts = cfg.kinds(), cfg.fanout_list()
     local = list(range(len(kinds))) if rank is None else [rank]
     X = row_normalize(dataset.features) if cfg.normalize_features else \
@@ -736,7 +764,8 @@ def train_hybrid(dataset: Dataset, cfg: HybridConfig, on_iteration=None,
             "processes": 1 if rank is None else len(kinds),
             "test_acc": acc["test"], "val_acc": acc["val"], "train_acc": acc["train"],
             "iterations": records, "prefetch": stats, "drm_log": drm.log,
-            "final_cpu_share": drm.cpu_share, "threads": drm.threads,
+            "initial_split": split, "final_cpu_share": drm.cpu_share,
+            "threads": drm.threads,
             "stage_a_cores": [None if c is None else {"trainers": list(c[0]), "stage_a": list(c[1])}
                               for c in cores],
             "wall_s": time.perf_counter() - t_run,
@@ -769,7 +798,7 @@ def _hybrid_worker(rank, world, dense, emit, dataset, cfg):
 
 
 def train_hybrid_distributed(dataset: Dataset, cfg: HybridConfig, on_iteration=None,
-                             timeout_s: float = 300.0) -> dict:
+                             timeout_s: float = 300.0, progress=None) -> dict:
     """One torch.distributed process per trainer, each rank's gradients all-reduced every
     iteration; rank 0's report. The group is gloo also where there are GPUs: the CPU and
     accelerator trainers hold their gradients in host memory (a ``gpu`` trainer's are copied
@@ -780,5 +809,9 @@ def train_hybrid_distributed(dataset: Dataset, cfg: HybridConfig, on_iteration=N
     if world < 2:
         raise UserError("--distributed runs one process per trainer: give two or more "
                         "trainers, e.g. --trainers cpu:1,accel:1")
-    return launch(_hybrid_worker, world, (dataset, cfg), on_event=on_iteration,
-                  backend="gloo", what="distributed hybrid training", timeout_s=timeout_s)[0]
+    # the split decided once, here, so that every rank starts from the same one
+    cfg, split = resolve_split(dataset, cfg, progress)
+    report = launch(_hybrid_worker, world, (dataset, cfg), on_event=on_iteration,
+                    backend="gloo", what="distributed hybrid training", timeout_s=timeout_s)[0]
+    report["initial_split"] = split
+    return report

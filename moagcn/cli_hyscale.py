@@ -12,6 +12,17 @@ from .cli_common import (add_accelerator_args, add_undirected_arg, job_driver, l
 from .errors import UserError
 
 
+def _cpu_share(text: str):
+    """``--cpu-share``: a number, ``model`` or ``even`` (None: equal per trainer)."""
+    if text in ("model", "even"):
+        return None if text == "even" else "model"
+    try:
+        return float(text)
+    except ValueError:
+        raise UserError(f"--cpu-share {text!r}: give a share in (0, 1), 'model' or "
+                        "'even'") from None
+
+
 def cmd_hyscale_run(args) -> int:
     choice, spec, config, driver = job_driver(args)
     indptr, indices, n_cols, data = load_graph(args.graph, args.undirected)
@@ -71,7 +82,8 @@ def cmd_hyscale_train(args) -> int:
                        device=choice.device if choice.device != "cpu" else "model",
                        design=choice.design, preset=choice.preset,
                        params=dict(parse_params(args.param)), epochs=args.epochs, lr=args.lr,
-                       dropout=args.dropout, seed=args.seed, cpu_share=args.cpu_share,
+                       dropout=args.dropout, seed=args.seed,
+                       cpu_share=_cpu_share(args.cpu_share),
                        drm=not args.no_drm, prefetch=not args.no_prefetch,
                        update_on=args.update_on, pin_cores=not args.no_pin_cores,
                        **({"stage_a": args.stage_a} if args.stage_a else {}))
@@ -88,11 +100,16 @@ def cmd_hyscale_train(args) -> int:
         bar.update(1)
         bar.set_postfix(loss=f"{rec['loss']:.3f}", share=f"{rec['drm']['cpu_share']:.2f}")
 
+    def say(text):
+        if not args.quiet:
+            tqdm.write(text, file=sys.stderr)
+
     try:
         if args.distributed:
-            report = train_hybrid_distributed(dataset, cfg, on_iteration, args.timeout)
+            report = train_hybrid_distributed(dataset, cfg, on_iteration, args.timeout,
+                                              progress=say)
         else:
-            report = train_hybrid(dataset, cfg, on_iteration)
+            report = train_hybrid(dataset, cfg, on_iteration, progress=say)
     finally:
         bar.close()
     state = report.pop("model_state")
@@ -110,7 +127,9 @@ def cmd_hyscale_train(args) -> int:
     tail = its[len(its) // 2:]
     print(f"test accuracy {report['test_acc']:.4f} (validation {report['val_acc']:.4f}); "
           f"{len(its)} iterations, throughput {np.mean([r['throughput_targets_per_s'] for r in tail]):,.0f} "
-          f"targets/s over the second half; CPU share {report['final_cpu_share']:.3f}")
+          f"targets/s over the second half; CPU share {report['final_cpu_share']:.3f} "
+          f"(initial {report['initial_split']['cpu_share']:.3f}, "
+          f"{report['initial_split']['source']})")
     print(f"report: {rpath}")
     return 0
 
@@ -151,8 +170,12 @@ def register(sub) -> None:
     t.add_argument("--trainers", default="cpu:1,accel:1", metavar="KIND:N,...",
                    help="cpu, accel (the accelerator: --device, --design, --param) and gpu "
                         "trainers (default cpu:1,accel:1)")
-    t.add_argument("--cpu-share", type=float, default=None, metavar="S",
-                   help="the CPU trainers' initial share of each batch (default: per trainer)")
+    t.add_argument("--cpu-share", default="model", metavar="S|model|even",
+                   help="the CPU trainers' initial share of each batch: a share in (0, 1), "
+                        "'model' (the default: the performance model calibrated on this "
+                        "machine picks the split with the shortest predicted epoch, as the "
+                        "paper's design-time mapping does; a few seconds) or 'even' (equal "
+                        "per trainer)")
     t.add_argument("--no-drm", action="store_true", help="keep the initial split")
     t.add_argument("--distributed", action="store_true",
                    help="one torch.distributed process per trainer (gradients all-reduced)")

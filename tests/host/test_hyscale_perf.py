@@ -213,6 +213,13 @@ def test_u250_preset_from_the_paper():
     assert prod["paper_epoch_s"] == 0.27 and prod["parts"] == [1024] * 5
     best = [r for r in rows if r["dataset"] == "ogbn-products" and r["split"] == "eq6"][0]
     assert best["T_execution"] <= prod["T_execution"] + 1e-12
+    # with a calibration: sampling per sampled edge, even where the targets fitted better here
+    fits = {"edges": {"intercept_s": 0.002, "slope_s": 4e-7, "rel_rms": 0.2},
+            "targets": {"intercept_s": 0.003, "slope_s": 7e-6, "rel_rms": 0.1}}
+    u = hp.u250_platform({"sampling": {"basis": "targets", "fits": fits}}, sampler_threads=32)
+    assert u.sampling == dict(fits["edges"], basis="edges")
+    sizes = hp.BatchSizes(V=[3000.0, 1100.0, 100.0], E=[2500.0, 1000.0])
+    assert u.t_samp(sizes) == pytest.approx(0.002 + 4e-7 * sizes.edges)
 
 
 @pytest.fixture(scope="module")
@@ -541,3 +548,31 @@ def test_predictions_share_the_run_s_sampling_across_calibrations(small, cal):
     nopf = dataclasses.replace(cfg, prefetch=False)
     assert hp.predict_run(small, nopf, cal, samples=2, memo=memo) == \
         hp.predict_run(small, nopf, cal, samples=2)
+
+
+def test_model_split_gives_a_slow_accelerator_less_of_each_batch(small, cal):
+    """The design-time mapping: an epoch predicted at every share of the grid, the shortest
+    taken. Where one group's time dominates, the split leaves it the least the grid allows:
+    an accelerator so slow that its cycles dominate (10 kHz) gets the smallest part of each
+    batch; a CPU whose measured rates were ten thousand times lower (the same calibration
+    with its CPU products slowed) a small part (its fitted fixed costs, which stay, decide
+    how small). On this small job the two groups are otherwise close, and which of the
+    middle shares wins follows the calibration's noise.
+    One group alone has nothing to split."""
+    from moagcn.host.hyscale_train import HybridConfig
+    base = HybridConfig(model="sage", hidden=16, fanouts="5,3", batch=60, drm=False)
+    slow_cpu = dict(cal, cpu_macs=cal["cpu_macs"] / 1e4, cpu_agg_bw=cal["cpu_agg_bw"] / 1e4)
+    got = {}
+    for name, mhz, c in (("slow accelerator", 0.01, cal), ("slow cpu", 200.0, slow_cpu)):
+        cfg = dataclasses.replace(base, params={"clock_mhz": mhz})
+        r = hp.model_split(small, cfg, cal=c)
+        by = r["predicted_epoch_s_by_share"]
+        assert sorted(by) == list(hp.SPLIT_SHARES) and r["variant"] == "cycles/host"
+        assert by[r["cpu_share"]] == min(by.values()) == r["predicted_epoch_s"]
+        got[name] = r["cpu_share"]
+    assert got["slow accelerator"] == max(hp.SPLIT_SHARES)
+    assert got["slow cpu"] <= 0.25
+    nopf = hp.model_split(small, dataclasses.replace(base, prefetch=False), cal=cal)
+    assert nopf["variant"] == "cycles/pipeline"
+    alone = hp.model_split(small, dataclasses.replace(base, trainers="cpu:2"))
+    assert alone["cpu_share"] == 1.0 and alone["predicted_epoch_s"] is None

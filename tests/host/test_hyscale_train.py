@@ -164,6 +164,11 @@ def test_distributed_trainers_equal_the_in_process_run():
     lag = cfg.depth + 1              # a decision applies to the batches not sampled yet
     assert used[:lag] == [0.9] * lag
     assert used[lag:] == [e["cpu_share"] for e in c["drm_log"]][:len(used) - lag]
+    # the performance model's split, decided once before the ranks start: every rank's
+    # batches cut by it (a rank cutting another way would fail the run)
+    m = train_hybrid_distributed(d, dataclasses.replace(cfg, cpu_share="model"), timeout_s=60)
+    assert m["initial_split"]["source"] == "model"
+    assert {r["cpu_share_used"] for r in m["iterations"]} == {m["initial_split"]["cpu_share"]}
 
 
 def test_stage_a_in_processes_threads_or_in_sequence_trains_the_same_weights():
@@ -229,13 +234,32 @@ def test_cli_default_batch_fits_the_training_set(tmp_path, capsys):
                  "--quiet", "--report", str(report)]) == 0
     r = json.loads(report.read_text())
     assert r["config"]["batch"] == 100 and r["config"]["pin_cores"]   # sbm: 100 train nodes
+    # the initial split: the performance model's by default, every iteration cut by it (DRM
+    # off here: it would move the share)
+    split = r["initial_split"]
+    assert split["source"] == "model" and split["cpu_share"] in split_shares()
+    assert r["config"]["cpu_share"] == split["cpu_share"]
     assert main(["hyscale", "train", "--dataset", "sbm", "--device", "model", "--epochs", "1",
-                 "--quiet", "--no-pin-cores", "--report", str(report)]) == 0
+                 "--quiet", "--no-pin-cores", "--cpu-share", "even", "--no-drm",
+                 "--report", str(report)]) == 0
     r = json.loads(report.read_text())
     assert not r["config"]["pin_cores"] and r["stage_a_cores"] == [None]
+    assert r["initial_split"] == {"source": "even", "cpu_share": 0.5}
+    assert {it["cpu_share_used"] for it in r["iterations"]} == {0.5}
+    capsys.readouterr()
+    assert main(["hyscale", "train", "--dataset", "sbm", "--device", "model", "--cpu-share",
+                 "half", "--quiet", "--report", str(report)]) == 2
+    err = capsys.readouterr().err
+    assert "--cpu-share 'half': give a share in (0, 1), 'model' or 'even'" in err
+    assert len(err.strip().splitlines()) == 1
     assert main(["hyscale", "train", "--dataset", "sbm", "--device", "model", "--batch",
                  "5000", "--quiet", "--report", str(report)]) == 2
     assert "--batch 5000 is larger than the 100 training nodes" in capsys.readouterr().err
+
+
+def split_shares():
+    from moagcn.host.hyscale_perf import SPLIT_SHARES
+    return set(SPLIT_SHARES)
 
 
 def test_accelerator_trainers_update_on_the_hyscale_array():
