@@ -596,12 +596,14 @@ def resolve_split(dataset: Dataset, cfg: HybridConfig, progress=None):
     performance model's best split on this machine (:func:`~moagcn.host.hyscale_perf.
     model_split`, the paper's design-time mapping: a calibration here, then an epoch
     predicted at every share), else the given share or an equal one per trainer. Returns
-    ``(cfg, info)``; ``info["source"]`` is ``model``, ``given`` or ``even``."""
+    ``(cfg, info)``; ``info["source"]`` is ``model``, ``given``, ``even`` or ``one group`` (only
+    CPU or only accelerator trainers: nothing to split)."""
     kinds = cfg.kinds()
     n_cpu = sum(k != "accel" for k in kinds)
     if cfg.cpu_share == "model":
         from .hyscale_perf import model_split
-        info = dict(model_split(dataset, cfg, progress=progress), source="model")
+        info = model_split(dataset, cfg, progress=progress)
+        info["source"] = "model" if info["variant"] else "one group"     # nothing to split
         share = info["cpu_share"]
         return dataclasses.replace(cfg, cpu_share=share if 0.0 < share < 1.0 else None), info
     share = cfg.cpu_share if cfg.cpu_share is not None else n_cpu / len(kinds)
