@@ -771,6 +771,8 @@ def interference(units: dict, window_s: float = 0.5, alone_reps: int = 7,
     stage-A processes are (:func:`~moagcn.host.minibatch.core_plan` of their number: each on
     its own core, the threads of this process on the others), where there are enough cores."""
     import multiprocessing
+
+    from .minibatch import core_plan
     alone_ts: dict = {c: [] for c in units}
 
     def time_alone():
@@ -790,7 +792,6 @@ def interference(units: dict, window_s: float = 0.5, alone_reps: int = 7,
     mixes = [m for m in ("AA", "AT", "AAT") if all(c in units for c in m)]
     mix_runs = []
     ctx = multiprocessing.get_context("fork") if processes else None
-    from .minibatch import core_plan
     for mix in mixes:
         forked = any(c in processes for c in mix)
         plan = core_plan(sum(c in processes for c in mix)) if pin and forked else None

@@ -125,8 +125,9 @@ def cmd_hyscale_train(args) -> int:
                                       "test_acc": report["test_acc"]})
     its = report["iterations"]
     tail = its[len(its) // 2:]
+    throughput = np.mean([r['throughput_targets_per_s'] for r in tail])
     print(f"test accuracy {report['test_acc']:.4f} (validation {report['val_acc']:.4f}); "
-          f"{len(its)} iterations, throughput {np.mean([r['throughput_targets_per_s'] for r in tail]):,.0f} "
+          f"{len(its)} iterations, throughput {throughput:,.0f} "
           f"targets/s over the second half; CPU share {report['final_cpu_share']:.3f} "
           f"(initial {report['initial_split']['cpu_share']:.3f}, "
           f"{report['initial_split']['source']})")
