@@ -321,7 +321,7 @@ def test_drm_bench_repeats_every_measurement_and_reports_medians(monkeypatch):
         res["no_prefetch_wall_per_iteration"] / res["prefetch_wall_per_iteration"])
     # ... and R rounds of none / processes / threads on the narrow (loader-bound) run
     lb = res["prefetch_loader_bound"]
-    assert (lb["features"], lb["hidden"], lb["workers"]) == (16, 64, 1)
+    assert (lb["features"], lb["hidden"], lb["workers"]) == (16, 128, 1)
     assert all(len(lb["walls"][k]) == 3 for k in ("none", "none_pooled", "processes", "threads"))
     assert lb["speedup_over_pooled"] == pytest.approx(np.median(lb["walls"]["none_pooled"])
                                                       / np.median(lb["walls"]["processes"]))
