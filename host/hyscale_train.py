@@ -2,8 +2,11 @@
 two-stage prefetching and the Dynamic Resource Manager (Alg. 1).
 
 Every iteration one mini-batch of ``batch`` training nodes is split between the trainers: the
-CPU trainers' group gets ``share_cpu`` of it, the accelerator trainers' group the rest, each
-group's part cut evenly among its trainers. Each trainer has its own two-stage
+CPU trainers' group gets the CPU share of it, the accelerator trainers' group the rest, each
+group's part cut evenly among its trainers. The first share is given, equal per trainer, or
+(``cpu_share="model"``, the command's default) the performance model's best on this machine
+(:func:`resolve_split`); the DRM moves it from there. Stage A's processes run on cores of
+their own where there are enough (``pin_cores``). Each trainer has its own two-stage
 :class:`~moagcn.host.minibatch.Prefetcher` (sampling, the blocks' aggregation operators and
 feature loading of iteration ``i + 2`` -- stage A, by default in a pool of forked processes
 that all trainers share (``stage_a``, ``sampler_threads``), so that it shares no interpreter
