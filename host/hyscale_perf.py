@@ -1282,8 +1282,9 @@ def model_split(dataset, cfg, shares=SPLIT_SHARES, samples: int = 2, progress=No
     with prefetching, ``cycles/pipeline`` without), and return the fastest:
     ``{"cpu_share", "predicted_epoch_s", "predicted_epoch_s_by_share", "variant",
     "calibration_s", "seconds"}``. With only CPU or only accelerator trainers there is
-    nothing to split (share 1 or 0, no calibration). ``cal``: a calibration of this dataset
-    and model to use instead of a new one."""
+    nothing to split (share 1 or 0, no calibration). The calibration measures the trainers
+    at the parts of the even split and of the grid's two extreme shares. ``cal``: a
+    calibration of this dataset and model to use instead of a new one."""
     from .minibatch import training_ids
     t0 = time.perf_counter()
     say = progress or (lambda text: None)
@@ -1297,8 +1298,12 @@ def model_split(dataset, cfg, shares=SPLIT_SHARES, samples: int = 2, progress=No
     n_train = training_ids(dataset.train_mask, labels=dataset.labels).size
     if cal is None:
         say("initial split: calibrating the performance model on this machine")
+        # measured where the grid's trainers work, its extreme shares' parts included
+        sizes = sorted(set().union(*(calibration_sizes(
+            dataclasses.replace(even, cpu_share=x), n_train) for x in
+            (None, min(shares), max(shares)))))
         cal = calibrate(dataset, cfg.fanout_list(), cfg.model, cfg.hidden,
-                        batch_sizes=calibration_sizes(even, n_train), repeats=3,
+                        batch_sizes=sizes, repeats=3,
                         seed=cfg.seed, threads=cfg.trainer_threads, accel=True,
                         design=cfg.design, preset=cfg.preset,
                         normalize_features=cfg.normalize_features, dropout=cfg.dropout,

@@ -603,12 +603,13 @@ def resolve_split(dataset: Dataset, cfg: HybridConfig, progress=None):
     CPU or only accelerator trainers: nothing to split)."""
     kinds = cfg.kinds()
     n_cpu = sum(k != "accel" for k in kinds)
+    if n_cpu in (0, len(kinds)):            # one group: nothing to split, whatever was asked
+        return (dataclasses.replace(cfg, cpu_share=None),
+                {"source": "one group", "cpu_share": 1.0 if n_cpu else 0.0})
     if cfg.cpu_share == "model":
         from .hyscale_perf import model_split
-        info = model_split(dataset, cfg, progress=progress)
-        info["source"] = "model" if info["variant"] else "one group"     # nothing to split
-        share = info["cpu_share"]
-        return dataclasses.replace(cfg, cpu_share=share if 0.0 < share < 1.0 else None), info
+        info = dict(model_split(dataset, cfg, progress=progress), source="model")
+        return dataclasses.replace(cfg, cpu_share=info["cpu_share"]), info
     share = cfg.cpu_share if cfg.cpu_share is not None else n_cpu / len(kinds)
     return cfg, {"source": "given" if cfg.cpu_share is not None else "even",
                  "cpu_share": float(share)}
@@ -814,8 +815,9 @@ def train_hybrid_distributed(dataset: Dataset, cfg: HybridConfig, on_iteration=N
     if world < 2:
         raise UserError("--distributed runs one process per trainer: give two or more "
                         "trainers, e.g. --trainers cpu:1,accel:1")
-    # the split decided once, here, so that every rank starts from the same one
-    cfg, split = resolve_split(dataset, cfg, progress)
+    # the split decided once, here, so that every rank starts from the same one (calibrated
+    # unbound: the ranks do not bind their stage-A processes to cores)
+    cfg, split = resolve_split(dataset, dataclasses.replace(cfg, pin_cores=False), progress)
     report = launch(_hybrid_worker, world, (dataset, cfg), on_event=on_iteration,
                     backend="gloo", what="distributed hybrid training", timeout_s=timeout_s)[0]
     report["initial_split"] = split

@@ -32,8 +32,9 @@ from multiprocessing import reduction
 #: buffers smaller than this are pickled in band
 IN_BAND_BYTES = 1 << 14
 _HEADER = 8
-#: the largest pickle a record may carry (its large buffers travel in the shared file)
-RECORD_BYTES = 1 << 18
+#: the largest pickle a record may carry (its large buffers travel in the shared file);
+#: below Linux's default socket send buffer (212,992 bytes), the most one record can hold
+RECORD_BYTES = 1 << 17
 
 
 def pack(obj) -> tuple[bytes, int | None]:
@@ -83,7 +84,12 @@ def _write_all(fd: int, views: list) -> None:
 def unpack(header: bytes, fd: int | None):
     """The object :func:`pack` made (closes ``fd``). Its large arrays are views of a shared
     mapping that lives as long as they do."""
-    meta, sizes = pickle.loads(header)
+    try:
+        meta, sizes = pickle.loads(header)
+    except BaseException:
+        if fd is not None:
+            os.close(fd)
+        raise
     if fd is None:
         return pickle.loads(meta)
     try:

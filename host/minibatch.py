@@ -33,6 +33,7 @@ works on ``i + 1`` and stage A (sampling + feature loading) on ``i + 2``.
 
 from __future__ import annotations
 
+import errno
 import itertools
 import mmap
 import multiprocessing
@@ -439,8 +440,9 @@ def _stage_a_worker(tasks, sock, others, cancelled, sampler, loader, labels: boo
     """A forked stage-A process: take the next task from ``tasks`` (the pool's shared queue,
     a ``SOCK_SEQPACKET`` socket every process reads, each task reaching one of them), run
     stage A (numpy only) on it and send back the batch, or the error it raised, on ``sock``;
-    until ``None`` or the queue's end. A task cancelled before it is taken (its byte in
-    ``cancelled``) is answered as skipped, not run. ``others``: sockets of the pool inherited
+    until ``None`` or the queue's end. A task cancelled before it is taken (its number in
+    ``cancelled``, an int64 array shared with the pool, at the number's slot) is answered as
+    skipped, not run. ``others``: sockets of the pool inherited
     by the fork and closed here (so that only their own processes hold them). ``core``: the
     one core this process runs on (None: wherever the scheduler puts it)."""
     import traceback
@@ -455,7 +457,7 @@ def _stage_a_worker(tasks, sock, others, cancelled, sampler, loader, labels: boo
         if task is None:
             return
         seq, targets, salt = task
-        if cancelled[seq % len(cancelled)]:
+        if cancelled[seq % cancelled.size] == seq:
             reply = (seq, None, None)
         else:
             try:
@@ -509,6 +511,15 @@ def bind(cores, thread: int = 0):
     return before
 
 
+def _threads() -> list[int]:
+    """Native ids of this process's threads (Linux: ``/proc/self/task``; else the calling
+    thread's)."""
+    try:
+        return [int(t) for t in os.listdir("/proc/self/task")]
+    except OSError:
+        return [threading.get_native_id()]
+
+
 def can_fork() -> bool:
     """Whether stage A can run in forked processes here (the ``fork`` start method: Linux)."""
     return "fork" in multiprocessing.get_all_start_methods()
@@ -544,8 +555,10 @@ class StageAProcesses:
     :meth:`submit` with ``BrokenProcessPool``.
 
     With ``pin`` (and more cores than workers) every process runs on a core of its own and
-    the thread that made the pool (the trainers', and the threads it starts later: the
-    prefetchers' stage B) on the other cores until the pool is closed (:func:`core_plan`), as
+    this process (every thread of it: the trainers', torch's, and those started later, the
+    prefetchers' stage B) on the other cores until the pool is closed, when each thread gets
+    its cores back (one started meanwhile: those of the thread that made the pool)
+    (:func:`core_plan`), as
     the paper's threads are bound to cores: left to the scheduler, a process that sleeps
     between batches wakes on whichever core is free, its caches cold, and the trainers' thread
     moves onto its core; on two cores, with small batches, binding shortened the prefetched
@@ -557,7 +570,8 @@ class StageAProcesses:
 
     #: seconds :meth:`close` waits for a process to finish its batch before killing it
     CLOSE_TIMEOUT_S = 30.0
-    #: cancellation flags, one byte per task number modulo this (far more than in flight)
+    #: cancelled task numbers, one slot per task number modulo this (a slot holds the number
+    #: itself, so a task never reads another's cancellation)
     _SLOTS = 1 << 16
 
     def __init__(self, sampler: "NeighborSampler", loader: FeatureLoader, workers: int = 1,
@@ -576,14 +590,17 @@ class StageAProcesses:
         self._broken: str | None = None
         self._closed = False
         self._receiver = None
-        self._unbind = None                 # (thread, its cores before) while bound
+        self._unbind = None                 # while bound: each thread's cores before
         #: (trainer cores, [core of each process]) while bound, else None
         self.cores = core_plan(self.workers) if pin else None
         #: tasks the processes answered as skipped (cancelled before one took them)
         self.skipped = 0
         ctx = multiprocessing.get_context("fork")
         self._procs, self._socks = [], []
-        self._cancelled = mmap.mmap(-1, self._SLOTS)      # shared with the forked processes
+        # shared with the forked processes: the numbers of cancelled tasks (-1: none)
+        self._cancelled_map = mmap.mmap(-1, 8 * self._SLOTS)
+        self._cancelled = np.frombuffer(self._cancelled_map, dtype=np.int64)
+        self._cancelled[:] = -1
         self._tasks, theirs_tasks = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
             for w in range(self.workers):
@@ -603,15 +620,11 @@ class StageAProcesses:
             self._end_processes()
             raise
         theirs_tasks.close()       # the processes hold the queue's reading end
-        if self.cores is not None:      # this thread (and the threads it starts) off their cores
-            before = bind(self.cores[0])
-            if before is None:
-                self.cores = None
-            else:
-                self._unbind = (threading.get_native_id(), before)
         self._receiver = threading.Thread(target=self._receive, daemon=True,
                                           name="moagcn-prefetch-receive")
         self._receiver.start()
+        if self.cores is not None:      # this process's threads off the processes' cores
+            self._bind_threads()
 
     def serves(self, sampler, loader, labels, prepare) -> bool:
         return (self.sampler is sampler and self.loader is loader
@@ -631,17 +644,20 @@ class StageAProcesses:
             seq = next(self._seq)
             fut: Future = Future()
             self._futures[seq] = fut
-            slot = seq % self._SLOTS
-            self._cancelled[slot] = 0
 
-        def skip(f, slot=slot):
+        def skip(f, seq=seq):
             if f.cancelled():
-                self._cancelled[slot] = 1
+                self._cancelled[seq % self._SLOTS] = seq
         fut.add_done_callback(skip)
+        # contiguous: a large target array travels in shared memory, never in the record
+        task = (seq, np.ascontiguousarray(targets), salt)
         try:
-            ipc.send_record(self._tasks, (seq, np.asarray(targets), salt))
-        except OSError:
+            ipc.send_record(self._tasks, task)
+        except (ValueError, OSError) as e:
             with self._lock:
+                self._futures.pop(seq, None)
+                if isinstance(e, ValueError) or e.errno == errno.EMSGSIZE:
+                    raise UserError(f"a stage-A task could not be queued: {e}") from None
                 self._break("the stage-A processes are gone (their task queue closed)")
             raise BrokenProcessPool(self._broken) from None
         return fut
@@ -651,7 +667,8 @@ class StageAProcesses:
         if self._broken:
             return
         self._broken = why
-        for fut in self._futures.values():
+        for seq, fut in self._futures.items():
+            self._cancelled[seq % self._SLOTS] = seq    # the live processes skip what is queued
             if fut.set_running_or_notify_cancel():
                 fut.set_exception(BrokenProcessPool(why))
         self._futures.clear()
@@ -724,10 +741,41 @@ class StageAProcesses:
             receiver.join()
         for s in (*self._socks, self._tasks):
             s.close()
-        if self._unbind is not None:    # the thread that made the pool: its cores back
-            thread, before = self._unbind
-            self._unbind = None
-            bind(before, 0 if thread == threading.get_native_id() else thread)
+        if self._unbind is not None:    # every thread of this process: its cores back
+            self._unbind_threads()
+
+    def _bind_threads(self) -> None:
+        """Bind every thread of this process to the trainers' cores, remembering each one's
+        cores before (the calling thread first: where the system refuses, nothing is bound)."""
+        me = threading.get_native_id()
+        before = bind(self.cores[0], me)
+        if before is None:
+            self.cores = None
+            return
+        self._unbind = {"home": before, "threads": {me: before}}
+        for tid in _threads():
+            if tid != me:
+                was = bind(self.cores[0], tid)
+                if was is not None:
+                    self._unbind["threads"][tid] = was
+
+    def _unbind_threads(self) -> None:
+        """Give every thread bound by :meth:`_bind_threads` its cores back, and threads
+        started while the pool lived (bound to the trainers' cores by inheritance) those of
+        the thread that made the pool."""
+        home, threads = self._unbind["home"], self._unbind["threads"]
+        self._unbind = None
+        trainers = set(self.cores[0]) if self.cores is not None else set()
+        for tid in _threads():
+            was = threads.get(tid)
+            if was is None:
+                try:
+                    if os.sched_getaffinity(tid) != trainers:
+                        continue
+                except OSError:
+                    continue
+                was = home
+            bind(was, tid)
 
     def __enter__(self) -> "StageAProcesses":
         return self

@@ -257,6 +257,15 @@ def test_cli_default_batch_fits_the_training_set(tmp_path, capsys):
     assert "--batch 5000 is larger than the 100 training nodes" in capsys.readouterr().err
 
 
+def test_one_group_of_trainers_has_no_split_whatever_was_asked():
+    from moagcn.host.hyscale_train import resolve_split
+    d = sbm(n_nodes=300, n_classes=3, seed=2)
+    for trainers, share in (("cpu:2", 1.0), ("accel:2", 0.0)):
+        for asked in (0.3, "model", None):
+            cfg, info = resolve_split(d, HybridConfig(trainers=trainers, cpu_share=asked))
+            assert info == {"source": "one group", "cpu_share": share} and cfg.cpu_share is None
+
+
 def split_shares():
     from moagcn.host.hyscale_perf import SPLIT_SHARES
     return set(SPLIT_SHARES)

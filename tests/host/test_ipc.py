@@ -184,3 +184,13 @@ def test_records_on_one_socket_reach_exactly_one_of_many_readers_whole():
         ipc.recv_record(b)
     for s in (b, tasks, *outs):
         s.close()
+
+
+def test_an_unreadable_header_closes_its_shared_file():
+    """A header that does not unpickle: the error, and the shared file's descriptor closed."""
+    import pickle
+    before = open_fds()
+    fd = os.memfd_create("moagcn-test")
+    with pytest.raises(pickle.UnpicklingError):
+        ipc.unpack(b"not a pickle", fd)
+    assert open_fds() == before

@@ -395,6 +395,23 @@ def test_stage_a_processes_give_waiting_tasks_to_whichever_process_is_free():
         assert after.result(timeout=10)[0].targets.size == bs[2].size
 
 
+class _Parked:
+    """A thread that waits until released (its native id in ``native_id``)."""
+
+    def __init__(self):
+        self._go = threading.Event()
+        started = threading.Event()
+        self._t = threading.Thread(target=lambda: (started.set(), self._go.wait(30)),
+                                   daemon=True)
+        self._t.start()
+        started.wait(10)
+        self.native_id = self._t.native_id
+
+    def release(self):
+        self._go.set()
+        self._t.join(10)
+
+
 def _cores_here(mb):
     """A preparation that reports the cores the process preparing the batch may run on."""
     return sorted(os.sched_getaffinity(0))
@@ -403,11 +420,12 @@ def _cores_here(mb):
 @pytest.mark.skipif(not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2,
                     reason="binding to cores needs Linux and two cores")
 def test_pinned_stage_a_processes_run_on_cores_of_their_own():
-    """``pin``: each stage-A process on one of the last cores, the thread that made the pool
-    (and threads it starts) on the others while the pool lives, its cores back at close; with
-    as many processes as cores nothing is bound."""
+    """``pin``: each stage-A process on one of the last cores, every thread of this process
+    on the others while the pool lives (those running before and those started meanwhile),
+    each with its cores back at close; with as many processes as cores nothing is bound."""
     sampler, loader, bs = setup(4)
     cores = sorted(os.sched_getaffinity(0))
+    before = _Parked()
     with StageAProcesses(sampler, loader, 1, prepare=_cores_here, pin=True) as procs:
         assert procs.cores == (cores[:-1], cores[-1:])
         assert procs.submit(bs[0], (1, 0)).result(timeout=30)[4] == cores[-1:]
@@ -417,7 +435,16 @@ def test_pinned_stage_a_processes_run_on_cores_of_their_own():
         t.start()
         t.join()
         assert seen == [cores[:-1]]
+        # a thread of this process started before the pool is bound too, one started while
+        # it lives gets the trainers' cores; both get theirs back at close
+        assert sorted(os.sched_getaffinity(before.native_id)) == cores[:-1]
+        during = _Parked()
+        assert sorted(os.sched_getaffinity(during.native_id)) == cores[:-1]
     assert sorted(os.sched_getaffinity(0)) == cores
+    assert sorted(os.sched_getaffinity(before.native_id)) == cores
+    assert sorted(os.sched_getaffinity(during.native_id)) == cores
+    before.release()
+    during.release()
     with StageAProcesses(sampler, loader, len(cores), prepare=_cores_here, pin=True) as procs:
         assert procs.cores is None
         assert procs.submit(bs[0], (1, 0)).result(timeout=30)[4] == cores
@@ -425,6 +452,71 @@ def test_pinned_stage_a_processes_run_on_cores_of_their_own():
     with StageAProcesses(sampler, loader, 1, prepare=_cores_here) as procs:     # not pinned
         assert procs.cores is None
         assert procs.submit(bs[0], (1, 0)).result(timeout=30)[4] == cores
+
+
+class _SlowSalt(NeighborSampler):
+    """Sleeps ``delay`` seconds on batches salted ``(9, ...)``."""
+    delay = 1.5
+
+    def sample(self, targets, salt=None):
+        if salt[0] == 9:
+            time.sleep(self.delay)
+        return super().sample(targets, salt)
+
+
+def test_a_cancelled_tasks_slot_never_skips_a_later_task():
+    """A slot of the cancellation table holds the cancelled task's number: a task cancelled
+    after a process took it does not make the later task sharing its slot skipped (a table
+    of four slots makes the aliasing reachable)."""
+    sampler, loader, bs = setup(4)
+
+    class FourSlots(StageAProcesses):
+        _SLOTS = 4
+    slow = _SlowSalt(sampler.graph, sampler.fanouts, 0)
+    with FourSlots(slow, loader, 2) as procs:
+        first = [procs.submit(bs[0], (9, k)) for k in range(2)]     # both processes busy
+        time.sleep(0.5)
+        later = [procs.submit(bs[1], (1, k)) for k in range(3)]     # task 4 shares slot 0
+        assert first[0].cancel()                                    # taken already: runs
+        assert all(f.result(timeout=20)[0].targets.size == bs[1].size for f in later)
+        assert procs.skipped == 0
+
+
+def test_a_dead_process_breaks_the_pool_and_the_others_skip_what_was_queued():
+    """One of two processes killed: every queued batch fails with BrokenProcessPool, the
+    other process skips the rest of the queue instead of sampling it, later submits fail."""
+    from concurrent.futures.process import BrokenProcessPool
+    sampler, loader, bs = setup(4)
+    slow = _SlowSalt(sampler.graph, sampler.fanouts, 0)
+    slow.delay = 0.2
+    procs = StageAProcesses(slow, loader, 2)
+    try:
+        futs = [procs.submit(bs[k % len(bs)], (9, k)) for k in range(20)]
+        time.sleep(0.1)
+        procs._procs[0].kill()
+        for f in futs[4:]:
+            with pytest.raises(BrokenProcessPool):
+                f.result(timeout=20)
+        with pytest.raises(BrokenProcessPool):
+            procs.submit(bs[0], (1, 0))
+        deadline = time.monotonic() + 10
+        while procs.skipped < 10 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert procs.skipped >= 10          # not sampled: each would have taken 0.2 s
+    finally:
+        procs.close()
+
+
+def test_large_strided_targets_travel_in_shared_memory():
+    """A target array too large for one record when pickled in band (strided: numpy pickles
+    those whole into the record) is queued as a contiguous copy in shared memory."""
+    g = awkward(n=70_000)
+    sampler = NeighborSampler(g, [2], seed=4)
+    loader = FeatureLoader(np.zeros((g.n_rows, 2), dtype=np.float32), np.zeros(g.n_rows, int))
+    targets = np.arange(g.n_rows)[::2]              # 35,000 ids, 280 kB in band
+    with StageAProcesses(sampler, loader, 1) as procs:
+        got = procs.submit(targets, (1, 0)).result(timeout=60)
+        assert np.array_equal(got[0].targets, targets)
 
 
 @pytest.mark.parametrize("processes", [False, True])
