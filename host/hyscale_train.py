@@ -644,11 +644,7 @@ def train_hybrid(dataset: Dataset, cfg: HybridConfig, on_iteration=None,
                            cfg.dropout, cfg.seed, degrees, cfg.update_on) for t in local}
     n_cpu = sum(k != "accel" for k in kinds)
     n_acc = len(kinds) - n_cpu
-    share = cfg.cpu_share if cfg.cpu_share is not None else n_cpu / len(kinds)
-    if n_acc == 0:
-        share = 1.0
-    if n_cpu == 0:
-        share = 0.0
+    share = split["cpu_share"]              # resolve_split's: given, even, model or one group
     drm = DRM(share, {"sampler": cfg.sampler_threads, "trainer": cfg.trainer_threads},
               cfg.drm)
     # the split of iteration i uses the share decided after iteration i - depth - 1 (after
