@@ -46,15 +46,15 @@ class Design:
 
 def _registry() -> dict[str, Design]:
     # imported here so that importing the registry does not elaborate anything
-    from .arith import (Fp32AddConfig, Fp32Adder, Fp32MulAdd, Fp32MulAddConfig, Fp32MulConfig,
+    from moagcn.hw.arith import (Fp32AddConfig, Fp32Adder, Fp32MulAdd, Fp32MulAddConfig, Fp32MulConfig,
                         Fp32Multiplier)
 
-    from .hyscale import PRESETS as HYSCALE_PRESETS
-    from .hyscale import HyScaleConfig
-    from .hyscale.layer import HyScaleLayer, HyScaleSystem
-    from .sspmm import PRESETS as SSPMM_PRESETS
-    from .sspmm import SSpmmConfig
-    from .sspmm.top import SSpmmAccelerator
+    from moagcn.hw.hyscale import PRESETS as HYSCALE_PRESETS
+    from moagcn.hw.hyscale import HyScaleConfig
+    from moagcn.hw.hyscale.layer import HyScaleLayer, HyScaleSystem
+    from moagcn.hw.sspmm import PRESETS as SSPMM_PRESETS
+    from moagcn.hw.sspmm import SSpmmConfig
+    from moagcn.hw.sspmm.top import SSpmmAccelerator
 
     designs = [
         Design("fp32-add", Fp32AddConfig, Fp32Adder,

@@ -13,7 +13,7 @@ import json
 import typing
 from typing import Any, Mapping
 
-from .errors import UserError
+from moagcn.errors import UserError
 
 
 def config_dict(config: Any) -> dict[str, Any]:

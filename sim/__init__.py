@@ -3,7 +3,7 @@
 
 from moagcn.core.names import SIMULATORS
 
-from .io import CycleLimitExceeded, SimIO
+from moagcn.sim.rtl.io import CycleLimitExceeded, SimIO
 
 __all__ = ["SIMULATORS", "RunResult", "run", "SimIO", "CycleLimitExceeded"]
 
@@ -11,6 +11,6 @@ __all__ = ["SIMULATORS", "RunResult", "run", "SimIO", "CycleLimitExceeded"]
 def __getattr__(name):
     # the simulator backends load on first use (the host runtime needs no HDL stack)
     if name in ("RunResult", "run"):
-        from . import backends
+        from moagcn.sim.rtl import backends
         return getattr(backends, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

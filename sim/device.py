@@ -18,7 +18,7 @@ from moagcn.core.device import SparseDevice
 from moagcn.core.spec import AcceleratorSpec
 from moagcn.errors import UserError
 
-from .driver import Driver
+from moagcn.sim.driver import Driver
 
 
 class AcceleratorDevice(SparseDevice):

@@ -8,10 +8,10 @@ parts that fit the buffers (:meth:`~moagcn.core.spec.AcceleratorSpec.split`), an
 - ``device="rtl"``: every part is packed into stream beats, run on the simulated top level,
   checked for error flags and unpacked; the hardware's own counters give the cycles.
 
-Simulators: ``verilator`` runs the lean harness (:mod:`moagcn.sim.lean`: no cocotb, Python
+Simulators: ``verilator`` runs the lean harness (:mod:`moagcn.sim.rtl.lean`: no cocotb, Python
 asleep while the design runs) unless a waveform, a mid-job reset or ``per_cycle`` asks for the
 per-cycle cocotb testbench; ``icarus`` (cocotb) and ``pysim`` (Amaranth) run that testbench
-(:func:`moagcn.sim.stream_tb.stream_job`) too. On a design that restarts without a reset
+(:func:`moagcn.sim.rtl.stream_tb.stream_job`) too. On a design that restarts without a reset
 (``StreamProtocol.restartable``) the parts of a job, and the jobs of :meth:`Driver.run_many`,
 run back to back after one reset (``run_lean_jobs`` or ``stream_jobs``), and where it has
 ping-pong load buffers each part's loads overlap the part before, in the RTL and in the model
@@ -237,7 +237,7 @@ class Driver:
         """Whether the parts run as one sequence after one reset (several parts, a design that
         restarts without a reset, no mid-job reset and no waveform per part): on the lean
         harness, or with ``per_cycle`` or another simulator on the testbench's
-        :func:`~moagcn.sim.stream_tb.stream_jobs`."""
+        :func:`~moagcn.sim.rtl.stream_tb.stream_jobs`."""
         return (n_parts > 1 and self.spec.protocol.restartable and waves is None
                 and reset_after is None)
 
@@ -260,7 +260,7 @@ class Driver:
         ``stream_jobs``. [(output, counters, raw registers)] per part."""
         from moagcn.hw.designs import get_design
 
-        from .build import generate_verilog
+        from moagcn.sim.rtl.build import generate_verilog
         spec, cfg = self.spec, self.config
         proto = spec.protocol
         design = get_design(spec.design)
@@ -271,7 +271,7 @@ class Driver:
                   flush=True)
         max_cycles = sum(spec.max_cycles(job, p, cfg) for job, p in zip(jobs, packed))
         if self.simulator == "verilator" and not per_cycle:
-            from .lean import LeanJob, build_lean, run_lean_jobs
+            from moagcn.sim.rtl.lean import LeanJob, build_lean, run_lean_jobs
             exe = build_lean(generate_verilog(design, cfg), proto)
             lean = run_lean_jobs(exe, proto, [LeanJob(p.streams, p.scalars) for p in packed],
                                  words, idle_every=idle_every, stall_every=stall_every,
@@ -279,8 +279,8 @@ class Driver:
             runs = [(r.values, r.beats, r.cycles) for r in lean]
             wall = lean[-1].wall_s
         else:
-            from .backends import run
-            from .stream_tb import int_words, stream_jobs
+            from moagcn.sim.rtl.backends import run
+            from moagcn.sim.rtl.stream_tb import int_words, stream_jobs
             res = run(design, cfg, stream_jobs, self.simulator, max_cycles=max_cycles,
                       proto=proto, jobs=[(p.streams, p.scalars) for p in packed],
                       idle_every=idle_every, stall_every=stall_every)
@@ -320,7 +320,7 @@ class Driver:
         """One part on the RTL: (output, counters, raw registers)."""
         from moagcn.hw.designs import get_design
 
-        from .build import generate_verilog
+        from moagcn.sim.rtl.build import generate_verilog
         spec, cfg = self.spec, self.config
         proto = spec.protocol
         packed: Packed = spec.pack(job, cfg)
@@ -330,15 +330,15 @@ class Driver:
         lean = (self.simulator == "verilator" and waves is None and reset_after is None
                 and not per_cycle)
         if lean:
-            from .lean import build_lean, run_lean
+            from moagcn.sim.rtl.lean import build_lean, run_lean
             exe = build_lean(generate_verilog(design, cfg), proto)
             res = run_lean(exe, proto, packed.streams, packed.scalars, words,
                            idle_every=idle_every, stall_every=stall_every,
                            max_cycles=max_cycles)
             raw, beats, sim_cycles, sim_s = dict(res.values), res.beats, res.cycles, res.wall_s
         else:
-            from .backends import run
-            from .stream_tb import int_words, stream_job
+            from moagcn.sim.rtl.backends import run
+            from moagcn.sim.rtl.stream_tb import int_words, stream_job
             res = run(design, cfg, stream_job, self.simulator, waves=waves,
                       max_cycles=max_cycles, proto=proto, streams=packed.streams,
                       scalars=packed.scalars, idle_every=idle_every, stall_every=stall_every,

@@ -1,5 +1,5 @@
 """yosys / nextpnr flows and report parsing (``import moagcn.synth``)."""
 
-from .flow import TARGETS, synthesize
+from moagcn.synth.flow import TARGETS, synthesize
 
 __all__ = ["TARGETS", "synthesize"]

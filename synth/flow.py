@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from moagcn.errors import UserError
-from moagcn.sim.build import generate_verilog
+from moagcn.sim.rtl.build import generate_verilog
 
 
 @dataclass(frozen=True)

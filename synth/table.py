@@ -14,7 +14,7 @@ from pathlib import Path
 
 from moagcn.hw.designs import get_design
 
-from .flow import synthesize
+from moagcn.synth.flow import synthesize
 
 DEFAULT_RUNS = [
     ("fp32-add", "ecp5-85k", [2, 4, 7]),

@@ -6,7 +6,7 @@ import shutil
 import pytest
 
 # the lean harness's model at -O1 for tests: a third faster to build, about as fast to run
-# (benchmarks build theirs at -O3); see moagcn.sim.lean.CFLAGS_ENV
+# (benchmarks build theirs at -O3); see moagcn.sim.rtl.lean.CFLAGS_ENV
 os.environ.setdefault("MOAGCN_LEAN_CFLAGS", "-O1")
 
 needs_icarus = pytest.mark.skipif(shutil.which("iverilog") is None,

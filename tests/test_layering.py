@@ -23,7 +23,7 @@ def layer_of_module(name: str) -> str | None:
         return "base"
     if parts[1] in ("core", "hw", "sim", "synth", "host"):
         return parts[1]
-    return "cli"       # moagcn.cli, moagcn.cli_* and moagcn.__main__
+    return "cli"       # moagcn.cli.main, moagcn.cli_* and moagcn.__main__
 
 
 def source_files():
@@ -74,7 +74,7 @@ def test_imports_point_down_only():
 def test_the_check_sees_a_violation(tmp_path):
     # the checker itself: a sim module importing host is reported
     fake = tmp_path / "m.py"
-    fake.write_text("from moagcn.host.devices import make_device\n")
+    fake.write_text("from moagcn.host.devices.select import make_device\n")
     targets = list(imports(fake, "moagcn.sim.x"))
     assert [layer_of_module(t) for t in targets] == ["host"]
     assert LAYERS["host"] > LAYERS["sim"]
@@ -84,6 +84,6 @@ def test_configurations_load_without_the_gateware():
     import subprocess
     import sys
     code = ("import sys, moagcn.core.spec, moagcn.hw.sspmm.config, moagcn.hw.hyscale.config, "
-            "moagcn.cli; assert 'amaranth' not in sys.modules, 'amaranth'; "
+            "moagcn.cli.main; assert 'amaranth' not in sys.modules, 'amaranth'; "
             "assert 'moagcn.host' not in sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True)

@@ -7,9 +7,9 @@ from dataclasses import dataclass
 from amaranth.hdl import Cat, Const, Mux
 from amaranth.lib.wiring import In
 
-from ..common.bits import leading_zeros, limit_mask, prefix_or
-from .fp32 import Fields, keep, round_nearest_even, select_result
-from .unit import PipelinedBinaryUnit, UnitConfig
+from moagcn.hw.common.bits import leading_zeros, limit_mask, prefix_or
+from moagcn.hw.arith.fp32 import Fields, keep, round_nearest_even, select_result
+from moagcn.hw.arith.unit import PipelinedBinaryUnit, UnitConfig
 
 #: natural stages of the adder (a latency of this many gives one register after each)
 ADDER_STAGES = 7

@@ -14,7 +14,7 @@ from __future__ import annotations
 from amaranth.hdl import Cat, Const, Module, Mux, Value
 from amaranth.lib import data
 
-from ..common.bits import wire
+from moagcn.hw.common.bits import wire
 
 WIDTH = 32
 EXP_BITS = 8

@@ -8,9 +8,9 @@ from amaranth.hdl import Module, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from .adder import ADDER_STAGES, Fp32AddConfig, Fp32Adder
-from .fp32 import WIDTH, TernaryOperands
-from .multiplier import MULTIPLIER_STAGES, Fp32MulConfig, Fp32Multiplier
+from moagcn.hw.arith.adder import ADDER_STAGES, Fp32AddConfig, Fp32Adder
+from moagcn.hw.arith.fp32 import WIDTH, TernaryOperands
+from moagcn.hw.arith.multiplier import MULTIPLIER_STAGES, Fp32MulConfig, Fp32Multiplier
 
 
 @dataclass(frozen=True)

@@ -6,9 +6,9 @@ from dataclasses import dataclass
 
 from amaranth.hdl import Mux
 
-from ..common.bits import leading_zeros, limit_mask, shift_right_sticky
-from .fp32 import BIAS, Fields, keep, round_nearest_even, select_result
-from .unit import PipelinedBinaryUnit, UnitConfig
+from moagcn.hw.common.bits import leading_zeros, limit_mask, shift_right_sticky
+from moagcn.hw.arith.fp32 import BIAS, Fields, keep, round_nearest_even, select_result
+from moagcn.hw.arith.unit import PipelinedBinaryUnit, UnitConfig
 
 #: natural stages of the multiplier
 MULTIPLIER_STAGES = 7

@@ -8,8 +8,8 @@ from amaranth.hdl import Module
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from ..common.pipeline import StagedPipeline
-from .fp32 import WIDTH, BinaryOperands
+from moagcn.hw.common.pipeline import StagedPipeline
+from moagcn.hw.arith.fp32 import WIDTH, BinaryOperands
 
 
 @dataclass(frozen=True)

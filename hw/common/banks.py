@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from amaranth.hdl import Cat, Module, Mux, Signal
 
-from .bits import wire
+from moagcn.hw.common.bits import wire
 
 
 def job_loads(m: Module, start, busy, transfer, cycles_load, cycles_load_hidden):

@@ -6,7 +6,7 @@ from amaranth.hdl import Module
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from .ram import RamWriteSignature
+from moagcn.hw.common.ram import RamWriteSignature
 
 #: what a :class:`BufferLoader` does with beats past its capacity
 OVERFLOW = ("wrap", "drop", "hold")

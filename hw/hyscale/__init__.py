@@ -4,13 +4,13 @@ The configuration (:mod:`.config`) and the host-visible protocol (:mod:`.protoco
 Python; the gateware (:class:`HyScaleLayer`, :class:`HyScaleSystem`) is imported on first use.
 """
 
-from .config import PRESETS, HyScaleConfig, preset
+from moagcn.hw.hyscale.config import PRESETS, HyScaleConfig, preset
 
 __all__ = ["PRESETS", "HyScaleConfig", "HyScaleLayer", "HyScaleSystem", "preset"]
 
 
 def __getattr__(name):
     if name in ("HyScaleLayer", "HyScaleSystem"):
-        from . import layer
+        from moagcn.hw.hyscale import layer
         return getattr(layer, name)
     raise AttributeError(name)

@@ -25,12 +25,12 @@ from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
-from ..arith import Fp32Adder, Fp32AddConfig, Fp32MulConfig, Fp32Multiplier
-from ..common.bits import wire
-from ..common.counters import count_events, counter_members, counters_of
-from ..common.ram import Ram, RamWriteSignature
-from .config import HyScaleConfig
-from .protocol import AGG_COUNTERS, COUNTER_BITS
+from moagcn.hw.arith import Fp32Adder, Fp32AddConfig, Fp32MulConfig, Fp32Multiplier
+from moagcn.hw.common.bits import wire
+from moagcn.hw.common.counters import count_events, counter_members, counters_of
+from moagcn.hw.common.ram import Ram, RamWriteSignature
+from moagcn.hw.hyscale.config import HyScaleConfig
+from moagcn.hw.hyscale.protocol import AGG_COUNTERS, COUNTER_BITS
 
 
 def log2(x: int) -> int:

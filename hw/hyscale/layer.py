@@ -16,16 +16,16 @@ from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from ..common.banks import LoadBanks, job_loads
-from ..common.bits import wire
-from ..common.counters import count_events, counter_members, counters_of
-from ..common.loader import BufferLoader
-from ..common.ram import Ram
-from .aggregate import AggregateKernel, Widths, bits_for
-from .config import HyScaleConfig
-from .protocol import (AGG_COUNTERS, COUNTER_BITS, COUNTERS, FLAGS, LAYER_STREAMS,  # noqa: F401
+from moagcn.hw.common.banks import LoadBanks, job_loads
+from moagcn.hw.common.bits import wire
+from moagcn.hw.common.counters import count_events, counter_members, counters_of
+from moagcn.hw.common.loader import BufferLoader
+from moagcn.hw.common.ram import Ram
+from moagcn.hw.hyscale.aggregate import AggregateKernel, Widths, bits_for
+from moagcn.hw.hyscale.config import HyScaleConfig
+from moagcn.hw.hyscale.protocol import (AGG_COUNTERS, COUNTER_BITS, COUNTERS, FLAGS, LAYER_STREAMS,  # noqa: F401
                        STREAMS, UPD_COUNTERS)
-from .update import UpdateKernel
+from moagcn.hw.hyscale.update import UpdateKernel
 
 
 class HyScaleLayer(wiring.Component):

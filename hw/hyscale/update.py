@@ -27,14 +27,14 @@ from amaranth.hdl import Array, Cat, Module, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from ..arith import ADDER_STAGES, Fp32Adder, Fp32AddConfig, Fp32MulConfig, Fp32Multiplier
-from ..arith.adder import adder_stages
-from ..common.counters import count_events, counter_members, counters_of
-from ..common.pipeline import StagedPipeline, place_registers
-from ..common.ram import Ram
-from .aggregate import Widths, bits_for, delay, log2
-from .config import HyScaleConfig
-from .protocol import COUNTER_BITS, UPD_COUNTERS
+from moagcn.hw.arith import ADDER_STAGES, Fp32Adder, Fp32AddConfig, Fp32MulConfig, Fp32Multiplier
+from moagcn.hw.arith.adder import adder_stages
+from moagcn.hw.common.counters import count_events, counter_members, counters_of
+from moagcn.hw.common.pipeline import StagedPipeline, place_registers
+from moagcn.hw.common.ram import Ram
+from moagcn.hw.hyscale.aggregate import Widths, bits_for, delay, log2
+from moagcn.hw.hyscale.config import HyScaleConfig
+from moagcn.hw.hyscale.protocol import COUNTER_BITS, UPD_COUNTERS
 
 
 def weight_depth(cfg: HyScaleConfig) -> int:

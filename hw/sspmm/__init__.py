@@ -4,14 +4,14 @@ The configuration (:mod:`.config`) and the host-visible protocol (:mod:`.protoco
 Python; the gateware (:class:`SSpmmAccelerator`) is imported on first use.
 """
 
-from .config import PRESETS, SSpmmConfig, preset
-from .protocol import COUNTERS
+from moagcn.hw.sspmm.config import PRESETS, SSpmmConfig, preset
+from moagcn.hw.sspmm.protocol import COUNTERS
 
 __all__ = ["COUNTERS", "PRESETS", "SSpmmAccelerator", "SSpmmConfig", "preset"]
 
 
 def __getattr__(name):
     if name == "SSpmmAccelerator":
-        from .top import SSpmmAccelerator
+        from moagcn.hw.sspmm.top import SSpmmAccelerator
         return SSpmmAccelerator
     raise AttributeError(name)

@@ -7,11 +7,11 @@ from amaranth.hdl import Array, Module, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from ..arith.adder import Fp32AddConfig, Fp32Adder
-from ..common.bits import select_word
-from ..common.ram import RamReadSignature, RamWriteSignature
-from .config import SSpmmConfig
-from .layouts import chunks, widths
+from moagcn.hw.arith.adder import Fp32AddConfig, Fp32Adder
+from moagcn.hw.common.bits import select_word
+from moagcn.hw.common.ram import RamReadSignature, RamWriteSignature
+from moagcn.hw.sspmm.config import SSpmmConfig
+from moagcn.hw.sspmm.layouts import chunks, widths
 
 
 class FeatureLoader(wiring.Component):

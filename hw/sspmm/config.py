@@ -71,7 +71,7 @@ class SSpmmConfig:
         ceil(deg / slices))`` (the last one the rest: at most ``slices`` pieces), which the
         dispatcher sends to consecutive slices (so a hub's work and latency spread over the
         slices); the output stream adds the pieces' sums in order. The golden model follows
-        the same order (:func:`moagcn.sim.golden.sspmm.sspmm` with ``pieces = slices``).
+        the same order (:func:`moagcn.sim.sspmm.golden.sspmm` with ``pieces = slices``).
     load_banks : int
         1 or 2. With 2 (the default) the row-pointer, index, mask and node buffers are
         ping-pong pairs: the next job's loads fill one half while a job reads the other, so a
@@ -87,7 +87,7 @@ class SSpmmConfig:
         stalls. Needs ``fetch_rows`` = 1 (each slice reads its rows in order).
     hbm_gb_per_s : float
         Bandwidth of an HBM that feeds the buffers, double-buffered against compute, for
-        graphs larger than the buffers (see :mod:`moagcn.sim.sspmm_memory`); 0 (every
+        graphs larger than the buffers (see :mod:`moagcn.sim.sspmm.memory`); 0 (every
         configuration that can be built): the host fills the buffers through the load
         streams, as the RTL does (overlapped with the job before with ``load_banks`` 2).
     index_register : bool

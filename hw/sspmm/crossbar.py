@@ -15,10 +15,10 @@ from amaranth.hdl import Array, Cat, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from ..common.bits import above_onehot, lowest_onehot, onehot_select, popcount
-from ..common.ram import RamReadSignature
-from .config import SSpmmConfig
-from .layouts import widths
+from moagcn.hw.common.bits import above_onehot, lowest_onehot, onehot_select, popcount
+from moagcn.hw.common.ram import RamReadSignature
+from moagcn.hw.sspmm.config import SSpmmConfig
+from moagcn.hw.sspmm.layouts import widths
 
 
 def bank_rows(config: SSpmmConfig) -> int:

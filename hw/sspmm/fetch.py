@@ -6,13 +6,13 @@ from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
-from ..common.bits import above_onehot, lowest_onehot, lowest_set, onehot_select, popcount
-from ..common.ram import RamReadSignature
-from .config import SSpmmConfig
-from .crossbar import NodeRequestSignature
-from .layouts import RowLinkSignature, job_layout, sel_layout, widths
-from .protocol import issue_to_root  # noqa: F401 (the cycle model shares it)
-from .tree import DistributionTree
+from moagcn.hw.common.bits import above_onehot, lowest_onehot, lowest_set, onehot_select, popcount
+from moagcn.hw.common.ram import RamReadSignature
+from moagcn.hw.sspmm.config import SSpmmConfig
+from moagcn.hw.sspmm.crossbar import NodeRequestSignature
+from moagcn.hw.sspmm.layouts import RowLinkSignature, job_layout, sel_layout, widths
+from moagcn.hw.sspmm.protocol import issue_to_root  # noqa: F401 (the cycle model shares it)
+from moagcn.hw.sspmm.tree import DistributionTree
 
 
 class PassFormSignature(wiring.Signature):

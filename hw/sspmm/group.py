@@ -8,12 +8,12 @@ from amaranth.hdl import Array, Cat, Module, Mux, Signal
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
-from ..arith import Fp32AddConfig, Fp32Adder
-from ..common.bits import select_word
-from ..common.ram import Ram
-from .config import SSpmmConfig
-from .layouts import RowLinkSignature, chunks, entry_layout, job_layout, widths
-from .protocol import FRONT_END_LATENCY  # noqa: F401 (the cycle model shares it)
+from moagcn.hw.arith import Fp32AddConfig, Fp32Adder
+from moagcn.hw.common.bits import select_word
+from moagcn.hw.common.ram import Ram
+from moagcn.hw.sspmm.config import SSpmmConfig
+from moagcn.hw.sspmm.layouts import RowLinkSignature, chunks, entry_layout, job_layout, widths
+from moagcn.hw.sspmm.protocol import FRONT_END_LATENCY  # noqa: F401 (the cycle model shares it)
 
 
 class LaneAdders(wiring.Component):

@@ -6,8 +6,8 @@ from __future__ import annotations
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import Out
 
-from .config import SSpmmConfig
-from .mask_decoder import chunk_shape, lane_shape
+from moagcn.hw.sspmm.config import SSpmmConfig
+from moagcn.hw.sspmm.mask_decoder import chunk_shape, lane_shape
 
 
 def widths(config: SSpmmConfig) -> dict[str, int]:

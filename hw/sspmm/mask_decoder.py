@@ -18,7 +18,7 @@ from amaranth.hdl import Cat, Const, Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from ..common.bits import wire
+from moagcn.hw.common.bits import wire
 
 
 def _check(width: int, lanes: int) -> None:

@@ -7,12 +7,12 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.wiring import In, Out
 
-from ..common.bits import popcount
-from ..common.queue import Queue
-from ..common.ram import RamReadSignature, RamWriteSignature
-from .config import SSpmmConfig
-from .layouts import job_layout, ranks_in_record, row_record_layout, widths
-from .mask_decoder import ChunkSelect, MaskRanks
+from moagcn.hw.common.bits import popcount
+from moagcn.hw.common.queue import Queue
+from moagcn.hw.common.ram import RamReadSignature, RamWriteSignature
+from moagcn.hw.sspmm.config import SSpmmConfig
+from moagcn.hw.sspmm.layouts import job_layout, ranks_in_record, row_record_layout, widths
+from moagcn.hw.sspmm.mask_decoder import ChunkSelect, MaskRanks
 
 ROW_QUEUE_DEPTH = 4
 #: row records each slice can hold: deep enough that the slice with the least work assigned

@@ -9,19 +9,19 @@ from amaranth.hdl import Array, Cat, Module, Mux, ResetInserter, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from ..common.banks import LoadBanks, banked_depth, job_loads
-from ..common.bits import popcount, wire
-from ..common.counters import count_events, counter_members, counters_of
-from ..common.loader import BufferLoader
-from ..common.ram import Ram, RamReadSignature
-from .buffers import FeatureLoader, OutputStream, WordReader
-from .config import SSpmmConfig
-from .crossbar import NodeCrossbar, bank_bits, bank_rows
-from .fetch import NeighbourFetcher
-from .group import AggregationGroup
-from .layouts import chunks, widths
-from .protocol import COUNTER_BITS, COUNTERS
-from .scheduler import JobEmitter, JobScheduler, RowDispatcher, owner_layout
+from moagcn.hw.common.banks import LoadBanks, banked_depth, job_loads
+from moagcn.hw.common.bits import popcount, wire
+from moagcn.hw.common.counters import count_events, counter_members, counters_of
+from moagcn.hw.common.loader import BufferLoader
+from moagcn.hw.common.ram import Ram, RamReadSignature
+from moagcn.hw.sspmm.buffers import FeatureLoader, OutputStream, WordReader
+from moagcn.hw.sspmm.config import SSpmmConfig
+from moagcn.hw.sspmm.crossbar import NodeCrossbar, bank_bits, bank_rows
+from moagcn.hw.sspmm.fetch import NeighbourFetcher
+from moagcn.hw.sspmm.group import AggregationGroup
+from moagcn.hw.sspmm.layouts import chunks, widths
+from moagcn.hw.sspmm.protocol import COUNTER_BITS, COUNTERS
+from moagcn.hw.sspmm.scheduler import JobEmitter, JobScheduler, RowDispatcher, owner_layout
 
 
 class SSpmmAccelerator(wiring.Component):

@@ -6,9 +6,9 @@ from amaranth.hdl import Cat, Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from .config import SSpmmConfig
-from .layouts import RowLinkSignature, packet_layout
-from .protocol import tree_depth
+from moagcn.hw.sspmm.config import SSpmmConfig
+from moagcn.hw.sspmm.layouts import RowLinkSignature, packet_layout
+from moagcn.hw.sspmm.protocol import tree_depth
 
 
 class DistributionTree(wiring.Component):

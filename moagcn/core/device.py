@@ -20,9 +20,9 @@ import torch
 
 from moagcn.errors import UserError
 
-from .counters import Counters, work_adds
-from .graph import CSRGraph
-from .names import DEVICE_KINDS  # noqa: F401 (re-exported)
+from moagcn.core.counters import Counters, work_adds
+from moagcn.core.graph import CSRGraph
+from moagcn.core.names import DEVICE_KINDS  # noqa: F401 (re-exported)
 
 
 def _bf16(x: np.ndarray) -> np.ndarray:

@@ -26,8 +26,8 @@ import numpy as np
 from moagcn.config import apply_params, lookup_preset
 from moagcn.errors import UserError
 
-from .counters import Counters
-from .tiling import Tile
+from moagcn.core.counters import Counters
+from moagcn.core.tiling import Tile
 
 
 @dataclass(frozen=True)
@@ -297,8 +297,8 @@ def get_spec(name: str) -> AcceleratorSpec:
     return entry
 
 
-register_spec("sspmm", "moagcn.sim.specs.sspmm:SPEC")
-register_spec("hyscale", "moagcn.sim.specs.hyscale:SPEC")
+register_spec("sspmm", "moagcn.sim.sspmm.spec:SPEC")
+register_spec("hyscale", "moagcn.sim.hyscale.spec:SPEC")
 
 
 def overlap_loads(previous: Counters | None, part: Counters) -> Counters:

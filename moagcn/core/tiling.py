@@ -16,7 +16,7 @@ import scipy.sparse as sp
 
 from moagcn.errors import UserError
 
-from .memo import ArrayMemo
+from moagcn.core.memo import ArrayMemo
 
 
 @dataclass(frozen=True)

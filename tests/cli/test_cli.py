@@ -7,7 +7,7 @@ import sys
 import numpy as np
 import pytest
 
-from moagcn.sim.golden import fp32 as golden
+from moagcn.sim.arith import golden
 
 
 def moagcn(*args, cwd=None):
@@ -118,7 +118,7 @@ class Block:
         if name.split('.')[0] in ('amaranth', 'cocotb', 'cocotb_tools'):
             raise ImportError('not installed here: ' + name)
 sys.meta_path.insert(0, Block())
-from moagcn.cli import main
+from moagcn.cli.main import main
 sys.exit(main(sys.argv[1:]))
 """
 

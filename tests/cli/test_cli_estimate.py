@@ -86,7 +86,7 @@ def uniform_graph(path, n: int, max_degree: int, seed: int):
 
 def test_estimate_of_a_job_that_fits_is_the_cycle_model(tmp_path):
     from moagcn.hw.sspmm import preset
-    from moagcn.sim.sspmm_model import estimate
+    from moagcn.sim.sspmm.model import estimate
     width = 40
     indptr, indices = uniform_graph(tmp_path / "g.npz", 300, 9, seed=1)
     out = moagcn("sspmm", "estimate", "--graph", tmp_path / "g.npz", "--width", width,
@@ -111,7 +111,7 @@ def test_estimate_of_a_tiled_job_overlaps_loads_as_the_driver_runs_it(tmp_path):
     # two load banks each tile's loads beside the tile before, with one after it
     from moagcn.hw.sspmm import preset
     from moagcn.sim.driver import Driver
-    from moagcn.sim.specs.sspmm import SPEC
+    from moagcn.sim.sspmm.spec import SPEC
     rng = np.random.default_rng(3)
     n, width = 900, 12
     indptr = np.concatenate([[0], np.cumsum(rng.integers(0, 12, n))])
@@ -156,7 +156,7 @@ def test_estimate_takes_model_only_parameters_on_any_preset(tmp_path):
     """The cycle model alone: slices beyond what the RTL simulates, a scheduler walking rows
     faster and HBM are valid on the default preset too (``sspmm run`` refuses them)."""
     from moagcn.hw.sspmm import preset
-    from moagcn.sim.sspmm_model import estimate
+    from moagcn.sim.sspmm.model import estimate
     indptr, indices = uniform_graph(tmp_path / "g.npz", 300, 9, seed=2)
     params = ["--param", "slices=100", "--param", "walk_rows=4"]
     out = moagcn("sspmm", "estimate", "--graph", tmp_path / "g.npz", "--width", "16", *params,
@@ -191,7 +191,7 @@ def test_estimate_with_a_shared_node_buffer_reports_its_reads(tmp_path):
     figures as the cycle model given the column indices, and the reads and refused requests
     in the report."""
     from moagcn.hw.sspmm import preset
-    from moagcn.sim.sspmm_model import estimate
+    from moagcn.sim.sspmm.model import estimate
     width = 24
     indptr, indices = uniform_graph(tmp_path / "g.npz", 300, 12, seed=2)
     out = moagcn("sspmm", "estimate", "--graph", tmp_path / "g.npz", "--width", width,

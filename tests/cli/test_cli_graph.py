@@ -9,8 +9,8 @@ import pytest
 import scipy.sparse as sp
 from scipy.sparse.csgraph import reverse_cuthill_mckee
 
-from moagcn.cli import main
-from moagcn.host.datasets import save_npz, sbm
+from moagcn.cli.main import main
+from moagcn.host.graphs.datasets import save_npz, sbm
 
 from .test_cli import moagcn
 

@@ -5,7 +5,7 @@ import json
 import numpy as np
 import pytest
 
-from moagcn.sim.golden import hyscale as golden
+from moagcn.sim.hyscale import golden
 
 from ..hyscale.jobs import sampled_job
 from .test_cli import device_args, moagcn

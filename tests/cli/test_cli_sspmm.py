@@ -7,7 +7,7 @@ import pytest
 
 import scipy.sparse as sp
 
-from moagcn.sim.golden.sspmm import float64_bound, sspmm
+from moagcn.sim.sspmm.golden import float64_bound, sspmm
 
 from ..hw.sspmm.graphs import power_law_job
 from .test_cli import device_args, moagcn
@@ -123,7 +123,7 @@ def test_sspmm_bad_input_is_one_clear_line(job_files, case, needle):
 @pytest.mark.parametrize("backend", ["model", "verilator"])
 def test_sspmm_run_tiles_a_job_larger_than_the_preset(tmp_path, backend):
     from moagcn.core.tiling import plan_tiles
-    from moagcn.sim.specs.sspmm import SPEC
+    from moagcn.sim.sspmm.spec import SPEC
 
     # 280 rows and 40 features on the tiny preset (256 rows, 16 features per job)
     indptr, indices, H, M = power_law_job(280, 40, seed=7, hub=120)

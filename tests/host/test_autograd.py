@@ -5,9 +5,9 @@ import pytest
 import torch
 
 from moagcn.errors import UserError
-from moagcn.host.autograd import AggregationOp, PhaseTimer, aggregate, reference_aggregate
-from moagcn.host.devices import make_device
-from moagcn.host.graph import CSRGraph
+from moagcn.host.nn.autograd import AggregationOp, PhaseTimer, aggregate, reference_aggregate
+from moagcn.host.devices.select import make_device
+from moagcn.host.graphs.ops import CSRGraph
 
 
 def directed_graph(n=60, m=300, seed=0):

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from moagcn.errors import UserError
-from moagcn.host import bench_dense
+from moagcn.host.benches import dense as bench_dense
 
 
 def test_bench_trains_on_every_sparse_and_dense_device(tmp_path, capsys):

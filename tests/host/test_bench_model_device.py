@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from moagcn.errors import UserError
-from moagcn.host import bench_model_device
+from moagcn.host.benches import model_device as bench_model_device
 
 
 def test_bench_reports_the_model_device_beside_scipy_and_cpu(tmp_path, capsys):

@@ -1,14 +1,14 @@
-"""``moagcn train`` and ``moagcn pipeline`` through register() (as moagcn/cli.py wires them)."""
+"""``moagcn train`` and ``moagcn pipeline`` through register() (as moagcn/cli/main.py wires them)."""
 
 import argparse
 import json
 
 import pytest
 
-from moagcn import cli_host
-from moagcn.cli import main
+from moagcn.cli import train as cli_host
+from moagcn.cli.main import main
 from moagcn.errors import UserError
-from moagcn.host.datasets import save_npz, sbm
+from moagcn.host.graphs.datasets import save_npz, sbm
 
 
 def parse(*argv):

@@ -1,4 +1,4 @@
-"""DEAL all-node inference (host/deal.py, host/sampling.py, host/ego.py).
+"""DEAL all-node inference (host/deal/engine.py, host/graphs/sampling.py, host/deal/ego.py).
 
 References share no code with what they check: the sampler is checked against the rows' stored
 neighbours and by frequency; the engine against the model's own aggregate-then-update forward
@@ -12,12 +12,12 @@ import pytest
 import torch
 
 from moagcn.errors import UserError
-from moagcn.host.deal import (DealEngine, InferConfig, LocalFabric, assemble, layer_graphs,
+from moagcn.host.deal.engine import (DealEngine, InferConfig, LocalFabric, assemble, layer_graphs,
                               layerwise_forward)
-from moagcn.host.ego import ego_forward
-from moagcn.host.graph import CSRGraph
-from moagcn.host.models import GNN, reference_forward
-from moagcn.host.sampling import (LayerSampler, parse_fanout, permute_positions, sample_graph,
+from moagcn.host.deal.ego import ego_forward
+from moagcn.host.graphs.ops import CSRGraph
+from moagcn.host.nn.models import GNN, reference_forward
+from moagcn.host.graphs.sampling import (LayerSampler, parse_fanout, permute_positions, sample_graph,
                                   sample_rows)
 
 
@@ -175,7 +175,7 @@ def test_ego_network_baseline_equals_deal_and_recomputes_shared_nodes():
 
 def test_rtl_equals_model_and_model_is_near_cpu():
     """The SpMM groups run on the sparse device; RTL and bit-exact model agree bit for bit."""
-    from moagcn.host.devices import AcceleratorChoice
+    from moagcn.host.devices.select import AcceleratorChoice
     g = awkward(24, seed=2)
     X = features(g.n_rows, 6, seed=4)
     torch.manual_seed(4)
@@ -278,7 +278,7 @@ def test_bad_configurations_are_named():
 def test_auto_gemm_picks_the_cheaper_exchange_per_layer():
     """1433 -> 16 -> 7 at M = 2: the reduce-scatter moves fewer bytes in both layers; D -> D at
     M = 4: the ring (2/M of the reduce-scatter's bytes)."""
-    from moagcn.host.deal import ring_gemm
+    from moagcn.host.deal.engine import ring_gemm
     wide = GNN("gcn", 1433, 16, 7, 2)
     assert [ring_gemm(wide, InferConfig(1, 2, gemm="auto"), l) for l in (0, 1)] == [False, False]
     square = GNN("gcn", 8, 8, 8, 2)

@@ -7,12 +7,12 @@ import torch
 from moagcn.core.spec import get_spec
 from moagcn.core.tiling import plan_tiles
 from moagcn.errors import UserError
-from moagcn.host.datasets import rmat, sbm
-from moagcn.host.devices import AcceleratorChoice, CpuDevice, dense_device, make_device
-from moagcn.host.graph import CSRGraph
-from moagcn.host.moa import MixtureOfAccelerators
-from moagcn.sim.golden.sspmm import float64_bound, sspmm
-from moagcn.sim.sspmm_model import estimate
+from moagcn.host.graphs.datasets import rmat, sbm
+from moagcn.host.devices.select import AcceleratorChoice, CpuDevice, dense_device, make_device
+from moagcn.host.graphs.ops import CSRGraph
+from moagcn.host.devices.moa import MixtureOfAccelerators
+from moagcn.sim.sspmm.golden import float64_bound, sspmm
+from moagcn.sim.sspmm.model import estimate
 
 SSPMM = get_spec("sspmm")
 

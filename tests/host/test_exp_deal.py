@@ -7,9 +7,9 @@ import json
 import numpy as np
 import pytest
 
-from moagcn.cli import main
+from moagcn.cli.main import main
 from moagcn.errors import UserError
-from moagcn.host.exp_deal import PHASES, SYSTEMS, parse_grid
+from moagcn.host.experiments.deal import PHASES, SYSTEMS, parse_grid
 
 
 def test_experiment_deal_smoke(tmp_path, capsys):

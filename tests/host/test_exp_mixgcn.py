@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from moagcn.cli import main
+from moagcn.cli.main import main
 
 
 def test_fig10_volumes_and_balance(tmp_path, capsys):

@@ -7,9 +7,9 @@ import json
 import numpy as np
 import pytest
 
-from moagcn.cli import main
+from moagcn.cli.main import main
 from moagcn.errors import UserError
-from moagcn.host.exp_vgnn import FLEETS, parse_fleets, parse_seeds
+from moagcn.host.experiments.vgnn import FLEETS, parse_fleets, parse_seeds
 
 
 def test_experiment_vgnn_smoke(tmp_path, capsys):

@@ -1,13 +1,13 @@
-"""Mixed fleets and non-uniform splits (host/fleet.py and the runtimes' ``shares``)."""
+"""Mixed fleets and non-uniform splits (host/vgnn/fleet.py and the runtimes' ``shares``)."""
 
 import numpy as np
 import pytest
 
 from moagcn.errors import UserError
-from moagcn.host.datasets import load_dataset, rmat, sbm
-from moagcn.host.fleet import fleet, weighted_ranges, work_ranges, work_shares
-from moagcn.host.mop import partition_nodes
-from moagcn.host.train import TrainConfig, train
+from moagcn.host.graphs.datasets import load_dataset, rmat, sbm
+from moagcn.host.vgnn.fleet import fleet, weighted_ranges, work_ranges, work_shares
+from moagcn.host.mixgcn.mop import partition_nodes
+from moagcn.host.training.fullgraph import TrainConfig, train
 
 FLEET = "sspmm:lanes=32,sspmm:lanes=8,sspmm:lanes=8:clock_mhz=100"
 
@@ -58,7 +58,7 @@ def test_spec_shares_follow_lanes_times_clock():
 def test_partitions_honour_target_weights(method):
     """With shares, the parts' aggregation work Σ (deg + 1) follows them (not node counts): on
     a power-law graph with many isolated nodes the two differ a lot."""
-    from moagcn.host.datasets import rmat
+    from moagcn.host.graphs.datasets import rmat
     for g in (load_dataset("cora").graph, rmat(scale=11, seed=0).graph):
         shares = [0.6, 0.3, 0.1]
         parts = partition_nodes(g, 3, method, shares)
@@ -102,7 +102,7 @@ def test_fleet_size_must_match_workers():
 
 
 def test_distributed_fleet_equals_in_process():
-    from moagcn.host.distributed import train_distributed
+    from moagcn.host.parallel.launch import train_distributed
     d = sbm(n_nodes=200, n_classes=3, seed=2)
     cfg = TrainConfig(device="model", workers=2, devices="sspmm:lanes=32,sspmm:lanes=8",
                       balance="spec", parallelism="partition", epochs=2, hidden=8)
@@ -122,7 +122,7 @@ def _bf16_by_bits(x):
 
 def test_bf16_cpu_device_rounds_inputs_and_outputs():
     from moagcn.core.device import CpuDevice
-    from moagcn.host.graph import CSRGraph
+    from moagcn.host.graphs.ops import CSRGraph
     rng = np.random.default_rng(0)
     g = CSRGraph.from_edges(rng.integers(0, 30, 120), rng.integers(0, 30, 120), 30)
     H = rng.standard_normal((30, 7)).astype(np.float32)
@@ -140,7 +140,7 @@ def test_bf16_cpu_device_rounds_inputs_and_outputs():
 
 
 def test_eq7_shift_moves_share_by_the_fitted_factor():
-    from moagcn.host.fleet import bf16_shift, bf16_weight, calibrate_bf16
+    from moagcn.host.vgnn.fleet import bf16_shift, bf16_weight, calibrate_bf16
     assert bf16_weight(0, 0.5, 0.1, 1.0) == pytest.approx(1.5)
     assert bf16_weight(1e6, 0.5, 0.1, 1.0) == pytest.approx(1.0)
     specs, _ = fleet("cpu,cpu:format=bf16", "model")
@@ -171,8 +171,8 @@ def test_predicted_step_is_forward_plus_backward_on_the_workers_blocks():
     """Partition: each worker's block (its rows by the columns they read) at every layer width,
     and its transpose at the widths after the first; MoP: the whole graph at the worker's
     column slice, and its transpose for the second layer."""
-    from moagcn.host.fleet import predicted_times
-    from moagcn.host.perfmodel import parse_devices
+    from moagcn.host.vgnn.fleet import predicted_times
+    from moagcn.host.vgnn.perfmodel import parse_devices
     g = rmat(scale=7, seed=3).graph
     specs = parse_devices("sspmm:lanes=32,sspmm:lanes=8")
     m = _CountingModel()
@@ -190,8 +190,8 @@ def test_predicted_step_is_forward_plus_backward_on_the_workers_blocks():
     # the prediction used to round each on its own, to 4 and 2)
     assert list(t) == [(g.nnz * 15 + 1) + 2 * (g.nnz * 5 + 1),
                        (g.nnz * 5 + 1) + 2 * (g.nnz * 1 + 1)]
-    from moagcn.host.models import GNN
-    from moagcn.host.mop import MoPRuntime
+    from moagcn.host.nn.models import GNN
+    from moagcn.host.mixgcn.mop import MoPRuntime
     rt = MoPRuntime(GNN("gcn", 20, 6, 3), g, np.zeros((g.n_nodes, 20), np.float32), 2, "model",
                     shares=[0.75, 0.25])
     assert [[b - a for a, b in fr] for fr in rt.feat_ranges] == [[15, 5], [5, 1]]
@@ -209,10 +209,10 @@ def test_predicted_step_runs_the_operator_with_the_training_masks():
     """The blocks come from the operator the devices run (GCN's A + I, cut by a partition of
     the graph), the forward aggregations are predicted under the dropout mask and the backward
     ones under the ReLU mask."""
-    from moagcn.host.fleet import RELU_KEEP, predicted_times, step_keeps
-    from moagcn.host.models import aggregation_op
-    from moagcn.host.mop import partition_nodes
-    from moagcn.host.perfmodel import parse_devices
+    from moagcn.host.vgnn.fleet import RELU_KEEP, predicted_times, step_keeps
+    from moagcn.host.nn.models import aggregation_op
+    from moagcn.host.mixgcn.mop import partition_nodes
+    from moagcn.host.vgnn.perfmodel import parse_devices
     specs = parse_devices("sspmm:lanes=32,sspmm:lanes=8")
     g = rmat(scale=8, seed=5).graph
     op = aggregation_op("gcn", g).adj

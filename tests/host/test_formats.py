@@ -9,13 +9,13 @@ import pytest
 import scipy.sparse as sp
 import torch
 
-from moagcn.cli_common import load_graph
+from moagcn.cli.common import load_graph
 from moagcn.errors import UserError
-from moagcn.host.datasets import load_dataset, sbm
-from moagcn.host.formats import (FormatWarning, csr_from_entries, make_undirected, missing_mirrors,
+from moagcn.host.graphs.datasets import load_dataset, sbm
+from moagcn.host.graphs.formats import (FormatWarning, csr_from_entries, make_undirected, missing_mirrors,
                                  read, read_dataset, write)
-from moagcn.host.graph import CSRGraph
-from moagcn.host.pyg import from_edge_index
+from moagcn.host.graphs.ops import CSRGraph
+from moagcn.host.graphs.pyg import from_edge_index
 
 GRAPH_SUFFIXES = [".npz", ".mtx", ".mtx.gz", ".txt", ".tsv", ".csv", ".edges", ".el", ".txt.gz",
                   ".pt"]
@@ -194,7 +194,7 @@ def test_undirected_reaches_datasets(tmp_path, dataset):
     one_way = messages(dataset.graph.indices, dataset.graph.row_ids(), dataset.n_nodes)
     keep = one_way.row_ids() < one_way.indices            # one direction of each edge
     half = messages(one_way.indices[keep], one_way.row_ids()[keep], dataset.n_nodes)
-    from moagcn.host.datasets import Dataset
+    from moagcn.host.graphs.datasets import Dataset
     d = Dataset("h", half, dataset.features, dataset.labels, dataset.train_mask,
                 dataset.val_mask, dataset.test_mask)
     path = write(tmp_path / "h.pt", d)
@@ -289,7 +289,7 @@ def test_a_pt_file_that_is_not_a_data_object(tmp_path):
 
 
 def test_a_pt_graph_without_masks_is_no_dataset_and_says_what_is_missing(tmp_path, dataset):
-    from moagcn.host.pyg import to_pyg
+    from moagcn.host.graphs.pyg import to_pyg
     d = to_pyg(dataset)
     del d.test_mask
     torch.save(d, tmp_path / "n.pt")

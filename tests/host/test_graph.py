@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from moagcn.errors import UserError
-from moagcn.host.graph import (CSRGraph, contiguous_ranges, gcn_scaling, inverse_permutation,
+from moagcn.host.graphs.ops import (CSRGraph, contiguous_ranges, gcn_scaling, inverse_permutation,
                                mean_scaling, row_normalize)
 
 

@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 from moagcn.errors import UserError
-from moagcn.host import hyscale_perf as hp
-from moagcn.host.datasets import sbm
-from moagcn.host.hyscale_train import HybridConfig, _Splitter
+from moagcn.host.hyscale import perf as hp
+from moagcn.host.graphs.datasets import sbm
+from moagcn.host.hyscale.train import HybridConfig, _Splitter
 
 # A tiny hand-checkable configuration: two layers, f = [4, 3, 2], round rates.
 DIMS = [4, 3, 2]
@@ -378,7 +378,7 @@ def test_predict_on_a_small_graph(small, cal):
 def test_prediction_names_every_stage_a_run_measures(small, cal):
     """The benchmark's table compares each stage ``train_hybrid`` measures with the model's
     figure: every measured stage has one (G_C and G_A, the groups' own iteration times, too)."""
-    from moagcn.host.hyscale_train import train_hybrid
+    from moagcn.host.hyscale.train import train_hybrid
     cfg = HybridConfig(model="sage", hidden=16, fanouts="5,3", batch=40, cpu_share=0.7,
                        drm=False, epochs=1)
     runs = [train_hybrid(small, cfg) for _ in range(3)]
@@ -450,8 +450,8 @@ def test_bracketed_judges_each_round_against_the_calibrations_on_either_side():
 def test_stage_a_unit_samples_a_new_batch_each_time_and_packs_it_in_a_process(small, monkeypatch):
     # the interference unit of a stage-A process: a new salt per call, the batch prepared,
     # loaded with numpy alone and packed (what the process sends back); in threads not
-    from moagcn.host import ipc
-    from moagcn.host.minibatch import FeatureLoader, NeighborSampler
+    from moagcn.host.parallel import ipc
+    from moagcn.host.hyscale.minibatch import FeatureLoader, NeighborSampler
     seen = []
 
     class Recorder(NeighborSampler):
@@ -559,7 +559,7 @@ def test_model_split_gives_a_slow_accelerator_less_of_each_batch(small, cal):
     how small). On this small job the two groups are otherwise close, and which of the
     middle shares wins follows the calibration's noise.
     One group alone has nothing to split."""
-    from moagcn.host.hyscale_train import HybridConfig
+    from moagcn.host.hyscale.train import HybridConfig
     base = HybridConfig(model="sage", hidden=16, fanouts="5,3", batch=60, drm=False)
     slow_cpu = dict(cal, cpu_macs=cal["cpu_macs"] / 1e4, cpu_agg_bw=cal["cpu_agg_bw"] / 1e4)
     got = {}

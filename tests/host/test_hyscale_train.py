@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from moagcn.errors import UserError
-from moagcn.host.datasets import load_dataset, sbm
-from moagcn.host.hyscale_train import DRM, HybridConfig, parse_trainers, train_hybrid
+from moagcn.host.graphs.datasets import load_dataset, sbm
+from moagcn.host.hyscale.train import DRM, HybridConfig, parse_trainers, train_hybrid
 
 
 def test_trainer_specs():
@@ -149,7 +149,7 @@ def test_distributed_trainers_equal_the_in_process_run():
     """One process per trainer, gradients all-reduced: the same weights as in one process
     (DRM off); with DRM on, each batch is split by the decision taken depth + 1 iterations
     before (every rank cuts it alike; a mismatch would fail the run)."""
-    from moagcn.host.hyscale_train import train_hybrid_distributed
+    from moagcn.host.hyscale.train import train_hybrid_distributed
     d = sbm(n_nodes=2000, n_classes=3, seed=3)
     d = dataclasses.replace(d, train_mask=(d.labels >= 0) & ~d.val_mask & ~d.test_mask)
     cfg = HybridConfig(hidden=16, fanouts="5,5", batch=100, epochs=1, drm=False, cpu_share=0.4)
@@ -208,7 +208,7 @@ def test_awkward_graph_and_a_tail_batch_smaller_than_the_trainers():
     """40 training nodes in batches of 13 leave a tail of 1 for 3 trainers: it joins the batch
     before it; the hub, isolated nodes and self loops train, and the split still equals one
     trainer on the whole batch."""
-    from moagcn.host.hyscale_train import epoch_batches
+    from moagcn.host.hyscale.train import epoch_batches
 
     from .test_pipeline_exec import awkward_dataset
     d = awkward_dataset()
@@ -228,7 +228,7 @@ def test_awkward_graph_and_a_tail_batch_smaller_than_the_trainers():
 def test_cli_default_batch_fits_the_training_set(tmp_path, capsys):
     """`moagcn hyscale train` with its defaults runs on a dataset with fewer training nodes than
     the default batch (it refused Cora's 140); an explicit larger --batch is still an error."""
-    from moagcn.cli import main
+    from moagcn.cli.main import main
     report = tmp_path / "r.json"
     assert main(["hyscale", "train", "--dataset", "sbm", "--device", "model", "--epochs", "1",
                  "--quiet", "--report", str(report)]) == 0
@@ -258,7 +258,7 @@ def test_cli_default_batch_fits_the_training_set(tmp_path, capsys):
 
 
 def test_one_group_of_trainers_has_no_split_whatever_was_asked():
-    from moagcn.host.hyscale_train import resolve_split
+    from moagcn.host.hyscale.train import resolve_split
     d = sbm(n_nodes=300, n_classes=3, seed=2)
     for trainers, share in (("cpu:2", 1.0), ("accel:2", 0.0)):
         for asked in (0.3, "model", None):
@@ -267,7 +267,7 @@ def test_one_group_of_trainers_has_no_split_whatever_was_asked():
 
 
 def split_shares():
-    from moagcn.host.hyscale_perf import SPLIT_SHARES
+    from moagcn.host.hyscale.perf import SPLIT_SHARES
     return set(SPLIT_SHARES)
 
 
@@ -296,7 +296,7 @@ def test_drm_bench_repeats_every_measurement_and_reports_medians(monkeypatch):
     the reported figures are the medians. The sweep runs in rounds (every share once per
     round) and the DRM runs alternate with the best split's, so that a slow minute of the
     host does not fall on one measurement only."""
-    from moagcn.host import bench_hyscale_train as bench
+    from moagcn.host.benches import hyscale_train as bench
     order = []
 
     def recorded(d, cfg):
@@ -346,7 +346,7 @@ def test_drm_bench_repeats_every_measurement_and_reports_medians(monkeypatch):
 def test_run_batches_are_every_epochs_batches_in_order():
     """The run-long batch sequence equals epoch_batches epoch by epoch (a merged tail batch
     included), indexed across epochs in any order."""
-    from moagcn.host.hyscale_train import _RunBatches, epoch_batches
+    from moagcn.host.hyscale.train import _RunBatches, epoch_batches
     for n, batch, k in ((40, 13, 3), (100, 10, 2), (7, 7, 1), (41, 20, 2)):
         ids = np.arange(1000, 1000 + n)
         run = _RunBatches(ids, batch, 5, 4, k)

@@ -12,12 +12,12 @@ import torch
 import torch.distributed as dist
 
 from moagcn.errors import UserError
-from moagcn.host.checkpoint import load, save
-from moagcn.host.datasets import sbm
-from moagcn.host.deal import InferConfig, layer_graphs, layerwise_forward
-from moagcn.host.distributed import launch
-from moagcn.host.infer import infer, model_input
-from moagcn.host.models import GNN
+from moagcn.host.nn.checkpoint import load, save
+from moagcn.host.graphs.datasets import sbm
+from moagcn.host.deal.engine import InferConfig, layer_graphs, layerwise_forward
+from moagcn.host.parallel.launch import launch
+from moagcn.host.deal.infer import infer, model_input
+from moagcn.host.nn.models import GNN
 
 from ..cli.test_cli import moagcn
 
@@ -134,7 +134,7 @@ def test_infer_writes_embeddings_equal_to_the_reference(checkpoint, tmp_path):
                  "--processes", "4", "--out", tmp_path / "e.npy", "--report", tmp_path / "r.json")
     assert out.returncode == 0, out.stderr
     emb = np.load(tmp_path / "e.npy")
-    from moagcn.host.datasets import load_dataset
+    from moagcn.host.graphs.datasets import load_dataset
     d = load_dataset("cora")
     model, meta = load(checkpoint, d.n_features)
     ref = layerwise_forward(model, layer_graphs(d.graph, [5, 5], 0),

@@ -1,4 +1,4 @@
-"""Objects through shared memory between processes (moagcn.host.ipc)."""
+"""Objects through shared memory between processes (moagcn.host.parallel.ipc)."""
 from __future__ import annotations
 
 import mmap
@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from moagcn.host import ipc
+from moagcn.host.parallel import ipc
 
 
 @dataclass

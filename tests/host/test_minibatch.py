@@ -1,4 +1,4 @@
-"""Mini-batch sampling, feature loading and two-stage prefetching (host/minibatch.py).
+"""Mini-batch sampling, feature loading and two-stage prefetching (host/hyscale/minibatch.py).
 
 The blocks are checked against the graph's stored rows with Python multisets and sets, not with
 the sampler's own arithmetic; the prefetcher against the plain sequential path. No wall-clock
@@ -17,12 +17,12 @@ import pytest
 import torch
 
 from moagcn.errors import UserError
-from moagcn.host.deal import local_operator
-from moagcn.host.graph import CSRGraph
-from moagcn.host.minibatch import (FeatureLoader, NeighborSampler, Prefetcher, StageAProcesses,
+from moagcn.host.deal.engine import local_operator
+from moagcn.host.graphs.ops import CSRGraph
+from moagcn.host.hyscale.minibatch import (FeatureLoader, NeighborSampler, Prefetcher, StageAProcesses,
                                    batches, check_fanouts, salted_seed, training_ids)
-from moagcn.host.models import GNN, reference_forward
-from moagcn.host.sampling import sample_rows
+from moagcn.host.nn.models import GNN, reference_forward
+from moagcn.host.graphs.sampling import sample_rows
 
 
 def awkward(n=80, seed=5):

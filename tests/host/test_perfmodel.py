@@ -13,14 +13,14 @@ import math
 import numpy as np
 import pytest
 
-from moagcn import cli_perfmodel
+from moagcn.cli import perfmodel as cli_perfmodel
 from moagcn.core.device import CpuDevice
 from moagcn.errors import UserError
-from moagcn.host import perfmodel as pm
-from moagcn.host.datasets import sbm
-from moagcn.host.graph import CSRGraph
+from moagcn.host.vgnn import perfmodel as pm
+from moagcn.host.graphs.datasets import sbm
+from moagcn.host.graphs.ops import CSRGraph
 from moagcn.hw.sspmm.config import SSpmmConfig
-from moagcn.sim.sspmm_model import estimate
+from moagcn.sim.sspmm.model import estimate
 
 #: a hand-built graph: degrees 2, 0, 3, 1, 0 (two rows without neighbours)
 HAND = CSRGraph([0, 2, 2, 5, 6, 6], [1, 2, 0, 1, 3, 4])

@@ -5,9 +5,9 @@ import pytest
 
 from moagcn.errors import UserError
 from moagcn.hw.sspmm.config import preset
-from moagcn.host.datasets import sbm
-from moagcn.host.graph import CSRGraph
-from moagcn.host.pipeline import (analyze, batch_dependencies, prop35_holds, simulate,
+from moagcn.host.graphs.datasets import sbm
+from moagcn.host.graphs.ops import CSRGraph
+from moagcn.host.mixgcn.pipeline import (analyze, batch_dependencies, prop35_holds, simulate,
                                   stages_prop35)
 
 

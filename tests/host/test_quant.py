@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from moagcn.errors import UserError
-from moagcn.host.quant import (BITS, Packet, dequantize, from_bytes, pack_codes, quantize,
+from moagcn.host.parallel.quant import (BITS, Packet, dequantize, from_bytes, pack_codes, quantize,
                                to_bytes, unpack_codes, wire_bytes)
 
 LOW = (8, 4, 2)

@@ -9,11 +9,11 @@ import pytest
 import torch
 
 from moagcn.errors import UserError
-from moagcn.host.datasets import load_dataset, sbm
-from moagcn.host.graph import CSRGraph
-from moagcn.host.models import GNN, DropoutMasks
-from moagcn.host.mop import PartitionRuntime
-from moagcn.host.train import TrainConfig, train
+from moagcn.host.graphs.datasets import load_dataset, sbm
+from moagcn.host.graphs.ops import CSRGraph
+from moagcn.host.nn.models import GNN, DropoutMasks
+from moagcn.host.mixgcn.mop import PartitionRuntime
+from moagcn.host.training.fullgraph import TrainConfig, train
 
 from .test_mop import run
 

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from moagcn.errors import UserError
-from moagcn.host.datasets import sbm
-from moagcn.host.train import TrainConfig, train, train_reference
+from moagcn.host.graphs.datasets import sbm
+from moagcn.host.training.fullgraph import TrainConfig, train, train_reference
 
 
 @pytest.fixture(scope="module")

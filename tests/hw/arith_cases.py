@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from moagcn.sim.golden import fp32 as golden
+from moagcn.sim.arith import golden
 
 
 def pairs(n_random: int, seed: int):

@@ -4,8 +4,9 @@ import numpy as np
 import pytest
 
 from moagcn.hw.arith import ADDER_STAGES, MULTIPLIER_STAGES
-from moagcn.sim import arith, run
-from moagcn.sim.arith import design_config, pack_operands
+from moagcn.sim import run
+from moagcn.sim.arith import stream as arith
+from moagcn.sim.arith.stream import design_config, pack_operands
 
 from .arith_cases import assert_bit_exact, pairs, triples
 

@@ -7,7 +7,7 @@ import subprocess
 import pytest
 
 from moagcn.hw.common.ram import Ram
-from moagcn.sim.build import verilog_text
+from moagcn.sim.rtl.build import verilog_text
 
 from ..conftest import needs_icarus
 

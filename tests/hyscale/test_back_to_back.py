@@ -6,14 +6,14 @@ import pytest
 
 from moagcn.hw.designs import get_design
 from moagcn.hw.hyscale import preset
-from moagcn.sim.build import generate_verilog
+from moagcn.sim.rtl.build import generate_verilog
 from moagcn.sim.driver import Driver
-from moagcn.sim.golden import hyscale as golden
-from moagcn.sim.golden.fp32 import as_bits
-from moagcn.sim.lean import LeanJob, build_lean, run_lean_jobs
+from moagcn.sim.hyscale import golden
+from moagcn.sim.arith.golden import as_bits
+from moagcn.sim.rtl.lean import LeanJob, build_lean, run_lean_jobs
 from moagcn.sim import run
-from moagcn.sim.specs.hyscale import SPEC
-from moagcn.sim.stream_tb import int_words, stream_jobs
+from moagcn.sim.hyscale.spec import SPEC
+from moagcn.sim.rtl.stream_tb import int_words, stream_jobs
 
 from ..conftest import needs_icarus
 from ..lean_jobs import run_back_to_back

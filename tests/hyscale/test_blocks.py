@@ -9,8 +9,8 @@ from amaranth.sim import Simulator
 from moagcn.hw.hyscale import preset
 from moagcn.hw.hyscale.aggregate import GatherPE, ScatterPE
 from moagcn.hw.hyscale.update import UpdateKernel
-from moagcn.sim.golden import hyscale as golden
-from moagcn.sim.golden.fp32 import add, as_bits, mul
+from moagcn.sim.hyscale import golden
+from moagcn.sim.arith.golden import add, as_bits, mul
 
 
 def _bits(x) -> int:
@@ -196,7 +196,7 @@ def test_update_kernel_matches_the_golden_mac_order(n_rows, f_in, f_out, relu, s
 
 def test_aggregate_kernel_alone_reads_each_source_once_and_sums_in_edge_order():
     from moagcn.hw.hyscale.aggregate import AggregateKernel
-    from moagcn.sim.specs.hyscale import check_job, pack_job
+    from moagcn.sim.hyscale.spec import check_job, pack_job
 
     from .jobs import hub_job
     cfg = preset("tiny")

@@ -7,9 +7,9 @@ import pytest
 import torch
 
 from moagcn.errors import UserError
-from moagcn.host.autograd import linears_on_device
-from moagcn.host.devices import AcceleratorChoice
-from moagcn.sim.golden.fp32 import as_bits
+from moagcn.host.nn.autograd import linears_on_device
+from moagcn.host.devices.select import AcceleratorChoice
+from moagcn.sim.arith.golden import as_bits
 
 pytestmark = pytest.mark.xdist_group("verilator-hyscale")
 

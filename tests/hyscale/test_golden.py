@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from moagcn.sim.golden import hyscale as golden
-from moagcn.sim.golden.fp32 import as_bits
+from moagcn.sim.hyscale import golden
+from moagcn.sim.arith.golden import as_bits
 
 from .jobs import hub_job, sampled_job
 
@@ -109,7 +109,7 @@ def test_gcn_weights_are_symmetric_normalisation():
 
 
 def test_bank_balancing_is_a_permutation_with_even_loads():
-    from moagcn.sim.specs.hyscale import balance_banks
+    from moagcn.sim.hyscale.spec import balance_banks
     deg = np.array([26, 1, 1, 3, 26, 2, 9, 9, 1, 5, 14, 0, 7])
     row_of = balance_banks(deg, 4)
     assert sorted(row_of) == list(range(deg.size))

@@ -8,11 +8,11 @@ import pytest
 from moagcn.hw.designs import get_design
 from moagcn.hw.hyscale import preset
 from moagcn.sim import run
-from moagcn.sim.golden import hyscale as golden
-from moagcn.sim.golden.fp32 import as_bits
+from moagcn.sim.hyscale import golden
+from moagcn.sim.arith.golden import as_bits
 from moagcn.sim.driver import Driver
-from moagcn.sim.specs.hyscale import SPEC, check_job, pack_job
-from moagcn.sim.stream_tb import stream_job
+from moagcn.sim.hyscale.spec import SPEC, check_job, pack_job
+from moagcn.sim.rtl.stream_tb import stream_job
 
 from ..conftest import needs_icarus
 from .jobs import hub_job, sampled_job
@@ -148,7 +148,7 @@ def test_icarus_layer():
 
 
 def test_benchmark_script_runs_and_reports(tmp_path):
-    from moagcn.sim import bench_hyscale
+    from moagcn.sim.benches import hyscale as bench_hyscale
     rc = bench_hyscale.main(["--preset", "tiny", "--spes", "2", "--macs", "4", "--features", "16",
                              "--targets", "3", "--jobs", "1", "--graph-nodes", "2000",
                              "--out", str(tmp_path)])
@@ -162,8 +162,8 @@ def test_benchmark_script_runs_and_reports(tmp_path):
 
 def test_cocotb_verilator_sampled_minibatch_with_idle_and_backpressure():
     # the same RTL as the lean-harness tests, through cocotb (the per-cycle Python testbench)
-    from moagcn.sim.specs.hyscale import unpack_y
-    from moagcn.sim.stream_tb import int_words
+    from moagcn.sim.hyscale.spec import unpack_y
+    from moagcn.sim.rtl.stream_tb import int_words
     indptr, indices, X, W, b = sampled_job(6, 2, (25, 10), 16, 10, layer=0)
     data = golden.gcn_weights(indptr, indices, X.shape[0])
     job = pack_job(*check_job(indptr, indices, X, W, b, data, TINY), relu=True, config=TINY)

@@ -4,10 +4,10 @@ golden model, the model device and the Verilator RTL against a plain loop."""
 import numpy as np
 import pytest
 
-from moagcn.host.devices import AcceleratorChoice
+from moagcn.host.devices.select import AcceleratorChoice
 from moagcn.hw.hyscale.config import preset
-from moagcn.sim.golden import hyscale as golden
-from moagcn.sim.golden.fp32 import as_bits
+from moagcn.sim.hyscale import golden
+from moagcn.sim.arith.golden import as_bits
 
 from .test_golden import reference_update
 
@@ -104,7 +104,7 @@ def test_a_fused_layer_with_a_long_row_runs_as_aggregation_then_update(capsys):
     aggregates as a dense job, on the model and on the Verilator RTL, against plain loops;
     the RTL's progress lines name each pass."""
     from moagcn.sim.driver import Driver
-    from moagcn.sim.specs.hyscale import SPEC
+    from moagcn.sim.hyscale.spec import SPEC
     indptr, indices, data = long_row_graph(seed=4)
     rng = np.random.default_rng(5)
     X = rng.standard_normal((700, 12)).astype(np.float32)
@@ -140,7 +140,7 @@ def test_a_fused_layer_with_a_long_row_runs_as_aggregation_then_update(capsys):
 def test_a_read_only_graphs_cut_is_remembered():
     """Training aggregates one read-only adjacency every step: its cut is found once, and
     returned read-only so that the pieced job's tile plans are remembered as well."""
-    from moagcn.sim.specs.hyscale import long_row_pieces
+    from moagcn.sim.hyscale.spec import long_row_pieces
     indptr, indices, _ = long_row_graph()
     cfg = preset("tiny")
     loose = long_row_pieces(indptr, indices, cfg)

@@ -4,7 +4,7 @@ import pytest
 
 from moagcn.errors import UserError
 from moagcn.hw.hyscale import HyScaleConfig, preset
-from moagcn.sim import hyscale_model as hm
+from moagcn.sim.hyscale import model as hm
 
 
 def test_equations_on_hand_computed_values():
@@ -96,7 +96,7 @@ HELD_OUT = ("h4", "t1")
 
 
 def _held_out_shape(name):
-    from moagcn.sim.bench_hyscale_kernel import SHAPES, Shape
+    from moagcn.sim.benches.hyscale_kernel import SHAPES, Shape
     if name == "t1":
         return Shape("t1", 2, 4, 5, 9, "synthetic", 34, preset="tiny", n_dst=24, n_src=30,
                      hub=30)
@@ -106,7 +106,7 @@ def _held_out_shape(name):
 @pytest.mark.xdist_group("verilator-hyscale")
 @pytest.mark.parametrize("name", HELD_OUT)
 def test_kernel_model_within_ten_percent_of_the_rtl(name):
-    from moagcn.sim.bench_hyscale_kernel import run_shape
+    from moagcn.sim.benches.hyscale_kernel import run_shape
     row = run_shape(_held_out_shape(name))
     assert row["bit_exact"]
     for phase in ("load", "aggregate", "update"):
@@ -124,8 +124,8 @@ def test_kernel_model_within_ten_percent_of_the_rtl(name):
 def test_the_held_out_shapes_tell_the_model_from_its_mutants(name):
     # on these shapes, a model that charges a feature read per edge instead of per distinct
     # source, or ignores the ceil of the column passes, is off by more than 10 %
-    from moagcn.sim.bench_hyscale_kernel import make_job
-    from moagcn.sim.specs.hyscale import SPEC, job_kernel_cycles, kernel_schedule
+    from moagcn.sim.benches.hyscale_kernel import make_job
+    from moagcn.sim.hyscale.spec import SPEC, job_kernel_cycles, kernel_schedule
     shape = _held_out_shape(name)
     cfg = preset(shape.preset, spes=shape.spes, macs=shape.macs)
     job = SPEC.check(SPEC.job(*make_job(shape, cfg), relu=True), cfg)

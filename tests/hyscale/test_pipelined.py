@@ -7,11 +7,11 @@ import pytest
 
 from moagcn.hw.designs import get_design
 from moagcn.hw.hyscale import preset
-from moagcn.sim.build import generate_verilog
-from moagcn.sim.golden import hyscale as golden
-from moagcn.sim.golden.fp32 import as_bits
-from moagcn.sim.lean import LeanJob, build_lean, run_lean_jobs
-from moagcn.sim.specs.hyscale import SPEC, job_kernel_cycles
+from moagcn.sim.rtl.build import generate_verilog
+from moagcn.sim.hyscale import golden
+from moagcn.sim.arith.golden import as_bits
+from moagcn.sim.rtl.lean import LeanJob, build_lean, run_lean_jobs
+from moagcn.sim.hyscale.spec import SPEC, job_kernel_cycles
 
 from .jobs import hub_job, sampled_job
 
@@ -96,7 +96,7 @@ def test_rows_are_numbered_as_they_complete_and_banks_stay_balanced():
     """The pipelined layer's hardware rows follow the destinations' last in-edges (rows
     without in-edges first), window by window of ``spes`` rows, each window one row per
     bank."""
-    from moagcn.sim.specs.hyscale import last_edges, rows_by_completion
+    from moagcn.sim.hyscale.spec import last_edges, rows_by_completion
     rng = np.random.default_rng(4)
     n, banks = 50, 4
     edge_dst = rng.integers(0, n - 5, 300)             # destinations n-5.. have no in-edges

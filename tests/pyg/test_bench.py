@@ -2,7 +2,7 @@
 
 import json
 
-from moagcn.cli import main
+from moagcn.cli.main import main
 
 
 def test_bench_pyg_writes_its_tables(tmp_path, capsys):
@@ -34,7 +34,7 @@ def test_experiment_supergcn_volume_table(tmp_path, capsys):
 
 
 def test_supergcn_volume_targets_read_the_rows():
-    from moagcn.host.exp_supergcn import volume_targets
+    from moagcn.host.experiments.supergcn import volume_targets
     row = {"graph": "power-law 5k", "workers": 8, "width": 16, "rows_pre": 10, "rows_post": 12,
            "rows_prepost": 9, "post_over_prepost": 1.29, "post_over_int2": 12.0}
     lines = volume_targets([row, {**row, "workers": 4, "post_over_prepost": 2.0}])

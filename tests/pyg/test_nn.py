@@ -8,7 +8,7 @@ import torch
 import torch_geometric.nn as pyg_nn
 
 from moagcn import nn as mnn
-from moagcn.host.devices import AcceleratorChoice
+from moagcn.host.devices.select import AcceleratorChoice
 
 from .graphs import awkward_graph, cora
 
@@ -203,7 +203,7 @@ def test_training_pyg_s_gcn_example_with_moagcn_layers_follows_pyg():
     """PyG's examples/gcn.py model (dropout, conv, relu, dropout, conv) on Cora, trained with
     PyG's layers and with moagcn's on the `model` device from the same seed: the same loss
     curve (same weights, same dropout draws) and the same predictions."""
-    from moagcn.host.bench_pyg import bundled, run_conv_model
+    from moagcn.host.benches.pyg import bundled, run_conv_model
     d = bundled("cora")
     curves = {}
     for kind in ("pyg", "nn:model"):

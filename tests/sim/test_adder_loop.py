@@ -1,11 +1,11 @@
-"""The lane adders' speed probe (``moagcn.sim.lean.adder_loop_speed``): the design's LaneAdders
+"""The lane adders' speed probe (``moagcn.sim.rtl.lean.adder_loop_speed``): the design's LaneAdders
 in Verilator, checked against float32 sums in numpy (no code shared with the RTL)."""
 
 import numpy as np
 import pytest
 
 from moagcn.errors import UserError
-from moagcn.sim.lean import ADDER_LOOP_SEED, adder_loop_speed
+from moagcn.sim.rtl.lean import ADDER_LOOP_SEED, adder_loop_speed
 
 pytestmark = pytest.mark.xdist_group("verilator-lane-adders")
 

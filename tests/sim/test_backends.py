@@ -7,8 +7,8 @@ from moagcn.errors import SimulationError, SimulatorNotFound
 from moagcn.hw.arith import Fp32AddConfig
 from moagcn.hw.designs import get_design
 from moagcn.sim import run
-from moagcn.sim.build import build_simulator, generate_verilog
-from moagcn.sim.io import CycleLimitExceeded
+from moagcn.sim.rtl.build import build_simulator, generate_verilog
+from moagcn.sim.rtl.io import CycleLimitExceeded
 
 pytestmark = pytest.mark.xdist_group("verilator-arith")
 
@@ -54,7 +54,7 @@ def test_verilator_build_cache_hit_does_not_rebuild():
 def test_simulator_build_key_holds_the_cocotb_library_path(monkeypatch):
     # a Verilator build runs cocotb's VPI library from the environment that built it: a cache
     # kept across environments must not hand one checkout's executable to another
-    import moagcn.sim.build as build
+    import moagcn.sim.rtl.build as build
     key = build.simulator_key("verilator", "module m; endmodule", [], False)
     assert build.simulator_key("verilator", "module m; endmodule", [], False) == key
     monkeypatch.setattr(build, "cocotb_libs_dir", lambda: "/elsewhere/cocotb/libs")

@@ -7,10 +7,11 @@ import math
 import numpy as np
 import pytest
 
-from moagcn.cli import main
+from moagcn.cli.main import main
 from moagcn.hw.sspmm.config import PRESETS
-from moagcn.sim import baselines as b
-from moagcn.sim import cpu_baseline, energy
+from moagcn.sim.baselines import accelerators as b
+from moagcn.sim.baselines import cpu as cpu_baseline
+from moagcn.sim.baselines import energy
 
 # row 0 -> {1, 3}, row 1 -> {0}, row 2 -> {}, row 3 -> {3, 3, 1}: 6 entries, 3 rows with work
 TINY = (np.array([0, 2, 3, 3, 6]), np.array([1, 3, 0, 3, 3, 1]))

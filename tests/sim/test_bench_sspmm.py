@@ -6,7 +6,7 @@ import math
 import numpy as np
 import pytest
 
-from moagcn.sim import bench_sspmm
+from moagcn.sim.benches import sspmm as bench_sspmm
 
 pytestmark = pytest.mark.xdist_group("verilator-sspmm")
 

@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 
 from moagcn.hw.sspmm import preset
-from moagcn.sim.sspmm_model import closed_form_applies, closed_form_tiles, estimate_rows
-from moagcn.sim.specs.sspmm import SPEC
+from moagcn.sim.sspmm.model import closed_form_applies, closed_form_tiles, estimate_rows
+from moagcn.sim.sspmm.spec import SPEC
 
 from ..hw.sspmm.graphs import power_law_job
 

@@ -1,11 +1,11 @@
-"""The shared node buffer's crossbar model (``moagcn.sim.sspmm_crossbar``) on cases worked out
+"""The shared node buffer's crossbar model (``moagcn.sim.sspmm.crossbar``) on cases worked out
 by hand, and its two replays (a Python loop for a few slices, numpy over many) against each
 other."""
 
 import numpy as np
 import pytest
 
-from moagcn.sim.sspmm_crossbar import (_replay_numpy, _replay_small, pass_sequence,
+from moagcn.sim.sspmm.crossbar import (_replay_numpy, _replay_small, pass_sequence,
                                       replay_sequences)
 
 

@@ -8,8 +8,8 @@ import pytest
 
 from moagcn.core.graph import permute_rows
 from moagcn.hw.sspmm import preset
-from moagcn.sim.sspmm_model import estimate, row_order
-from moagcn.sim.specs.sspmm import SPEC
+from moagcn.sim.sspmm.model import estimate, row_order
+from moagcn.sim.sspmm.spec import SPEC
 
 DEFAULT = preset("default")
 GIVEN = dataclasses.replace(DEFAULT, row_order="given")

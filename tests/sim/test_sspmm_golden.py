@@ -5,8 +5,8 @@ import pytest
 import scipy.sparse as sp
 
 from moagcn.hw.sspmm import preset
-from moagcn.sim.golden.sspmm import float64_bound, sspmm, work_adds
-from moagcn.sim.sspmm_model import estimate
+from moagcn.sim.sspmm.golden import float64_bound, sspmm, work_adds
+from moagcn.sim.sspmm.model import estimate
 
 from ..hw.sspmm.graphs import power_law_job
 

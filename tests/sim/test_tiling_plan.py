@@ -86,7 +86,7 @@ def test_sort_rows_equals_a_per_row_sort(seed):
 
 
 def test_sorted_columns_remembered_only_for_read_only_graphs():
-    from moagcn.sim.specs.sspmm import sorted_columns
+    from moagcn.sim.sspmm.spec import sorted_columns
     rng = np.random.default_rng(4)
     indptr = np.concatenate([[0], np.cumsum(rng.integers(0, 6, 50))]).astype(np.int64)
     indices = rng.integers(0, 50, int(indptr[-1])).astype(np.int64)

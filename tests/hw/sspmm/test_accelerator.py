@@ -12,11 +12,11 @@ import pytest
 from moagcn.hw.designs import get_design
 from moagcn.hw.sspmm import preset
 from moagcn.hw.sspmm.protocol import COUNTERS
-from moagcn.sim.backends import run
-from moagcn.sim.golden.sspmm import sspmm
-from moagcn.sim.specs.sspmm import SPEC, pack_beats
-from moagcn.sim.stream_tb import stream_job
-from moagcn.sim.sspmm_model import estimate, output_counts
+from moagcn.sim.rtl.backends import run
+from moagcn.sim.sspmm.golden import sspmm
+from moagcn.sim.sspmm.spec import SPEC, pack_beats
+from moagcn.sim.rtl.stream_tb import stream_job
+from moagcn.sim.sspmm.model import estimate, output_counts
 
 from ...conftest import needs_icarus
 from .graphs import drive, power_law_job
@@ -172,7 +172,7 @@ def test_cycle_model_on_a_20000_node_power_law_graph():
     bit, the summed compute cycles within 3 % of the replayed cycle model of the same tiles
     (measured: -1.6 %, 727,159 against 739,328) and within 5 % of the closed form the model
     device runs (-2.9 %; -2.4 % with the rows in the graph's order, ``row_order=given``)."""
-    from moagcn.sim.validate_sspmm import held_out_job
+    from moagcn.sim.benches.validate_sspmm import held_out_job
     indptr, indices, H, M = job = held_out_job(20000, 64, 10.0, 1.0, 3)
     res = drive(DEFAULT, "verilator", *job)
     check(res, *job)
@@ -271,8 +271,8 @@ def _stream_run(job, **options):
 
 def _z(out, job):
     indptr, indices, H, M = job
-    from moagcn.sim.specs.sspmm import beats_to_z
-    from moagcn.sim.stream_tb import int_words
+    from moagcn.sim.sspmm.spec import beats_to_z
+    from moagcn.sim.rtl.stream_tb import int_words
     return beats_to_z(int_words(out["beats"], TINY.lanes), indptr, M, H.shape[1], TINY.lanes)
 
 

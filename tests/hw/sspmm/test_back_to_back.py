@@ -7,12 +7,12 @@ import pytest
 from moagcn.hw.designs import get_design
 from moagcn.hw.sspmm import preset
 from moagcn.sim import run
-from moagcn.sim.build import generate_verilog
+from moagcn.sim.rtl.build import generate_verilog
 from moagcn.sim.driver import Driver
-from moagcn.sim.golden.sspmm import sspmm
-from moagcn.sim.lean import LeanJob, build_lean, run_lean_jobs
-from moagcn.sim.specs.sspmm import SPEC
-from moagcn.sim.stream_tb import int_words, stream_jobs
+from moagcn.sim.sspmm.golden import sspmm
+from moagcn.sim.rtl.lean import LeanJob, build_lean, run_lean_jobs
+from moagcn.sim.sspmm.spec import SPEC
+from moagcn.sim.rtl.stream_tb import int_words, stream_jobs
 
 from ...conftest import needs_icarus
 from ...lean_jobs import run_back_to_back

@@ -6,9 +6,9 @@ import pytest
 
 from moagcn.core.tiling import plan_tiles
 from moagcn.hw.sspmm import preset
-from moagcn.sim.golden.sspmm import sspmm
-from moagcn.sim.sspmm_model import estimate
-from moagcn.sim.specs.sspmm import SPEC
+from moagcn.sim.sspmm.golden import sspmm
+from moagcn.sim.sspmm.model import estimate
+from moagcn.sim.sspmm.spec import SPEC
 
 from .graphs import drive, power_law_job
 

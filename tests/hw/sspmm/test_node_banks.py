@@ -9,7 +9,7 @@ import pytest
 
 from moagcn.core.spec import get_spec
 from moagcn.hw.sspmm import preset
-from moagcn.sim.sspmm_model import estimate
+from moagcn.sim.sspmm.model import estimate
 
 from .graphs import drive, power_law_job
 from .test_accelerator import _raw_run, check

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from moagcn.hw.sspmm import preset
-from moagcn.sim.golden.sspmm import sspmm
-from moagcn.sim.sspmm_model import estimate, row_order
+from moagcn.sim.sspmm.golden import sspmm
+from moagcn.sim.sspmm.model import estimate, row_order
 
 from .graphs import drive, power_law_job
 

@@ -9,7 +9,7 @@ rows fetched and output cycles equal the cycle model's.
 import pytest
 
 from moagcn.hw.sspmm import preset
-from moagcn.sim.sspmm_model import estimate
+from moagcn.sim.sspmm.model import estimate
 
 from .graphs import check_tiled_model, drive, power_law_job
 from .test_accelerator import _raw_run, check
@@ -94,7 +94,7 @@ def test_multi_preset_bit_exact():
 def test_replay_catches_the_contexts_a_hub_holds_on_four_slices():
     """The model table's worst case before the replay (S = 4, P = 16, no mask: the closed form
     5.4 % low): the replay is within 3 % of the RTL, the closed form is not."""
-    from moagcn.sim.validate_sspmm import held_out_job
+    from moagcn.sim.benches.validate_sspmm import held_out_job
     cfg = preset("default", slices=4, lanes=16, groups=2, fetch_rows=1)
     indptr, indices, H, M = job = held_out_job(1200, 61, 8.0, 1.0, 1)
     res = drive(cfg, "verilator", *job)

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from moagcn.hw.sspmm import preset
-from moagcn.sim.golden.sspmm import piece_sizes, sspmm
-from moagcn.sim.sspmm_model import dispatch, estimate, split_rows
+from moagcn.sim.sspmm.golden import piece_sizes, sspmm
+from moagcn.sim.sspmm.model import dispatch, estimate, split_rows
 
 from .graphs import check_tiled_model, drive, power_law_job
 from .test_accelerator import _raw_run

@@ -1,0 +1,145 @@
+"""The bit-exact ``model`` device's speed: one S-SpMM against scipy, and training against ``cpu``.
+
+``moagcn bench model-device [--nodes 100000] [--entries 1000000] [--features 64] [--repeat 5]
+[--train-scale 17] [--epochs 3] [--seed 0] [--out DIR]`` prints one JSON object:
+
+- ``sspmm``: one S-SpMM (no mask) of a power-law graph (``moagcn.host.graphs.generators.synth_graph``,
+  ``--nodes`` nodes, ``--entries`` stored entries) with ``--features`` columns, on the ``model``
+  device of the default S-SpMM preset (bit-exact Z and the cycle model's counters): the first
+  call (which plans the tiles) and the median of ``--repeat`` later calls, against the median
+  of scipy's float32 CSR product on the same arrays, and their ratios (issue target: the model
+  device within 10x of scipy); the largest difference between the two results (the model sums
+  each row in the golden model's fixed order, scipy in the stored order); and the same
+  steady-state time at half the entries (``per_entry_ratio``: how far from linear in entries
+  x width the cost is, 1.0 = linear).
+- ``train``: ``moagcn train``'s GCN (2 layers, hidden 16) for ``--epochs`` epochs on R-MAT at
+  ``--train-scale`` (2^scale nodes) with ``--features`` features, aggregating on the ``model``
+  device and on ``cpu``, one after the other: mean seconds per epoch each, the epochs after the
+  first (the model device plans A's and A^T's tiles in its first), and the ratio (issue target:
+  within 3x); both runs' final losses, which match (same seed; the model's sums are exact
+  float32 sums in another order).
+
+``--out DIR`` writes ``model-device-bench.json``. Timings depend on the machine and what else
+runs on it; one run is one sample.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse as sp
+
+
+def _time(fn, repeat: int) -> tuple[float, object]:
+    """Median seconds of ``repeat`` calls of ``fn`` and its last result."""
+    times, out = [], None
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        out = fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times), out
+
+
+def sspmm_speed(nodes: int, entries: int, features: int, repeat: int, seed: int) -> dict:
+    from moagcn.core.graph import CSRGraph
+    from moagcn.host.devices.select import make_device
+    from moagcn.host.graphs.generators import synth_graph
+
+    def one(m: int) -> dict:
+        indptr, indices, _ = synth_graph(nodes, m, max_degree=max(nodes / 20, 2), seed=seed)
+        H = np.random.default_rng(seed + 1).standard_normal((nodes, features)).astype(np.float32)
+        A = sp.csr_matrix((np.ones(indices.size, np.float32), indices, indptr),
+                          shape=(nodes, nodes))
+        scipy_s, Z_ref = _time(lambda: A @ H, repeat)
+        device = make_device("model")
+        csr = CSRGraph(indptr, indices, nodes)
+        t0 = time.perf_counter()
+        Z = device.sspmm(csr, H)
+        first = time.perf_counter() - t0
+        steady, Z = _time(lambda: device.sspmm(csr, H), repeat)
+        return {"nodes": nodes, "entries": int(indices.size), "features": features,
+                "scipy_s": scipy_s, "model_first_s": first, "model_s": steady,
+                "model_over_scipy_first": first / scipy_s, "model_over_scipy": steady / scipy_s,
+                "max_abs_diff_vs_scipy": float(np.abs(np.asarray(Z) - Z_ref).max()),
+                "max_abs_scipy": float(np.abs(Z_ref).max())}
+
+    full = one(entries)
+    half = one(entries // 2)
+    full["half_entries"] = {k: half[k] for k in ("entries", "scipy_s", "model_s")}
+    full["per_entry_ratio"] = (full["model_s"] / full["entries"]) / (half["model_s"]
+                                                                      / half["entries"])
+    return full
+
+
+def train_speed(scale: int, features: int, epochs: int, seed: int) -> dict:
+    from moagcn.host.graphs.datasets import rmat
+    from moagcn.host.training.fullgraph import TrainConfig, train
+    d = rmat(scale=scale, n_features=features, seed=seed)
+    out = {"dataset": f"rmat-{scale}", "nodes": int(d.graph.n_rows),
+           "entries": int(d.graph.nnz), "features": features, "epochs": epochs}
+    for device in ("model", "cpu"):
+        r = train(d, TrainConfig(epochs=epochs, device=device, seed=seed)).report()
+        curve = r["epoch_time_s_curve"]
+        out[device] = {"epoch_s": r["epoch_time_s"], "epoch_s_curve": curve,
+                       "later_epochs_s": statistics.mean(curve[1:]) if len(curve) > 1
+                       else curve[0], "final_loss": r["train_loss"][-1]}
+    out["model_over_cpu"] = out["model"]["epoch_s"] / out["cpu"]["epoch_s"]
+    out["model_over_cpu_later_epochs"] = (out["model"]["later_epochs_s"]
+                                          / out["cpu"]["later_epochs_s"])
+    return out
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="moagcn bench model-device",
+                                 description=__doc__.split("\n")[0])
+    ap.add_argument("--nodes", type=int, default=100_000)
+    ap.add_argument("--entries", type=int, default=1_000_000)
+    ap.add_argument("--features", type=int, default=64)
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--train-scale", type=int, default=17,
+                    help="R-MAT scale of the training run (2^scale nodes; 0: no training run)")
+    ap.add_argument("--epochs", type=int, default=3)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--out", metavar="DIR")
+    args = ap.parse_args(argv)
+    from moagcn.errors import UserError
+    for name in ("nodes", "entries", "features", "repeat", "epochs"):
+        if getattr(args, name) < 1:
+            raise UserError(f"--{name} {getattr(args, name)} must be at least 1")
+    if args.train_scale < 0:
+        raise UserError(f"--train-scale {args.train_scale} must be >= 0 (0: no training run)")
+    print("S-SpMM: model device and scipy", file=sys.stderr, flush=True)
+    out = {"sspmm": sspmm_speed(args.nodes, args.entries, args.features, args.repeat, args.seed)}
+    if args.train_scale:
+        print("training: model device and cpu", file=sys.stderr, flush=True)
+        out["train"] = train_speed(args.train_scale, args.features, args.epochs, args.seed)
+    s = out["sspmm"]
+    print(f"S-SpMM {s['nodes']} nodes, {s['entries']} entries, F = {s['features']}: model "
+          f"device {s['model_s'] * 1e3:.1f} ms ({s['model_first_s'] * 1e3:.1f} ms first call), "
+          f"scipy {s['scipy_s'] * 1e3:.1f} ms: {s['model_over_scipy']:.1f}x "
+          f"({s['model_over_scipy_first']:.1f}x first; target <= 10x); cost per entry at "
+          f"{s['entries']} / {s['half_entries']['entries']} entries: "
+          f"{s['per_entry_ratio']:.2f}", file=sys.stderr)
+    if "train" in out:
+        t = out["train"]
+        print(f"training GCN {t['epochs']} epochs on {t['dataset']} ({t['nodes']} nodes, "
+              f"{t['entries']} entries, F = {t['features']}): model {t['model']['epoch_s']:.3f} "
+              f"s per epoch, cpu {t['cpu']['epoch_s']:.3f} s: {t['model_over_cpu']:.2f}x "
+              f"(after the first epoch {t['model_over_cpu_later_epochs']:.2f}x; target <= 3x)",
+              file=sys.stderr)
+    print(json.dumps(out, indent=2))
+    if args.out:
+        d = Path(args.out)
+        d.mkdir(parents=True, exist_ok=True)
+        (d / "model-device-bench.json").write_text(json.dumps(out, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

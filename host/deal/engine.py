@@ -1,0 +1,835 @@
+"""DEAL: distributed all-node inference (seed 004), on the sparse devices.
+
+A trained GCN / GraphSAGE / GIN embeds every node of a graph layer by layer:
+
+1. **Sampling with shared state** (Sec. 3.2): each layer's 1-hop graph is sampled once for all
+   nodes (:class:`~moagcn.host.graphs.sampling.LayerSampler`, whose per-row state is built once and
+   reused for every layer); every node's projection and aggregation is computed once and shared
+   by all nodes that depend on it.
+2. **P x M co-partitioning** (Sec. 3.3): the nodes are cut 1-D into ``P`` contiguous row ranges;
+   the features of each range are split by columns across ``M`` processes. Process
+   ``r = p M + m`` holds the sampled in-edges of range ``p`` and columns ``m`` of its rows.
+3. **GEMM by ring exchange** (Sec. 3.4, Table 1): the ``M`` processes of a range swap row tiles
+   (``M - 1`` ring stages) so each holds ``n_p / M`` whole rows, applies the layer's row-wise
+   transform (linear map, MLP, LayerNorm) with the replicated weights, and swaps the result back
+   into column blocks: ``2 N D (M - 1) / (P M^2)`` entries received per process when the input and
+   output widths are both ``D``. The baseline ``cagnet`` multiplies each column block by its
+   rows of the weights and reduce-scatters the ``N / P x D'`` partial products: ``N D' (M - 1) /
+   (P M)`` entries and an intermediate of ``N D' / P``.
+4. **SpMM by fetching only the needed rows** (Sec. 3.4-3.5, Table 2): a process sends the ids
+   of the remote columns its rows use to their owners (the process of the same feature group in
+   the owning range) and gets exactly those rows back, in ``groups`` sub-groups per owner; the
+   local columns form group 0. With ``pipeline`` the rows of sub-group ``s + 1`` are in flight
+   while sub-group ``s`` is aggregated (and the local group covers the pipeline fill, Fig.
+   12c); without, each sub-group is fetched, then aggregated. The aggregation of every group is
+   S-SpMM work on the process's sparse device (``cpu``, ``model`` or ``rtl``); the groups'
+   results are summed per row.
+
+Processes talk through a :class:`Fabric`: :class:`LocalFabric` runs all ``P M`` processes in
+this one (blocks change hands, bytes counted the same way), :class:`DistFabric` one per
+torch.distributed process with point-to-point ``isend``/``irecv``. Every process counts the
+bytes it receives (``gemm``, ``spmm_ids``, ``spmm_rows``) and the feature bytes it holds
+(:class:`MemTracker`: its column blocks, the gathered rows of the GEMM, the sub-group buffers,
+the rows it serves).
+
+Layer ``l`` of each model, with ``act(P) = relu(P)`` (``relu(LayerNorm(P))`` with layer norm)
+for ``l > 0`` and the input features for ``l = 0``; SAGE's self term uses ``relu(P)``::
+
+    gcn:  Y = act(P) Wᵀ (GEMM);   P = Â Y + b (SpMM)
+    sage: [Yn, Ys] = act(P) [W_n, W_s]ᵀ (one GEMM);   P = mean(Yn) + Ys + b
+    gin:  Z = (A + I) act(P) (SpMM);   P = MLP(Z) (GEMM)
+
+The reference (:func:`layerwise_forward`) is the model's own aggregate-then-update forward with
+plain torch sparse products over the same sampled graphs.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from moagcn.errors import UserError
+
+from moagcn.host.nn.autograd import reference_aggregate
+from moagcn.host.devices.select import AcceleratorChoice
+from moagcn.host.graphs.ops import CSRGraph, contiguous_ranges
+from moagcn.host.nn.models import GNN
+from moagcn.host.graphs.sampling import LayerSampler
+
+GEMMS = ("deal", "cagnet", "auto")
+FLOAT_BYTES = 4
+ID_BYTES = 8
+
+
+# -- bookkeeping ---------------------------------------------------------------------------------
+
+class MemTracker:
+    """Feature bytes a process holds: :meth:`hold` when a tensor is made, :meth:`drop` when it
+    is released; :attr:`peak` is the largest total."""
+
+    def __init__(self):
+        self.live = 0
+        self.peak = 0
+
+    def hold(self, *tensors) -> None:
+        for t in tensors:
+            self.live += _nbytes(t)
+        self.peak = max(self.peak, self.live)
+
+    def drop(self, *tensors) -> None:
+        for t in tensors:
+            self.live -= _nbytes(t)
+
+
+def _nbytes(t) -> int:
+    if t is None:
+        return 0
+    if isinstance(t, torch.Tensor):
+        return t.numel() * t.element_size()
+    return int(np.asarray(t).nbytes)
+
+
+@dataclass
+class RankStats:
+    """What one process did: bytes received by kind, peak feature bytes, seconds by phase."""
+
+    rank: int
+    partition: int
+    group: int
+    bytes_received: dict = field(default_factory=lambda: {"gemm": 0, "spmm_ids": 0,
+                                                          "spmm_rows": 0})
+    mem: MemTracker = field(default_factory=MemTracker)
+    seconds: dict = field(default_factory=dict)
+    rows: int = 0
+    columns: int = 0
+    device: dict = field(default_factory=dict)
+
+    def add_time(self, phase: str, s: float) -> None:
+        self.seconds[phase] = self.seconds.get(phase, 0.0) + s
+
+    def as_dict(self) -> dict:
+        return {"rank": self.rank, "partition": self.partition, "feature_group": self.group,
+                "rows": self.rows, "columns": self.columns,
+                "gemm_bytes_received": self.bytes_received["gemm"],
+                "spmm_bytes_received": (self.bytes_received["spmm_ids"]
+                                        + self.bytes_received["spmm_rows"]),
+                "spmm_id_bytes_received": self.bytes_received["spmm_ids"],
+                "spmm_row_bytes_received": self.bytes_received["spmm_rows"],
+                "peak_feature_bytes": self.mem.peak,
+                "time_s": dict(self.seconds), "device": self.device}
+
+
+# -- communication -------------------------------------------------------------------------------
+
+class Pending:
+    """An exchange in flight; :meth:`wait` returns ``{(src, dst): tensor}`` for the local
+    receivers."""
+
+    def __init__(self, fabric: "Fabric", received: dict, works=(), category: str = "",
+                 stats: dict | None = None):
+        self._fabric, self._received, self._works = fabric, received, list(works)
+        self._category, self._stats = category, stats
+
+    def wait(self) -> dict:
+        for w in self._works:
+            w.wait()
+        self._works = []
+        if self._stats is not None:
+            for (src, dst), t in self._received.items():
+                if src != dst:
+                    self._stats[dst].bytes_received[self._category] += _nbytes(t)
+            self._stats = None
+        return self._received
+
+
+class Fabric:
+    """Point-to-point messages between the ``world`` processes; this one runs ``local``.
+
+    :meth:`start` posts the messages ``sends[(src, dst)]`` (``src`` local) and the receives
+    ``expect[(src, dst)] = (shape, dtype)`` (``dst`` local) of one round; every process calls it
+    the same number of times, in the same order (the round number tags the messages).
+    """
+
+    world: int
+    local: list[int]
+
+    def start(self, sends: dict, expect: dict, category: str, stats: dict) -> Pending:
+        raise NotImplementedError
+
+    def exchange(self, sends: dict, expect: dict, category: str, stats: dict) -> dict:
+        return self.start(sends, expect, category, stats).wait()
+
+    def gather(self, obj) -> list:
+        raise NotImplementedError
+
+
+class LocalFabric(Fabric):
+    """All processes in this one: a message is handed over (its shape checked against what the
+    receiver expects), and counted like a real one."""
+
+    def __init__(self, world: int):
+        self.world = world
+        self.local = list(range(world))
+
+    def start(self, sends, expect, category, stats):
+        got = {}
+        for key, (shape, dtype) in expect.items():
+            t = sends.get(key)
+            if t is None:
+                raise RuntimeError(f"DEAL fabric: process {key[1]} expects a message from "
+                                   f"{key[0]} that was not sent")
+            if tuple(t.shape) != tuple(shape) or t.dtype != dtype:
+                raise RuntimeError(f"DEAL fabric: message {key} is {tuple(t.shape)} "
+                                   f"{t.dtype}; the receiver expects {tuple(shape)} {dtype}")
+            got[key] = t
+        extra = set(sends) - set(expect)
+        if extra:
+            raise RuntimeError(f"DEAL fabric: messages {sorted(extra)[:3]} have no receiver")
+        return Pending(self, got, (), category, stats)
+
+    def gather(self, obj):
+        return [obj]
+
+
+class DistFabric(Fabric):
+    """This process is rank ``dist.get_rank()``; messages go by ``isend``/``irecv`` (gloo)."""
+
+    def __init__(self):
+        import torch.distributed as dist
+        self.dist = dist
+        self.world = dist.get_world_size()
+        self.local = [dist.get_rank()]
+        self._round = 0
+
+    def start(self, sends, expect, category, stats):
+        dist, tag = self.dist, self._round
+        self._round += 1
+        works, got = [], {}
+        me = self.local[0]
+        for (src, dst), t in sends.items():
+            if src == dst:
+                continue
+            if t.numel():
+                works.append(dist.isend(t.contiguous(), dst, tag=tag))
+        for (src, dst), (shape, dtype) in expect.items():
+            if src == dst:
+                got[(src, dst)] = sends[(src, dst)]
+                continue
+            buf = torch.empty(shape, dtype=dtype)
+            if buf.numel():
+                works.append(dist.irecv(buf, src, tag=tag))
+            got[(src, dst)] = buf
+        assert all(d == me for _, d in expect)
+        return Pending(self, got, works, category, stats)
+
+    def gather(self, obj):
+        out = [None] * self.world
+        self.dist.all_gather_object(out, obj)
+        return out
+
+
+# -- the layer graphs of a row range -------------------------------------------------------------
+
+def local_operator(kind: str, rows: CSRGraph, row_nodes: np.ndarray):
+    """The model's aggregation restricted to some rows (``rows``: their sampled neighbours,
+    global column ids; ``row_nodes``: the global id of each row): ``(adj, row_scale,
+    col_scale)``, with ``col_scale`` the scale of these same nodes as columns (each owner
+    scales its own rows before they are used or served).
+
+    ``gcn``: ``A + I`` (one self loop per node), ``r = c = 1 / sqrt(deg)``; ``mean``: loops
+    removed, ``r = 1 / deg`` (0 without neighbours); ``sum``: ``A + I`` unscaled.
+    """
+    n = rows.n_rows
+    row_nodes = np.asarray(row_nodes, dtype=np.int64)
+    r = rows.row_ids()
+    nonloop = rows.indices != row_nodes[r]
+    src, dst = r[nonloop], rows.indices[nonloop].astype(np.int64)
+    if kind in ("gcn", "sum"):
+        src = np.concatenate([src, np.arange(n)])
+        dst = np.concatenate([dst, row_nodes])
+    order = np.lexsort((dst, src))
+    src, dst = src[order], dst[order]
+    indptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(src, minlength=n), out=indptr[1:])
+    adj = CSRGraph(indptr, dst, n_cols=rows.n_cols, what="layer graph")
+    deg = np.diff(indptr).astype(np.float64)
+    if kind == "gcn":
+        s = (1.0 / np.sqrt(np.maximum(deg, 1.0))).astype(np.float32)
+        return adj, s, s
+    if kind == "mean":
+        return adj, np.where(deg > 0, 1.0 / np.maximum(deg, 1.0), 0.0).astype(np.float32), None
+    return adj, None, None
+
+
+_AGG_KIND = {"gcn": "gcn", "sage": "mean", "gin": "sum"}
+
+
+@dataclass
+class SpmmPlan:
+    """Who sends which rows to whom for one layer graph of one process (Sec. 3.5's groups).
+
+    ``need[q]``: sorted global ids of range ``q``'s rows this process uses; round ``s`` fetches
+    chunk ``s`` of every ``need[q]`` (``np.array_split`` into ``groups`` chunks) into one buffer;
+    ``local`` is the binary sub-matrix of the local columns (columns: positions in the own
+    block), ``rounds[s]`` that of round ``s`` as ``(matrix, rows)``: only the rows with an entry
+    in the round (columns: positions in the round's buffer), added into those output rows.
+    """
+
+    local: CSRGraph
+    rounds: list
+    need: dict
+    round_sizes: list
+
+
+def _plan(adj: CSRGraph, p: int, bounds: list[tuple[int, int]], groups: int) -> SpmmPlan:
+    lo, hi = bounds[p]
+    n = adj.n_rows
+    cols = adj.indices.astype(np.int64)
+    rows = adj.row_ids()
+    starts = np.array([b[0] for b in bounds])
+    owner = np.searchsorted(starts, cols, side="right") - 1
+    is_local = owner == p
+    lsel = np.nonzero(is_local)[0]
+    local = CSRGraph(np.r_[0, np.cumsum(np.bincount(rows[lsel], minlength=n))].astype(np.int64),
+                     cols[lsel] - lo, n_cols=hi - lo, what="local group")
+    rsel = np.nonzero(~is_local)[0]
+    needed = np.unique(cols[rsel])                  # ascending, so grouped by owner
+    nowner = np.searchsorted(starts, needed, side="right") - 1
+    need, chunk_of, slot_of = {}, np.zeros(needed.size, np.int64), np.zeros(needed.size, np.int64)
+    round_sizes = [0] * groups
+    for q in range(len(bounds)):
+        if q == p:
+            continue
+        seg = np.nonzero(nowner == q)[0]
+        need[q] = needed[seg]
+        pos = 0
+        for s, chunk in enumerate(np.array_split(np.arange(seg.size), groups)):
+            chunk_of[seg[chunk]] = s
+            slot_of[seg[chunk]] = round_sizes[s] + np.arange(chunk.size)
+            round_sizes[s] += chunk.size
+            pos += chunk.size
+    where = np.searchsorted(needed, cols[rsel])
+    rround, rslot, rrows = chunk_of[where], slot_of[where], rows[rsel]
+    rounds = []
+    for s in range(groups):
+        sel = rround == s
+        # only the rows this sub-group adds to: the device's output is that many rows
+        active, counts = np.unique(rrows[sel], return_counts=True)
+        indptr = np.r_[0, np.cumsum(counts)].astype(np.int64)
+        rounds.append((CSRGraph(indptr, rslot[sel], n_cols=round_sizes[s], what="sub-group"),
+                       torch.from_numpy(active)))
+    return SpmmPlan(local, rounds, need, round_sizes)
+
+
+# -- the engine ----------------------------------------------------------------------------------
+
+def ring_gemm(model: GNN, cfg: "InferConfig", layer: int) -> bool:
+    """Whether layer ``layer``'s GEMM is DEAL's ring exchange (else CAGNET's reduce-scatter):
+    as configured, or with ``auto`` whichever receives fewer bytes -- the ring ``(D_in + Σ
+    D_out) (M - 1) / M^2`` entries per row, the reduce-scatter ``Σ D_out (M - 1) / M`` (the
+    ring on a tie, and whenever LayerNorm needs whole rows)."""
+    if cfg.gemm != "auto":
+        return cfg.gemm == "deal"
+    M = cfg.feature_groups
+    d_in, d_out = model.dims[layer], model.dims[layer + 1]
+    if model.norms is not None:
+        return True
+    if model.kind == "gin":
+        outs, cag = [d_out], model.updates[layer][0].out_features + d_out
+    else:
+        outs = [d_out] * (2 if model.kind == "sage" else 1)
+        cag = sum(outs)
+    return d_in + sum(outs) <= cag * M
+
+
+@dataclass
+class InferConfig:
+    """System choices of one inference run."""
+
+    partitions: int = 1
+    feature_groups: int = 1
+    #: per layer: neighbours sampled per node (None: all)
+    fanout: list | None = None
+    gemm: str = "deal"
+    pipeline: bool = True
+    #: SpMM sub-groups per owning range
+    groups: int = 4
+    seed: int = 0
+
+    def validate(self, n_nodes: int | None = None, width: int | None = None) -> "InferConfig":
+        if self.partitions < 1 or self.feature_groups < 1:
+            raise UserError(f"--partitions {self.partitions} x --feature-groups "
+                            f"{self.feature_groups}: both must be at least 1")
+        if self.gemm not in GEMMS:
+            raise UserError(f"--gemm {self.gemm!r}: choose one of {', '.join(GEMMS)}")
+        if self.groups < 1:
+            raise UserError(f"--groups {self.groups}: use at least 1 sub-group per owner")
+        if n_nodes is not None and self.partitions > n_nodes:
+            raise UserError(f"--partitions {self.partitions} is more than the graph's "
+                            f"{n_nodes} nodes; use at most {n_nodes}")
+        if width is not None and self.feature_groups > width:
+            raise UserError(f"--feature-groups {self.feature_groups} is more than the narrowest "
+                            f"layer width {width}; use at most {width}")
+        return self
+
+    @property
+    def processes(self) -> int:
+        return self.partitions * self.feature_groups
+
+
+class DealEngine:
+    """All-node inference of ``model`` on ``graph`` with input features ``X`` (N x D, the model's
+    input: normalised, labels embedded), for the processes in ``fabric.local``."""
+
+    def __init__(self, model: GNN, graph: CSRGraph, X: np.ndarray, cfg: InferConfig,
+                 fabric: Fabric, choice: AcceleratorChoice | None = None):
+        model.eval()
+        self.model, self.graph, self.cfg, self.fabric = model, graph, cfg, fabric
+        self.P, self.M = cfg.partitions, cfg.feature_groups
+        if fabric.world != self.P * self.M:
+            raise UserError(f"--partitions {self.P} x --feature-groups {self.M} = "
+                            f"{self.P * self.M} processes, but the run has {fabric.world}")
+        self.fanout = cfg.fanout if cfg.fanout is not None else [None] * model.n_layers
+        if len(self.fanout) != model.n_layers:
+            raise UserError(f"fanout {self.fanout} has {len(self.fanout)} entries for a "
+                            f"{model.n_layers}-layer model; give one per layer")
+        cfg.validate(graph.n_rows, min(model.dims))
+        if cfg.gemm == "cagnet" and model.norms is not None:  # (auto keeps the ring there)
+            raise UserError("--gemm cagnet: the feature-partitioned GEMM cannot apply LayerNorm "
+                            "(it needs whole rows); use --gemm deal for this checkpoint")
+        self.bounds = contiguous_ranges(graph.n_rows, self.P)
+        self.X = X
+        self.choice = choice or AcceleratorChoice("cpu")
+        self.local = fabric.local
+        self.stats = {r: RankStats(r, r // self.M, r % self.M) for r in self.local}
+        self.devices = {r: self.choice.make() for r in self.local}
+        #: per process, every SpMM step: ``(kind, layer, group, seconds, device cycles)`` with
+        #: kind ``wait`` (a sub-group's rows arriving) or ``compute`` (group -1: the local one)
+        self.trace: dict[int, list] = {r: [] for r in self.local}
+
+    # -- geometry --------------------------------------------------------------------------------
+
+    def pm(self, r: int) -> tuple[int, int]:
+        return r // self.M, r % self.M
+
+    def rank(self, p: int, m: int) -> int:
+        return p * self.M + m
+
+    def cols(self, width: int, m: int) -> tuple[int, int]:
+        return contiguous_ranges(width, self.M)[m]
+
+    def rsub(self, p: int) -> list[tuple[int, int]]:
+        lo, hi = self.bounds[p]
+        return contiguous_ranges(hi - lo, self.M)
+
+    def _timed(self, r, phase, t0):
+        self.stats[r].add_time(phase, time.perf_counter() - t0)
+
+    # -- GEMM --------------------------------------------------------------------------------------
+
+    def rowwise(self, blocks: dict, width: int, fn, widths: list[int]) -> list[dict]:
+        """DEAL's GEMM: ring-exchange the column blocks (of a ``width``-wide tensor) into whole
+        row tiles, apply ``fn`` (row tile -> list of outputs of ``widths``), ring-exchange the
+        outputs back into column blocks. Consumes ``blocks``."""
+        M = self.M
+        tiles = {}
+        for r, X in blocks.items():
+            p, m = self.pm(r)
+            a, b = self.rsub(p)[m]
+            if M == 1:          # the block is already whole rows: no tile, no copy
+                tiles[r] = X
+                continue
+            R = torch.empty(b - a, width)
+            c0, c1 = self.cols(width, m)
+            R[:, c0:c1] = X[a:b]
+            tiles[r] = R
+            self.stats[r].mem.hold(R)
+        for t in range(1, M):
+            sends, expect = {}, {}
+            for r, X in blocks.items():
+                p, m = self.pm(r)
+                dst, src = (m + t) % M, (m - t) % M
+                a, b = self.rsub(p)[dst]
+                sends[(r, self.rank(p, dst))] = X[a:b].contiguous()
+                a, b = self.rsub(p)[m]
+                s0, s1 = self.cols(width, src)
+                expect[(self.rank(p, src), r)] = ((b - a, s1 - s0), torch.float32)
+            got = self.fabric.exchange(sends, expect, "gemm", self.stats)
+            for (src_r, r), piece in got.items():
+                s0, s1 = self.cols(width, self.pm(src_r)[1])
+                tiles[r][:, s0:s1] = piece
+        for r in list(blocks):
+            X = blocks.pop(r)
+            if M > 1:       # (with M = 1 the tile is the block and is dropped below)
+                self.stats[r].mem.drop(X)
+        outs = [{} for _ in widths]
+        for r, R in tiles.items():
+            t0 = time.perf_counter()
+            with torch.no_grad():
+                F = fn(R)
+            self._timed(r, "gemm", t0)
+            self.stats[r].mem.hold(*F)
+            self.stats[r].mem.drop(R)
+            tiles[r] = F
+            p, m = self.pm(r)
+            lo, hi = self.bounds[p]
+            a, b = self.rsub(p)[m]
+            for k, w in enumerate(widths):
+                c0, c1 = self.cols(w, m)
+                out = torch.empty(hi - lo, c1 - c0)
+                out[a:b] = F[k][:, c0:c1]
+                outs[k][r] = out
+                self.stats[r].mem.hold(out)
+        for t in range(1, M):
+            sends, expect = {}, {}
+            for r, F in tiles.items():
+                p, m = self.pm(r)
+                dst, src = (m + t) % M, (m - t) % M
+                a, b = self.rsub(p)[src]
+                for k, w in enumerate(widths):
+                    d0, d1 = self.cols(w, dst)
+                    sends[(r, self.rank(p, dst), k)] = F[k][:, d0:d1].contiguous()
+                    c0, c1 = self.cols(w, m)
+                    expect[(self.rank(p, src), r, k)] = ((b - a, c1 - c0), torch.float32)
+            got = self._exchange_multi(sends, expect, "gemm")
+            for (src_r, r, k), piece in got.items():
+                a, b = self.rsub(self.pm(r)[0])[self.pm(src_r)[1]]
+                outs[k][r][a:b] = piece
+        for r, F in tiles.items():
+            self.stats[r].mem.drop(*F)
+        return outs
+
+    def _exchange_multi(self, sends, expect, category):
+        """One round of several messages per pair (keys ``(src, dst, k)``)."""
+        ks = sorted({k for *_, k in expect} | {k for *_, k in sends})
+        out = {}
+        for k in ks:   # one fabric round per message kind keeps the tags in step everywhere
+            got = self.fabric.exchange({(s, d): t for (s, d, kk), t in sends.items() if kk == k},
+                                       {(s, d): v for (s, d, kk), v in expect.items() if kk == k},
+                                       category, self.stats)
+            out.update({(s, d, k): t for (s, d), t in got.items()})
+        return out
+
+    def cagnet_linear(self, blocks: dict, weight: torch.Tensor, bias) -> dict:
+        """CAGNET's GEMM: ``X[:, cols_m] W[:, cols_m]ᵀ`` on every process, then a reduce-scatter
+        of the ``n_p x D'`` partial products among the range's ``M`` processes."""
+        M, d_out, d_in = self.M, weight.shape[0], weight.shape[1]
+        partial, outs = {}, {}
+        for r, X in blocks.items():
+            p, m = self.pm(r)
+            c0, c1 = self.cols(d_in, m)
+            t0 = time.perf_counter()
+            with torch.no_grad():
+                Y = X @ weight[:, c0:c1].T
+            self._timed(r, "gemm", t0)
+            partial[r] = Y
+            o0, o1 = self.cols(d_out, m)
+            outs[r] = Y[:, o0:o1].clone()
+            self.stats[r].mem.hold(Y, outs[r])
+        for t in range(1, M):
+            sends, expect = {}, {}
+            for r, Y in partial.items():
+                p, m = self.pm(r)
+                dst, src = (m + t) % M, (m - t) % M
+                d0, d1 = self.cols(d_out, dst)
+                sends[(r, self.rank(p, dst))] = Y[:, d0:d1].contiguous()
+                o0, o1 = self.cols(d_out, m)
+                expect[(self.rank(p, src), r)] = ((Y.shape[0], o1 - o0), torch.float32)
+            got = self.fabric.exchange(sends, expect, "gemm", self.stats)
+            for (_, r), piece in got.items():
+                self.stats[r].mem.hold(piece)
+                outs[r] += piece
+                self.stats[r].mem.drop(piece)
+        for r in list(partial):
+            self.stats[r].mem.drop(partial.pop(r))
+        if bias is not None:
+            for r in outs:
+                o0, o1 = self.cols(d_out, self.pm(r)[1])
+                outs[r] += bias[o0:o1]
+        return outs
+
+    # -- SpMM --------------------------------------------------------------------------------------
+
+    def prepare_layer(self, layer: int, samplers: dict) -> None:
+        """Sample layer ``layer``'s graph of every local range, build its operator and plan, and
+        tell the owners which rows will be needed (ids, once per layer)."""
+        kind = _AGG_KIND[self.model.kind]
+        made = {}
+        for r in self.local:
+            p, m = self.pm(r)
+            t0 = time.perf_counter()
+            if p not in made:
+                rows = samplers[p].sample(self.fanout[layer], layer)
+                lo, hi = self.bounds[p]
+                adj, rs, cs = local_operator(kind, rows, np.arange(lo, hi))
+                made[p] = (adj, rs, cs, _plan(adj, p, self.bounds, self.cfg.groups))
+            self._timed(r, "sample", t0)
+        self._ops[layer] = made
+        # ids: counts first (the owner does not know how many), then the ids themselves
+        sends, expect = {}, {}
+        for r in self.local:
+            p, m = self.pm(r)
+            plan = made[p][3]
+            for q in range(self.P):
+                if q != p:
+                    sends[(r, self.rank(q, m))] = torch.tensor([plan.need[q].size])
+                    expect[(self.rank(q, m), r)] = ((1,), torch.int64)
+        counts = self.fabric.exchange(sends, expect, "spmm_ids", self.stats)
+        sends, expect = {}, {}
+        for r in self.local:
+            p, m = self.pm(r)
+            plan = made[p][3]
+            for q in range(self.P):
+                if q != p:
+                    sends[(r, self.rank(q, m))] = torch.from_numpy(plan.need[q])
+                    expect[(self.rank(q, m), r)] = ((int(counts[(self.rank(q, m), r)][0]),),
+                                                    torch.int64)
+        got = self.fabric.exchange(sends, expect, "spmm_ids", self.stats)
+        lo = {r: self.bounds[self.pm(r)[0]][0] for r in self.local}
+        self._serve[layer] = {
+            r: {src: [c - lo[r] for c in np.array_split(ids.numpy(), self.cfg.groups)]
+                for (src, dst), ids in got.items() if dst == r and src != r}
+            for r in self.local}
+
+    def spmm(self, layer: int, blocks: dict) -> dict:
+        """``Â`` times the column-split ``blocks`` (each process's own rows, columns ``m``)."""
+        S, pipeline = self.cfg.groups, self.cfg.pipeline
+        made = self._ops[layer]
+        Ys, outs = {}, {}
+        for r, Y in blocks.items():
+            p, _ = self.pm(r)
+            cs = made[p][2]
+            Ys[r] = Y * torch.from_numpy(cs)[:, None] if cs is not None else Y
+            if cs is not None:
+                self.stats[r].mem.hold(Ys[r])
+            outs[r] = torch.zeros(made[p][0].n_rows, Y.shape[1])
+            self.stats[r].mem.hold(outs[r])
+
+        def start(s):
+            sends, expect = {}, {}
+            for r in self.local:
+                p, m = self.pm(r)
+                for src, chunks in self._serve[layer][r].items():
+                    sends[(r, src)] = Ys[r][torch.from_numpy(chunks[s])]
+                    self.stats[r].mem.hold(sends[(r, src)])
+                plan = made[p][3]
+                for q in range(self.P):
+                    if q != p:
+                        n_q = np.array_split(plan.need[q], S)[s].size
+                        expect[(self.rank(q, m), r)] = ((n_q, Ys[r].shape[1]), torch.float32)
+            t0 = time.perf_counter()
+            h = self.fabric.start(sends, expect, "spmm_rows", self.stats)
+            for r in self.local:
+                self._timed(r, "spmm_comm", t0)
+            return h, sends
+
+        def finish(h, sends, s):
+            t0 = time.perf_counter()
+            got = h.wait()
+            dt = time.perf_counter() - t0
+            for r in self.local:
+                self._timed(r, "spmm_comm", t0)
+                self.trace[r].append(("wait", layer, s, dt, 0))
+            for (r, _), t in sends.items():
+                self.stats[r].mem.drop(t)
+            return got
+
+        def compute(r, csr, H, s=-1, rows=None):
+            if csr.nnz == 0:
+                self.trace[r].append(("compute", layer, s, 0.0, 0))
+                return
+            t0 = time.perf_counter()
+            c0 = self.devices[r].counters.cycles_total
+            if rows is None:
+                outs[r] += self.devices[r].sspmm(csr, H)
+            else:
+                outs[r].index_add_(0, rows, self.devices[r].sspmm(csr, H))
+            self._timed(r, "spmm", t0)
+            self.trace[r].append(("compute", layer, s, time.perf_counter() - t0,
+                                  self.devices[r].counters.cycles_total - c0))
+
+        def compute_round(s, got):
+            for r in self.local:
+                p, m = self.pm(r)
+                parts = [got[(self.rank(q, m), r)] for q in range(self.P) if q != p]
+                buf = torch.cat(parts) if parts else torch.zeros(0, Ys[r].shape[1])
+                self.stats[r].mem.hold(buf)
+                sub, rows = made[p][3].rounds[s]
+                compute(r, sub, buf, s, rows)
+                self.stats[r].mem.drop(buf)
+
+        if self.P == 1:
+            for r in self.local:
+                compute(r, made[self.pm(r)[0]][3].local, Ys[r])
+        elif pipeline:
+            pending = start(0)
+            for r in self.local:          # the local group covers the pipeline fill
+                compute(r, made[self.pm(r)[0]][3].local, Ys[r])
+            for s in range(S):
+                got = finish(*pending, s)
+                if s + 1 < S:
+                    pending = start(s + 1)
+                compute_round(s, got)
+        else:
+            for r in self.local:
+                compute(r, made[self.pm(r)[0]][3].local, Ys[r])
+            for s in range(S):
+                compute_round(s, finish(*start(s), s))
+        for r in list(blocks):
+            p, _ = self.pm(r)
+            rs = made[p][1]
+            if rs is not None:
+                outs[r] *= torch.from_numpy(rs)[:, None]
+            if made[p][2] is not None:
+                self.stats[r].mem.drop(Ys[r])
+            self.stats[r].mem.drop(blocks.pop(r))
+        return outs
+
+    # -- the model ---------------------------------------------------------------------------------
+
+    def _act(self, layer: int):
+        norm = self.model.norms[str(layer)] if (self.model.norms is not None
+                                                 and layer > 0) else None
+        if layer == 0:
+            return lambda R: R
+        if norm is not None:
+            return lambda R: torch.relu(norm(R))
+        return torch.relu
+
+    def run(self) -> dict:
+        """Embed every node; returns ``{rank: (rows (lo, hi), cols (c0, c1), block)}``."""
+        model, cfg = self.model, self.cfg
+        self._ops, self._serve = {}, {}
+        t_start = time.perf_counter()
+        samplers = {}
+        for r in self.local:
+            p, m = self.pm(r)
+            t0 = time.perf_counter()
+            if p not in samplers:
+                lo, hi = self.bounds[p]
+                samplers[p] = LayerSampler(self.graph, lo, hi, cfg.seed)
+            self._timed(r, "sample", t0)
+        self.samplers = samplers
+        P = {}
+        d0 = model.dims[0]
+        for r in self.local:
+            p, m = self.pm(r)
+            lo, hi = self.bounds[p]
+            c0, c1 = self.cols(d0, m)
+            P[r] = torch.from_numpy(np.ascontiguousarray(self.X[lo:hi, c0:c1], np.float32))
+            self.stats[r].mem.hold(P[r])
+            self.stats[r].rows, self.stats[r].columns = hi - lo, c1 - c0
+        for layer in range(model.n_layers):
+            self.prepare_layer(layer, samplers)
+            P = self._layer(layer, P)
+        for r in self.local:
+            self.stats[r].add_time("total", time.perf_counter() - t_start)
+            self.stats[r].device = self.devices[r].counters.as_dict()
+        out = {}
+        for r, block in P.items():
+            p, m = self.pm(r)
+            out[r] = (self.bounds[p], self.cols(model.dims[-1], m), block)
+        return out
+
+    def _map(self, blocks: dict, fn) -> dict:
+        """``fn`` applied to every block (element-wise work on column blocks); consumes."""
+        out = {}
+        for r in list(blocks):
+            out[r] = fn(blocks[r])
+            self.stats[r].mem.hold(out[r])
+            self.stats[r].mem.drop(blocks.pop(r))
+        return out
+
+    def _drop(self, blocks: dict) -> None:
+        for r in list(blocks):
+            self.stats[r].mem.drop(blocks.pop(r))
+
+    def _layer(self, layer: int, P: dict) -> dict:
+        model, kind, deal = self.model, self.model.kind, ring_gemm(self.model, self.cfg, layer)
+        act = self._act(layer)
+        self_act = (lambda R: R) if layer == 0 else torch.relu   # SAGE's self term: relu(P)
+        d_in, d_out = model.dims[layer], model.dims[layer + 1]
+        with torch.no_grad():
+            if kind in ("gcn", "sage"):
+                lin = model.updates[layer]
+                W = lin.weight
+                Ws = model.selfs[layer].weight if kind == "sage" else None
+                if deal:
+                    fn = ((lambda R: [act(R) @ W.T]) if Ws is None else
+                          (lambda R: [act(R) @ W.T, self_act(R) @ Ws.T]))
+                    Ys = self.rowwise(P, d_in, fn, [d_out] * (1 if Ws is None else 2))
+                else:
+                    A = self._map(P, act)
+                    Ys = [self.cagnet_linear(A, W, None)]
+                    if Ws is not None:
+                        Ys.append(self.cagnet_linear(A, Ws, None))
+                    self._drop(A)
+                Z = self.spmm(layer, Ys[0])
+                for r, z in Z.items():
+                    c0, c1 = self.cols(d_out, self.pm(r)[1])
+                    if lin.bias is not None:
+                        z += lin.bias[c0:c1]
+                    if Ws is not None:
+                        z += Ys[1][r]
+                if Ws is not None:
+                    self._drop(Ys[1])
+                return Z
+            # gin: aggregate first, then the MLP on whole rows
+            if layer > 0:
+                if model.norms is not None:
+                    P = self.rowwise(P, d_in, lambda R: [act(R)], [d_in])[0]
+                else:
+                    P = self._map(P, torch.relu)
+            Z = self.spmm(layer, P)
+            mlp = model.updates[layer]
+            if deal:
+                return self.rowwise(Z, d_in, lambda R: [mlp(R)], [d_out])[0]
+            T = self.cagnet_linear(Z, mlp[0].weight, mlp[0].bias)
+            self._drop(Z)
+            T2 = self._map(T, torch.relu)
+            out = self.cagnet_linear(T2, mlp[2].weight, mlp[2].bias)
+            self._drop(T2)
+            return out
+
+
+def assemble(parts: list[dict], n: int, width: int) -> np.ndarray:
+    """The N x width embedding matrix from every process's ``(rows, cols, block)``."""
+    out = np.empty((n, width), dtype=np.float32)
+    filled = np.zeros((n, width), dtype=bool)
+    for part in parts:
+        for (lo, hi), (c0, c1), block in part.values():
+            out[lo:hi, c0:c1] = np.asarray(block)
+            filled[lo:hi, c0:c1] = True
+    if not filled.all():
+        raise RuntimeError("DEAL: the processes' blocks do not cover the embedding matrix")
+    return out
+
+
+# -- references ----------------------------------------------------------------------------------
+
+def layer_graphs(graph: CSRGraph, fanout: list, seed: int) -> list[CSRGraph]:
+    """Every layer's sampled 1-hop graph of the whole graph (one sampler, shared state)."""
+    sampler = LayerSampler(graph, seed=seed)
+    return [sampler.sample(k, layer) for layer, k in enumerate(fanout)]
+
+
+def layerwise_forward(model: GNN, graphs: list[CSRGraph], X: torch.Tensor) -> torch.Tensor:
+    """The model's own forward pass (aggregate, then update) with layer ``l`` aggregating over
+    ``graphs[l]``, in plain torch: the single-process reference of the embeddings."""
+    model.eval()
+    P, H_self = X, X
+    with torch.no_grad():
+        for layer in range(model.n_layers):
+            if layer == 0:
+                H = X
+            elif model.norms is not None:
+                H = torch.relu(model.norms[str(layer)](P))
+            else:
+                H = torch.relu(P)
+            Z = reference_aggregate(model.aggregation(graphs[layer]), H)
+            P = model.update(layer, Z, H_self)
+            H_self = torch.relu(P)
+    return P

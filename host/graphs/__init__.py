@@ -1,0 +1,1 @@
+"""moagcn.host.graphs."""

@@ -1,0 +1,1037 @@
+"""Mini-batch training input: a GraphSAGE neighbour sampler, a feature loader and two-stage
+feature prefetching (HyScale-GNN, Sec. III-A and IV-B).
+
+A mini-batch is built top-down from its targets, the DGL "block" / PyG ``NeighborLoader``
+layout. A model of ``L`` layers gets ``L`` blocks, ``blocks[l]`` for layer ``l`` with **layer 0
+the input layer** (the one reading the features) and layer ``L - 1`` the one producing the
+batch's outputs:
+
+- layer ``L - 1``'s targets are the batch; every layer's targets are the rows of its block;
+- a block's sources ``src`` are its targets and their sampled neighbours (global ids, sorted,
+  unique), and they are the next layer down's targets; ``blocks[0].src`` are the
+  :attr:`MiniBatch.input_nodes` whose features are loaded;
+- the block's local CSR has one row per target (in target order; each row's sampled neighbours
+  in stored order) and columns that are positions in ``src``; ``dst_pos`` is where each target
+  sits in ``src`` (``src[dst_pos] == targets``), for the self term and the next layer's rows.
+
+**Fanouts** ``fanouts[l]`` is the fanout of layer ``l``, first layer (input) first: the order of
+:func:`~moagcn.host.graphs.sampling.parse_fanout`, of DEAL and of DGL's ``NeighborSampler``; PyG's
+``num_neighbors`` lists the hops from the targets first, so PyG ``[25, 10]`` is ``[10, 25]``
+here. ``None`` keeps every neighbour.
+
+Neighbours come from :func:`~moagcn.host.graphs.sampling.sample_rows` (without replacement, ``O(k)``
+per row, deterministic per seed, layer and node). A *salt* (an int or a tuple of ints: an epoch,
+``(epoch, iteration)``) is folded into the seed so that each epoch or iteration draws afresh,
+reproducibly; without a salt the draw is exactly the one DEAL and the ego-network inference of
+:mod:`moagcn.host.deal.ego` make with that seed. Within one draw a node met twice (as the target of
+two layers) draws independently per layer, as in GraphSAGE.
+
+:class:`Prefetcher` overlaps the stages (Fig. 7): while the caller trains on batch ``i``, stage
+B ("transfer": a copy onto the trainer's device, a real copy into a fresh buffer on the CPU)
+works on ``i + 1`` and stage A (sampling + feature loading) on ``i + 2``.
+"""
+
+from __future__ import annotations
+
+import errno
+import itertools
+import mmap
+import multiprocessing
+import multiprocessing.connection
+import os
+import pickle
+import socket
+import threading
+import time
+from collections import deque
+from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass, field
+from numbers import Integral
+from typing import Iterator, Sequence
+
+import numpy as np
+import torch
+
+from moagcn.errors import UserError
+
+from moagcn.host.parallel import ipc
+from moagcn.host.graphs.ops import CSRGraph
+from moagcn.host.graphs.sampling import sample_rows, splitmix64
+
+# -- inputs ---------------------------------------------------------------------------------------
+
+
+def _whole(value, what: str, fix: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, Integral):
+        raise UserError(f"{what} = {value!r} is not a whole number; {fix}")
+    return int(value)
+
+
+def check_fanouts(fanouts) -> list[int | None]:
+    """``fanouts`` as a list of positive ints or None (all neighbours), first layer first."""
+    if isinstance(fanouts, str):
+        raise UserError(f"fanouts = {fanouts!r} is text; parse it with "
+                        "moagcn.host.graphs.sampling.parse_fanout(text, layers) first")
+    try:
+        out = list(fanouts)
+    except TypeError:
+        raise UserError(f"fanouts = {fanouts!r} is not a list; give one fanout per layer, "
+                        "input layer first, e.g. [10, 25]") from None
+    if not out:
+        raise UserError("fanouts is empty; give one fanout per layer, input layer first, "
+                        "e.g. [10, 25] (None for all neighbours)")
+    for layer, k in enumerate(out):
+        if k is None:
+            continue
+        k = _whole(k, f"fanouts[{layer}]", "use a positive whole number or None (all)")
+        if k < 1:
+            raise UserError(f"fanouts[{layer}] = {k}: at least 1 neighbour must be sampled per "
+                            "node; use a positive number or None (all neighbours)")
+        out[layer] = k
+    return out
+
+
+def salted_seed(seed: int, salt=None) -> int:
+    """The 32-bit sampling seed of ``seed`` with ``salt`` (None, an int or a tuple of ints)
+    folded in by SplitMix64; ``salt=None`` gives ``seed`` itself (the unsalted DEAL draw)."""
+    if salt is None:
+        return int(seed)
+    parts = salt if isinstance(salt, tuple) else (salt,)
+    h = splitmix64(np.array([int(seed) & 0xFFFFFFFFFFFFFFFF], dtype=np.uint64))
+    for p in parts:
+        p = _whole(p, "salt", "use an int (an epoch) or a tuple of ints (epoch, iteration)")
+        h = splitmix64(h ^ np.uint64(p & 0xFFFFFFFFFFFFFFFF))
+    return int(h[0] & np.uint64(0xFFFFFFFF))
+
+
+def _check_targets(targets, n: int) -> np.ndarray:
+    t = np.asarray(targets)
+    if t.ndim != 1 or t.size == 0:
+        raise UserError(f"mini-batch targets have shape {t.shape}; give a non-empty 1-D array "
+                        "of node ids")
+    if not np.issubdtype(t.dtype, np.integer):
+        raise UserError(f"mini-batch targets have dtype {t.dtype}; give integer node ids")
+    t = t.astype(np.int64, copy=False)
+    bad = np.nonzero((t < 0) | (t >= n))[0]
+    if bad.size:
+        raise UserError(f"mini-batch target {t[bad[0]]} is not a node of the graph "
+                        f"(valid: 0..{n - 1})")
+    if np.unique(t).size != t.size:
+        raise UserError("mini-batch targets repeat a node; give each target once (batches() "
+                        "does)")
+    return t
+
+
+def training_ids(mask, what: str = "train_mask", labels=None) -> np.ndarray:
+    """The node ids a boolean mask selects (the training set), checked: a mask must be given,
+    select some node, and (given ``labels``) only labelled ones."""
+    if mask is None:
+        raise UserError(f"{what} is missing; pass a boolean mask of the nodes to train on "
+                        "(e.g. dataset.train_mask)")
+    m = np.asarray(mask)
+    if m.ndim != 1 or not (m.dtype == bool or np.isin(m, (0, 1)).all()):
+        raise UserError(f"{what} has shape {m.shape} dtype {m.dtype}; give a 1-D boolean mask "
+                        "with one entry per node")
+    ids = np.nonzero(m.astype(bool))[0].astype(np.int64)
+    if ids.size == 0:
+        raise UserError(f"{what} selects no node; mark at least one labelled node to train on")
+    if labels is not None:
+        y = np.asarray(labels)
+        if y.shape != m.shape:
+            raise UserError(f"labels have shape {y.shape} but {what} has {m.shape}; give one "
+                            "label per node")
+        unl = ids[y[ids] < 0]
+        if unl.size:
+            raise UserError(f"{what} selects node {unl[0]}, which has no label (-1); remove it "
+                            "from the mask")
+    return ids
+
+
+def batches(train_ids, batch_size: int, seed: int = 0, epoch: int = 0) -> list[np.ndarray]:
+    """``train_ids`` shuffled (reproducibly per ``(seed, epoch)``) and cut into batches of
+    ``batch_size``; the last, partial batch is kept."""
+    ids = np.asarray(train_ids)
+    if ids.ndim != 1 or ids.size == 0 or not np.issubdtype(ids.dtype, np.integer):
+        raise UserError(f"train_ids have shape {ids.shape} dtype {ids.dtype}; give a non-empty "
+                        "1-D array of node ids (e.g. training_ids(dataset.train_mask))")
+    if np.unique(ids).size != ids.size:
+        raise UserError("train_ids repeat a node; give each training node once")
+    bs = _whole(batch_size, "batch_size", f"use 1..{ids.size}")
+    if not 1 <= bs <= ids.size:
+        raise UserError(f"batch_size = {bs} does not fit a training set of {ids.size} nodes; "
+                        f"use 1..{ids.size}")
+    seed = _whole(seed, "seed", "use a whole number >= 0")
+    epoch = _whole(epoch, "epoch", "use a whole number >= 0")
+    if seed < 0 or epoch < 0:
+        raise UserError(f"seed = {seed}, epoch = {epoch}: both must be >= 0")
+    order = ids[np.random.default_rng([seed, epoch]).permutation(ids.size)].astype(np.int64)
+    return [order[i:i + bs] for i in range(0, ids.size, bs)]
+
+
+# -- the sampler ----------------------------------------------------------------------------------
+
+
+@dataclass(eq=False)
+class Block:
+    """One layer's message-flow graph: ``graph`` has a row per target and columns that are
+    positions in ``src`` (the sorted, unique global ids of the sources, the targets included);
+    ``src[dst_pos]`` are the targets."""
+
+    graph: CSRGraph
+    src: np.ndarray
+    dst_pos: np.ndarray
+
+    @property
+    def targets(self) -> np.ndarray:
+        return self.src[self.dst_pos]
+
+    @property
+    def n_dst(self) -> int:
+        return int(self.dst_pos.size)
+
+    @property
+    def n_src(self) -> int:
+        return int(self.src.size)
+
+    def global_rows(self, n_nodes: int) -> CSRGraph:
+        """The sampled rows with global column ids (``n_nodes`` columns)."""
+        return CSRGraph(self.graph.indptr, self.src[self.graph.indices], n_cols=n_nodes,
+                        what="sampled rows")
+
+
+@dataclass(eq=False)
+class MiniBatch:
+    """A sampled mini-batch: ``targets`` (global ids, the batch, in batch order) and
+    ``blocks[l]`` for layer ``l`` (0 = input layer); ``seed`` is the salted sampling seed."""
+
+    targets: np.ndarray
+    blocks: list
+    seed: int
+
+    @property
+    def input_nodes(self) -> np.ndarray:
+        """The nodes whose features layer 0 reads (``blocks[0].src``)."""
+        return self.blocks[0].src
+
+    @property
+    def n_layers(self) -> int:
+        return len(self.blocks)
+
+    @property
+    def edges(self) -> int:
+        return sum(b.graph.nnz for b in self.blocks)
+
+
+class NeighborSampler:
+    """GraphSAGE neighbour sampling of mini-batches from ``graph`` (square; rows = targets).
+
+    ``fanouts[l]``: neighbours per node at layer ``l`` (input layer first; None: all).
+    :meth:`sample` is thread-safe (it only reads the graph).
+    """
+
+    def __init__(self, graph: CSRGraph, fanouts, seed: int = 0):
+        if not isinstance(graph, CSRGraph):
+            raise UserError(f"NeighborSampler needs a CSRGraph, got {type(graph).__name__}")
+        if graph.n_rows != graph.n_cols:
+            raise UserError(f"NeighborSampler: the graph is {graph.n_rows} x {graph.n_cols}; "
+                            "sources become the next layer's targets, so it must be square")
+        self.graph = graph
+        self.fanouts = check_fanouts(fanouts)
+        self.seed = _whole(seed, "seed", "use a whole number")
+
+    @property
+    def n_layers(self) -> int:
+        return len(self.fanouts)
+
+    def seed_for(self, salt=None) -> int:
+        """The sampling seed a draw with ``salt`` uses (``seed`` itself without a salt)."""
+        return salted_seed(self.seed, salt)
+
+    def sample(self, targets, salt=None) -> MiniBatch:
+        """The mini-batch of ``targets`` (distinct node ids); ``salt`` (an epoch, or ``(epoch,
+        iteration)``) changes the draw reproducibly."""
+        g = self.graph
+        tgt = _check_targets(targets, g.n_rows)
+        seed = self.seed_for(salt)
+        blocks = [None] * self.n_layers
+        rows_of = tgt
+        for layer in reversed(range(self.n_layers)):
+            indptr, idx = sample_rows(g, rows_of, self.fanouts[layer], layer, seed)
+            src = np.union1d(idx, rows_of)
+            local = CSRGraph(indptr, np.searchsorted(src, idx), n_cols=src.size,
+                             what=f"block {layer}")
+            blocks[layer] = Block(local, src, np.searchsorted(src, rows_of))
+            rows_of = src
+        return MiniBatch(tgt, blocks, seed)
+
+    def sample_many(self, batches: Sequence, threads: int = 1, salt=None) -> list[MiniBatch]:
+        """:meth:`sample` of each batch, in order, on ``threads`` threads (numpy drops the GIL in
+        its larger operations). Batch ``i`` is drawn with salt ``(salt, i)`` (``(*salt, i)`` for
+        a tuple), or unsalted when ``salt`` is None, exactly as :class:`Prefetcher` draws it."""
+        threads = _whole(threads, "threads", "use 1 or more")
+        if threads < 1:
+            raise UserError(f"threads = {threads}; use 1 or more sampling threads")
+        batches = list(batches)
+        salts = [batch_salt(salt, i) for i in range(len(batches))]
+        if threads == 1 or len(batches) < 2:
+            return [self.sample(b, s) for b, s in zip(batches, salts)]
+        with ThreadPoolExecutor(threads, thread_name_prefix="moagcn-sample") as pool:
+            return list(pool.map(self.sample, batches, salts))
+
+
+def batch_salt(salt, i: int):
+    """The salt of batch ``i`` of a run salted ``salt`` (None stays None)."""
+    if salt is None:
+        return None
+    return (*salt, i) if isinstance(salt, tuple) else (salt, i)
+
+
+# -- features -------------------------------------------------------------------------------------
+
+
+class FeatureLoader:
+    """Gathers the rows of ``features`` (N x F) a mini-batch reads into a contiguous float32
+    tensor (in pinned host memory with ``pin=True``, for asynchronous copies to a GPU), and the
+    labels of its targets."""
+
+    def __init__(self, features, labels=None, pin: bool = False):
+        X = features.detach().cpu().numpy() if isinstance(features, torch.Tensor) else features
+        X = np.asarray(X)
+        if X.ndim != 2 or X.shape[0] < 1 or not np.issubdtype(X.dtype, np.number):
+            raise UserError(f"features have shape {X.shape} dtype {X.dtype}; give an N x F "
+                            "numeric matrix")
+        self.X = torch.from_numpy(np.ascontiguousarray(X, dtype=np.float32))
+        self.labels = None
+        if labels is not None:
+            y = np.asarray(labels.cpu() if isinstance(labels, torch.Tensor) else labels)
+            if y.shape != (X.shape[0],) or not np.issubdtype(y.dtype, np.integer):
+                raise UserError(f"labels have shape {y.shape} dtype {y.dtype}; give {X.shape[0]} "
+                                "integers (-1 for unlabelled), one per feature row")
+            self.labels = torch.from_numpy(np.ascontiguousarray(y, dtype=np.int64))
+        if pin and not torch.cuda.is_available():
+            raise UserError("FeatureLoader(pin=True) needs CUDA (pinned memory is for copies to "
+                            "a GPU); use pin=False on a CPU-only machine")
+        self.pin = bool(pin)
+
+    @property
+    def n_nodes(self) -> int:
+        return int(self.X.shape[0])
+
+    def _rows(self, nodes) -> np.ndarray:
+        idx = np.asarray(nodes, dtype=np.int64)
+        if idx.size and (int(idx.min()) < 0 or int(idx.max()) >= self.n_nodes):
+            raise UserError(f"feature rows {int(idx.min())}..{int(idx.max())} requested from "
+                            f"{self.n_nodes} rows; the features must have a row per graph node")
+        return idx
+
+    def gather(self, nodes) -> torch.Tensor:
+        """``X[nodes]`` as a fresh contiguous float32 tensor."""
+        idx = torch.from_numpy(self._rows(nodes))
+        out = torch.empty((idx.numel(), self.X.shape[1]), dtype=torch.float32,
+                          pin_memory=self.pin)
+        return torch.index_select(self.X, 0, idx, out=out)
+
+    def gather_array(self, nodes) -> np.ndarray:
+        """``X[nodes]`` as a fresh float32 numpy array, with numpy alone (no torch call: safe in
+        a forked stage-A process, where torch's thread pool must not be used)."""
+        return self.X.numpy().take(self._rows(nodes), axis=0)
+
+    def label_array(self, targets) -> np.ndarray:
+        """The labels of ``targets`` (int64 numpy); every target must be labelled."""
+        if self.labels is None:
+            raise UserError("FeatureLoader has no labels; pass labels=dataset.labels (or "
+                            "labels=False to the Prefetcher for unlabelled batches)")
+        t = np.asarray(targets, dtype=np.int64)
+        y = self.labels.numpy()[t]
+        if y.size and int(y.min()) < 0:
+            v = int(t[int(np.argmin(y))])
+            raise UserError(f"target node {v} has no label (-1); batch only labelled nodes "
+                            "(training_ids(train_mask, labels=...))")
+        return y
+
+    def load(self, mb, labels: bool = True, numpy: bool = False):
+        """Stage A's load of a sampled batch: ``(X', labels)`` of its input rows and targets
+        (labels None without ``labels``); with ``numpy`` as numpy arrays and with numpy alone
+        (what a forked stage-A process may call), else as torch tensors."""
+        if numpy:
+            return (self.gather_array(mb.input_nodes),
+                    self.label_array(mb.targets) if labels else None)
+        return self.gather(mb.input_nodes), self.labels_of(mb.targets) if labels else None
+
+    def labels_of(self, targets) -> torch.Tensor:
+        """The labels of ``targets`` (int64); every target must be labelled."""
+        y = torch.from_numpy(self.label_array(targets))
+        if self.pin:
+            y = y.pin_memory()
+        return y
+
+
+# -- two-stage prefetching ------------------------------------------------------------------------
+
+
+@dataclass(eq=False)
+class LoadedBatch:
+    """What the trainer gets for iteration ``index``: the sampled ``batch`` (host numpy), its
+    input features ``x`` and target labels ``y`` on the trainer's device, the blocks' topology
+    there (``topology[l] = (indptr, indices, dst_pos)`` int64 tensors), the seconds each
+    stage spent on it, and what the prefetcher's ``prepare`` made of the batch in stage A
+    (None without one)."""
+
+    index: int
+    batch: MiniBatch
+    x: torch.Tensor
+    y: torch.Tensor | None
+    topology: list
+    times: dict = field(default_factory=dict)
+    prepared: object = None
+
+
+@dataclass
+class PrefetchStats:
+    """Seconds: ``busy`` per stage (``sample``, ``load``, ``transfer``, summed over the batches
+    the trainer received), ``wait`` (the trainer blocked for its next batch), ``train`` (the
+    trainer's time between batches) and ``wall`` (first request to the end)."""
+
+    busy: dict = field(default_factory=lambda: {"sample": 0.0, "load": 0.0, "transfer": 0.0})
+    wait: float = 0.0
+    train: float = 0.0
+    wall: float = 0.0
+    iterations: int = 0
+
+    def as_dict(self) -> dict:
+        return {"busy_s": dict(self.busy), "wait_s": self.wait, "train_s": self.train,
+                "wall_s": self.wall, "iterations": self.iterations}
+
+
+def transfer(mb, x: torch.Tensor, y, device: torch.device):
+    """Stage B's copy of a loaded batch onto ``device``: the features, the labels (or None)
+    and each block's topology (small int64 arrays, copied straight over); on the CPU a real
+    copy into fresh buffers. Returns ``(x, y, topology)``."""
+    if device.type == "cpu":
+        def move(t):
+            return t.clone()                              # a real copy, into a fresh buffer
+    else:
+        def move(t):
+            return t.to(device, non_blocking=t.is_pinned())
+    topology = [tuple(torch.tensor(a, device=device)
+                      for a in (b.graph.indptr, b.graph.indices, b.dst_pos))
+                for b in mb.blocks]
+    return move(x), (move(y) if y is not None else None), topology
+
+
+def stage_a(sampler: "NeighborSampler", loader: FeatureLoader, targets, salt,
+            labels: bool = True, prepare=None, numpy: bool = False):
+    """Stage A's work on one batch, as the prefetcher's threads and processes do it: sample
+    ``targets`` with ``salt``, ``prepare`` the mini-batch (optional), gather its features and
+    labels (with ``numpy``: numpy alone, as a forked process must), and time the sampling
+    (with the preparation) and the load. Returns ``(mb, x, y, times, prepared)``."""
+    t0 = time.perf_counter()
+    mb = sampler.sample(targets, salt)
+    prepared = prepare(mb) if prepare is not None else None
+    t1 = time.perf_counter()
+    x, y = loader.load(mb, labels, numpy=numpy)
+    t2 = time.perf_counter()
+    return mb, x, y, {"sample": t1 - t0, "load": t2 - t1}, prepared
+
+
+def _stage_a_worker(tasks, sock, others, cancelled, sampler, loader, labels: bool,
+                    prepare, core: int | None = None) -> None:
+    """A forked stage-A process: take the next task from ``tasks`` (the pool's shared queue,
+    a ``SOCK_SEQPACKET`` socket every process reads, each task reaching one of them), run
+    stage A (numpy only) on it and send back the batch, or the error it raised, on ``sock``;
+    until ``None`` or the queue's end. A task cancelled before it is taken (its number in
+    ``cancelled``, an int64 array shared with the pool, at the number's slot) is answered as
+    skipped, not run. ``others``: sockets of the pool inherited
+    by the fork and closed here (so that only their own processes hold them). ``core``: the
+    one core this process runs on (None: wherever the scheduler puts it)."""
+    import traceback
+    for o in others:
+        o.close()
+    bind(core)
+    while True:
+        try:
+            task = ipc.recv_record(tasks)
+        except (EOFError, OSError):
+            return
+        if task is None:
+            return
+        seq, targets, salt = task
+        if cancelled[seq % cancelled.size] == seq:
+            reply = (seq, None, None)
+        else:
+            try:
+                reply = (seq, True, stage_a(sampler, loader, targets, salt, labels, prepare,
+                                            numpy=True))
+            except BaseException as e:  # noqa: BLE001 (handed to the waiting trainer)
+                text = "".join(traceback.format_exception(e))
+                try:
+                    pickle.loads(pickle.dumps(e))
+                except Exception:       # noqa: BLE001 (an error that does not pickle)
+                    e = RuntimeError(f"{type(e).__name__}: {e}")
+                reply = (seq, False, (e, text))
+        try:
+            ipc.send(sock, reply)
+        except OSError:             # the prefetcher's end is gone
+            return
+
+
+class _RemoteTraceback(Exception):
+    def __init__(self, text: str):
+        super().__init__(text)
+
+    def __str__(self) -> str:
+        return "\n\nin the stage-A process:\n" + self.args[0]
+
+
+def core_plan(workers: int):
+    """Cores for ``workers`` stage-A processes beside the trainers' process: ``(trainer cores,
+    [one core per worker])``, the workers on the last of the cores this process may run on,
+    the trainers on the rest; None where that would leave the trainers no core, or where the
+    platform cannot bind a process to cores."""
+    if not (hasattr(os, "sched_getaffinity") and hasattr(os, "sched_setaffinity")):
+        return None
+    cores = sorted(os.sched_getaffinity(0))
+    if len(cores) <= workers:
+        return None
+    return cores[:len(cores) - workers], cores[len(cores) - workers:]
+
+
+def bind(cores, thread: int = 0):
+    """Bind the calling thread (or the thread with native id ``thread``) to ``cores`` (an int
+    or a collection; None: nothing); returns its cores before, or None where nothing was
+    bound (no cores given, or the system refused)."""
+    if cores is None:
+        return None
+    try:
+        before = os.sched_getaffinity(thread)
+        os.sched_setaffinity(thread, {cores} if isinstance(cores, int) else set(cores))
+    except (OSError, AttributeError):
+        return None
+    return before
+
+
+def _threads() -> list[int]:
+    """Native ids of this process's threads (Linux: ``/proc/self/task``; else the calling
+    thread's)."""
+    try:
+        return [int(t) for t in os.listdir("/proc/self/task")]
+    except OSError:
+        return [threading.get_native_id()]
+
+
+def can_fork() -> bool:
+    """Whether stage A can run in forked processes here (the ``fork`` start method: Linux)."""
+    return "fork" in multiprocessing.get_all_start_methods()
+
+
+def _died(i: int, broken: BaseException | None = None) -> RuntimeError:
+    why = f" ({broken})" if broken is not None and str(broken) else ""
+    return RuntimeError(f"a stage-A process died before batch {i} was sampled{why}; the "
+                        "prefetcher stops (see the process's own error above, or the system "
+                        "log if it was killed)")
+
+
+class StageAProcesses:
+    """``workers`` forked processes running stage A (sampling, ``prepare``, feature loading)
+    for :class:`Prefetcher` s of ``sampler`` and ``loader``: one pool can serve many epochs'
+    prefetchers, so that the processes are forked once (a fork copies the page tables of a
+    process that holds torch, and the first batches touch copy-on-write pages: about 0.1 s).
+
+    Tasks (targets and salt) go, in the order submitted, into one queue that every process
+    reads (a ``SOCK_SEQPACKET`` socket: each task reaches exactly one process, whole): a
+    process that finishes a batch takes the next task itself, so no batch waits behind a
+    longer one while another process idles, and none waits for this process to hand it work
+    (handing each task out from here, when a process replied, cost up to the interpreter's
+    switch interval per batch whenever the trainer held the interpreter lock: 5 ms, about a
+    fifth of a loader-bound iteration on two cores; docs/hyscale.md). Each process has one
+    Unix socket back to this one: the batch comes back through :mod:`~moagcn.host.parallel.ipc` (its
+    arrays in shared memory, mapped here without a copy) and one receiving thread completes
+    the task's future. Nothing else runs in the trainer's process (with
+    ``ProcessPoolExecutor``'s two threads and its unpickling of whole batches, a process
+    delivering batches beside training slowed the trainer's steps by about 45 % on two cores,
+    this way by about 30 %). A task cancelled before a process takes it is skipped. A process
+    that dies, or whose reply cannot be read, fails every batch in flight and every later
+    :meth:`submit` with ``BrokenProcessPool``.
+
+    With ``pin`` (and more cores than workers) every process runs on a core of its own and
+    this process (every thread of it: the trainers', torch's, and those started later, the
+    prefetchers' stage B) on the other cores until the pool is closed, when each thread gets
+    its cores back (one started meanwhile: those of the thread that made the pool)
+    (:func:`core_plan`), as
+    the paper's threads are bound to cores: left to the scheduler, a process that sleeps
+    between batches wakes on whichever core is free, its caches cold, and the trainers' thread
+    moves onto its core; on two cores, with small batches, binding shortened the prefetched
+    iteration by 12-18 % (docs/hyscale.md). :attr:`cores` holds the plan (None: not bound).
+
+    The processes are forked when the pool is made: make it after everything the stage reads
+    (the graph, the features, ``prepare``'s state) is final. Close it (or use it as a context
+    manager) to end them."""
+
+    #: seconds :meth:`close` waits for a process to finish its batch before killing it
+    CLOSE_TIMEOUT_S = 30.0
+    #: cancelled task numbers, one slot per task number modulo this (a slot holds the number
+    #: itself, so a task never reads another's cancellation)
+    _SLOTS = 1 << 16
+
+    def __init__(self, sampler: "NeighborSampler", loader: FeatureLoader, workers: int = 1,
+                 labels: bool = True, prepare=None, pin: bool = False):
+        if not can_fork():
+            raise UserError("stage-A processes are forked, which this platform cannot; run "
+                            "stage A in threads (processes=False)")
+        self.workers = _whole(workers, "workers", "use 1 or more")
+        if self.workers < 1:
+            raise UserError(f"workers = {self.workers}; use 1 or more stage-A processes")
+        self.sampler, self.loader = sampler, loader
+        self.labels, self.prepare = bool(labels), prepare
+        self._lock = threading.Lock()
+        self._futures: dict = {}            # seq -> Future
+        self._seq = itertools.count()
+        self._broken: str | None = None
+        self._closed = False
+        self._receiver = None
+        self._unbind = None                 # while bound: each thread's cores before
+        #: (trainer cores, [core of each process]) while bound, else None
+        self.cores = core_plan(self.workers) if pin else None
+        #: tasks the processes answered as skipped (cancelled before one took them)
+        self.skipped = 0
+        ctx = multiprocessing.get_context("fork")
+        self._procs, self._socks = [], []
+        # shared with the forked processes: the numbers of cancelled tasks (-1: none)
+        self._cancelled_map = mmap.mmap(-1, 8 * self._SLOTS)
+        self._cancelled = np.frombuffer(self._cancelled_map, dtype=np.int64)
+        self._cancelled[:] = -1
+        self._tasks, theirs_tasks = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            for w in range(self.workers):
+                ours, theirs = socket.socketpair()
+                p = ctx.Process(target=_stage_a_worker, name=f"moagcn-stage-a-{w}",
+                                args=(theirs_tasks, theirs, [self._tasks, *self._socks, ours],
+                                      self._cancelled, sampler, loader, self.labels, prepare,
+                                      None if self.cores is None else self.cores[1][w]),
+                                daemon=True)
+                p.start()
+                theirs.close()
+                self._procs.append(p)
+                self._socks.append(ours)
+        except BaseException:
+            self._closed = True
+            theirs_tasks.close()
+            self._end_processes()
+            raise
+        theirs_tasks.close()       # the processes hold the queue's reading end
+        self._receiver = threading.Thread(target=self._receive, daemon=True,
+                                          name="moagcn-prefetch-receive")
+        self._receiver.start()
+        if self.cores is not None:      # this process's threads off the processes' cores
+            self._bind_threads()
+
+    def serves(self, sampler, loader, labels, prepare) -> bool:
+        return (self.sampler is sampler and self.loader is loader
+                and self.labels == bool(labels) and self.prepare is prepare)
+
+    def submit(self, targets, salt) -> Future:
+        """Stage A of ``targets`` with ``salt`` in a process: a future of
+        ``(mb, x, y, times, prepared)`` (:func:`stage_a` with numpy). The task joins the queue
+        the processes take from in order; cancelling the future before a process takes it
+        skips it. Blocks only while the queue's socket is full (some hundred kilobytes of
+        tasks: their large target arrays travel in shared memory)."""
+        with self._lock:
+            if self._broken:
+                raise BrokenProcessPool(self._broken)
+            if self._closed:
+                raise RuntimeError("these stage-A processes were closed")
+            seq = next(self._seq)
+            fut: Future = Future()
+            self._futures[seq] = fut
+
+        def skip(f, seq=seq):
+            if f.cancelled():
+                self._cancelled[seq % self._SLOTS] = seq
+        fut.add_done_callback(skip)
+        # contiguous: a large target array travels in shared memory, never in the record
+        task = (seq, np.ascontiguousarray(targets), salt)
+        try:
+            ipc.send_record(self._tasks, task)
+        except (ValueError, OSError) as e:
+            with self._lock:
+                self._futures.pop(seq, None)
+                if isinstance(e, ValueError) or e.errno == errno.EMSGSIZE:
+                    raise UserError(f"a stage-A task could not be queued: {e}") from None
+                self._break("the stage-A processes are gone (their task queue closed)")
+            raise BrokenProcessPool(self._broken) from None
+        return fut
+
+    def _break(self, why: str) -> None:
+        """Under the lock: mark the pool broken and fail every batch in flight."""
+        if self._broken:
+            return
+        self._broken = why
+        for seq, fut in self._futures.items():
+            self._cancelled[seq % self._SLOTS] = seq    # the live processes skip what is queued
+            if fut.set_running_or_notify_cancel():
+                fut.set_exception(BrokenProcessPool(why))
+        self._futures.clear()
+
+    def _receive(self) -> None:
+        """The receiving thread: complete each task's future as its batch arrives. A process
+        that ends (its socket's end of file, after any replies it sent) breaks the pool
+        unless it was closed; the thread ends when every process has."""
+        live = {s: w for w, s in enumerate(self._socks)}
+        while live:
+            for sock in multiprocessing.connection.wait(list(live)):
+                w = live[sock]
+                try:
+                    seq, ok, value = ipc.recv(sock)
+                except Exception as e:  # noqa: BLE001 (the end of file, or a broken reply)
+                    del live[sock]
+                    proc = self._procs[w]
+                    if not isinstance(e, EOFError):
+                        proc.kill()             # its replies can no longer be read
+                    proc.join(1.0)
+                    with self._lock:
+                        if not self._closed:
+                            why = "" if isinstance(e, EOFError) else \
+                                f"; its reply could not be read: {type(e).__name__}: {e}"
+                            self._break(f"stage-A process {w} ended (exit code "
+                                        f"{proc.exitcode}){why}")
+                    continue
+                with self._lock:
+                    fut = self._futures.pop(seq, None)
+                    if ok is None:
+                        self.skipped += 1
+                if ok is None or fut is None or not fut.set_running_or_notify_cancel():
+                    continue                            # skipped, cancelled or failed already
+                if ok:
+                    fut.set_result(value)
+                else:
+                    err, text = value
+                    err.__cause__ = _RemoteTraceback(text)
+                    fut.set_exception(err)
+
+    def close(self) -> None:
+        """Cancel the batches in flight, end the processes (each finishes the batch it is on,
+        or is killed after :attr:`CLOSE_TIMEOUT_S`) and the receiving thread."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            futures = list(self._futures.values())
+        for fut in futures:         # outside the lock: cancelling runs the futures' callbacks
+            fut.cancel()
+        self._end_processes()
+
+    def _end_processes(self) -> None:
+        # the processes skip the cancelled tasks before these; a queue that nobody reads any
+        # more (the processes dead: the send fails at once, or stuck) must not hang here
+        self._tasks.settimeout(self.CLOSE_TIMEOUT_S)
+        for _ in self._procs:
+            try:
+                ipc.send_record(self._tasks, None)
+            except OSError:
+                break
+        deadline = time.monotonic() + self.CLOSE_TIMEOUT_S
+        for p in self._procs:
+            p.join(max(0.0, deadline - time.monotonic()))
+            if p.is_alive():
+                p.kill()
+                p.join()
+        receiver = getattr(self, "_receiver", None)
+        if receiver is not None:          # every socket is at its end of file now
+            receiver.join()
+        for s in (*self._socks, self._tasks):
+            s.close()
+        if self._unbind is not None:    # every thread of this process: its cores back
+            self._unbind_threads()
+
+    def _bind_threads(self) -> None:
+        """Bind every thread of this process to the trainers' cores, remembering each one's
+        cores before (the calling thread first: where the system refuses, nothing is bound)."""
+        me = threading.get_native_id()
+        before = bind(self.cores[0], me)
+        if before is None:
+            self.cores = None
+            return
+        self._unbind = {"home": before, "threads": {me: before}}
+        for tid in _threads():
+            if tid != me:
+                was = bind(self.cores[0], tid)
+                if was is not None:
+                    self._unbind["threads"][tid] = was
+
+    def _unbind_threads(self) -> None:
+        """Give every thread bound by :meth:`_bind_threads` its cores back, and threads
+        started while the pool lived (bound to the trainers' cores by inheritance) those of
+        the thread that made the pool."""
+        home, threads = self._unbind["home"], self._unbind["threads"]
+        self._unbind = None
+        trainers = set(self.cores[0]) if self.cores is not None else set()
+        for tid in _threads():
+            was = threads.get(tid)
+            if was is None:
+                try:
+                    if os.sched_getaffinity(tid) != trainers:
+                        continue
+                except OSError:
+                    continue
+                was = home
+            bind(was, tid)
+
+    def __enter__(self) -> "StageAProcesses":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+class Prefetcher:
+    """Two-stage feature prefetching of ``batches`` (lists of target ids): an epoch's, or a
+    whole run's (then give ``salts``, one per batch, e.g. ``(epoch, i)``, so that the pipeline
+    does not drain between epochs).
+
+    Stage A (a pool of ``workers`` threads; with ``processes=True`` of ``workers`` forked
+    processes, or those of a :class:`StageAProcesses` given as ``processes``) samples batch
+    ``i`` with salt ``(salt, i)`` or ``salts[i]`` (see
+    :meth:`NeighborSampler.sample_many`) and gathers its features and labels; stage B (one
+    thread) copies them to ``device`` (``.to(device)``, or a clone into a fresh buffer on the
+    CPU). While the trainer holds batch ``i``, batches ``i + 1 .. i + depth`` are in flight:
+    with ``depth=2``, ``i + 1`` in B and ``i + 2`` in A. ``enabled=False`` is the baseline:
+    every stage in sequence in the caller's thread. ``depth=0`` is the baseline with stage A's
+    workers: stage A in its pool, started when the batch is asked for or :meth:`request` is
+    called (so that several trainers' stage A run at once), stage B in the caller; nothing
+    runs beside the training. Batches arrive in order and equal the sequential ones.
+    ``prepare`` (optional, ``prepare(mini_batch) -> object``) is more of
+    stage A's work on each sampled batch (e.g. the blocks' normalised operators), timed with
+    the sampling and handed over as :attr:`LoadedBatch.prepared`; with processes it must not
+    call torch.
+
+    Threads share the interpreter lock with the trainer: sampling is numpy, but also many
+    small Python steps, and so is a training step, so on a host with few cores the two slow
+    each other down. Processes share nothing but the cores: each is forked (copy on write: the
+    graph and the features are not copied) when the first batch is asked for, samples and
+    gathers with numpy alone, and sends the batch back through shared memory
+    (:class:`StageAProcesses`; the sending is not timed, the copy into the trainer's buffer is
+    stage B's). A stage-A process that dies stops the
+    trainer with an error at its next batch. Processes the prefetcher made end with it; a
+    :class:`StageAProcesses` it was given is left running (its queued batches are cancelled).
+
+    Iterate it once (``for lb in pf``); leaving the loop early, an exception in the loop or in
+    a stage, or :meth:`close` cancels what is queued and joins the threads. Also a context
+    manager. :attr:`stats` holds the stage and wait times.
+    """
+
+    def __init__(self, sampler: NeighborSampler, loader: FeatureLoader, batches: Sequence,
+                 salt=None, device="cpu", depth: int = 2, enabled: bool = True,
+                 workers: int = 1, labels: bool = True,
+                 processes: "bool | StageAProcesses" = False, prepare=None, salts=None):
+        if isinstance(processes, StageAProcesses):
+            if not processes.serves(sampler, loader, labels, prepare):
+                raise UserError("Prefetcher(processes=...): the stage-A processes were made for "
+                                "another sampler, loader, labels or prepare; make them with "
+                                "this prefetcher's")
+            self._procs, self._own_procs = processes, False
+        elif processes and not can_fork():
+            raise UserError("Prefetcher(processes=True) forks stage-A processes, which this "
+                            "platform cannot; use processes=False (threads)")
+        else:
+            self._procs, self._own_procs = None, bool(processes)
+        self.processes = bool(processes)
+        self.prepare = prepare
+        self.salts = None if salts is None else list(salts)
+        if loader.n_nodes != sampler.graph.n_rows:
+            raise UserError(f"the features have {loader.n_nodes} rows but the graph has "
+                            f"{sampler.graph.n_rows} nodes; give one feature row per node")
+        if labels and loader.labels is None:
+            raise UserError("Prefetcher(labels=True) needs a FeatureLoader with labels; pass "
+                            "labels=dataset.labels to FeatureLoader, or labels=False")
+        self.depth = _whole(depth, "depth", "use 0 (no look-ahead) or more")
+        if self.depth < 0:
+            raise UserError(f"depth = {self.depth}; use 0 (no look-ahead), 1 or 2")
+        self.workers = _whole(workers, "workers", "use 1 or more")
+        if self.workers < 1:
+            raise UserError(f"workers = {self.workers}; use 1 or more stage-A threads")
+        self.sampler, self.loader, self.salt, self.labels = sampler, loader, salt, bool(labels)
+        # a list, or any sequence that makes batch i when asked (the hybrid trainer's splits,
+        # decided by DRM just before stage A samples them): read only by stage A
+        self.batches = batches if isinstance(batches, Sequence) else list(batches)
+        if not len(self.batches):
+            raise UserError("Prefetcher got no batches; make them with batches(train_ids, ...)")
+        if self.salts is not None and len(self.salts) != len(self.batches):
+            raise UserError(f"Prefetcher got {len(self.salts)} salts for {len(self.batches)} "
+                            "batches; give one salt per batch (or salt=)")
+        try:
+            self.device = torch.device(device)
+        except (RuntimeError, TypeError):
+            raise UserError(f"device = {device!r} is not a torch device; use 'cpu' or "
+                            "'cuda[:N]'") from None
+        if self.device.type == "cuda" and not torch.cuda.is_available():
+            raise UserError(f"device = {device!r} but CUDA is not available here; use "
+                            "device='cpu'")
+        #: depth 0 with ``enabled``: stage A in its pool (see :meth:`request`), no look-ahead
+        self.lockstep = bool(enabled) and self.depth == 0
+        self.enabled = bool(enabled) and self.depth > 0
+        self.stats = PrefetchStats()
+        self._pending: deque = deque()      # stage-B futures, in order (at most depth)
+        self._stage_a_futures: deque = deque()   # with processes: for cancelling at close
+        self._submitted = 0
+        self._pool_a = self._pool_b = None
+        self._stop = threading.Event()
+        self._closed = False
+        self._started = False
+        self._stream = None
+
+    # stages (thread-safe: they touch only their own batch)
+    def _stage_a(self, i: int):
+        if self._stop.is_set():
+            raise CancelledError
+        return stage_a(self.sampler, self.loader, self.batches[i], self._salt(i), self.labels,
+                       self.prepare)
+
+    def _stage_b(self, i: int, host):
+        if isinstance(host, Future):                      # a stage-A future
+            try:
+                host = host.result()
+            except BrokenProcessPool as e:
+                raise _died(i, e) from None
+        if self._stop.is_set():
+            raise CancelledError
+        mb, x, y, times, prepared = host
+        if isinstance(x, np.ndarray):                     # from a stage-A process
+            x = torch.from_numpy(x)
+            y = torch.from_numpy(y) if y is not None else None
+        t0 = time.perf_counter()
+        dev = self.device
+        if dev.type == "cuda":
+            if self._stream is None:
+                self._stream = torch.cuda.Stream(dev)
+            with torch.cuda.stream(self._stream):
+                xd, yd, topo = transfer(mb, x, y, dev)
+            self._stream.synchronize()                    # on the device when handed over
+        else:
+            xd, yd, topo = transfer(mb, x, y, dev)
+        times = dict(times, transfer=time.perf_counter() - t0)
+        return LoadedBatch(i, mb, xd, yd, topo, times, prepared)
+
+    def _salt(self, i: int):
+        return self.salts[i] if self.salts is not None else batch_salt(self.salt, i)
+
+    def _submit_a(self, i: int) -> Future:
+        """Stage A of batch ``i`` into its pool (threads or processes)."""
+        if self.processes:
+            try:
+                fa = self._procs.submit(self.batches[i], self._salt(i))
+            except BrokenProcessPool as e:
+                raise _died(i, e) from None
+            while self._stage_a_futures and self._stage_a_futures[0].done():
+                self._stage_a_futures.popleft()
+            self._stage_a_futures.append(fa)
+            return fa
+        return self._pool_a.submit(self._stage_a, i)
+
+    def _submit(self):
+        if self._submitted >= len(self.batches):
+            return
+        i = self._submitted
+        self._submitted += 1
+        self._pending.append(self._pool_b.submit(self._stage_b, i, self._submit_a(i)))
+
+    def _start_pools(self) -> None:
+        if self._own_procs and self._procs is None:
+            self._procs = StageAProcesses(self.sampler, self.loader, self.workers,
+                                          self.labels, self.prepare)
+        elif not self.processes and self._pool_a is None:
+            self._pool_a = ThreadPoolExecutor(self.workers,
+                                              thread_name_prefix="moagcn-prefetch-load")
+
+    def request(self) -> None:
+        """Without look-ahead (``depth=0``): start stage A of the next batch now (it is started
+        when the batch is asked for otherwise), so that several prefetchers' stage A run at
+        once before their trainers take the batches. Otherwise (and when the next batch is
+        already started, or there is none) nothing."""
+        if not (self.lockstep and not self._closed and not self._pending
+                and self._submitted < len(self.batches)):
+            return
+        self._start_pools()
+        i = self._submitted
+        self._submitted += 1
+        self._pending.append((i, self._submit_a(i)))
+
+    def _next(self) -> LoadedBatch:
+        if self.lockstep:
+            self.request()
+            if not self._pending:
+                raise StopIteration
+            i, fa = self._pending.popleft()
+            return self._stage_b(i, fa)              # stage B in the caller: no overlap
+        if self.enabled:
+            if self._pool_b is None:
+                self._start_pools()
+                self._pool_b = ThreadPoolExecutor(1, thread_name_prefix="moagcn-prefetch-transfer")
+                for _ in range(self.depth):
+                    self._submit()
+            if not self._pending:
+                raise StopIteration
+            fb = self._pending.popleft()
+            self._submit()                                # keep i + 1 .. i + depth in flight
+            return fb.result()
+        i = self._submitted
+        if i >= len(self.batches):
+            raise StopIteration
+        self._submitted += 1
+        return self._stage_b(i, self._stage_a(i))
+
+    def __iter__(self) -> Iterator[LoadedBatch]:
+        if self._started:
+            raise UserError("a Prefetcher runs once; make a new one for each epoch")
+        self._started = True
+        return self._run()
+
+    def _run(self):
+        t_start = time.perf_counter()
+        try:
+            while not self._closed:
+                t0 = time.perf_counter()
+                try:
+                    lb = self._next()
+                except StopIteration:
+                    return
+                t1 = time.perf_counter()
+                self.stats.wait += t1 - t0
+                for k, v in lb.times.items():
+                    self.stats.busy[k] += v
+                self.stats.iterations += 1
+                yield lb
+                self.stats.train += time.perf_counter() - t1
+        finally:
+            self.stats.wall = time.perf_counter() - t_start
+            self.close()
+
+    def close(self, wait: bool = True) -> None:
+        """Cancel queued work and join the stage threads (idempotent)."""
+        if self._closed:
+            return
+        self._closed = True
+        self._stop.set()
+        for f in (*self._pending, *self._stage_a_futures):
+            (f[1] if isinstance(f, tuple) else f).cancel()
+        self._pending.clear()
+        self._stage_a_futures.clear()
+        # A first: its running task finishes, queued ones are cancelled, so every stage-B task
+        # waiting on one returns; then B.
+        for pool in (self._pool_a, self._pool_b):
+            if pool is not None:
+                pool.shutdown(wait=wait, cancel_futures=True)
+        if self._own_procs and self._procs is not None:
+            self._procs.close()
+
+    def __enter__(self) -> "Prefetcher":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close(wait=False)      # the pools' idle threads exit once they are unreferenced
+        except Exception:   # interpreter shutdown
+            pass

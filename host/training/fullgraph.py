@@ -1,0 +1,532 @@
+"""Full-graph training with aggregation on sparse devices, and the plain torch reference.
+
+:func:`train` runs a :class:`~moagcn.host.mixgcn.mop.Runtime` (MoP or partition parallelism, ``m``
+workers, in this process or, with a ``DistComm``, across torch.distributed processes) for
+``epochs`` steps of Adam on the cross-entropy of the training nodes, evaluating the accuracy of
+the train/val/test splits after every step (without dropout). :func:`train_reference` trains the
+same model (same initial weights, same dropout masks) with plain torch sparse aggregation.
+
+Defaults follow Kipf & Welling for GCN: 2 layers, 16 hidden units, dropout 0.5, Adam with
+lr 0.01 and weight decay 5e-4, 200 epochs, row-normalised features.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Callable
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from moagcn.errors import UserError
+
+from moagcn.host.nn.autograd import PhaseTimer
+from moagcn.host.graphs.datasets import Dataset
+from moagcn.host.devices.select import (DEFAULT_DESIGN, DEFAULT_DEVICE, DEFAULT_SIMULATOR, AcceleratorChoice,
+                      dense_device)
+from moagcn.host.graphs.ops import row_normalize
+from moagcn.host.nn.models import MODELS, GNN, DropoutMasks, reference_forward
+from moagcn.host.vgnn.fleet import BALANCES
+from moagcn.host.mixgcn.mop import (AGGREGATIONS, COMM_BITS, DROPOUT_PLACES, PARALLELISMS, PARTITION_METHODS,
+                  Communicator, imbalance, make_runtime)
+
+REORDERS = ("none", "rcm")
+
+
+@dataclass
+class TrainConfig:
+    """Hyper-parameters and system choices of one training run (Kipf & Welling defaults)."""
+
+    model: str = "gcn"
+    layers: int = 2
+    hidden: int = 16
+    dropout: float = 0.5
+    lr: float = 0.01
+    weight_decay: float = 5e-4
+    epochs: int = 200
+    seed: int = 0
+    #: what aggregates: cpu | model | rtl (``torch`` only in :func:`train_reference`)
+    device: str = DEFAULT_DEVICE
+    #: the accelerator spec, its preset (None: the design's default) and ``--param`` overrides
+    design: str = DEFAULT_DESIGN
+    preset: str | None = None
+    params: dict = field(default_factory=dict)
+    #: what runs the RTL when ``device`` is ``rtl``
+    simulator: str = DEFAULT_SIMULATOR
+    workers: int = 1
+    parallelism: str = "mop"
+    partition: str = "contiguous"
+    normalize_features: bool = True
+    reorder: str = "none"
+    #: where dropout acts: ``aggregate`` (the S-SpMM output mask, MixGCN Eq. 4) or ``input``
+    #: (each layer's input, as PyG and Kipf & Welling; see docs/pyg.md for the trade-off)
+    dropout_at: str = "aggregate"
+    #: partition parallelism: ``post`` (halo rows), ``pre`` or ``prepost`` (SuperGCN Sec. 5)
+    aggregation: str = "post"
+    #: bits per value of every message between workers (32, 16 = bf16, 8, 4, 2; SuperGCN Sec. 6)
+    comm_bits: int = 32
+    #: masked label propagation: the fraction of training nodes whose labels are input (one-hot
+    #: and added to their features) each epoch, re-drawn every epoch; the others give the loss
+    label_prop: float = 0.0
+    #: LayerNorm of every later layer's input rows before they are aggregated or sent
+    #: (partition; the first layer's input features are loaded once, never sent)
+    layer_norm: bool = False
+    #: a mixed fleet: one device spec per worker (``sspmm:lanes=32,sspmm:lanes=8,cpu``)
+    devices: str | None = None
+    #: each worker's share of the work: ``uniform``, ``spec`` (peak capability) or ``vgnn``
+    balance: str = "uniform"
+    #: the fitted performance model of ``--balance vgnn`` (``moagcn perfmodel fit``)
+    perf_model: str | None = None
+    #: MoP's executed fine-grain pipeline: ``none`` (whole layers), ``off`` (batches, no
+    #: overlap), ``natural`` or ``rcm`` (node order); ``stages`` batches (None: Prop. 3.5)
+    pipeline: str = "none"
+    stages: int | None = None
+
+    def validate(self) -> "TrainConfig":
+        """Raise :class:`UserError` naming the first bad field."""
+        checks = [
+            (self.model in MODELS, f"--model {self.model!r}: choose one of {', '.join(MODELS)}"),
+            (self.layers >= 1, f"--layers {self.layers}: use at least 1"),
+            (self.hidden >= 1, f"--hidden {self.hidden}: use at least 1"),
+            (0.0 <= self.dropout < 1.0, f"--dropout {self.dropout}: must be in [0, 1)"),
+            (self.lr > 0, f"--lr {self.lr}: must be > 0"),
+            (self.weight_decay >= 0, f"weight decay {self.weight_decay}: must be >= 0"),
+            (self.epochs >= 1, f"--epochs {self.epochs}: use at least 1"),
+            (self.workers >= 1, f"--workers {self.workers}: use at least 1"),
+            (self.parallelism in PARALLELISMS,
+             f"--parallelism {self.parallelism!r}: choose one of {', '.join(PARALLELISMS)}"),
+            (self.partition in PARTITION_METHODS,
+             f"--partition {self.partition!r}: choose one of {', '.join(PARTITION_METHODS)}"),
+            (self.reorder in REORDERS,
+             f"--reorder {self.reorder!r}: choose one of {', '.join(REORDERS)}"),
+            (self.aggregation in AGGREGATIONS,
+             f"--aggregation {self.aggregation!r}: choose one of {', '.join(AGGREGATIONS)}"),
+            (self.aggregation == "post" or self.parallelism == "partition",
+             f"--aggregation {self.aggregation} needs --parallelism partition: under "
+             f"{self.parallelism} no aggregation crosses a worker boundary"),
+            (self.comm_bits in COMM_BITS,
+             f"--comm-bits {self.comm_bits}: choose one of {', '.join(map(str, COMM_BITS))}"),
+            (self.comm_bits == 32 or self.parallelism == "partition",
+             f"--comm-bits {self.comm_bits} needs --parallelism partition (SuperGCN quantises "
+             "the halo exchange; MoP's feature-slice all-to-all stays fp32)"),
+            (0.0 <= self.label_prop < 1.0,
+             f"--label-prop {self.label_prop}: must be in [0, 1) (the fraction of training "
+             "labels shown as input; the rest give the loss)"),
+            (not self.layer_norm or self.parallelism == "partition",
+             "--layer-norm needs --parallelism partition (it normalises whole rows before "
+             "they are sent; MoP's devices hold column slices)"),
+            (self.dropout_at in DROPOUT_PLACES,
+             f"--dropout-at {self.dropout_at!r}: choose one of {', '.join(DROPOUT_PLACES)}"),
+            (self.pipeline in ("none", "off", "natural", "rcm"),
+             f"--pipeline {self.pipeline!r}: choose one of off, natural, rcm"),
+            (self.pipeline == "none" or self.parallelism == "mop",
+             f"--pipeline {self.pipeline} needs --parallelism mop"),
+            (self.pipeline != "rcm" or self.reorder in ("none", "rcm"),
+             "--pipeline rcm reorders the nodes itself"),
+            (self.balance in BALANCES,
+             f"--balance {self.balance!r}: choose one of {', '.join(BALANCES)}"),
+            (self.balance != "vgnn" or self.perf_model is not None,
+             "--balance vgnn needs a fitted performance model: run moagcn perfmodel fit "
+             "--devices ... --dataset D --out M.json, then pass --perf-model M.json"),
+        ]
+        for ok, msg in checks:
+            if not ok:
+                raise UserError(msg)
+        if self.device != "torch":
+            if self.devices:
+                specs = self.fleet_specs()
+                if len(specs) != self.workers:
+                    raise UserError(f"--devices names {len(specs)} devices but --workers is "
+                                    f"{self.workers}; give one device per worker")
+            else:
+                self.accelerators().config()  # a bad design, preset or parameter is named
+        return self
+
+    def fleet_specs(self):
+        """The parsed ``devices`` (one spec per worker; None without a mixed fleet)."""
+        if not self.devices:
+            return None
+        from moagcn.host.vgnn.fleet import fleet
+        return fleet(self.devices, self.device)[0]
+
+    def accelerators(self):
+        """The sparse devices' choice (device, design, configuration, simulator), or one per
+        worker for a mixed fleet."""
+        if self.devices:
+            from moagcn.host.vgnn.fleet import fleet
+            return fleet(self.devices, self.device)[1]
+        return AcceleratorChoice(self.device, self.design, self.preset, dict(self.params),
+                                 self.simulator)
+
+
+@dataclass
+class EpochRecord:
+    """One training step and the evaluation after it."""
+
+    epoch: int
+    loss: float
+    train_acc: float
+    val_acc: float
+    test_acc: float
+    time_s: float
+    eval_time_s: float
+    phase_time_s: dict
+    comm_bytes: int
+    sim_cycles: int
+    sim_cycles_max_device: int
+    #: of ``comm_bytes``, the quantiser's per-row zero points and scales
+    comm_param_bytes: int = 0
+
+
+@dataclass
+class TrainResult:
+    """A finished run: the per-epoch history and the counters of the last training step."""
+
+    config: TrainConfig
+    dataset: str
+    history: list[EpochRecord] = field(default_factory=list)
+    worker_ops: list[dict] = field(default_factory=list)
+    feature_bytes: list[int] = field(default_factory=list)
+    comm_bytes_analytic: int = 0
+    device_counters: list[dict] = field(default_factory=list)
+    halo_sizes: list[int] | None = None
+    #: partition runs: rows per exchange and the pre/post split of the cut entries
+    exchange: dict | None = None
+    #: partition runs: method, edge_cut, entries, cut_fraction, part_sizes, balance
+    partition: dict | None = None
+    processes: int = 1
+    dense_device: str = "cpu"
+    clock_mhz: float = 200.0
+    #: each worker's fraction of the work (None: equal)
+    shares: list | None = None
+    #: the executed pipeline's timeline of the last training step (--pipeline)
+    pipeline: dict | None = None
+    #: the trained weights (CPU tensors) and what :func:`moagcn.host.nn.checkpoint.save` needs
+    model_state: dict | None = None
+    model_meta: dict | None = None
+
+    @property
+    def train_loss(self) -> list[float]:
+        return [r.loss for r in self.history]
+
+    @property
+    def test_acc(self) -> float:
+        return self.history[-1].test_acc
+
+    @property
+    def val_acc(self) -> float:
+        return self.history[-1].val_acc
+
+    def report(self) -> dict:
+        """The JSON report (see ``docs/runtime.md`` for every field)."""
+        h = self.history
+        epochs = len(h)
+        phases = {}
+        for r in h:
+            for k, v in r.phase_time_s.items():
+                phases[k] = phases.get(k, 0.0) + v
+        ops = {k: [w[k] for w in self.worker_ops]
+               for k in ("sparse_adds", "spmm_adds", "dense_macs")}
+        total_cycles = sum(r.sim_cycles for r in h)
+        return {
+            "dataset": self.dataset,
+            "model": self.config.model,
+            "device": self.config.device,
+            "design": self.config.design,
+            "parallelism": self.config.parallelism,
+            "workers": self.config.workers,
+            "processes": self.processes,
+            "dense_device": self.dense_device,
+            "config": asdict(self.config),
+            "test_acc": self.test_acc,
+            "val_acc": self.val_acc,
+            "train_acc": h[-1].train_acc,
+            "train_loss": [r.loss for r in h],
+            "val_acc_curve": [r.val_acc for r in h],
+            "test_acc_curve": [r.test_acc for r in h],
+            "epoch_time_s": sum(r.time_s for r in h) / epochs,
+            "epoch_time_s_curve": [r.time_s for r in h],
+            "eval_time_s": sum(r.eval_time_s for r in h) / epochs,
+            "phase_time_s": {k: v / epochs for k, v in phases.items()},
+            "comm_bytes": h[-1].comm_bytes,
+            "comm_bytes_analytic": self.comm_bytes_analytic,
+            "comm_bytes_curve": [r.comm_bytes for r in h],
+            "comm_bytes_per_epoch": {"data": h[-1].comm_bytes - h[-1].comm_param_bytes,
+                                     "params": h[-1].comm_param_bytes,
+                                     "bits": self.config.comm_bits},
+            "exchange": self.exchange,
+            "worker_ops": self.worker_ops,
+            "worker_ops_max_over_avg": {k: imbalance(v) for k, v in ops.items()},
+            "feature_bytes": self.feature_bytes,
+            "halo_sizes": self.halo_sizes,
+            "partition": self.partition,
+            "sim_cycles": {
+                "total": total_cycles,
+                "per_epoch": h[-1].sim_cycles,
+                "per_epoch_max_device": h[-1].sim_cycles_max_device,
+                "clock_mhz": self.clock_mhz,
+                # the devices work in parallel: the busiest one sets the accelerator time
+                "accelerator_s_per_epoch": (h[-1].sim_cycles_max_device
+                                            / (self.clock_mhz * 1e6) if self.clock_mhz else 0.0),
+                "devices": self.device_counters,
+            },
+            # per device, last epoch: cycles at its own clock, or measured time (CPU)
+            "device_time_s": device_times(self.device_counters),
+            "makespan_s": max(device_times(self.device_counters), default=0.0),
+            "pipeline": self.pipeline,
+            "fleet": self.config.devices,
+            "balance": self.config.balance,
+            "shares": self.shares,
+        }
+
+
+def work_shares_of(cfg: TrainConfig, dataset: Dataset, widths) -> np.ndarray | None:
+    """The workers' shares of ``cfg.balance`` (None for ``uniform``)."""
+    if cfg.balance == "uniform":
+        return None
+    from moagcn.host.vgnn.fleet import work_shares
+    from moagcn.host.vgnn.perfmodel import PerfModel
+    specs = cfg.fleet_specs()
+    if specs is None:     # one design for every worker: equal capabilities
+        return None
+    perf = PerfModel.load(cfg.perf_model, specs) if cfg.balance == "vgnn" else None
+    op, keeps = None, (1.0, None)
+    if perf is not None:
+        from moagcn.host.vgnn.fleet import step_keeps
+        from moagcn.host.nn.models import aggregation_op
+        op = aggregation_op(cfg.model, dataset.graph).adj
+        keeps = step_keeps(cfg.dropout, cfg.dropout_at, relu=not cfg.layer_norm)
+    return work_shares(cfg.balance, specs, dataset.graph, widths, cfg.parallelism, perf,
+                       partition=cfg.partition, operator=op, keep=keeps[0],
+                       back_keep=keeps[1])
+
+
+def device_times(devices: list[dict]) -> list[float]:
+    """Seconds each device spent in one epoch: its cycles at its clock (an accelerator), or
+    the measured time of its calls (torch on the CPU)."""
+    out = []
+    for d in devices:
+        if d.get("clock_mhz"):
+            out.append(d["cycles_total"] / (d["clock_mhz"] * 1e6))
+        else:
+            out.append(float(d.get("wall_s", 0.0)))
+    return out
+
+
+def _split_counts(logits: dict, runtime, labels: torch.Tensor, masks: dict[str, np.ndarray]):
+    """Correct predictions and sizes of every split over the local workers' rows."""
+    out = []
+    for name in ("train", "val", "test"):
+        correct = total = 0
+        for j, lg in logits.items():
+            rows = runtime.rows(j)
+            sel = np.nonzero(masks[name][rows])[0]
+            if sel.size:
+                idx = torch.from_numpy(sel).to(lg.device)
+                pred = lg[idx].argmax(dim=1)
+                correct += int((pred == labels[torch.from_numpy(rows[sel]).to(lg.device)])
+                               .sum())
+                total += sel.size
+        out += [correct, total]
+    return out
+
+
+def prepare(dataset: Dataset, cfg: TrainConfig):
+    """The dataset in the configured node order, its (row-normalised) input features and the
+    order (``None``, or ``order[k]`` = original id of node ``k``)."""
+    order = None
+    if cfg.reorder == "rcm" or cfg.pipeline == "rcm":
+        order = dataset.graph.rcm_order()
+        dataset = dataset.permute(order)
+    X = row_normalize(dataset.features) if cfg.normalize_features else dataset.features
+    return dataset, X, order
+
+
+def train(dataset: Dataset, cfg: TrainConfig, comm: Communicator | None = None,
+          on_epoch: Callable[[EpochRecord], None] | None = None,
+          dense: torch.device | None = None) -> TrainResult:
+    """Train ``cfg.model`` on ``dataset`` with aggregation on ``cfg.device`` devices.
+
+    ``comm`` selects where the workers run (default: all in this process). ``on_epoch`` is
+    called after every epoch (progress bars). Every process of a distributed run returns the
+    same result.
+    """
+    cfg.validate()
+    dataset, X, order = prepare(dataset, cfg)
+    dense = dense if dense is not None else dense_device()
+    torch.manual_seed(cfg.seed)
+    if cfg.label_prop > 0 and int(round(cfg.label_prop * dataset.train_mask.sum())) >= \
+            dataset.train_mask.sum():
+        raise UserError(f"--label-prop {cfg.label_prop} leaves no training node for the loss "
+                        f"({int(dataset.train_mask.sum())} training nodes); use a smaller "
+                        "fraction")
+    model = GNN(cfg.model, dataset.n_features, cfg.hidden, dataset.n_classes, cfg.layers,
+                label_embedding=cfg.label_prop > 0, layer_norm=cfg.layer_norm).to(dense)
+    X = model.pad_input(X)   # the label columns of masked label propagation (zeros: no label)
+    timer = PhaseTimer()
+    choice = cfg.accelerators()
+    shares = work_shares_of(cfg, dataset, model.dims[:-1])
+    if shares is not None and comm is not None:   # every process uses rank 0's (measured) split
+        shares = comm.gather(shares)[0]
+    runtime = make_runtime(cfg.parallelism, model, dataset.graph, X, cfg.workers, choice,
+                           comm=comm, dense=dense, timer=timer,
+                           partition=cfg.partition, dropout_at=cfg.dropout_at,
+                           aggregation=cfg.aggregation, layer_norm=cfg.layer_norm,
+                           shares=shares, pipeline=cfg.pipeline, stages=cfg.stages)
+    comm = runtime.comm
+    comm.set_wire(cfg.comm_bits, cfg.seed)
+    labels = torch.from_numpy(dataset.labels).to(dense)
+    split = {"train": dataset.train_mask, "val": dataset.val_mask, "test": dataset.test_mask}
+    train_ids = np.nonzero(dataset.train_mask)[0]
+
+    def loss_rows(shown):
+        """Per local worker, its training rows whose labels are not shown as input."""
+        out = {}
+        for j in runtime.local:
+            rows = runtime.rows(j)
+            sel = np.nonzero(dataset.train_mask[rows] & ~shown[rows])[0]
+            out[j] = (torch.from_numpy(sel).to(dense),
+                      labels[torch.from_numpy(rows[sel]).to(dense)])
+        return out, int(dataset.train_mask.sum() - shown.sum())
+
+    def label_inputs(shown):
+        """``inputs`` of the runtime: one-hot label columns of the shown nodes (None: no LP)."""
+        if cfg.label_prop == 0:
+            return None
+        shown_labels = torch.from_numpy(np.where(shown, dataset.labels, -1)).to(dense)
+        return lambda ids: model.label_input(shown_labels[torch.from_numpy(ids).to(dense)])
+
+    no_labels = np.zeros(dataset.n_nodes, dtype=bool)
+    train_rows, n_train = loss_rows(no_labels)
+    k_shown = int(round(cfg.label_prop * train_ids.size))
+    opt = torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    drop = DropoutMasks(cfg.dropout, cfg.seed, order)
+    first = choice[0] if isinstance(choice, list) else choice
+    result = TrainResult(cfg, dataset.name, processes=len(comm.gather(0)),
+                         dense_device=str(dense),
+                         clock_mhz=(first.spec.clock_mhz(first.config())
+                                    if first.device != "cpu" else 0.0))
+    result.shares = None if shares is None else [float(x) for x in shares]
+    result.comm_bytes_analytic = runtime.comm_bytes_analytic(backward=True)
+    result.feature_bytes = runtime.feature_bytes()
+    result.halo_sizes = runtime.halo_sizes() if hasattr(runtime, "halo_sizes") else None
+    result.partition = runtime.quality() if hasattr(runtime, "quality") else None
+    result.exchange = runtime.exchange_summary() if hasattr(runtime, "exchange_summary") \
+        else None
+    for epoch in range(cfg.epochs):
+        runtime.reset_counters()
+        timer.reset()
+        model.train()
+        t0 = time.perf_counter()
+        opt.zero_grad()
+        shown = no_labels
+        if k_shown:   # masked label propagation: a fresh draw of shown labels every epoch
+            rng = np.random.default_rng([cfg.seed, epoch, 0x4C50])
+            shown = np.zeros(dataset.n_nodes, dtype=bool)
+            shown[rng.choice(train_ids, k_shown, replace=False)] = True
+            train_rows, n_train = loss_rows(shown)
+        logits = runtime.forward(lambda layer, shape: drop.mask(epoch, layer, shape), drop.scale,
+                                 inputs=label_inputs(shown))
+        loss = sum(F.cross_entropy(logits[j][idx], y, reduction="sum")
+                   for j, (idx, y) in train_rows.items()) / n_train
+        loss.backward()
+        t_comm = time.perf_counter()
+        comm.all_reduce_grads(list(model.parameters()))
+        timer.add("communicate", time.perf_counter() - t_comm)
+        opt.step()
+        step_s = time.perf_counter() - t0
+        if cfg.pipeline != "none" and epoch == cfg.epochs - 1:
+            result.pipeline = runtime.timeline()
+        phases = dict(timer.seconds)
+        phases.setdefault("aggregate", 0.0)
+        phases.setdefault("communicate", 0.0)
+        phases["update"] = max(0.0, step_s - phases["aggregate"] - phases["communicate"])
+        counters = runtime.device_counters()
+        cycles = [c.cycles_total for c in counters.values()]
+        comm_bytes = comm.counters.bytes_total
+        comm_params = comm.counters.param_bytes_forward + comm.counters.param_bytes_backward
+        loss_value = float(loss.detach())
+        if epoch == cfg.epochs - 1:
+            ops = runtime.worker_ops()
+            dev = {i: c.as_dict() for i, c in counters.items()}
+        # evaluation (no dropout; not part of the step's counters or phases)
+        t1 = time.perf_counter()
+        model.eval()
+        with torch.no_grad():
+            # every training label is shown when evaluating (never a validation or test one)
+            eval_logits = runtime.forward(None, count_ops=False,
+                                          inputs=label_inputs(dataset.train_mask))
+        counts = _split_counts(eval_logits, runtime, labels, split)
+        eval_s = time.perf_counter() - t1
+        totals = comm.sum(np.array([loss_value, comm_bytes, sum(cycles)] + counts
+                                   + [comm_params], dtype=np.float64))
+        max_cycles = max(c for c in comm.gather(max(cycles, default=0)))
+        loss_value, comm_bytes, cycle_sum = totals[0], int(totals[1]), int(totals[2])
+        acc = [totals[3 + 2 * k] / max(totals[4 + 2 * k], 1) for k in range(3)]
+        record = EpochRecord(epoch, float(loss_value), float(acc[0]), float(acc[1]),
+                             float(acc[2]), step_s, eval_s, phases, comm_bytes, cycle_sum,
+                             int(max_cycles), int(totals[-1]))
+        result.history.append(record)
+        if on_epoch is not None:
+            on_epoch(record)
+    result.model_state = {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
+    result.model_meta = {"model": cfg.model, "in_features": dataset.n_features,
+                         "hidden": cfg.hidden, "n_classes": dataset.n_classes,
+                         "layers": cfg.layers, "label_embedding": cfg.label_prop > 0,
+                         "layer_norm": cfg.layer_norm,
+                         "normalize_features": cfg.normalize_features,
+                         "dataset": dataset.name, "n_nodes": dataset.n_nodes,
+                         "test_acc": result.history[-1].test_acc}
+    for part in comm.gather((ops, dev)):
+        p_ops, p_dev = part
+        for i in sorted(p_ops):
+            result.worker_ops.append({"worker": i, **p_ops[i]})
+            result.device_counters.append({"worker": i, **p_dev[i]})
+    return result
+
+
+def train_reference(dataset: Dataset, cfg: TrainConfig,
+                    on_epoch: Callable[[EpochRecord], None] | None = None) -> TrainResult:
+    """The same model, initial weights and dropout masks, with plain torch aggregation.
+
+    Runs on CPU in one process; the result's ``device`` is ``torch``.
+    """
+    cfg = dataclasses.replace(cfg, device="torch", workers=1, parallelism="mop",
+                              pipeline="none").validate()
+    dataset, X, order = prepare(dataset, cfg)
+    torch.manual_seed(cfg.seed)
+    model = GNN(cfg.model, dataset.n_features, cfg.hidden, dataset.n_classes, cfg.layers)
+    op = model.aggregation(dataset.graph)
+    Xt = torch.from_numpy(X)
+    y = torch.from_numpy(dataset.labels)
+    tr = torch.from_numpy(np.nonzero(dataset.train_mask)[0])
+    opt = torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    drop = DropoutMasks(cfg.dropout, cfg.seed, order)
+    result = TrainResult(cfg, dataset.name)
+    splits = [dataset.train_mask, dataset.val_mask, dataset.test_mask]
+    for epoch in range(cfg.epochs):
+        t0 = time.perf_counter()
+        model.train()
+        opt.zero_grad()
+        masks = [drop.mask(epoch, l, (dataset.n_nodes, model.dims[l]))
+                 for l in range(model.n_layers)]
+        logits = reference_forward(model, op, Xt, masks, drop.scale, cfg.dropout_at)
+        loss = F.cross_entropy(logits[tr], y[tr])
+        loss.backward()
+        opt.step()
+        step_s = time.perf_counter() - t0
+        t1 = time.perf_counter()
+        model.eval()
+        with torch.no_grad():
+            pred = reference_forward(model, op, Xt, None).argmax(dim=1).numpy()
+        acc = [float((pred[m] == dataset.labels[m]).mean()) for m in splits]
+        record = EpochRecord(epoch, float(loss.detach()), acc[0], acc[1], acc[2], step_s,
+                             time.perf_counter() - t1, {"update": step_s}, 0, 0, 0)
+        result.history.append(record)
+        if on_epoch is not None:
+            on_epoch(record)
+    return result
+

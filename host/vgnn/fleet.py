@@ -1,0 +1,268 @@
+"""Mixed fleets and non-uniform work splits (vGNN, seed 002, Sec. 4.4).
+
+``--devices sspmm:lanes=32,sspmm:lanes=8,sspmm:lanes=8:clock_mhz=150,cpu`` names one sparse
+device per worker (:func:`~moagcn.host.vgnn.perfmodel.parse_devices`); ``--device model|rtl`` still
+says whether the accelerators run as the bit-exact model or as RTL. ``--balance`` decides each
+worker's share of the work:
+
+- ``uniform``: ``1 / m`` each (what every runtime did before);
+- ``spec``: in proportion to peak capability, lanes x clock (the CPU: its measured or stated
+  additions per second) -- vGNN's "partition by peak spec ratio" baseline;
+- ``vgnn``: so that the fitted performance model (:mod:`moagcn.host.vgnn.perfmodel`) predicts equal
+  times: shares start at the predicted rates and are refined by a fixed-point iteration
+  ``share_i <- share_i / t_i(share_i)`` (normalised) at the sizes each worker would really get.
+
+**BF16 (Sec. 4.5).** ``cpu:format=bf16`` stores and moves features as bfloat16 (the sums in
+fp32: torch has no bfloat16 sparse product on the CPU). With ``--balance spec`` a fleet with
+BF16 devices gets vGNN's Eq. 7 re-weighting: each BF16 device's share is multiplied by
+``N(t) = N0 exp(-λ t) + b`` at ``t`` = the graph's vertices, with ``N0, λ, b`` fitted to the
+BF16 / FP32 speed ratio this machine measures on sub-graphs of several sizes
+(:func:`calibrate_bf16`), then the shares are renormalised. (``vgnn`` needs no shift: its
+model is fitted on the BF16 device itself.)
+
+Under MoP a share is a fraction of every layer's feature columns (each sparse device aggregates
+all N rows over its columns); under partition parallelism a fraction of the nodes (the
+partitioner takes target part weights: id ranges or runs of the RCM order cut at the shares of
+the aggregation work ``Σ (deg + 1)``, or METIS with that work as vertex weights and ``tpwgts``).
+The vGNN solver predicts each worker's time on the rows it would really get.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from moagcn.errors import UserError
+
+from moagcn.host.graphs.ops import CSRGraph
+
+BALANCES = ("uniform", "spec", "vgnn")
+
+
+def weighted_ranges(n: int, shares) -> list[tuple[int, int]]:
+    """``n`` items cut into consecutive ranges of sizes proportional to ``shares`` (largest
+    remainder rounding; a range may be empty only if its share rounds to nothing)."""
+    w = np.asarray(shares, dtype=np.float64)
+    if w.ndim != 1 or w.size == 0 or np.any(w < 0) or w.sum() <= 0:
+        raise UserError(f"work shares {list(shares)} must be non-negative and not all zero")
+    exact = n * w / w.sum()
+    sizes = np.floor(exact).astype(np.int64)
+    rest = n - int(sizes.sum())
+    if rest:
+        sizes[np.argsort(-(exact - sizes), kind="stable")[:rest]] += 1
+    ends = np.cumsum(sizes)
+    return [(int(e - s), int(e)) for s, e in zip(sizes, ends)]
+
+
+def work_ranges(work, shares) -> list[tuple[int, int]]:
+    """Consecutive ranges of items (with ``work`` each, in order) whose total work is as close
+    as the item boundaries allow to ``shares`` of the whole (each cut at the nearest prefix
+    sum)."""
+    w = np.asarray(shares, dtype=np.float64)
+    if w.ndim != 1 or w.size == 0 or np.any(w < 0) or w.sum() <= 0:
+        raise UserError(f"work shares {list(shares)} must be non-negative and not all zero")
+    prefix = np.r_[0, np.cumsum(np.asarray(work, dtype=np.float64))]
+    goals = np.cumsum(w / w.sum())[:-1] * prefix[-1]
+    right = np.clip(np.searchsorted(prefix, goals), 1, prefix.size - 1)
+    cuts = np.where(goals - prefix[right - 1] <= prefix[right] - goals, right - 1, right)
+    cuts = np.maximum.accumulate(np.r_[0, cuts, prefix.size - 1])
+    return [(int(a), int(b)) for a, b in zip(cuts[:-1], cuts[1:])]
+
+
+def fleet(text: str, device_kind: str):
+    """``(specs, choices)``: the parsed device specs and one
+    :class:`~moagcn.host.devices.select.AcceleratorChoice` per worker (``device_kind`` model or rtl
+    for the accelerators; the CPU is torch)."""
+    from moagcn.host.devices.select import AcceleratorChoice
+    from moagcn.host.vgnn.perfmodel import parse_devices
+    specs = parse_devices(text)
+    if device_kind not in ("model", "rtl", "cpu"):
+        raise UserError(f"--device {device_kind!r}: use model or rtl with --devices")
+    choices = []
+    for s in specs:
+        if s.is_cpu or device_kind == "cpu":
+            if not s.is_cpu:
+                raise UserError(f"--devices {s.text or s.key} is an accelerator but --device "
+                                "cpu was given; use --device model or rtl with --devices")
+            fmt = dict(s.params).get("format", "fp32")
+            choices.append(AcceleratorChoice("cpu", params={"format": fmt}
+                                             if fmt != "fp32" else {}))
+        else:
+            choices.append(AcceleratorChoice(device_kind, s.design, s.preset, dict(s.params)))
+    return specs, choices
+
+
+def predicted_times(perf_model, specs, graph: CSRGraph, widths, parallelism: str, shares,
+                    partition: str = "contiguous", exact: bool = True,
+                    operator: CSRGraph | None = None, keep: float = 1.0,
+                    back_keep: float | None = None) -> np.ndarray:
+    """Seconds the performance model predicts each worker needs for ``shares`` in one training
+    step: the sum over the layers' aggregation widths of one aggregation, plus for every layer
+    after the first its backward aggregation (the transposed operator; the first layer's input
+    features need no gradient). Under MoP a worker aggregates all N rows over its columns;
+    under partition parallelism it aggregates the rows the partitioner gives it for those
+    shares with the columns they read, its own rows and its halo (``shares`` None: the equal
+    split the runtimes make without one). Under MoP a worker's columns are those the runtime
+    gives it (``exact``; a worker may get none) or, for the solver's iterations, its share of
+    each width rounded on its own and at least one (smooth in the share).
+
+    ``operator`` is the sparsity the devices really run (the model's aggregation operator, e.g.
+    GCN's ``A + I``: :func:`moagcn.host.nn.models.aggregation_op`); the blocks are cut from it,
+    the partition from ``graph``, as the runtimes do. ``None``: ``graph`` itself.
+
+    ``keep`` / ``back_keep``: the kept fraction of the output masks of the forward / backward
+    aggregations (1: none; training's forward carries the dropout mask, ``1 - p``, and its
+    backward the ReLU's, :func:`step_keeps`); ``back_keep`` None: ``keep``."""
+    op = graph if operator is None else operator
+    if (op.n_rows, op.n_cols) != (graph.n_rows, graph.n_cols):
+        raise UserError(f"the operator is {op.n_rows} x {op.n_cols} but the graph "
+                        f"{graph.n_rows} x {graph.n_cols}; pass the operator of this graph")
+    widths = [int(w) for w in np.atleast_1d(widths)]
+    fractions = np.full(len(specs), 1.0 / len(specs)) if shares is None else shares
+    if parallelism == "mop":
+        blocks = [op] * len(specs)
+    else:
+        from moagcn.host.mixgcn.mop import partition_nodes
+        from moagcn.host.vgnn.perfmodel import worker_block
+        parts = partition_nodes(graph, len(specs), partition, shares)
+        blocks = [worker_block(op, p) for p in parts]
+    if parallelism == "mop":
+        # the columns each device gets, cut as MoPRuntime cuts them (a device may get none)
+        from moagcn.host.graphs.ops import contiguous_ranges
+        cuts = [contiguous_ranges(w, len(specs)) if shares is None
+                else weighted_ranges(w, fractions) for w in widths]
+    t = np.zeros(len(specs))
+    for i, (s, f, block) in enumerate(zip(specs, fractions, blocks)):
+        if parallelism != "mop":
+            cols = widths
+        elif exact:
+            cols = [b - a for a, b in (c[i] for c in cuts)]
+        else:
+            cols = [max(1, int(round(f * w))) for w in widths]
+        bk = keep if back_keep is None else back_keep
+        t[i] = sum(perf_model.predict(block, w, s, keep) for w in cols if w)
+        if len(cols) > 1:
+            back = block.transpose()
+            t[i] += sum(perf_model.predict(back, w, s, bk) for w in cols[1:] if w)
+    return t
+
+
+#: the kept fraction of the ReLU mask a backward aggregation carries (the share of positive
+#: pre-activations: about half at Glorot initialisation; measured 0.41-0.48 with dropout 0.5)
+RELU_KEEP = 0.5
+
+
+def step_keeps(dropout: float, dropout_at: str = "aggregate", relu: bool = True
+               ) -> tuple[float, float]:
+    """``(keep, back_keep)`` of a training step's aggregations (:func:`predicted_times`): the
+    forward ones carry the dropout mask when it sits on the aggregation's output, the backward
+    ones the ReLU mask (and, with the dropout on the layer's input, the dropout mask too)."""
+    drop_keep = 1.0 - float(dropout)
+    keep = drop_keep if dropout_at == "aggregate" and dropout > 0 else 1.0
+    back = RELU_KEEP if relu else 1.0
+    if dropout_at != "aggregate" and dropout > 0:
+        back *= drop_keep
+    return keep, back
+
+
+def bf16_weight(t, n0: float, lam: float, b: float):
+    """vGNN's Eq. 7: ``N(t) = N0 exp(-λ t) + b``."""
+    return n0 * np.exp(-lam * np.asarray(t, dtype=np.float64)) + b
+
+
+def calibrate_bf16(graph: CSRGraph, sizes=None, width: int = 64, repeats: int = 5,
+                   seed: int = 0) -> dict:
+    """Eq. 7's parameters for the CPU's BF16 storage: the speed ratio ``t_fp32 / t_bf16`` of
+    one aggregation, measured (median of ``repeats``) on induced sub-graphs of ``sizes``
+    vertices, fitted by ``N0 exp(-λ t) + b`` (scipy's bounded least squares)."""
+    import time
+
+    from scipy.optimize import curve_fit
+
+    from moagcn.core.device import CpuDevice
+    from moagcn.host.vgnn.perfmodel import induced_subgraph
+    n = graph.n_rows
+    sizes = sorted({max(2, int(x)) for x in (sizes if sizes is not None else
+                                            np.geomspace(max(2, n // 64), n, 6))})
+    rng = np.random.default_rng(seed)
+    ratios = []
+    for t in sizes:
+        g = induced_subgraph(graph, np.sort(rng.choice(n, size=min(t, n), replace=False)))
+        H = rng.standard_normal((g.n_cols, width)).astype(np.float32)
+        times = {}
+        for fmt in ("fp32", "bf16"):
+            dev = CpuDevice(fmt)
+            dev.sspmm(g, H)                               # warm the cached CSR
+            runs = []
+            for _ in range(repeats):
+                t0 = time.perf_counter()
+                dev.sspmm(g, H)
+                runs.append(time.perf_counter() - t0)
+            times[fmt] = float(np.median(runs))
+        ratios.append(times["fp32"] / times["bf16"])
+    x, y = np.array(sizes, dtype=np.float64), np.array(ratios)
+    import warnings
+
+    from scipy.optimize import OptimizeWarning
+    try:
+        with warnings.catch_warnings():   # a few points: no covariance, which is not used
+            warnings.simplefilter("ignore", OptimizeWarning)
+            (n0, lam, b), _ = curve_fit(bf16_weight, x, y,
+                                        p0=(y[0] - y[-1], 1.0 / x.mean(), y[-1]),
+                                        bounds=([-10, 0, 0], [10, 1.0, 10]), maxfev=20000)
+    except (RuntimeError, ValueError):                     # flat data: a constant ratio
+        n0, lam, b = 0.0, 0.0, float(np.mean(y))
+    return {"n0": float(n0), "lambda": float(lam), "b": float(b), "sizes": list(map(int, sizes)),
+            "ratio": [float(r) for r in ratios], "width": width}
+
+
+def bf16_shift(shares, specs, graph: CSRGraph, calibration: dict | None = None) -> tuple:
+    """Eq. 7 applied to ``shares``: ``(shares, factor, calibration)``; unchanged when no
+    device stores BF16."""
+    bf = np.array([dict(s.params).get("format") == "bf16" for s in specs])
+    if not bf.any():
+        return np.asarray(shares), 1.0, None
+    cal = calibration or calibrate_bf16(graph)
+    factor = float(bf16_weight(graph.n_rows, cal["n0"], cal["lambda"], cal["b"]))
+    out = np.asarray(shares, dtype=np.float64) * np.where(bf, max(factor, 1e-3), 1.0)
+    return out / out.sum(), factor, cal
+
+
+def work_shares(balance: str, specs, graph: CSRGraph, widths, parallelism: str,
+                perf_model=None, iterations: int = 6,
+                partition: str = "contiguous", operator: CSRGraph | None = None,
+                keep: float = 1.0, back_keep: float | None = None) -> np.ndarray:
+    """Each worker's fraction of the work (sums to 1); ``widths`` are the aggregation widths of
+    the layers (the vGNN prediction of a worker is the sum over them); ``operator``, ``keep``
+    and ``back_keep``: the sparsity the devices run and the output masks' kept fractions (see
+    :func:`predicted_times`)."""
+    widths = [int(w) for w in np.atleast_1d(widths)]
+    m = len(specs)
+    if balance not in BALANCES:
+        raise UserError(f"--balance {balance!r}: choose one of {', '.join(BALANCES)}")
+    if balance == "uniform":
+        return np.full(m, 1.0 / m)
+    if balance == "spec":
+        cap = np.array([s.capability() for s in specs], dtype=np.float64)
+        if np.any(cap <= 0):
+            raise UserError("--balance spec: a device has no capability (lanes x clock = 0)")
+        return bf16_shift(cap / cap.sum(), specs, graph)[0]
+    if perf_model is None:
+        raise UserError("--balance vgnn needs a fitted performance model: run moagcn perfmodel "
+                        "fit --devices ... --dataset D --out M.json, then pass --perf-model "
+                        "M.json")
+    perf_model.require(specs, "--perf-model")
+
+    def predicted(shares):
+        return np.maximum(predicted_times(perf_model, specs, graph, widths, parallelism, shares,
+                                          partition, exact=False, operator=operator,
+                                          keep=keep, back_keep=back_keep), 1e-12)
+
+    op = graph if operator is None else operator
+    full = np.array([sum(perf_model.predict(op, w, s, keep) for w in widths) for s in specs])
+    shares = (1.0 / np.maximum(full, 1e-12))
+    shares /= shares.sum()
+    for _ in range(iterations):
+        t = predicted(shares)
+        shares = shares / t
+        shares /= shares.sum()
+    return shares

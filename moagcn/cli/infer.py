@@ -1,0 +1,141 @@
+"""``moagcn infer``: all-node inference of a trained checkpoint (DEAL, seed 004).
+
+:func:`register` adds the sub-command; bad input (a checkpoint for another dataset or model, a
+process count that does not match, a fanout longer than the model, an unwritable output) is a
+:class:`~moagcn.errors.UserError`, printed as one line.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from moagcn.cli.common import (accelerator_choice, add_accelerator_args, add_undirected_arg,
+                         one_line_warnings, output_path, report_path, write_json)
+from moagcn.errors import UserError
+
+DEFAULT_EMB = "reports/infer/embeddings.npy"
+DEFAULT_REPORT = "reports/infer/report.json"
+
+
+def _save_npy(path: Path, emb: np.ndarray) -> None:
+    """Write the embeddings under a temporary name, then rename: a run that fails never leaves
+    a partial file under the final name."""
+    tmp = path.with_name(path.name + ".partial.npy")
+    try:
+        np.save(tmp, emb)
+        os.replace(tmp, path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise UserError(f"--out {path}: cannot write the embeddings ({exc.strerror})") from None
+
+
+def cmd_infer(args) -> int:
+    from moagcn.host.nn.checkpoint import load
+    from moagcn.host.graphs.datasets import load_dataset
+    from moagcn.host.deal.engine import InferConfig
+    from moagcn.host.deal.infer import compare, infer
+    from moagcn.host.graphs.sampling import parse_fanout
+
+    out = output_path(args.out, "--out")
+    if out.suffix.lower() != ".npy":
+        raise UserError(f"--out {args.out}: embeddings are written as a NumPy .npy file; give a "
+                        "path ending in .npy")
+    rpath = report_path(args.report)
+    choice = accelerator_choice(args)
+    if choice.device != "cpu":
+        choice.config()   # a bad design, preset or parameter is named before any work
+    with one_line_warnings():
+        dataset = load_dataset(args.dataset, seed=args.seed, undirected=args.undirected)
+    model, meta = load(args.checkpoint, dataset.n_features, args.model)
+    if meta.get("n_nodes") not in (None, dataset.n_nodes) and not args.quiet:
+        print(f"note: the checkpoint was trained on {meta.get('dataset')} "
+              f"({meta.get('n_nodes')} nodes); embedding {dataset.name} "
+              f"({dataset.n_nodes} nodes)", file=sys.stderr)
+    fanout = parse_fanout(args.fanout, model.n_layers)
+    cfg = InferConfig(args.partitions, args.feature_groups, fanout, args.gemm,
+                      not args.no_pipeline, args.groups, args.seed)
+    cfg.validate(dataset.n_nodes, min(model.dims))
+    if args.processes is not None and args.processes != cfg.processes:
+        raise UserError(f"--processes {args.processes} does not equal --partitions "
+                        f"{cfg.partitions} x --feature-groups {cfg.feature_groups} = "
+                        f"{cfg.processes}; DEAL runs one process per (partition, feature group)")
+    print(f"{dataset.summary()}\n{meta['model'].upper()} {model.n_layers} layers {model.dims}, "
+          f"fanout {args.fanout}, P x M = {cfg.partitions} x {cfg.feature_groups}"
+          f"{' (torch.distributed)' if args.distributed else ''}, device {choice.device}, "
+          f"GEMM {cfg.gemm}, SpMM {'pipelined' if cfg.pipeline else 'sequential'} in "
+          f"{cfg.groups} sub-groups")
+    t0 = time.perf_counter()
+    emb, report = infer(dataset, model, meta, cfg, choice, args.distributed, args.timeout)
+    if args.compare:
+        report["compare"] = compare(dataset, model, meta, cfg, choice, args.distributed,
+                                    args.batch_size, args.timeout)
+    report["checkpoint"] = {"path": str(args.checkpoint), **meta}
+    report["dataset"] = dataset.name
+    _save_npy(out, emb)
+    write_json(rpath, report)
+    wall = time.perf_counter() - t0
+    print(f"embedded {dataset.n_nodes} nodes in {report['wall_s']:.2f} s "
+          f"(total {wall:.2f} s); per process: GEMM bytes received "
+          f"{report['gemm_bytes_received']} (Table 1: "
+          f"{report['formulas']['gemm_bytes_per_process']['deal']:.0f}), SpMM bytes received "
+          f"{report['spmm_bytes_received']}, peak feature bytes {report['peak_feature_bytes']}")
+    if args.compare:
+        sp = report["compare"]["speedup_over"]
+        print("DEAL speed-up over " + ", ".join(f"{k} {v:.2f}x" for k, v in sp.items()))
+    print(f"embeddings: {out}\nreport: {rpath}")
+    return 0
+
+
+def register(subparsers) -> None:
+    from moagcn.host.deal.engine import GEMMS
+    from moagcn.host.nn.models import MODELS
+
+    p = subparsers.add_parser(
+        "infer", help="embed every node of a graph with a trained checkpoint (DEAL)",
+        description="All-node inference (DEAL): each layer's 1-hop graph sampled once for all "
+                    "nodes, computed layer by layer over P row ranges x M feature groups, with "
+                    "the ring-exchange GEMM and the sub-grouped, pipelined SpMM on the sparse "
+                    "devices. See docs/deal.md.")
+    p.add_argument("--dataset", default="cora", metavar="sbm|rmat|cora|citeseer|PATH",
+                   help="the graph and features to embed (default cora)")
+    add_undirected_arg(p)
+    p.add_argument("--checkpoint", required=True, metavar="C.pt",
+                   help="weights written by moagcn train --save C.pt")
+    p.add_argument("--model", default=None, choices=MODELS,
+                   help="check that the checkpoint holds this model")
+    p.add_argument("--fanout", default="all", metavar="all|K|K1,K2,...",
+                   help="neighbours sampled per node and layer, first layer first (default all)")
+    p.add_argument("--partitions", type=int, default=1, metavar="P",
+                   help="row ranges (1-D graph partition; default 1)")
+    p.add_argument("--feature-groups", type=int, default=1, metavar="M",
+                   help="feature column groups per row range (default 1)")
+    p.add_argument("--processes", type=int, default=None, metavar="N",
+                   help="check that P x M equals this process count")
+    p.add_argument("--distributed", action="store_true",
+                   help="one torch.distributed process per (partition, feature group)")
+    p.add_argument("--gemm", default="deal", choices=GEMMS,
+                   help="deal: ring exchange of row tiles; cagnet: feature-partitioned GEMM "
+                        "with a reduce-scatter (the baseline); auto: per layer, whichever "
+                        "receives fewer bytes (default deal)")
+    p.add_argument("--groups", type=int, default=4, metavar="S",
+                   help="SpMM sub-groups per owning range (default 4)")
+    p.add_argument("--no-pipeline", action="store_true",
+                   help="fetch each SpMM sub-group, then aggregate it (no overlap)")
+    p.add_argument("--compare", action="store_true",
+                   help="also run CAGNET's GEMM, the SpMM without pipelining and ego-network "
+                        "inference; report the speed-ups")
+    p.add_argument("--batch-size", type=int, default=1024,
+                   help="targets per batch of the ego-network baseline (default 1024)")
+    add_accelerator_args(p, design=None)
+    p.add_argument("--seed", type=int, default=0, help="sampling seed (and dataset seed)")
+    p.add_argument("--timeout", type=float, default=300.0, metavar="S",
+                   help="--distributed: fail if a process waits longer than this for a peer")
+    p.add_argument("--out", default=DEFAULT_EMB, metavar="EMB.npy")
+    p.add_argument("--report", default=DEFAULT_REPORT, metavar="R.json")
+    p.add_argument("--quiet", action="store_true")
+    p.set_defaults(func=cmd_infer)

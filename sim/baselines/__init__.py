@@ -1,0 +1,1 @@
+"""moagcn.sim.baselines.accelerators."""

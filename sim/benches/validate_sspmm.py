@@ -1,0 +1,214 @@
+"""The S-SpMM cycle model against the RTL over slices and lanes.
+
+``moagcn bench sspmm-model [--slices 1,2,4,8] [--lanes 4,8,16] [--nodes 1200] [--seed 0]
+[--split-degree D] [--node-banks B] [--simulator verilator] [--out DIR]`` builds the default
+preset's buffers with every (S, P) pair (two groups, one node-buffer read per slice and cycle,
+so that P = 4 has two lanes per group and the design stays small enough to build 12 times), runs
+held-out-style jobs on its RTL and on the cycle model, and prints the error of each counter:
+
+- a power-law graph with a hub row, 10 % isolated rows, self loops and duplicate indices, a
+  width that is not a multiple of the lanes, a random 50 % mask;
+- the same graph without a mask (all ones);
+- a denser graph (average degree 16) with a 90 % mask and a width of 33.
+
+``--split-degree D``: the configurations with S > 1 split rows longer than D across their
+slices (the golden model then sums those rows in the same pieces). ``--node-banks B``: the
+configurations with S > 1 share one node buffer of B banks through the crossbar (the table
+then also gives the rows read from the banks and the refused requests, RTL and model).
+
+Every job's output is checked bit for bit against the golden model. RTL results are cached by
+the Verilog's hash and the job's parameters (re-running the table re-runs only what changed).
+``--out DIR`` writes ``sspmm-model.json``, ``sspmm-model.csv`` and ``sspmm-model.png`` (model
+against RTL compute cycles).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import hashlib
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from moagcn.core.spec import get_spec
+from moagcn.hw.sspmm import preset
+from moagcn.sim.driver import Driver
+
+SPEC = get_spec("sspmm")
+FIELDS = ("slices", "lanes", "split_degree", "node_banks", "job", "nodes", "edges", "features",
+          "density", "bit_exact",
+          "cycles_compute", "model_cycles_compute", "error_compute", "cycles_total",
+          "model_cycles_total", "error_total", "cycles_output", "model_cycles_output",
+          "utilization", "model_utilization", "rows_fetched", "rows_read", "model_rows_read",
+          "stall_bank", "model_stall_bank")
+
+
+def held_out_job(n: int, F: int, avg_degree: float, density: float, seed: int):
+    """(indptr, indices, H, M): Pareto degrees scaled to ``avg_degree`` with one hub row of
+    degree n / 8, 10 % isolated rows, skewed columns (duplicates within rows), a self loop in
+    every seventh row, signed zeros in H, a mask of the given density (1.0: none)."""
+    rng = np.random.default_rng(seed)
+    raw = rng.pareto(1.3, n) + 1.0
+    deg = np.round(raw / raw.mean() * avg_degree).astype(np.int64)
+    deg = np.minimum(deg, n // 4)
+    deg[rng.random(n) < 0.1] = 0
+    deg[rng.integers(n)] = n // 8
+    indptr = np.concatenate([[0], np.cumsum(deg)]).astype(np.int64)
+    weights = 1.0 / np.arange(1, n + 1) ** 0.7
+    indices = rng.permutation(n)[rng.choice(n, size=int(indptr[-1]), p=weights / weights.sum())]
+    for v in range(0, n, 7):
+        if deg[v]:
+            indices[indptr[v]] = v
+    H = rng.standard_normal((n, F)).astype(np.float32)
+    H[rng.random((n, F)) < 0.02] = -0.0
+    M = None if density >= 1.0 else rng.random((n, F)) < density
+    return indptr, indices, H, M
+
+
+def jobs(nodes: int, lanes: int):
+    """(name, n, F, average degree, mask density) of the table's jobs for P = ``lanes``."""
+    width = 4 * lanes + 3 if 4 * lanes + 3 <= 64 else 61     # never a multiple of the lanes
+    return [("power law, 50 % mask", nodes, width, 8.0, 0.5),
+            ("power law, no mask", nodes, width, 8.0, 1.0),
+            ("degree 16, 90 % mask", nodes, 33, 16.0, 0.9)]
+
+
+def _rtl_counters(cfg, job_key: str, indptr, indices, H, M, simulator: str) -> dict:
+    """The RTL's counters of one job (cached by Verilog hash, job and the order in which the
+    driver gives the job's rows, see ``SSpmmConfig.row_order``), and bit-exactness."""
+    from moagcn.hw.designs import get_design
+    from moagcn.sim.rtl.build import cache_dir, generate_verilog
+    verilog = generate_verilog(get_design("sspmm"), cfg)
+    key = hashlib.sha256(f"{verilog.path.parent.name}/{simulator}/{job_key}".encode())
+    for part in SPEC.split(SPEC.check(SPEC.job(indptr, indices, H, M), cfg), cfg):
+        key.update(b"-" if part.order is None else np.asarray(part.order, np.int64).tobytes())
+    path = cache_dir() / "sspmm-model-table" / f"{key.hexdigest()[:20]}.json"
+    if path.exists():
+        return json.loads(path.read_text())
+    res = Driver(SPEC, cfg, "rtl", simulator).run(SPEC.job(indptr, indices, H, M))
+    golden = SPEC.golden(SPEC.check(SPEC.job(indptr, indices, H, M), cfg), cfg)
+    exact = np.array_equal(res.output.view(np.uint32), golden.view(np.uint32))
+    c = res.counters
+    out = {"bit_exact": bool(exact), "cycles_compute": c.cycles_compute,
+           "cycles_output": c.cycles_output, "cycles_load": c.cycles_load,
+           "work_adds": c.work_adds, **{k: int(v) for k, v in res.raw.items()
+                                        if k in SPEC.protocol.counters}}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(out))
+    return out
+
+
+def table(slices, lanes, nodes: int, seed: int, simulator: str,
+          split_degree: int = 0, node_banks: int = 0) -> list[dict]:
+    rows = []
+    cases = [(S, P, j) for S in slices for P in lanes for j in jobs(nodes, P)]
+    for k, (S, P, (name, n, F, degree, density)) in enumerate(cases):
+        print(f"[{k + 1}/{len(cases)}] S={S} P={P}: {name}", file=sys.stderr, flush=True)
+        cfg = preset("default", slices=S, lanes=P, groups=2, fetch_rows=1,
+                     split_degree=split_degree if S > 1 else 0,
+                     node_banks=node_banks if S > 1 else 0)
+        indptr, indices, H, M = held_out_job(n, F, degree, density, seed + k % 3)
+        rtl = _rtl_counters(cfg, f"{n}/{F}/{degree}/{density}/{seed + k % 3}", indptr, indices,
+                            H, M, simulator)
+        model = SPEC.replayed_cycles(SPEC.job(indptr, indices, H, M), cfg)
+        hw_total = rtl["cycles_compute"] + rtl["cycles_output"]       # what the RTL counts
+        model_total = model.cycles_compute + model.cycles_output
+        adders = cfg.adders
+        rows.append({
+            "slices": S, "lanes": P, "split_degree": cfg.split_degree,
+            "node_banks": cfg.node_banks, "job": name, "nodes": n,
+            "edges": int(indices.size),
+            "features": F, "density": density, "bit_exact": rtl["bit_exact"],
+            "cycles_compute": rtl["cycles_compute"],
+            "model_cycles_compute": model.cycles_compute,
+            "error_compute": model.cycles_compute / rtl["cycles_compute"] - 1,
+            "cycles_total": hw_total, "model_cycles_total": model_total,
+            "error_total": model_total / hw_total - 1,
+            "cycles_output": rtl["cycles_output"], "model_cycles_output": model.cycles_output,
+            "utilization": rtl["work_adds"] / (adders * rtl["cycles_compute"]),
+            "model_utilization": model.work_adds / (adders * model.cycles_compute),
+            "rows_fetched": rtl["rows_fetched"], "rows_read": rtl["rows_read"],
+            "model_rows_read": model.extra["rows_read"], "stall_bank": rtl["stall_bank"],
+            "model_stall_bank": model.extra["stall_bank"],
+        })
+    return rows
+
+
+def summary(rows: list[dict]) -> dict:
+    err_c = [abs(r["error_compute"]) for r in rows]
+    err_t = [abs(r["error_total"]) for r in rows]
+    return {"jobs": len(rows), "all_bit_exact": all(r["bit_exact"] for r in rows),
+            "max_abs_error_compute": max(err_c), "mean_abs_error_compute": float(np.mean(err_c)),
+            "max_abs_error_total": max(err_t), "mean_abs_error_total": float(np.mean(err_t)),
+            "within_3_percent": sum(e <= 0.03 for e in err_c)}
+
+
+def write_outputs(out_dir: Path, result: dict) -> None:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "sspmm-model.json").write_text(json.dumps(result, indent=2) + "\n")
+    with open(out_dir / "sspmm-model.csv", "w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=FIELDS)
+        w.writeheader()
+        w.writerows(result["rows"])
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(5, 5))
+    for S in sorted({r["slices"] for r in result["rows"]}):
+        pts = [(r["cycles_compute"], r["model_cycles_compute"]) for r in result["rows"]
+               if r["slices"] == S]
+        ax.scatter(*zip(*pts), label=f"S = {S}", s=14)
+    lim = max(max(r["cycles_compute"], r["model_cycles_compute"]) for r in result["rows"])
+    ax.plot([0, lim], [0, lim], "k:", lw=1)
+    ax.set_xscale("log"), ax.set_yscale("log")
+    ax.set_xlabel("RTL compute cycles"), ax.set_ylabel("model compute cycles")
+    ax.set_title("S-SpMM cycle model against the RTL")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(out_dir / "sspmm-model.png", dpi=120)
+    plt.close(fig)
+
+
+def _ints(text: str) -> list[int]:
+    try:
+        return [int(x) for x in text.split(",") if x]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of integers")
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="moagcn bench sspmm-model", description=__doc__.split("\n")[0])
+    ap.add_argument("--slices", type=_ints, default=[1, 2, 4, 8])
+    ap.add_argument("--lanes", type=_ints, default=[4, 8, 16])
+    ap.add_argument("--nodes", type=int, default=1200)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--split-degree", type=int, default=0,
+                    help="with S > 1, split rows longer than this across the slices")
+    ap.add_argument("--node-banks", type=int, default=0,
+                    help="with S > 1, one node buffer of this many banks shared by the slices")
+    ap.add_argument("--simulator", default="verilator", choices=("verilator", "icarus"))
+    ap.add_argument("--out", type=Path, default=None)
+    args = ap.parse_args(argv)
+    if args.split_degree < 0:
+        ap.error(f"--split-degree {args.split_degree}: must be >= 0 (0: never split)")
+    if args.node_banks < 0 or args.node_banks & (args.node_banks - 1):
+        ap.error(f"--node-banks {args.node_banks}: must be 0 (a node buffer per slice) or a "
+                 "power of two")
+    rows = table(args.slices, args.lanes, args.nodes, args.seed, args.simulator,
+                 args.split_degree, args.node_banks)
+    result = {"summary": summary(rows), "rows": rows}
+    print(json.dumps(result["summary"], indent=2))
+    for r in rows:
+        print(f"S={r['slices']:>2} P={r['lanes']:>2} {r['job']:<22} compute rtl "
+              f"{r['cycles_compute']:>7} model {r['model_cycles_compute']:>7} "
+              f"({r['error_compute']:+.1%})  total {r['error_total']:+.1%}")
+    if args.out:
+        write_outputs(args.out, result)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,1 +1,0 @@
-"""Golden models: what the hardware must compute, bit for bit."""
