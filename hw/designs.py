@@ -8,6 +8,12 @@ from typing import Any, Callable, Mapping
 from amaranth.lib import wiring
 
 from moagcn.errors import UserError
+from moagcn.hw.arith import (Fp32AddConfig, Fp32Adder, Fp32MulAdd, Fp32MulAddConfig, Fp32MulConfig,
+                             Fp32Multiplier)
+from moagcn.hw.hyscale import PRESETS as HYSCALE_PRESETS, HyScaleConfig
+from moagcn.hw.hyscale.layer import HyScaleLayer, HyScaleSystem
+from moagcn.hw.sspmm import PRESETS as SSPMM_PRESETS, SSpmmConfig
+from moagcn.hw.sspmm.top import SSpmmAccelerator
 
 
 @dataclass(frozen=True)
@@ -46,15 +52,7 @@ class Design:
 
 def _registry() -> dict[str, Design]:
     # imported here so that importing the registry does not elaborate anything
-    from moagcn.hw.arith import (Fp32AddConfig, Fp32Adder, Fp32MulAdd, Fp32MulAddConfig, Fp32MulConfig,
-                        Fp32Multiplier)
 
-    from moagcn.hw.hyscale import PRESETS as HYSCALE_PRESETS
-    from moagcn.hw.hyscale import HyScaleConfig
-    from moagcn.hw.hyscale.layer import HyScaleLayer, HyScaleSystem
-    from moagcn.hw.sspmm import PRESETS as SSPMM_PRESETS
-    from moagcn.hw.sspmm import SSpmmConfig
-    from moagcn.hw.sspmm.top import SSpmmAccelerator
 
     designs = [
         Design("fp32-add", Fp32AddConfig, Fp32Adder,

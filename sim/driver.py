@@ -32,6 +32,7 @@ from moagcn.core.counters import Counters
 from moagcn.core.names import SIMULATORS
 from moagcn.core.spec import AcceleratorSpec, Packed, back_to_back
 from moagcn.errors import SimulationError, UserError
+from moagcn.sim.rtl.stream_tb import int_words, stream_job, stream_jobs
 
 #: what a driver computes on
 DRIVER_DEVICES = ("model", "rtl")
@@ -258,8 +259,9 @@ class Driver:
         """Parts back to back, one reset before the first (the next part's loads offered
         while one runs): on the lean harness (Verilator), else on the testbench's
         ``stream_jobs``. [(output, counters, raw registers)] per part."""
+        # lazy: keeps the gateware (amaranth) out of this module's import
         from moagcn.hw.designs import get_design
-
+        # lazy: keeps the gateware (amaranth) out of this module's import
         from moagcn.sim.rtl.build import generate_verilog
         spec, cfg = self.spec, self.config
         proto = spec.protocol
@@ -271,6 +273,7 @@ class Driver:
                   flush=True)
         max_cycles = sum(spec.max_cycles(job, p, cfg) for job, p in zip(jobs, packed))
         if self.simulator == "verilator" and not per_cycle:
+            # lazy: keeps the gateware (amaranth) out of this module's import
             from moagcn.sim.rtl.lean import LeanJob, build_lean, run_lean_jobs
             exe = build_lean(generate_verilog(design, cfg), proto)
             lean = run_lean_jobs(exe, proto, [LeanJob(p.streams, p.scalars) for p in packed],
@@ -279,8 +282,8 @@ class Driver:
             runs = [(r.values, r.beats, r.cycles) for r in lean]
             wall = lean[-1].wall_s
         else:
+            # lazy: keeps the gateware (amaranth) out of this module's import
             from moagcn.sim.rtl.backends import run
-            from moagcn.sim.rtl.stream_tb import int_words, stream_jobs
             res = run(design, cfg, stream_jobs, self.simulator, max_cycles=max_cycles,
                       proto=proto, jobs=[(p.streams, p.scalars) for p in packed],
                       idle_every=idle_every, stall_every=stall_every)
@@ -318,8 +321,9 @@ class Driver:
 
     def _simulate(self, job, *, idle_every, stall_every, waves, reset_after, per_cycle):
         """One part on the RTL: (output, counters, raw registers)."""
+        # lazy: keeps the gateware (amaranth) out of this module's import
         from moagcn.hw.designs import get_design
-
+        # lazy: keeps the gateware (amaranth) out of this module's import
         from moagcn.sim.rtl.build import generate_verilog
         spec, cfg = self.spec, self.config
         proto = spec.protocol
@@ -330,6 +334,7 @@ class Driver:
         lean = (self.simulator == "verilator" and waves is None and reset_after is None
                 and not per_cycle)
         if lean:
+            # lazy: keeps the gateware (amaranth) out of this module's import
             from moagcn.sim.rtl.lean import build_lean, run_lean
             exe = build_lean(generate_verilog(design, cfg), proto)
             res = run_lean(exe, proto, packed.streams, packed.scalars, words,
@@ -337,8 +342,8 @@ class Driver:
                            max_cycles=max_cycles)
             raw, beats, sim_cycles, sim_s = dict(res.values), res.beats, res.cycles, res.wall_s
         else:
+            # lazy: keeps the gateware (amaranth) out of this module's import
             from moagcn.sim.rtl.backends import run
-            from moagcn.sim.rtl.stream_tb import int_words, stream_job
             res = run(design, cfg, stream_job, self.simulator, waves=waves,
                       max_cycles=max_cycles, proto=proto, streams=packed.streams,
                       scalars=packed.scalars, idle_every=idle_every, stall_every=stall_every,

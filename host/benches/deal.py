@@ -28,11 +28,12 @@ import torch
 
 from moagcn.core.reports import output_dir
 from moagcn.errors import UserError
-
 from moagcn.host.deal.engine import DealEngine, DistFabric, InferConfig
 from moagcn.host.devices.select import AcceleratorChoice
-from moagcn.host.nn.models import GNN
+from moagcn.host.graphs.generators import rmat
 from moagcn.host.graphs.sampling import LayerSampler
+from moagcn.host.nn.models import GNN
+from moagcn.host.parallel.launch import launch
 
 
 def _worker(rank, world, dense, emit, graph, width, cfg, choice, reps):
@@ -90,8 +91,6 @@ def cosim(trace: list, groups: int, clock_mhz: float) -> tuple[float, float]:
 
 def run(scale: int, grid: list[tuple[int, int]], width: int, fanout: int, groups: int,
         reps: int, device: str = "cpu", seed: int = 0) -> list[dict]:
-    from moagcn.host.graphs.datasets import rmat
-    from moagcn.host.parallel.launch import launch
     graph = rmat(scale=scale, seed=seed).graph
     choice = AcceleratorChoice(device)
     rows = []

@@ -32,10 +32,12 @@ import sys
 import time
 from pathlib import Path
 
+from moagcn.errors import UserError
+from moagcn.host.graphs.generators import rmat
+
 
 def _dense_devices(spec: str) -> list[str]:
     import torch
-    from moagcn.errors import UserError
     names = (["cuda", "cpu"] if torch.cuda.is_available() else ["cpu"]) if spec == "auto" \
         else [s.strip() for s in spec.split(",") if s.strip()]
     if not names:
@@ -53,7 +55,8 @@ def _dense_devices(spec: str) -> list[str]:
 def run(scale: int, features: int, hidden: int, epochs: int, sparse: list[str],
         dense: list[str], seed: int = 0, progress=None) -> dict:
     import torch
-    from moagcn.host.graphs.datasets import rmat
+
+    # lazy: keeps torch out of this module's import
     from moagcn.host.training.fullgraph import TrainConfig, train
     d = rmat(scale=scale, n_features=features, seed=seed)
     out = {"dataset": f"rmat-{scale}", "nodes": int(d.graph.n_rows), "entries": int(d.graph.nnz),
@@ -107,7 +110,6 @@ def main(argv=None) -> int:
     ap.add_argument("--out", metavar="DIR")
     args = ap.parse_args(argv)
     import torch
-    from moagcn.errors import UserError
     for name in ("features", "hidden", "epochs", "threads"):
         if getattr(args, name) < 1:
             raise UserError(f"--{name} {getattr(args, name)} must be at least 1")

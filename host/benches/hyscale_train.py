@@ -50,12 +50,11 @@ import numpy as np
 
 from moagcn.core.reports import output_dir, pyplot
 from moagcn.errors import UserError
-
+from moagcn.host.graphs.generators import rmat
 from moagcn.host.hyscale.train import HybridConfig, train_hybrid
 
 
 def _dataset(scale: int, seed: int, features: int = 128):
-    from moagcn.host.graphs.datasets import rmat
     d = rmat(scale=scale, seed=seed, n_features=features)
     train = (d.labels >= 0) & ~d.val_mask & ~d.test_mask
     return dataclasses.replace(d, train_mask=train)

@@ -35,6 +35,10 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
+from moagcn.core.graph import CSRGraph
+from moagcn.errors import UserError
+from moagcn.host.graphs.generators import rmat, synth_graph
+
 
 def _time(fn, repeat: int) -> tuple[float, object]:
     """Median seconds of ``repeat`` calls of ``fn`` and its last result."""
@@ -47,9 +51,8 @@ def _time(fn, repeat: int) -> tuple[float, object]:
 
 
 def sspmm_speed(nodes: int, entries: int, features: int, repeat: int, seed: int) -> dict:
-    from moagcn.core.graph import CSRGraph
+    # lazy: keeps torch out of this module's import
     from moagcn.host.devices.select import make_device
-    from moagcn.host.graphs.generators import synth_graph
 
     def one(m: int) -> dict:
         indptr, indices, _ = synth_graph(nodes, m, max_degree=max(nodes / 20, 2), seed=seed)
@@ -78,7 +81,7 @@ def sspmm_speed(nodes: int, entries: int, features: int, repeat: int, seed: int)
 
 
 def train_speed(scale: int, features: int, epochs: int, seed: int) -> dict:
-    from moagcn.host.graphs.datasets import rmat
+    # lazy: keeps torch out of this module's import
     from moagcn.host.training.fullgraph import TrainConfig, train
     d = rmat(scale=scale, n_features=features, seed=seed)
     out = {"dataset": f"rmat-{scale}", "nodes": int(d.graph.n_rows),
@@ -108,7 +111,6 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", metavar="DIR")
     args = ap.parse_args(argv)
-    from moagcn.errors import UserError
     for name in ("nodes", "entries", "features", "repeat", "epochs"):
         if getattr(args, name) < 1:
             raise UserError(f"--{name} {getattr(args, name)} must be at least 1")

@@ -32,12 +32,13 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from moagcn.core.device import CpuDevice
 from moagcn.errors import UserError
-
-from moagcn.host.graphs.datasets import BUNDLED, Dataset, bundled_path, load_npz
 from moagcn.host.devices.select import AcceleratorChoice
+from moagcn.host.graphs.data import BUNDLED, Dataset, bundled_path, load_npz
 from moagcn.host.graphs.ops import row_normalize
 from moagcn.host.graphs.pyg import require_pyg, to_edge_index
+from moagcn.host.nn.layers import GCNConv
 from moagcn.host.training.fullgraph import TrainConfig, train
 
 IMPLS = ("pyg", "nn:cpu", "nn:model", "train:cpu", "train:model", "train:cpu:input-dropout")
@@ -73,9 +74,7 @@ def make_net(kind: str, d: Dataset, seed: int) -> Net:
     if kind == "pyg":
         tg = require_pyg()
         return Net(tg.nn.GCNConv(d.n_features, 16), tg.nn.GCNConv(16, d.n_classes))
-    from moagcn.core.device import CpuDevice
 
-    from moagcn.host.nn.layers import GCNConv
     dev = CpuDevice() if kind == "nn:cpu" else AcceleratorChoice("model").make()
     return Net(GCNConv(d.n_features, 16, device=dev), GCNConv(16, d.n_classes, device=dev))
 

@@ -8,7 +8,7 @@ computed bottom-up with the model's own aggregate-then-update order, the aggrega
 same sparse device as DEAL's. Nothing is shared between batches: a node in the neighbourhood of
 many batches is sampled, gathered and computed again in each.
 
-The batches are the mini-batches of :class:`~moagcn.host.hyscale.minibatch.NeighborSampler` (unsalted),
+The batches are the mini-batches of :class:`~moagcn.host.graphs.minibatch.NeighborSampler` (unsalted),
 whose :func:`~moagcn.host.graphs.sampling.sample_rows` draws the same neighbours for a node at a layer
 as DEAL's shared sampler, so with the same seed and fanouts the embeddings equal DEAL's (up to
 fp32 summation order) and the comparison is of the work only. Each block's aggregation operator
@@ -25,13 +25,13 @@ import numpy as np
 import torch
 
 from moagcn.errors import UserError
-
-from moagcn.host.deal.engine import _AGG_KIND, MemTracker, local_operator
+from moagcn.host.deal.engine import MemTracker
 from moagcn.host.devices.select import AcceleratorChoice
+from moagcn.host.graphs.minibatch import NeighborSampler
 from moagcn.host.graphs.ops import CSRGraph
-from moagcn.host.hyscale.minibatch import NeighborSampler
-from moagcn.host.nn.models import GNN
 from moagcn.host.graphs.sampling import sample_rows
+from moagcn.host.nn.layerwise import AGGREGATION_KIND, local_operator
+from moagcn.host.nn.models import GNN
 
 
 def _gcn_degree(graph: CSRGraph, has_loop: np.ndarray, nodes: np.ndarray, k, layer: int,
@@ -61,7 +61,7 @@ def ego_forward(model: GNN, graph: CSRGraph, X: np.ndarray, fanout: list, seed: 
     """
     model.eval()
     N, L = graph.n_rows, model.n_layers
-    kind = _AGG_KIND[model.kind]
+    kind = AGGREGATION_KIND[model.kind]
     if len(fanout) < L:
         raise UserError(f"ego_forward: {len(fanout)} fanouts for a {L}-layer model; give one per "
                         "layer, input layer first (parse_fanout(text, layers))")

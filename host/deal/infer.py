@@ -17,13 +17,14 @@ import numpy as np
 import torch
 
 from moagcn.errors import UserError
-
-from moagcn.host.graphs.datasets import Dataset
-from moagcn.host.deal.engine import (FLOAT_BYTES, DealEngine, DistFabric, InferConfig, LocalFabric, assemble,
-                   ring_gemm)
+from moagcn.host.deal.ego import ego_forward
+from moagcn.host.deal.engine import (FLOAT_BYTES, DealEngine, DistFabric, InferConfig, LocalFabric,
+                                     assemble, ring_gemm)
 from moagcn.host.devices.select import AcceleratorChoice
+from moagcn.host.graphs.data import Dataset
 from moagcn.host.graphs.ops import row_normalize
 from moagcn.host.nn.models import GNN
+from moagcn.host.parallel.launch import launch
 
 
 def model_input(model: GNN, meta: dict, dataset: Dataset) -> np.ndarray:
@@ -117,7 +118,6 @@ def infer(dataset: Dataset, model: GNN, meta: dict, cfg: InferConfig,
     world = cfg.processes
     t0 = time.perf_counter()
     if distributed:
-        from moagcn.host.parallel.launch import launch
         if world < 2:
             raise UserError("--distributed runs one process per partition x feature group: "
                             "give --partitions x --feature-groups of at least 2")
@@ -157,7 +157,6 @@ def compare(dataset: Dataset, model: GNN, meta: dict, cfg: InferConfig,
             batch_size: int = 1024, timeout_s: float = 300.0) -> dict:
     """DEAL, DEAL with CAGNET's GEMM, DEAL's SpMM without pipelining and ego-network inference
     on the same input: end-to-end seconds and speed-ups, and whether the embeddings agree."""
-    from moagcn.host.deal.ego import ego_forward
     runs = {}
     emb, runs["deal"] = infer(dataset, model, meta, cfg, choice, distributed, timeout_s)
     e2, runs["cagnet_gemm"] = infer(dataset, model, meta, replace(cfg, gemm="cagnet"), choice,

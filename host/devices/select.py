@@ -20,6 +20,7 @@ from moagcn.core.names import (DEFAULT_DESIGN, DEFAULT_DEVICE, DEFAULT_SIMULATOR
                                SIMULATORS)
 from moagcn.core.spec import get_spec
 from moagcn.errors import UserError
+from moagcn.sim.device import AcceleratorDevice
 
 
 @dataclass(frozen=True)
@@ -56,7 +57,6 @@ class AcceleratorChoice:
         params)."""
         if self.device == "cpu":     # its one parameter: the storage format (fp32, bf16)
             return CpuDevice(self.params.get("format", "fp32"))
-        from moagcn.sim.device import AcceleratorDevice
         return AcceleratorDevice(self.spec, config if config is not None else self.config(),
                                  self.device, self.simulator)
 

@@ -46,16 +46,17 @@ import numpy as np
 import torch
 
 from moagcn.core.names import DEVICE_KINDS
-from moagcn.core.reports import (json_default, output_dir, print_targets, pyplot,
-                                   torch_threads, write_csv)
+from moagcn.core.reports import (json_default, output_dir, print_targets, pyplot, torch_threads,
+                                 write_csv)
 from moagcn.errors import UserError
-
-from moagcn.host.graphs.datasets import Dataset, load_dataset, rmat
 from moagcn.host.deal.engine import InferConfig
-from moagcn.host.devices.select import AcceleratorChoice
 from moagcn.host.deal.infer import compare
-from moagcn.host.nn.models import GNN
+from moagcn.host.devices.select import AcceleratorChoice
+from moagcn.host.graphs.data import Dataset
+from moagcn.host.graphs.datasets import load_dataset
+from moagcn.host.graphs.generators import rmat
 from moagcn.host.graphs.sampling import parse_fanout
+from moagcn.host.nn.models import GNN
 from moagcn.host.training.fullgraph import TrainConfig, train
 
 #: the paper's numbers (DEAL, Sec. 4): end-to-end speed-up over the state of the art (max),

@@ -34,12 +34,12 @@ import torch
 
 from moagcn.core.reports import output_dir, pyplot, write_csv
 from moagcn.errors import UserError
-
 from moagcn.host.devices.select import AcceleratorChoice
-from moagcn.host.graphs.ops import CSRGraph
-from moagcn.host.nn.models import GNN
-from moagcn.host.mixgcn.mop import MoPRuntime, PartitionRuntime
 from moagcn.host.graphs.generators import synth_like
+from moagcn.host.graphs.ops import CSRGraph
+from moagcn.host.mixgcn.mop import MoPRuntime
+from moagcn.host.nn.models import GNN
+from moagcn.host.supergcn.partition import PartitionRuntime
 
 #: the stand-ins' sizes (fraction of the real graph) at --scale 1: a few thousand nodes each
 SCALES = {"reddit": 0.01, "orkut": 0.003, "twitter": 0.0003, "friendster": 0.0002,

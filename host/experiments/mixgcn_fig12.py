@@ -29,10 +29,13 @@ import sys
 import time
 from pathlib import Path
 
+from moagcn.config import apply_params, parse_params
 from moagcn.core.reports import output_dir, pyplot, write_csv
 from moagcn.errors import UserError
-
 from moagcn.host.graphs.generators import SHAPES, synth_like
+from moagcn.hw.sspmm.config import PRESETS
+from moagcn.sim.baselines.accelerators import compare, format_table
+from moagcn.sim.sspmm.memory import unmasked_counts
 
 DATASETS = tuple(SHAPES)                    # reddit, orkut, twitter, friendster, papers100m
 LABELS = {"reddit": "Reddit", "orkut": "Orkut", "twitter": "Twitter",
@@ -80,8 +83,6 @@ def _names(text: str) -> list[str]:
 def spu_config(buffer_scale: float = 1.0, params: list[str] | None = None):
     """The ``paper`` preset with ``--param KEY=VALUE`` overrides, then its buffers times
     ``buffer_scale`` (adders, clock and HBM unchanged)."""
-    from moagcn.config import apply_params, parse_params
-    from moagcn.hw.sspmm.config import PRESETS
     cfg = apply_params(PRESETS["paper"], parse_params(params))
     if buffer_scale == 1.0:
         return cfg
@@ -237,8 +238,6 @@ def main(argv=None) -> int:
 
 
 def _run(args, datasets, out: Path) -> int:
-    from moagcn.sim.baselines.accelerators import compare, format_table
-    from moagcn.sim.sspmm.memory import unmasked_counts
     config = spu_config(args.buffer_scale, args.param)
     results = {}
     t_all = time.perf_counter()

@@ -22,9 +22,8 @@ import numpy as np
 
 from moagcn.core.reports import output_dir, write_csv
 from moagcn.errors import UserError
-
-from moagcn.host.graphs.datasets import Dataset
 from moagcn.host.experiments.mixgcn_fig10 import SCALES, stand_in
+from moagcn.host.graphs.data import Dataset
 from moagcn.host.training.fullgraph import TrainConfig, train
 
 

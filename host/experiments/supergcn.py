@@ -29,14 +29,13 @@ import numpy as np
 
 from moagcn.core.reports import output_dir, pyplot, write_csv
 from moagcn.errors import UserError
-
-from moagcn.host.nn.autograd import AggregationOp
 from moagcn.host.graphs.datasets import load_dataset
-from moagcn.host.graphs.ops import CSRGraph
-from moagcn.host.mixgcn.mop import partition_nodes
-from moagcn.host.supergcn.prepost import plan_prepost
-from moagcn.host.parallel.quant import wire_bytes
 from moagcn.host.graphs.generators import synth_graph
+from moagcn.host.graphs.ops import CSRGraph
+from moagcn.host.graphs.partition import partition_nodes
+from moagcn.host.nn.autograd import AggregationOp
+from moagcn.host.parallel.quant import wire_bytes
+from moagcn.host.supergcn.prepost import plan_prepost
 from moagcn.host.training.fullgraph import TrainConfig, train
 
 #: SuperGCN Table 5 (Ogb-lsc-mag240M, 2,048 processes, one GCN layer), GB

@@ -48,12 +48,13 @@ from pathlib import Path
 
 import numpy as np
 
-from moagcn.core.reports import (json_default, output_dir, print_targets, pyplot,
-                                   torch_threads)
+from moagcn.core.reports import json_default, output_dir, print_targets, pyplot, torch_threads
 from moagcn.errors import UserError
-
-from moagcn.host.vgnn.fleet import BALANCES, predicted_times, step_keeps
+from moagcn.host.graphs.datasets import load_dataset
+from moagcn.host.graphs.generators import rmat, sbm
 from moagcn.host.graphs.ops import CSRGraph
+from moagcn.host.vgnn.fleet import BALANCES, RELU_KEEP, predicted_times, step_keeps
+from moagcn.host.vgnn.perfmodel import PerfModel, fit, held_out, load_graph, mape, parse_devices
 
 #: named fleets (``--fleets F1;F2``); F1 is the issue's 4:1 capability spread
 FLEETS = {
@@ -109,7 +110,6 @@ def parse_fleets(text: str) -> list[tuple[str, str]]:
 
     Fleets are separated by ``;`` (a fleet's devices by ``,``); a comma-separated list of
     names of :data:`FLEETS` also works. Every fleet has at least two devices."""
-    from moagcn.host.vgnn.perfmodel import parse_devices
     text = str(text).strip()
     tokens = [t.strip() for t in text.split(",") if t.strip()]
     if tokens and ";" not in text and all(t.upper() in FLEETS for t in tokens):
@@ -148,7 +148,6 @@ def parse_seeds(text: str) -> list[int]:
 
 
 def load(name: str, scale: int):
-    from moagcn.host.graphs.datasets import load_dataset, rmat
     return rmat(scale=scale, seed=0) if name == "rmat" else load_dataset(name)
 
 
@@ -158,6 +157,7 @@ def label(name: str, scale: int) -> str:
 
 def operator(graph: CSRGraph) -> CSRGraph:
     """The sparsity the devices run for the experiment's GCN on ``graph``: ``A + I``."""
+    # lazy: keeps torch out of this module's import
     from moagcn.host.nn.models import aggregation_op
     return aggregation_op("gcn", graph).adj
 
@@ -170,8 +170,6 @@ def fit_graphs(names: str, scale: int) -> dict[str, CSRGraph]:
     others are :func:`moagcn.host.vgnn.perfmodel.load_graph`'s. Each graph is returned as the GCN
     operator's sparsity (``A + I``, :func:`operator`), which is what the devices run: an
     induced sub-graph of it is the operator of the induced sub-graph."""
-    from moagcn.host.graphs.datasets import rmat, sbm
-    from moagcn.host.vgnn.perfmodel import load_graph
     out = {}
     for name in _names(names, "--fit-graph", FIT_GRAPHS):
         if name == "rmat":
@@ -192,7 +190,6 @@ def fit_graphs(names: str, scale: int) -> dict[str, CSRGraph]:
 def fit_keeps(dropout: float) -> tuple[float, ...]:
     """The output masks' kept fractions the perf models are fitted and scored at: none, the
     backward ReLU mask's (:data:`~moagcn.host.vgnn.fleet.RELU_KEEP`) and the dropout's."""
-    from moagcn.host.vgnn.fleet import RELU_KEEP
     return tuple(dict.fromkeys((1.0, RELU_KEEP, *([1.0 - dropout] if dropout > 0 else []))))
 
 
@@ -201,7 +198,6 @@ def fit_fleet(name: str, spec: str, fgraphs: dict, evaluated: dict, out: Path, s
     """Fit the fleet's model on sub-graphs of the ``fgraphs`` (label -> graph), save it, and
     score it on the ``evaluated`` graphs (label -> (graph, widths)) as whole graphs; every run
     without a mask and with output masks keeping each of ``keeps``."""
-    from moagcn.host.vgnn.perfmodel import fit, held_out, parse_devices
     specs = parse_devices(spec)
     t0 = time.perf_counter()
     fit_label = "+".join(fgraphs)
@@ -214,7 +210,6 @@ def fit_fleet(name: str, spec: str, fgraphs: dict, evaluated: dict, out: Path, s
     path = out / f"perfmodel-{name}.json"
     model.state["holdout"] = {"graphs": list(evaluated), "rows": ho_rows}
     model.save(path)
-    from moagcn.host.vgnn.perfmodel import mape
 
     def _m(rows):
         return float(mape(np.array([r["predicted_s"] for r in rows]),
@@ -260,6 +255,7 @@ def run_row(fleet: str, spec: str, ds: str, d, parallelism: str, balance: str, s
     """One training run; ``order`` > 0 runs the fleet rotated by that many devices (the parts
     of an order-blind split then land on other devices) and reports every per-device figure
     in the listed order."""
+    # lazy: keeps torch out of this module's import
     from moagcn.host.training.fullgraph import TrainConfig, train
     run_spec = rotate(spec, order)
     run_specs = specs[order:] + specs[:order]
@@ -692,7 +688,6 @@ def main(argv=None) -> int:
 def _run(args, datasets, pars, fleets, seeds, out) -> int:
     from tqdm import tqdm
 
-    from moagcn.host.vgnn.perfmodel import PerfModel, parse_devices
     t_start = time.perf_counter()
     loaded = {}
     for name in datasets:

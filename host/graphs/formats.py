@@ -2,7 +2,7 @@
 
 One reader, :func:`read`, returns a :class:`GraphFile`: the graph (a
 :class:`~moagcn.core.graph.CSRGraph`), its float32 edge weights when the file has any, and the
-full :class:`~moagcn.host.graphs.datasets.Dataset` when the file holds features, labels and split masks.
+full :class:`~moagcn.host.graphs.data.Dataset` when the file holds features, labels and split masks.
 :func:`read_dataset` is the reader of commands that train (a graph-only file is an error saying
 how to get a dataset); :func:`write` writes any of the formats. See ``docs/formats.md``.
 
@@ -11,7 +11,7 @@ Formats (the suffix decides; case does not matter):
 ``.npz``
     A graph: ``indptr``, ``indices`` (CSR), optional ``shape`` (rows, columns) and ``data``
     (float32, one weight per stored entry). A dataset: the keys of
-    :data:`~moagcn.host.graphs.datasets.NPZ_KEYS` (and optionally ``data``).
+    :data:`~moagcn.host.graphs.data.NPZ_KEYS` (and optionally ``data``).
 ``.mtx`` (``.mtx.gz``)
     Matrix Market coordinate files (scipy.io): field ``pattern``, ``real`` or ``integer``,
     symmetry ``general``, ``symmetric`` or ``skew-symmetric``; a symmetric file lists one
@@ -55,8 +55,7 @@ from pathlib import Path
 import numpy as np
 
 from moagcn.errors import UserError
-
-from moagcn.host.graphs.datasets import BUILTIN, NPZ_KEYS, Dataset, load_npz
+from moagcn.host.graphs.data import BUILTIN, NPZ_KEYS, Dataset, load_npz
 from moagcn.host.graphs.ops import CSRGraph, validate_csr
 
 #: suffix -> format
@@ -317,7 +316,7 @@ def read(path, *, undirected: bool = False, what: str | None = None) -> GraphFil
 
 
 def read_dataset(path, *, undirected: bool = False, what: str | None = None) -> Dataset:
-    """The :class:`~moagcn.host.graphs.datasets.Dataset` in ``path`` (an .npz dataset or a .pt Data
+    """The :class:`~moagcn.host.graphs.data.Dataset` in ``path`` (an .npz dataset or a .pt Data
     object with ``x``, ``y`` and the three masks).
 
     A file that holds a graph only is a :class:`UserError` saying how to get a dataset. Edge
@@ -660,6 +659,7 @@ def _read_edge_list(p: Path, gz: bool, what: str) -> GraphFile:
 # -- PyG .pt -------------------------------------------------------------------------------------
 
 def _read_pt(p: Path, what: str) -> GraphFile:
+    # lazy: keeps torch out of this module's import
     from moagcn.host.graphs.pyg import check_edge_index, from_pyg, require_pyg
 
     tg = require_pyg()
@@ -807,9 +807,10 @@ def _write_edge_list(p: Path, gz: bool, graph: CSRGraph) -> None:
 
 
 def _write_pt(p: Path, graph: CSRGraph, dataset: Dataset | None, data) -> None:
-    from moagcn.host.graphs.pyg import to_pyg
-
     import torch
+
+    # lazy: keeps torch out of this module's import
+    from moagcn.host.graphs.pyg import to_pyg
     d = to_pyg(dataset if dataset is not None else graph)
     if data is not None:
         d.edge_weight = torch.from_numpy(data.copy())

@@ -1,4 +1,6 @@
-"""Synthetic power-law graphs shaped like the MixGCN paper's datasets (its Table 2).
+"""Graph generators: labelled stochastic block models and R-MAT graphs with class-correlated
+features (:func:`sbm`, :func:`rmat`), and power-law graphs shaped like the MixGCN paper's datasets
+(its Table 2, :func:`synth_like`).
 
 ``synth_like(name, scale, seed)`` returns the CSR of a directed graph with ``scale`` times the
 dataset's nodes and stored entries (nonzeros of A; an undirected edge is two), so the same
@@ -25,6 +27,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from moagcn.errors import UserError
+from moagcn.host.graphs.data import Dataset
+from moagcn.host.graphs.ops import CSRGraph
 
 
 @dataclass(frozen=True)
@@ -121,3 +125,143 @@ def synth_like(name: str, scale: float = 1.0, seed: int = 0, max_degree: float |
             "isolated_rows": int(np.count_nonzero(deg == 0)),
             "features": shape.features, "classes": shape.classes}
     return indptr, indices, info
+
+
+
+# -- labelled datasets: a stochastic block model and R-MAT ------------------------------------
+
+def _class_features(labels: np.ndarray, n_classes: int, n_features: int, words_per_class: int,
+                    p_topic: float, p_noise: float, rng: np.random.Generator) -> np.ndarray:
+    """Sparse binary bag-of-words features: each class favours its own set of feature columns."""
+    n = labels.size
+    topic = np.zeros((n_classes, n_features), dtype=bool)
+    for c in range(n_classes):
+        words = rng.choice(n_features, size=min(words_per_class, n_features), replace=False)
+        topic[c, words] = True
+    prob = np.where(topic[labels], p_topic, p_noise)
+    X = (rng.random((n, n_features)) < prob).astype(np.float32)
+    empty = np.nonzero(X.sum(axis=1) == 0)[0]
+    X[empty, rng.integers(0, n_features, size=empty.size)] = 1.0  # no all-zero rows
+    return X
+
+
+def _splits(labels: np.ndarray, n_classes: int, train_per_class: int, n_val: int, n_test: int,
+            rng: np.random.Generator):
+    """Planetoid-style split: ``train_per_class`` per class, then ``n_val`` and ``n_test``."""
+    n = labels.size
+    train = np.zeros(n, dtype=bool)
+    for c in range(n_classes):
+        members = np.nonzero(labels == c)[0]
+        train[rng.choice(members, size=min(train_per_class, members.size), replace=False)] = True
+    rest = rng.permutation(np.nonzero(~train)[0])
+    n_val = min(n_val, rest.size // 2)
+    n_test = min(n_test, rest.size - n_val)
+    val = np.zeros(n, dtype=bool)
+    test = np.zeros(n, dtype=bool)
+    val[rest[:n_val]] = True
+    test[rest[n_val:n_val + n_test]] = True
+    return train, val, test
+
+
+def _check_positive(**values):
+    for name, v in values.items():
+        if v < 1:
+            raise UserError(f"{name} = {v} must be at least 1")
+
+
+def sbm(n_nodes: int = 2000, n_classes: int = 5, avg_degree: float = 8.0,
+        homophily: float = 0.75, n_features: int = 64, words_per_class: int = 12,
+        p_topic: float = 0.2, p_noise: float = 0.03, train_per_class: int = 20,
+        n_val: int = 500, n_test: int = 1000, seed: int = 0) -> Dataset:
+    """Stochastic block model with planted classes and class-correlated sparse binary features.
+
+    Each node belongs to one of ``n_classes`` equal blocks (its label). An edge joins two nodes of
+    the same block with probability ``p_in`` and of different blocks with ``p_out``, chosen so the
+    expected degree is ``avg_degree`` and a fraction ``homophily`` of edges stays inside a block.
+    Features are bag-of-words like: every class has ``words_per_class`` topic columns set with
+    probability ``p_topic``, every other column with ``p_noise``; so neither the features alone nor
+    the graph alone determine the label, and aggregation helps. Node ids are shuffled (no
+    ordering hint). The graph is symmetric, without self loops; sampled exactly (dense per row
+    block), so keep ``n_nodes`` to a few thousand.
+    """
+    _check_positive(n_nodes=n_nodes, n_classes=n_classes, n_features=n_features)
+    if n_nodes > 20000:
+        raise UserError(f"sbm: n_nodes = {n_nodes} is too large for the exact sampler; "
+                        "use at most 20000 (or an .npz dataset)")
+    if not 0.0 <= homophily <= 1.0:
+        raise UserError(f"sbm: homophily = {homophily} must be in [0, 1]")
+    rng = np.random.default_rng(seed)
+    labels = np.arange(n_nodes) % n_classes
+    block = n_nodes / n_classes
+    p_in = min(1.0, avg_degree * homophily / max(block - 1, 1))
+    p_out = min(1.0, avg_degree * (1 - homophily) / max(n_nodes - block, 1))
+    src, dst = [], []
+    chunk = max(1, 4_000_000 // n_nodes)
+    for r0 in range(0, n_nodes, chunk):
+        rows = np.arange(r0, min(n_nodes, r0 + chunk))
+        same = labels[rows][:, None] == labels[None, :]
+        hit = rng.random((rows.size, n_nodes)) < np.where(same, p_in, p_out)
+        hit &= np.arange(n_nodes)[None, :] > rows[:, None]  # upper triangle, no self loops
+        r, c = np.nonzero(hit)
+        src.append(rows[r])
+        dst.append(c)
+    src, dst = np.concatenate(src), np.concatenate(dst)
+    perm = rng.permutation(n_nodes)  # new id of old node i is pos[i]
+    pos = np.empty(n_nodes, dtype=np.int64)
+    pos[perm] = np.arange(n_nodes)
+    src, dst = pos[src], pos[dst]
+    labels = labels[perm]
+    graph = CSRGraph.from_edges(np.concatenate([src, dst]), np.concatenate([dst, src]), n_nodes,
+                                what="sbm")
+    X = _class_features(labels, n_classes, n_features, words_per_class, p_topic, p_noise, rng)
+    train, val, test = _splits(labels, n_classes, train_per_class, n_val, n_test, rng)
+    return Dataset("sbm", graph, X, labels.astype(np.int64), train, val, test)
+
+
+def rmat(scale: int = 11, edge_factor: int = 8, a: float = 0.57, b: float = 0.19,
+         c: float = 0.19, n_classes: int = 4, n_features: int = 128, words_per_class: int = 16,
+         p_topic: float = 0.15, p_noise: float = 0.03, train_per_class: int = 20,
+         n_val: int = 500, n_test: int = 1000, seed: int = 0) -> Dataset:
+    """R-MAT power-law graph (Chakrabarti et al.) on ``2**scale`` nodes, symmetrised.
+
+    Each of ``edge_factor * 2**scale`` edges picks, bit by bit from the top, one of the four
+    quadrants with probabilities ``a, b, c, 1 - a - b - c``; duplicates and self loops are dropped
+    and ids shuffled. Labels are graph regions: the connected nodes, in reverse Cuthill-McKee
+    (BFS-like) order, are cut into ``n_classes`` equal runs, so neighbours tend to share a label
+    (about half the edges on the default graph, against 1/4 by chance); nodes without edges get
+    random labels. Features are class-correlated as in :func:`sbm`.
+    """
+    _check_positive(scale=scale, edge_factor=edge_factor, n_features=n_features)
+    if scale > 20:
+        raise UserError(f"rmat: scale = {scale} gives {2 ** scale} nodes; use at most 20")
+    d = 1.0 - a - b - c
+    if min(a, b, c, d) < 0:
+        raise UserError(f"rmat: quadrant probabilities a={a}, b={b}, c={c} must be >= 0 and "
+                        "sum to at most 1")
+    if not 1 <= n_classes <= 2 ** scale:
+        raise UserError(f"rmat: n_classes = {n_classes} must be in 1..2**scale")
+    rng = np.random.default_rng(seed)
+    n = 2 ** scale
+    m = edge_factor * n
+    src = np.zeros(m, dtype=np.int64)
+    dst = np.zeros(m, dtype=np.int64)
+    cum = np.cumsum([a, b, c])
+    for level in range(scale):
+        u = rng.random(m)
+        q = np.searchsorted(cum, u, side="right")  # 0: a, 1: b, 2: c, 3: d
+        bit = 1 << (scale - 1 - level)
+        src += np.where(q >= 2, bit, 0)
+        dst += np.where(q % 2 == 1, bit, 0)
+    keep = src != dst
+    src, dst = src[keep], dst[keep]
+    pos = rng.permutation(n)  # new id of old node i
+    src, dst = pos[src], pos[dst]
+    graph = CSRGraph.from_edges(np.concatenate([src, dst]), np.concatenate([dst, src]), n,
+                                what="rmat")
+    order = graph.rcm_order()
+    connected = order[graph.degrees()[order] > 0]
+    labels = rng.integers(0, n_classes, size=n)
+    labels[connected] = np.arange(connected.size) * n_classes // max(connected.size, 1)
+    X = _class_features(labels, n_classes, n_features, words_per_class, p_topic, p_noise, rng)
+    train, val, test = _splits(labels, n_classes, train_per_class, n_val, n_test, rng)
+    return Dataset("rmat", graph, X, labels.astype(np.int64), train, val, test)

@@ -23,8 +23,7 @@ import numpy as np
 import torch
 
 from moagcn.errors import UserError
-
-from moagcn.host.graphs.datasets import Dataset
+from moagcn.host.graphs.data import Dataset
 from moagcn.host.graphs.ops import CSRGraph
 
 INSTALL_HINT = "install the optional extra with `pip install moagcn[pyg]` (torch-geometric)"
@@ -127,7 +126,7 @@ def _mask(data, key: str, n: int, what: str) -> np.ndarray:
 
 
 def from_pyg(data, name: str = "pyg") -> "Dataset":
-    """A moagcn :class:`~moagcn.host.graphs.datasets.Dataset` from a PyG ``Data`` object.
+    """A moagcn :class:`~moagcn.host.graphs.data.Dataset` from a PyG ``Data`` object.
 
     Keeps ``x`` (features), ``y`` (labels; -1 = unlabelled) and ``train_mask``, ``val_mask``,
     ``test_mask``. The graph is :func:`graph_from_pyg`'s (row = target).
@@ -159,7 +158,7 @@ def from_pyg(data, name: str = "pyg") -> "Dataset":
 
 def to_pyg(obj):
     """A PyG ``Data`` object: ``edge_index`` and ``num_nodes`` of a :class:`CSRGraph`, plus
-    ``x``, ``y`` and the three masks of a :class:`~moagcn.host.graphs.datasets.Dataset`."""
+    ``x``, ``y`` and the three masks of a :class:`~moagcn.host.graphs.data.Dataset`."""
     tg = require_pyg()
     if isinstance(obj, Dataset):
         return tg.data.Data(

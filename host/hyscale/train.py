@@ -67,7 +67,6 @@ time fluctuates more (wall-clock torch on shared cores) is kept further from cri
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import math
 import time
@@ -77,18 +76,19 @@ from typing import Sequence
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 from moagcn.errors import UserError
-
-from moagcn.host.nn.autograd import AggregationOp, PhaseTimer, aggregate, linears_on_device
-from moagcn.host.graphs.datasets import Dataset
-from moagcn.host.deal.engine import _AGG_KIND, local_operator
 from moagcn.host.devices.select import AcceleratorChoice
+from moagcn.host.graphs.data import Dataset
+from moagcn.host.graphs.minibatch import NeighborSampler, check_fanouts, training_ids
 from moagcn.host.graphs.ops import row_normalize
-from moagcn.host.hyscale.minibatch import (FeatureLoader, LoadedBatch, NeighborSampler, Prefetcher,
-                        StageAProcesses, batches, can_fork, check_fanouts, training_ids)
+from moagcn.host.graphs.sampling import parse_fanout
+from moagcn.host.hyscale.minibatch import FeatureLoader, Prefetcher, StageAProcesses, can_fork
+from moagcn.host.hyscale.split import model_split
+from moagcn.host.hyscale.trainers import BlockOperators, Trainer, batch_sizes, epoch_batches
+from moagcn.host.nn.layerwise import layer_graphs, layerwise_forward
 from moagcn.host.nn.models import GNN
+from moagcn.host.parallel.launch import launch
 
 TRAINER_KINDS = ("cpu", "accel", "gpu")
 
@@ -173,7 +173,6 @@ class HybridConfig:
         return parse_trainers(self.trainers)
 
     def fanout_list(self) -> list:
-        from moagcn.host.graphs.sampling import parse_fanout
         parts = [p for p in str(self.fanouts).split(",") if p.strip()]
         if not parts:
             raise UserError(f"--fanout {self.fanouts!r} is empty; give one fanout per layer, "
@@ -214,23 +213,6 @@ class HybridConfig:
                 raise UserError(f"--batch {self.batch} is larger than the {ids.size} training "
                                 f"nodes of {dataset.name}; use at most {ids.size}")
         return self
-
-
-def epoch_batches(train_ids, batch: int, seed: int, epoch: int, trainers: int) -> list:
-    """The epoch's shuffled batches (:func:`~moagcn.host.hyscale.minibatch.batches`), a last one too
-    small to give every trainer a node merged into the one before it."""
-    bl = batches(train_ids, batch, seed, epoch)
-    if len(bl) > 1 and bl[-1].size < trainers:
-        bl[-2:] = [np.concatenate(bl[-2:])]
-    return bl
-
-
-def batch_sizes(n_train: int, batch: int, trainers: int) -> list[tuple[int, int]]:
-    """``(count, size)`` of the batches :func:`epoch_batches` makes of ``n_train`` nodes."""
-    full, last = divmod(n_train, batch)
-    if last and last < trainers and full:
-        return ([(full - 1, batch)] if full > 1 else []) + [(1, batch + last)]
-    return [(full, batch)] + ([(1, last)] if last else [])
 
 
 class _RunBatches(Sequence):
@@ -307,91 +289,6 @@ class _View(Sequence):
 
     def __getitem__(self, i):
         return self.splitter.parts(i)[self.t]
-
-
-class Trainer:
-    """One trainer: a model replica and a sparse device."""
-
-    def __init__(self, index: int, kind: str, model: GNN, choice: AcceleratorChoice,
-                 dense: torch.device, fanouts: list, dropout: float, seed: int,
-                 degrees: np.ndarray, update_on: str = "device"):
-        self.index, self.kind = index, kind
-        self.degrees = degrees
-        self.model = copy.deepcopy(model).to(dense)
-        self.device = choice.make()
-        self.dense = dense
-        self.fanouts, self.dropout, self.seed = fanouts, dropout, seed
-        self.timer = PhaseTimer()
-        # dense layers on the accelerator (their time counted as device cycles, not host wall)
-        if kind == "accel" and update_on == "device" and getattr(self.device, "has_dense", False):
-            linears_on_device(self.model, self.device, self.timer)
-
-    def step(self, lb: LoadedBatch, batch_total: int, iteration: int) -> dict:
-        """Forward and backward on this trainer's sub-batch; the gradients of its share of the
-        batch's mean loss, and what it cost."""
-        model = self.model
-        model.train()
-        model.zero_grad(set_to_none=True)
-        self.timer.reset()
-        c0 = self.device.counters.cycles_total
-        t0 = time.perf_counter()
-        gen = torch.Generator().manual_seed(int(self.seed) * 1000003 + iteration * 97 + self.index)
-        kind = _AGG_KIND[model.kind]
-        H = lb.x.to(self.dense)
-        H_self = H
-        ops = lb.prepared or BlockOperators(model.kind, self.degrees, self.fanouts)(lb.batch)
-        for layer, block in enumerate(lb.batch.blocks):
-            adj, rs, cs = ops[layer]
-            if self.dropout > 0:
-                keep = torch.rand(H.shape, generator=gen) >= self.dropout
-                H = H * keep.to(H.device) / (1.0 - self.dropout)
-            Z = aggregate(AggregationOp(adj, rs, cs, kind), H, self.device, timer=self.timer)
-            at = torch.from_numpy(block.dst_pos).to(self.dense)
-            P = model.update(layer, Z, H_self[at])
-            if layer + 1 < len(lb.batch.blocks):
-                H = H_self = torch.relu(P)
-        y = lb.y.to(self.dense)
-        loss = F.cross_entropy(P, y, reduction="sum") / batch_total
-        loss.backward()
-        wall = time.perf_counter() - t0
-        grads = [p.grad.detach().clone() if p.grad is not None else None
-                 for p in model.parameters()]
-        agg_wall = self.timer.seconds.get("aggregate", 0.0)
-        cycles = self.device.counters.cycles_total - c0
-        clock = self.device.clock_mhz
-        if self.kind == "accel" and clock:
-            seconds = wall - agg_wall + cycles / (clock * 1e6)   # the accelerator's own time
-        else:
-            seconds = wall
-        correct = int((P.argmax(1) == y).sum())
-        return {"grads": grads, "loss": float(loss.detach()) * batch_total, "n": int(y.numel()),
-                "correct": correct, "seconds": seconds, "wall_s": wall, "cycles": cycles,
-                "edges": int(lb.batch.edges)}
-
-
-class BlockOperators:
-    """A mini-batch's aggregation operators, ``(adj, row_scale, col_scale)`` per block (numpy
-    only): made in stage A with the sampling, as a sampler makes its blocks."""
-
-    def __init__(self, model_kind: str, degrees: np.ndarray, fanouts: list):
-        self.model_kind, self.degrees, self.fanouts = model_kind, degrees, fanouts
-
-    def __call__(self, mb) -> list:
-        ops = []
-        for layer, block in enumerate(mb.blocks):
-            adj, rs, cs = local_operator(_AGG_KIND[self.model_kind], block.graph, block.dst_pos)
-            if self.model_kind == "gcn":      # each source's scale from its sampled in-degree
-                cs = _gcn_source_scale(self.degrees[block.src], self.fanouts[layer])
-            ops.append((adj, rs, cs))
-        return ops
-
-
-def _gcn_source_scale(deg: np.ndarray, k) -> np.ndarray:
-    """``1 / sqrt(min(deg, k) + 1)`` of every source: its in-degree in its own sample, taken as
-    the fanout cap (a mini-batch does not sample the sources' own rows; stored self loops are
-    not told apart)."""
-    d = deg if k is None else np.minimum(deg, k)
-    return (1.0 / np.sqrt(d.astype(np.float64) + 1.0)).astype(np.float32)
 
 
 class DRM:
@@ -586,7 +483,6 @@ def _iteration_time(kinds, results, times, prefetch: bool) -> float:
 
 def evaluate(model: GNN, dataset: Dataset, X: np.ndarray) -> dict:
     """Accuracy of every split from a full-neighbourhood, full-graph forward pass."""
-    from moagcn.host.deal.engine import layer_graphs, layerwise_forward
     graphs = layer_graphs(dataset.graph, [None] * model.n_layers, 0)
     pred = layerwise_forward(model, graphs, torch.from_numpy(X)).argmax(1).numpy()
     return {name: float((pred[m] == dataset.labels[m]).mean()) if m.any() else 0.0
@@ -607,7 +503,6 @@ def resolve_split(dataset: Dataset, cfg: HybridConfig, progress=None):
         return (dataclasses.replace(cfg, cpu_share=None),
                 {"source": "one group", "cpu_share": 1.0 if n_cpu else 0.0})
     if cfg.cpu_share == "model":
-        from moagcn.host.hyscale.perf import model_split
         info = dict(model_split(dataset, cfg, progress=progress), source="model")
         return dataclasses.replace(cfg, cpu_share=info["cpu_share"]), info
     share = cfg.cpu_share if cfg.cpu_share is not None else n_cpu / len(kinds)
@@ -805,7 +700,6 @@ def train_hybrid_distributed(dataset: Dataset, cfg: HybridConfig, on_iteration=N
     iteration; rank 0's report. The group is gloo also where there are GPUs: the CPU and
     accelerator trainers hold their gradients in host memory (a ``gpu`` trainer's are copied
     there before the sum), as in the paper's host-side synchronisation."""
-    from moagcn.host.parallel.launch import launch
     cfg.validate(dataset)
     world = len(cfg.kinds())
     if world < 2:

@@ -44,11 +44,11 @@ import torch
 import torch.distributed as dist
 
 from moagcn.errors import UserError
-
 from moagcn.host.graphs.ops import contiguous_ranges
-from moagcn.host.nn.autograd import AggregationOp, aggregate_backward
-from moagcn.host.mixgcn.mop import FLOAT_BYTES, LocalComm, MoPRuntime
+from moagcn.host.mixgcn.mop import MoPRuntime
 from moagcn.host.mixgcn.pipeline import batch_dependencies, prop35_holds, stages_prop35
+from moagcn.host.nn.autograd import AggregationOp, aggregate_backward
+from moagcn.host.parallel.comm import FLOAT_BYTES, LocalComm
 
 PIPELINES = ("off", "natural", "rcm")
 

@@ -1,26 +1,23 @@
-"""The parallel runtimes across torch.distributed processes (one worker per process).
+"""Parallel runtimes across torch.distributed processes (one worker per process): the
+communicator and the process launcher.
 
-:class:`DistComm` implements :class:`~moagcn.host.mixgcn.mop.Communicator` with ``all_to_all_single``
+:class:`DistComm` implements :class:`~moagcn.host.parallel.comm.Communicator` with ``all_to_all_single``
 (blocks of different widths are flattened into one buffer with per-peer split sizes) inside an
 autograd function whose backward is the reverse all-to-all; weight gradients are summed with
 ``all_reduce``. The process group uses NCCL when there is a CUDA GPU for every worker and gloo
 otherwise (:func:`process_group_backend`).
 
-Two ways to start a run:
-
-- :func:`train_distributed` starts ``cfg.workers`` local processes with
-  ``torch.multiprocessing.start_processes`` (what ``moagcn train --distributed`` does), forked
-  from a fork server that has loaded torch once (``spawn`` where there is no fork server);
-- under ``torchrun``, :func:`train_from_env` joins the group described by the environment
-  (``RANK``, ``WORLD_SIZE``, ``MASTER_ADDR``, ``MASTER_PORT``).
-
-Both join the group through :func:`_init_group`, which loads ``torch._dynamo`` first (see there
+:func:`launch` starts local processes with ``torch.multiprocessing.start_processes`` (what
+``moagcn train --distributed``, DEAL's inference and HyScale's distributed trainers do), forked
+from a fork server that has loaded torch once (``spawn`` where there is no fork server); under
+``torchrun`` a process joins the group the environment describes
+(:func:`moagcn.host.training.distributed.train_from_env`). Both join the group through
+:func:`init_group`, which loads ``torch._dynamo`` first (see there
 why a group created before it cannot be torn down cleanly).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import importlib
 import multiprocessing
 import os
@@ -34,11 +31,9 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from moagcn.errors import UserError
-
 from moagcn.host.nn.autograd import PhaseTimer
-from moagcn.host.graphs.datasets import Dataset
-from moagcn.host.mixgcn.mop import Communicator
-from moagcn.host.training.fullgraph import TrainConfig, TrainResult, train
+from moagcn.host.parallel.comm import Communicator
+from moagcn.host.parallel.quant import dequantize, from_bytes, quantize, to_bytes, wire_bytes
 
 
 def process_group_backend(world: int = 1) -> str:
@@ -101,10 +96,9 @@ class DistComm(Communicator):
 
     def _exchange_packed(self, blocks, recv_shapes, direction: str, call: int):
         """The all-to-all with quantised messages: every block for another rank is quantised
-        here (the draws seeded as :class:`~moagcn.host.mixgcn.mop.LocalComm`'s, so the run equals the
+        here (the draws seeded as :class:`~moagcn.host.parallel.comm.LocalComm`'s, so the run equals the
         in-process one), packed into bytes (payload, then per-row parameters) and sent as one
         uint8 buffer; the receiver unpacks and dequantises. A rank's own block stays here."""
-        from moagcn.host.parallel.quant import dequantize, from_bytes, quantize, to_bytes, wire_bytes
         t0 = time.perf_counter()
         backward = direction == "backward"
         r, bits = self.rank, self.bits
@@ -161,7 +155,7 @@ class DistComm(Communicator):
         return out
 
 
-def _init_group(backend: str, **kwargs) -> None:
+def init_group(backend: str, **kwargs) -> None:
     """``dist.init_process_group(backend, **kwargs)``, with ``torch._dynamo`` loaded first.
 
     ``torch.optim`` loads ``torch._dynamo`` when the first optimiser is built, and some modules it
@@ -198,7 +192,7 @@ def _store_server() -> dist.TCPStore:
     return dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False)
 
 
-def _dense_for_rank(backend: str, rank: int) -> torch.device:
+def dense_for_rank(backend: str, rank: int) -> torch.device:
     if backend == "nccl":
         torch.cuda.set_device(rank % torch.cuda.device_count())
         return torch.device("cuda", torch.cuda.current_device())
@@ -214,8 +208,8 @@ def _entry(rank: int, world: int, port: int, backend: str, worker, args, events,
     try:
         store = dist.TCPStore("127.0.0.1", port, is_master=False)
         extra = {} if timeout_s is None else {"timeout": datetime.timedelta(seconds=timeout_s)}
-        _init_group(backend, store=store, rank=rank, world_size=world, **extra)
-        dense = _dense_for_rank(backend, rank)
+        init_group(backend, store=store, rank=rank, world_size=world, **extra)
+        dense = dense_for_rank(backend, rank)
         result = worker(rank, world, dense,
                         lambda payload: events.put(("event", pickle.dumps(payload))), *args)
         # by value: torch's queue would pass a tensor's storage as a file descriptor that the
@@ -298,43 +292,6 @@ def launch(worker, world: int, args: tuple, on_event=None, backend: str | None =
     if error is not None:
         raise UserError(f"{what} failed: {error}")
     return [results[k] for k in range(world)]
-
-
-def _train_worker(rank: int, world: int, dense, emit, dataset: Dataset, cfg: TrainConfig):
-    result = train(dataset, cfg, comm=DistComm(), on_epoch=emit if rank == 0 else None,
-                   dense=dense)
-    return result if rank == 0 else None
-
-
-def train_distributed(dataset: Dataset, cfg: TrainConfig, on_epoch=None,
-                      backend: str | None = None) -> TrainResult:
-    """Train with ``cfg.workers`` local processes (one worker each) and return rank 0's result.
-
-    ``on_epoch`` runs in this process for every epoch record rank 0 reports.
-    """
-    cfg.validate()
-    world = cfg.workers
-    if world < 2:
-        raise UserError("--distributed needs --workers of at least 2 (one process per worker)")
-    return launch(_train_worker, world, (dataset, cfg), on_event=on_epoch, backend=backend,
-                  what="distributed training")[0]
-
-
-def train_from_env(dataset: Dataset, cfg: TrainConfig, on_epoch=None) -> TrainResult:
-    """Join the torchrun-described process group and train; every rank returns the result."""
-    for key in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
-        if key not in os.environ:
-            raise UserError(f"{key} is not set: run under torchrun, or use --distributed "
-                            "without torchrun to spawn local processes")
-    backend = process_group_backend(int(os.environ["WORLD_SIZE"]))
-    _init_group(backend)
-    try:
-        cfg = dataclasses.replace(cfg, workers=dist.get_world_size())
-        dense = _dense_for_rank(backend, dist.get_rank())
-        return train(dataset, cfg, comm=DistComm(), on_epoch=on_epoch if dist.get_rank() == 0
-                     else None, dense=dense)
-    finally:
-        dist.destroy_process_group()
 
 
 def under_torchrun() -> bool:

@@ -1,6 +1,6 @@
 """Full-graph training with aggregation on sparse devices, and the plain torch reference.
 
-:func:`train` runs a :class:`~moagcn.host.mixgcn.mop.Runtime` (MoP or partition parallelism, ``m``
+:func:`train` runs a :class:`~moagcn.host.parallel.runtime.Runtime` (MoP or partition parallelism, ``m``
 workers, in this process or, with a ``DistComm``, across torch.distributed processes) for
 ``epochs`` steps of Adam on the cross-entropy of the training nodes, evaluating the accuracy of
 the train/val/test splits after every step (without dropout). :func:`train_reference` trains the
@@ -22,16 +22,19 @@ import torch
 import torch.nn.functional as F
 
 from moagcn.errors import UserError
-
-from moagcn.host.nn.autograd import PhaseTimer
-from moagcn.host.graphs.datasets import Dataset
-from moagcn.host.devices.select import (DEFAULT_DESIGN, DEFAULT_DEVICE, DEFAULT_SIMULATOR, AcceleratorChoice,
-                      dense_device)
+from moagcn.host.devices.select import (DEFAULT_DESIGN, DEFAULT_DEVICE, DEFAULT_SIMULATOR,
+                                        AcceleratorChoice, dense_device)
+from moagcn.host.graphs.data import Dataset
 from moagcn.host.graphs.ops import row_normalize
-from moagcn.host.nn.models import MODELS, GNN, DropoutMasks, reference_forward
-from moagcn.host.vgnn.fleet import BALANCES
-from moagcn.host.mixgcn.mop import (AGGREGATIONS, COMM_BITS, DROPOUT_PLACES, PARALLELISMS, PARTITION_METHODS,
-                  Communicator, imbalance, make_runtime)
+from moagcn.host.graphs.partition import PARTITION_METHODS, imbalance
+from moagcn.host.nn.autograd import PhaseTimer
+from moagcn.host.nn.models import GNN, MODELS, DropoutMasks, aggregation_op, reference_forward
+from moagcn.host.parallel.comm import COMM_BITS, Communicator
+from moagcn.host.parallel.runtime import DROPOUT_PLACES
+from moagcn.host.supergcn.partition import AGGREGATIONS
+from moagcn.host.training.runtimes import PARALLELISMS, make_runtime
+from moagcn.host.vgnn.fleet import BALANCES, fleet, step_keeps, work_shares
+from moagcn.host.vgnn.perfmodel import PerfModel
 
 REORDERS = ("none", "rcm")
 
@@ -149,14 +152,12 @@ class TrainConfig:
         """The parsed ``devices`` (one spec per worker; None without a mixed fleet)."""
         if not self.devices:
             return None
-        from moagcn.host.vgnn.fleet import fleet
         return fleet(self.devices, self.device)[0]
 
     def accelerators(self):
         """The sparse devices' choice (device, design, configuration, simulator), or one per
         worker for a mixed fleet."""
         if self.devices:
-            from moagcn.host.vgnn.fleet import fleet
             return fleet(self.devices, self.device)[1]
         return AcceleratorChoice(self.device, self.design, self.preset, dict(self.params),
                                  self.simulator)
@@ -287,16 +288,12 @@ def work_shares_of(cfg: TrainConfig, dataset: Dataset, widths) -> np.ndarray | N
     """The workers' shares of ``cfg.balance`` (None for ``uniform``)."""
     if cfg.balance == "uniform":
         return None
-    from moagcn.host.vgnn.fleet import work_shares
-    from moagcn.host.vgnn.perfmodel import PerfModel
     specs = cfg.fleet_specs()
     if specs is None:     # one design for every worker: equal capabilities
         return None
     perf = PerfModel.load(cfg.perf_model, specs) if cfg.balance == "vgnn" else None
     op, keeps = None, (1.0, None)
     if perf is not None:
-        from moagcn.host.vgnn.fleet import step_keeps
-        from moagcn.host.nn.models import aggregation_op
         op = aggregation_op(cfg.model, dataset.graph).adj
         keeps = step_keeps(cfg.dropout, cfg.dropout_at, relu=not cfg.layer_norm)
     return work_shares(cfg.balance, specs, dataset.graph, widths, cfg.parallelism, perf,

@@ -32,48 +32,19 @@ from __future__ import annotations
 import numpy as np
 
 from moagcn.errors import UserError
-
-from moagcn.host.graphs.ops import CSRGraph
+from moagcn.host.graphs.ops import CSRGraph, contiguous_ranges
+from moagcn.host.graphs.partition import partition_nodes, weighted_ranges
+from moagcn.host.vgnn.perfmodel import induced_subgraph, parse_devices, worker_block
 
 BALANCES = ("uniform", "spec", "vgnn")
-
-
-def weighted_ranges(n: int, shares) -> list[tuple[int, int]]:
-    """``n`` items cut into consecutive ranges of sizes proportional to ``shares`` (largest
-    remainder rounding; a range may be empty only if its share rounds to nothing)."""
-    w = np.asarray(shares, dtype=np.float64)
-    if w.ndim != 1 or w.size == 0 or np.any(w < 0) or w.sum() <= 0:
-        raise UserError(f"work shares {list(shares)} must be non-negative and not all zero")
-    exact = n * w / w.sum()
-    sizes = np.floor(exact).astype(np.int64)
-    rest = n - int(sizes.sum())
-    if rest:
-        sizes[np.argsort(-(exact - sizes), kind="stable")[:rest]] += 1
-    ends = np.cumsum(sizes)
-    return [(int(e - s), int(e)) for s, e in zip(sizes, ends)]
-
-
-def work_ranges(work, shares) -> list[tuple[int, int]]:
-    """Consecutive ranges of items (with ``work`` each, in order) whose total work is as close
-    as the item boundaries allow to ``shares`` of the whole (each cut at the nearest prefix
-    sum)."""
-    w = np.asarray(shares, dtype=np.float64)
-    if w.ndim != 1 or w.size == 0 or np.any(w < 0) or w.sum() <= 0:
-        raise UserError(f"work shares {list(shares)} must be non-negative and not all zero")
-    prefix = np.r_[0, np.cumsum(np.asarray(work, dtype=np.float64))]
-    goals = np.cumsum(w / w.sum())[:-1] * prefix[-1]
-    right = np.clip(np.searchsorted(prefix, goals), 1, prefix.size - 1)
-    cuts = np.where(goals - prefix[right - 1] <= prefix[right] - goals, right - 1, right)
-    cuts = np.maximum.accumulate(np.r_[0, cuts, prefix.size - 1])
-    return [(int(a), int(b)) for a, b in zip(cuts[:-1], cuts[1:])]
 
 
 def fleet(text: str, device_kind: str):
     """``(specs, choices)``: the parsed device specs and one
     :class:`~moagcn.host.devices.select.AcceleratorChoice` per worker (``device_kind`` model or rtl
     for the accelerators; the CPU is torch)."""
+    # lazy: keeps torch out of this module's import
     from moagcn.host.devices.select import AcceleratorChoice
-    from moagcn.host.vgnn.perfmodel import parse_devices
     specs = parse_devices(text)
     if device_kind not in ("model", "rtl", "cpu"):
         raise UserError(f"--device {device_kind!r}: use model or rtl with --devices")
@@ -121,13 +92,10 @@ def predicted_times(perf_model, specs, graph: CSRGraph, widths, parallelism: str
     if parallelism == "mop":
         blocks = [op] * len(specs)
     else:
-        from moagcn.host.mixgcn.mop import partition_nodes
-        from moagcn.host.vgnn.perfmodel import worker_block
         parts = partition_nodes(graph, len(specs), partition, shares)
         blocks = [worker_block(op, p) for p in parts]
     if parallelism == "mop":
         # the columns each device gets, cut as MoPRuntime cuts them (a device may get none)
-        from moagcn.host.graphs.ops import contiguous_ranges
         cuts = [contiguous_ranges(w, len(specs)) if shares is None
                 else weighted_ranges(w, fractions) for w in widths]
     t = np.zeros(len(specs))
@@ -178,8 +146,8 @@ def calibrate_bf16(graph: CSRGraph, sizes=None, width: int = 64, repeats: int = 
 
     from scipy.optimize import curve_fit
 
+    # lazy: keeps torch out of this module's import
     from moagcn.core.device import CpuDevice
-    from moagcn.host.vgnn.perfmodel import induced_subgraph
     n = graph.n_rows
     sizes = sorted({max(2, int(x)) for x in (sizes if sizes is not None else
                                             np.geomspace(max(2, n // 64), n, 6))})

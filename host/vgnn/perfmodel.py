@@ -45,9 +45,12 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
+from moagcn.core.spec import get_spec, spec_names
 from moagcn.errors import UserError
-
+from moagcn.host.graphs.datasets import load_dataset
+from moagcn.host.graphs.generators import synth_graph
 from moagcn.host.graphs.ops import CSRGraph
+from moagcn.host.graphs.partition import metis_owner
 
 #: node ratios of the sampled sub-graphs (1.0: the whole graph, sampled once)
 DEFAULT_RATIOS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
@@ -163,7 +166,6 @@ class DeviceSpec:
         """The accelerator's configuration dataclass (None for the CPU)."""
         if self.is_cpu:
             return None
-        from moagcn.core.spec import get_spec
         return get_spec(self.design).config(self.preset, dict(self.params))
 
     def capability(self) -> float:
@@ -173,7 +175,6 @@ class DeviceSpec:
         if self.is_cpu:
             stated = dict(self.params).get("adds_per_s")
             return float(stated) if stated is not None else measure_cpu_adds_per_s()
-        from moagcn.core.spec import get_spec
         spec, config = get_spec(self.design), self.config()
         return float(spec.lanes(config)) * spec.clock_mhz(config) * 1e6
 
@@ -182,6 +183,7 @@ class DeviceSpec:
         bit-exact golden model and the cycle model) or ``rtl`` (the simulated RTL) through
         :class:`~moagcn.host.devices.select.AcceleratorChoice`; the CPU is always torch, whatever
         ``device_kind`` says."""
+        # lazy: keeps torch out of this module's import
         from moagcn.host.devices.select import AcceleratorChoice
         if self.is_cpu:
             fmt = dict(self.params).get("format", "fp32")
@@ -211,7 +213,6 @@ def _spec_error(item: str, problem: str) -> UserError:
 def parse_device(item: str) -> DeviceSpec:
     """One device spec, ``design[:key=value]...``: ``cpu``, ``cpu:adds_per_s=2e10``,
     ``sspmm``, ``sspmm:lanes=8:clock_mhz=150``, ``sspmm:preset=multi``."""
-    from moagcn.core.spec import spec_names
     text = item.strip()
     design, *fields = [p.strip() for p in text.split(":")] if text else [""]
     if not design or "=" in design:
@@ -234,7 +235,6 @@ def parse_device(item: str) -> DeviceSpec:
     if design not in spec_names():
         raise _spec_error(item, f"unknown design {design!r}; use cpu or one of "
                                 f"{', '.join(spec_names())} (e.g. sspmm:lanes=32)")
-    from moagcn.core.spec import get_spec
     spec = get_spec(design)
     try:
         base = spec.config(preset)
@@ -322,7 +322,6 @@ def device_features(dev: DeviceSpec) -> dict[str, float]:
                      output_words=lanes, words_per_cycle=lanes, granule=1.0, latency=1.0)
         feats["mem_gb_per_s"] = 4 * cap / 1e9
         return feats
-    from moagcn.core.spec import get_spec
     spec, config = get_spec(dev.design), dev.config()
     feats = {"lanes": float(spec.lanes(config)), "clock_mhz": float(spec.clock_mhz(config)),
              "capability": cap, "output_words": float(spec.output_words(config))}
@@ -411,7 +410,7 @@ class SubGraph:
 def worker_block(graph: CSRGraph, rows) -> CSRGraph:
     """The aggregation a partition-parallel worker owning ``rows`` hands its device: those
     rows, and as columns the rows themselves plus every neighbour they use (its halo), in
-    ascending id order -- what :class:`~moagcn.host.mixgcn.mop.PartitionRuntime` builds."""
+    ascending id order -- what :class:`~moagcn.host.supergcn.partition.PartitionRuntime` builds."""
     rows = np.asarray(rows, dtype=np.int64)
     used = np.unique(graph.block(rows, np.arange(graph.n_cols)).indices)
     if graph.n_cols != graph.n_rows:      # not square: the rows are not columns
@@ -422,7 +421,6 @@ def worker_block(graph: CSRGraph, rows) -> CSRGraph:
 def _worker_blocks(sub: SubGraph, rng: np.random.Generator) -> list[SubGraph]:
     """Cut ``sub`` into 2-4 parts by METIS with random target shares of the work (as ``--balance``
     asks) and return each part's :func:`worker_block`."""
-    from moagcn.host.mixgcn.mop import metis_owner
     g = sub.graph
     if g.n_nodes < 8 or g.nnz == 0:
         return []
@@ -507,10 +505,8 @@ def load_graph(name: str, seed: int = 0, undirected: bool = False) -> CSRGraph:
     ``powerlaw``: a synthetic directed power-law graph (Chung-Lu, exponent 2.1, 3,000 nodes,
     12,000 entries: Cora's mean degree, largest degree 200) from ``seed``."""
     if name == POWERLAW:
-        from moagcn.host.graphs.generators import synth_graph
         indptr, indices, _ = synth_graph(3000, 12000, max_degree=200, seed=seed)
         return CSRGraph(indptr, indices, what="power-law graph")
-    from moagcn.host.graphs.datasets import load_dataset
     return load_dataset(name, seed=seed, undirected=undirected).graph
 
 

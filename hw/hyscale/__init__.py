@@ -11,6 +11,7 @@ __all__ = ["PRESETS", "HyScaleConfig", "HyScaleLayer", "HyScaleSystem", "preset"
 
 def __getattr__(name):
     if name in ("HyScaleLayer", "HyScaleSystem"):
+        # lazy: keeps the gateware (amaranth) out of this module's import
         from moagcn.hw.hyscale import layer
         return getattr(layer, name)
     raise AttributeError(name)

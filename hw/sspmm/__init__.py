@@ -12,6 +12,7 @@ __all__ = ["COUNTERS", "PRESETS", "SSpmmAccelerator", "SSpmmConfig", "preset"]
 
 def __getattr__(name):
     if name == "SSpmmAccelerator":
+        # lazy: keeps the gateware (amaranth) out of this module's import
         from moagcn.hw.sspmm.top import SSpmmAccelerator
         return SSpmmAccelerator
     raise AttributeError(name)

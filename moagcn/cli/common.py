@@ -24,10 +24,10 @@ from pathlib import Path
 
 import numpy as np
 
-from moagcn.errors import UserError
-
+from moagcn.config import parse_params
 from moagcn.core.names import DEFAULT_DESIGN, DEFAULT_DEVICE, DEFAULT_SIMULATOR, SIMULATORS
-
+from moagcn.errors import UserError
+from moagcn.sim.driver import Driver
 
 # -- files ---------------------------------------------------------------------------------------
 
@@ -65,6 +65,7 @@ def load_graph(path: str, undirected: bool = False):
     stores every edge in both directions (:func:`moagcn.host.graphs.formats.make_undirected`).
     Warnings (an attribute not read) are printed as one line each.
     """
+    # lazy: keeps the host runtime out of this module's import
     from moagcn.host.graphs import formats
     what = f"--graph {path}"
     p = Path(path)
@@ -192,7 +193,6 @@ def add_accelerator_args(parser: argparse.ArgumentParser, *, design: str | None 
 def job_driver(args):
     """``(choice, spec, config, driver)`` of a command that runs one accelerator job; the
     output files are checked before anything runs."""
-    from moagcn.sim.driver import Driver
     choice = accelerator_choice(args)
     if choice.device == "cpu":
         raise UserError("--device cpu has no accelerator to run; use --device rtl or model")
@@ -207,7 +207,7 @@ def _deprecated(old: str, new: str) -> None:
 
 def accelerator_choice(args):
     """The :class:`~moagcn.host.devices.select.AcceleratorChoice` the options of ``args`` name."""
-    from moagcn.config import parse_params
+    # lazy: keeps the host runtime, torch out of this module's import
     from moagcn.host.devices.select import AcceleratorChoice
 
     device, simulator = args.device, args.simulator

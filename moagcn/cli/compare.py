@@ -13,8 +13,12 @@ from pathlib import Path
 import numpy as np
 
 from moagcn.cli.common import add_undirected_arg, load_graph, output_path, write_json
-from moagcn.config import parse_params
+from moagcn.config import config_dict, parse_params
+from moagcn.core.spec import get_spec
 from moagcn.errors import UserError
+from moagcn.sim.baselines.accelerators import (SYSTEMS, compare, format_table, memory_of,
+                                               parse_systems)
+from moagcn.sim.sspmm.memory import unmasked_counts
 
 
 def _check_square(path: str, indptr, indices, n_cols) -> int:
@@ -61,11 +65,7 @@ def plot_compare(rows, path, title: str) -> None:
 
 
 def cmd_sspmm_compare(args) -> int:
-    from moagcn.core.spec import get_spec
-    from moagcn.sim.baselines.accelerators import compare, format_table, memory_of, parse_systems
-    from moagcn.sim.sspmm.memory import unmasked_counts
 
-    from moagcn.config import config_dict
     systems = parse_systems(args.systems)
     output_path(args.report, "--report")
     if args.plot:
@@ -113,7 +113,6 @@ def cmd_sspmm_compare(args) -> int:
 
 def register(sp_sub) -> None:
     """Add ``compare`` to the ``sspmm`` command's sub-parsers."""
-    from moagcn.sim.baselines.accelerators import SYSTEMS
     c = sp_sub.add_parser(
         "compare", help="the SPU against HyGCN, AWB-GCN and the CPU on one graph",
         description="Model the aggregation Z = (A H) * M on the SPU (the S-SpMM cycle model), "

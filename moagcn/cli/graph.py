@@ -9,11 +9,13 @@ import time
 import numpy as np
 
 from moagcn.cli.common import (add_undirected_arg, one_line_warnings, output_path, report_path,
-                         write_json)
+                               write_json)
+from moagcn.core.graph import sort_rows
 from moagcn.errors import UserError
 
 
 def cmd_graph_synth(args) -> int:
+    # lazy: keeps the host runtime out of this module's import
     from moagcn.host.graphs.generators import SHAPES, synth_like
     out = output_path(args.out, "--out")
     if out.suffix != ".npz":
@@ -56,7 +58,7 @@ def graph_figures(graph, data=None) -> dict:
     the first of each (row, column) pair. The node-level figures (isolated nodes, self loops,
     symmetry, bandwidth) are None for a rectangular matrix.
     """
-    from moagcn.core.graph import sort_rows
+    # lazy: keeps the host runtime out of this module's import
     from moagcn.host.graphs.formats import missing_mirrors
 
     rows, cols = graph.shape
@@ -96,6 +98,7 @@ def _deg_line(name: str, st: dict, hub: str) -> str:
 
 
 def cmd_graph_info(args) -> int:
+    # lazy: keeps the host runtime out of this module's import
     from moagcn.host.graphs import formats
     rpath = report_path(args.report) if args.report else None
     with one_line_warnings():
@@ -145,6 +148,7 @@ def cmd_graph_info(args) -> int:
 # -- convert -------------------------------------------------------------------------------------
 
 def cmd_graph_convert(args) -> int:
+    # lazy: keeps the host runtime out of this module's import
     from moagcn.host.graphs import formats
     fmt, _ = formats.file_format(args.output, f"OUT {args.output}")
     out = output_path(args.output, "OUT")
@@ -162,6 +166,7 @@ def cmd_graph_convert(args) -> int:
 
 def register(sub) -> None:
     """Add the ``graph`` command to the CLI's sub-parsers."""
+    # lazy: keeps the host runtime out of this module's import
     from moagcn.host.graphs.generators import GAMMA, SHAPES
     g = sub.add_parser("graph", help="make, inspect and convert graphs for the accelerators")
     g_sub = g.add_subparsers(dest="graph_command", required=True, metavar="GRAPH_COMMAND")

@@ -7,8 +7,10 @@ import time
 
 import numpy as np
 
-from moagcn.cli.common import (add_accelerator_args, add_undirected_arg, job_driver, load_float32,
-                         load_graph, write_json)
+from moagcn.cli.common import (accelerator_choice, add_accelerator_args, add_undirected_arg,
+                               job_driver, load_float32, load_graph, one_line_warnings,
+                               output_path, report_path, write_json)
+from moagcn.config import parse_params
 from moagcn.errors import UserError
 
 
@@ -62,12 +64,11 @@ def cmd_hyscale_train(args) -> int:
 
     from tqdm import tqdm
 
+    # lazy: keeps the host runtime out of this module's import
     from moagcn.host.graphs.datasets import load_dataset
-    from moagcn.host.hyscale.train import (HybridConfig, train_hybrid,
-                                           train_hybrid_distributed)
+    # lazy: keeps the host runtime, torch out of this module's import
+    from moagcn.host.hyscale.train import HybridConfig, train_hybrid, train_hybrid_distributed
 
-    from moagcn.cli.common import accelerator_choice, one_line_warnings, output_path, report_path
-    from moagcn.config import parse_params
     rpath = report_path(args.report)
     save = output_path(args.save, "--save") if args.save else None
     choice = accelerator_choice(args)
@@ -75,7 +76,8 @@ def cmd_hyscale_train(args) -> int:
         dataset = load_dataset(args.dataset, seed=args.seed, undirected=args.undirected)
     batch = args.batch
     if batch is None:
-        from moagcn.host.hyscale.minibatch import training_ids
+        # lazy: keeps the host runtime out of this module's import
+        from moagcn.host.graphs.minibatch import training_ids
         batch = min(1024, int(training_ids(dataset.train_mask, labels=dataset.labels).size))
     cfg = HybridConfig(model=args.model, hidden=args.hidden, fanouts=args.fanout,
                        batch=batch, trainers=args.trainers,
@@ -115,6 +117,7 @@ def cmd_hyscale_train(args) -> int:
     state = report.pop("model_state")
     write_json(rpath, report)
     if save is not None:
+        # lazy: keeps the host runtime, torch out of this module's import
         from moagcn.host.nn.checkpoint import save as save_checkpoint
         save_checkpoint(save, state, {"model": cfg.model, "in_features": dataset.n_features,
                                       "hidden": cfg.hidden, "n_classes": dataset.n_classes,

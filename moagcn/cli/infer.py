@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from moagcn.cli.common import (accelerator_choice, add_accelerator_args, add_undirected_arg,
-                         one_line_warnings, output_path, report_path, write_json)
+                               one_line_warnings, output_path, report_path, write_json)
 from moagcn.errors import UserError
 
 DEFAULT_EMB = "reports/infer/embeddings.npy"
@@ -35,11 +35,16 @@ def _save_npy(path: Path, emb: np.ndarray) -> None:
 
 
 def cmd_infer(args) -> int:
-    from moagcn.host.nn.checkpoint import load
-    from moagcn.host.graphs.datasets import load_dataset
+    # lazy: keeps the host runtime, torch out of this module's import
     from moagcn.host.deal.engine import InferConfig
+    # lazy: keeps the host runtime, torch out of this module's import
     from moagcn.host.deal.infer import compare, infer
+    # lazy: keeps the host runtime out of this module's import
+    from moagcn.host.graphs.datasets import load_dataset
+    # lazy: keeps the host runtime out of this module's import
     from moagcn.host.graphs.sampling import parse_fanout
+    # lazy: keeps the host runtime, torch out of this module's import
+    from moagcn.host.nn.checkpoint import load
 
     out = output_path(args.out, "--out")
     if out.suffix.lower() != ".npy":
@@ -92,7 +97,9 @@ def cmd_infer(args) -> int:
 
 
 def register(subparsers) -> None:
+    # lazy: keeps the host runtime, torch out of this module's import
     from moagcn.host.deal.engine import GEMMS
+    # lazy: keeps the host runtime, torch out of this module's import
     from moagcn.host.nn.models import MODELS
 
     p = subparsers.add_parser(

@@ -15,16 +15,20 @@ from pathlib import Path
 import numpy as np
 
 from moagcn import __version__
+from moagcn.cli import (graph as cli_graph, hyscale as cli_hyscale, infer as cli_infer,
+                        perfmodel as cli_perfmodel, sspmm as cli_sspmm, train as cli_host)
 from moagcn.cli.common import add_simulator_arg, load_float32, simulator
+from moagcn.config import apply_params, lookup_preset, parse_params
 from moagcn.errors import SimulationError, UserError
+from moagcn.sim.arith import golden
 
 
 def _design_and_config(name: str, params: list[str] | None, preset: str | None = None):
     """The design and its configuration: ``--preset`` (default: the dataclass defaults), then
     every ``--param KEY=VALUE`` on top."""
+    # lazy: keeps the gateware (amaranth) out of this module's import
     from moagcn.hw.designs import get_design
 
-    from moagcn.config import apply_params, lookup_preset, parse_params
     design = get_design(name)
     if preset is None:
         base = design.default_config()
@@ -39,6 +43,7 @@ def _design_and_config(name: str, params: list[str] | None, preset: str | None =
 # -- hw ------------------------------------------------------------------------------------------
 
 def cmd_hw_list(args) -> int:
+    # lazy: keeps the gateware (amaranth) out of this module's import
     from moagcn.hw.designs import design_names, get_design
     for name in design_names():
         d = get_design(name)
@@ -47,7 +52,9 @@ def cmd_hw_list(args) -> int:
 
 
 def cmd_hw_generate(args) -> int:
+    # lazy: keeps the gateware (amaranth) out of this module's import
     from moagcn.sim.rtl.build import generate_verilog
+    # lazy: keeps the gateware (amaranth) out of this module's import
     from moagcn.sim.rtl.lint import lint_verilog
     design, config = _design_and_config(args.design, args.param, args.preset)
     out = Path(args.out)
@@ -68,8 +75,8 @@ def cmd_hw_generate(args) -> int:
 # -- arith ---------------------------------------------------------------------------------------
 
 def cmd_arith(args) -> int:
+    # lazy: keeps the gateware (amaranth) out of this module's import
     from moagcn.sim.arith import stream as arith
-    from moagcn.sim.arith import golden
 
     names = ["a", "b"] + (["c"] if args.op == "muladd" else [])
     if args.op != "muladd" and args.c:
@@ -100,6 +107,7 @@ def cmd_arith(args) -> int:
 # -- synth ---------------------------------------------------------------------------------------
 
 def cmd_synth(args) -> int:
+    # lazy: keeps the gateware (amaranth) out of this module's import
     from moagcn.synth import synthesize
     design, config = _design_and_config(args.design, args.param, args.preset)
     report = synthesize(design, config, args.target, Path(args.out), seed=args.seed,
@@ -121,7 +129,7 @@ BENCHES = {"sspmm": "moagcn.sim.benches.sspmm", "sspmm-model": "moagcn.sim.bench
            "hyscale": "moagcn.sim.benches.hyscale", "pyg": "moagcn.host.benches.pyg",
            "hyscale-model-kernel": "moagcn.sim.benches.hyscale_kernel",
            "hyscale-overlap": "moagcn.sim.benches.hyscale_overlap",
-           "hyscale-model": "moagcn.host.hyscale.perf",
+           "hyscale-model": "moagcn.host.benches.hyscale_model",
            "deal-spmm": "moagcn.host.benches.deal", "hyscale-drm": "moagcn.host.benches.hyscale_train",
            "model-device": "moagcn.host.benches.model_device",
            "dense-device": "moagcn.host.benches.dense"}
@@ -165,8 +173,8 @@ def cmd_bench(args) -> int:
 # -- demo (the main job until training lands) ----------------------------------------------------
 
 def cmd_demo(args) -> int:
+    # lazy: keeps the gateware (amaranth) out of this module's import
     from moagcn.sim.arith import stream as arith
-    from moagcn.sim.arith import golden
 
     sim = simulator(args)
     out = Path(args.out)
@@ -243,12 +251,6 @@ def build_parser() -> argparse.ArgumentParser:
     sy.add_argument("--freq", type=float, help="nextpnr target frequency in MHz")
     sy.set_defaults(func=cmd_synth)
 
-    from moagcn.cli import graph as cli_graph
-    from moagcn.cli import train as cli_host
-    from moagcn.cli import hyscale as cli_hyscale
-    from moagcn.cli import infer as cli_infer
-    from moagcn.cli import perfmodel as cli_perfmodel
-    from moagcn.cli import sspmm as cli_sspmm
     cli_graph.register(sub)
     cli_sspmm.register(sub)
     cli_hyscale.register(sub)

@@ -19,7 +19,6 @@ from pathlib import Path
 from moagcn.cli.common import add_undirected_arg, one_line_warnings, output_path
 from moagcn.errors import UserError
 
-
 # -- option parsing ------------------------------------------------------------------------------
 
 def _numbers(text: str, option: str, kind: type) -> list:
@@ -106,6 +105,7 @@ def write_csv(path: Path, rows: list[dict], columns) -> None:
 
 def cmd_fit(args) -> int:
     """Sample, time, fit and score; print the table; write the model and the CSV."""
+    # lazy: keeps the host runtime out of this module's import
     from moagcn.host.vgnn import perfmodel as pm
 
     out = _json_path(args.out, "--out")
@@ -167,6 +167,7 @@ def cmd_fit(args) -> int:
 
 def cmd_predict(args) -> int:
     """Predicted (and with --measure, measured) time of one aggregation per device."""
+    # lazy: keeps the host runtime out of this module's import
     from moagcn.host.vgnn import perfmodel as pm
 
     wanted = pm.parse_devices(args.devices) if args.devices else None
@@ -206,6 +207,7 @@ def cmd_predict(args) -> int:
 
 def register(subparsers) -> None:
     """Add the ``perfmodel`` command (``fit``, ``predict``) to a ``moagcn`` sub-parser set."""
+    # lazy: keeps the host runtime out of this module's import
     from moagcn.host.vgnn import perfmodel as pm
 
     pm_parser = subparsers.add_parser(

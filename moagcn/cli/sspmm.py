@@ -8,9 +8,12 @@ import time
 import numpy as np
 
 from moagcn.cli.common import (add_accelerator_args, add_undirected_arg, job_driver, load_array,
-                         load_float32, load_graph, write_json)
-from moagcn.config import parse_params
+                               load_float32, load_graph, output_path, write_json)
+from moagcn.cli.compare import register as register_compare
+from moagcn.config import config_dict, parse_params
+from moagcn.core.spec import get_spec
 from moagcn.errors import UserError
+from moagcn.sim.sspmm.memory import estimate_graph, unmasked_counts
 
 
 def _load_mask(path: str | None, shape) -> np.ndarray:
@@ -36,7 +39,6 @@ def _weights_note(path: str, data) -> None:
 
 
 def cmd_sspmm_run(args) -> int:
-    from moagcn.config import config_dict
     choice, spec, config, driver = job_driver(args)
     indptr, indices, n_cols, data = load_graph(args.graph, args.undirected)
     _weights_note(args.graph, data)
@@ -79,11 +81,7 @@ def cmd_sspmm_run(args) -> int:
 
 
 def cmd_sspmm_estimate(args) -> int:
-    from moagcn.core.spec import get_spec
-    from moagcn.sim.sspmm.memory import estimate_graph, unmasked_counts
 
-    from moagcn.config import config_dict
-    from moagcn.cli.common import output_path
     output_path(args.report, "--report")
     spec = get_spec("sspmm")
     params = parse_params(args.param)
@@ -174,5 +172,4 @@ def register(sub) -> None:
     r.add_argument("--vcd", metavar="FILE",
                    help="write a waveform (one per tile, FILE.tileK.vcd, for a tiled job)")
     r.set_defaults(func=cmd_sspmm_run)
-    from moagcn.cli.compare import register as register_compare
     register_compare(sp_sub)

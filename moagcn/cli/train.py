@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 from moagcn.cli.common import (accelerator_choice, add_accelerator_args, add_undirected_arg,
-                         one_line_warnings, output_path, report_path, write_json)
+                               one_line_warnings, output_path, report_path, write_json)
 from moagcn.errors import UserError
 
 DEFAULT_TRAIN_REPORT = "reports/train/report.json"
@@ -101,7 +101,9 @@ def cmd_train(args) -> int:
     """Train a GNN with aggregation on sparse devices; write the report and plots."""
     from tqdm import tqdm
 
+    # lazy: keeps the host runtime out of this module's import
     from moagcn.host.graphs.datasets import load_dataset
+    # lazy: keeps the host runtime, torch out of this module's import
     from moagcn.host.training.fullgraph import TrainConfig, train, train_reference
 
 
@@ -110,6 +112,7 @@ def cmd_train(args) -> int:
     save = output_path(args.save, "--save") if args.save else None
     _set_threads(args.threads)
     if args.devices and args.workers == 1:      # the fleet sets the worker count
+        # lazy: keeps the host runtime out of this module's import
         from moagcn.host.vgnn.perfmodel import parse_devices
         args.workers = len(parse_devices(args.devices))
     if args.devices and choice.device == "cpu" and args.device is None:
@@ -160,7 +163,8 @@ def cmd_train(args) -> int:
     t0 = time.perf_counter()
     try:
         if args.distributed:
-            from moagcn.host.parallel.launch import train_distributed, train_from_env
+            # lazy: keeps the host runtime, torch out of this module's import
+            from moagcn.host.training.distributed import train_distributed, train_from_env
             if _under_torchrun():
                 result = train_from_env(dataset, cfg, on_epoch=on_epoch if rank0 else None)
             else:
@@ -182,6 +186,7 @@ def cmd_train(args) -> int:
                                "test_acc_curve": [r.test_acc for r in ref.history]}
     write_json(rpath, report)
     if save is not None:
+        # lazy: keeps the host runtime, torch out of this module's import
         from moagcn.host.nn.checkpoint import save as save_checkpoint
         save_checkpoint(save, result.model_state, result.model_meta)
         print(f"checkpoint: {save}")
@@ -216,6 +221,7 @@ def cmd_train(args) -> int:
 
 
 def _under_torchrun() -> bool:
+    # lazy: keeps the host runtime, torch out of this module's import
     from moagcn.host.parallel.launch import under_torchrun
     return under_torchrun()
 
@@ -247,7 +253,9 @@ def _pipeline_plot(rep, path: Path, title: str) -> Path:
 
 def cmd_pipeline(args) -> int:
     """Simulate the fine-grain pipeline with and without reordering; write the report."""
+    # lazy: keeps the host runtime out of this module's import
     from moagcn.host.graphs.datasets import load_dataset
+    # lazy: keeps the host runtime, torch out of this module's import
     from moagcn.host.mixgcn.pipeline import analyze
 
     rpath = report_path(args.report)
@@ -301,8 +309,12 @@ def cmd_pipeline(args) -> int:
 
 def register(subparsers) -> None:
     """Add the ``train`` and ``pipeline`` sub-commands to a ``moagcn`` sub-parser set."""
+    # lazy: keeps the host runtime out of this module's import
+    from moagcn.host.graphs.partition import PARTITION_METHODS
+    # lazy: keeps the host runtime, torch out of this module's import
     from moagcn.host.nn.models import MODELS
-    from moagcn.host.mixgcn.mop import PARALLELISMS, PARTITION_METHODS
+    # lazy: keeps the host runtime, torch out of this module's import
+    from moagcn.host.training.runtimes import PARALLELISMS
 
     tr = subparsers.add_parser(
         "train", help="train GCN/GraphSAGE/GIN with aggregation on sparse devices",

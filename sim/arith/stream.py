@@ -11,9 +11,9 @@ import dataclasses
 import numpy as np
 
 from moagcn.errors import UserError
-
-from moagcn.sim.rtl.backends import run
+from moagcn.hw.designs import get_design
 from moagcn.sim.arith import golden
+from moagcn.sim.rtl.backends import run
 
 OPS = {
     "add": ("fp32-add", 2),
@@ -56,7 +56,6 @@ def pack_operands(*operands: np.ndarray) -> list[int]:
 
 def design_config(op: str, latency: int | None = None, enable: bool = False):
     """Design and configuration for an operation (``latency`` None: the unit's default)."""
-    from moagcn.hw.designs import get_design
     if op not in OPS:
         raise UserError(f"unknown operation {op!r}; choose one of {', '.join(OPS)}")
     design = get_design(OPS[op][0])

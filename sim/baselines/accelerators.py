@@ -88,8 +88,9 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from moagcn.errors import UserError
-
+from moagcn.sim.baselines import cpu as cpu_baseline
 from moagcn.sim.baselines.energy import TECH_28NM, EnergyModel, average_power, energy
+from moagcn.sim.sspmm.memory import estimate_graph
 
 MIB = 1 << 20
 #: adders / SIMD lanes / PEs of every accelerator in MixGCN Sec. 4.4.1
@@ -504,7 +505,6 @@ def spu(indptr, indices, width: int, unmasked, config, progress=None,
         replay: bool = True) -> dict:
     """The SPU: :func:`moagcn.sim.sspmm.memory.estimate_graph` in the common counters
     (``replay``: its tier, see there)."""
-    from moagcn.sim.sspmm.memory import estimate_graph
     indptr = _check(indptr, indices, width)
     r = estimate_graph(indptr, indices, width, unmasked, config, progress, replay=replay)
     t = spu_sram_traffic(indptr, indices, width, unmasked, config, r["hbm_bytes"])
@@ -563,7 +563,6 @@ def compare(indptr, indices, width: int, unmasked, spu_config, systems=SYSTEMS, 
     The baselines take the SPU configuration's units, buffers and HBM (:func:`memory_of`);
     ``progress(name)`` (optional) is called before each system; ``replay``: the SPU cycle
     model's tier (:func:`moagcn.sim.sspmm.memory.estimate_graph`)."""
-    from moagcn.sim.baselines import cpu as cpu_baseline
     systems = parse_systems(systems)
     indptr = _check(indptr, indices, width)
     n = indptr.size - 1

@@ -25,10 +25,11 @@ from pathlib import Path
 
 import numpy as np
 
+from moagcn.config import apply_params, parse_params
 from moagcn.hw.hyscale import preset
+from moagcn.sim.arith.golden import as_bits
 from moagcn.sim.driver import Driver
 from moagcn.sim.hyscale import golden
-from moagcn.sim.arith.golden import as_bits
 from moagcn.sim.hyscale.minibatch import power_law_graph, sample_layers
 from moagcn.sim.hyscale.spec import SPEC
 
@@ -124,7 +125,6 @@ def run_shape(shape: Shape, device: str = "rtl", simulator: str = "verilator",
               params: dict | None = None) -> dict:
     """Run one shape (its preset with n and m, then ``params``: ``KEY=VALUE`` strings, as
     ``--param`` gives them); returns its row of the table."""
-    from moagcn.config import apply_params
     cfg = apply_params(preset(shape.preset, spes=shape.spes, macs=shape.macs), params or {})
     indptr, indices, X, W, b = make_job(shape, cfg)
     job = SPEC.check(SPEC.job(indptr, indices, X, W, b, relu=True), cfg)
@@ -162,7 +162,6 @@ def main(argv=None) -> int:
                              "pipelined=false")
     parser.add_argument("--out", default="hyscale_kernel_model")
     args = parser.parse_args(argv)
-    from moagcn.config import parse_params
     params = parse_params(args.param)
     names = [s for s in args.only.split(",") if s]
     shapes = [s for s in SHAPES if not names or s.name in names]

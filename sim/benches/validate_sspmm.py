@@ -79,7 +79,9 @@ def jobs(nodes: int, lanes: int):
 def _rtl_counters(cfg, job_key: str, indptr, indices, H, M, simulator: str) -> dict:
     """The RTL's counters of one job (cached by Verilog hash, job and the order in which the
     driver gives the job's rows, see ``SSpmmConfig.row_order``), and bit-exactness."""
+    # lazy: keeps the gateware (amaranth) out of this module's import
     from moagcn.hw.designs import get_design
+    # lazy: keeps the gateware (amaranth) out of this module's import
     from moagcn.sim.rtl.build import cache_dir, generate_verilog
     verilog = generate_verilog(get_design("sspmm"), cfg)
     key = hashlib.sha256(f"{verilog.path.parent.name}/{simulator}/{job_key}".encode())

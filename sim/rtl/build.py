@@ -25,8 +25,10 @@ from typing import Any, Iterator
 
 from amaranth.hdl import Elaboratable
 
+import moagcn.hw
 from moagcn.config import config_dict, config_hash, config_json
 from moagcn.errors import SimulatorNotFound, UserError
+from moagcn.hw.common.ram import VERILOG_RAMS, VerilogTarget
 
 TIMESCALE = ("1ns", "1ps")
 
@@ -56,7 +58,6 @@ def gateware_hash() -> str:
     """Hash of every gateware source file and the Amaranth version."""
     import amaranth
 
-    import moagcn.hw
     root = Path(moagcn.hw.__file__).parent
     parts = [amaranth.__version__]
     for path in sorted(root.rglob("*.py")):
@@ -132,7 +133,6 @@ def verilog_text(component, toplevel: str) -> tuple[str, list[Port]]:
     from amaranth.back import verilog
     from amaranth.hdl import ClockSignal, ResetSignal
 
-    from moagcn.hw.common.ram import VERILOG_RAMS, VerilogTarget
 
     ports = component_ports(component)
     text = verilog.convert(ClockedTop(component), name=toplevel, platform=VerilogTarget(),

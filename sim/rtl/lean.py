@@ -38,9 +38,9 @@ import numpy as np
 from moagcn.config import config_hash
 from moagcn.core.spec import StreamProtocol
 from moagcn.errors import SimulationError, UserError
-
+from moagcn.hw.sspmm.group import LaneAdders
 from moagcn.sim.rtl.build import (GeneratedVerilog, cache_dir, locked, tool_version, verilator_env,
-                    verilog_text)
+                                  verilog_text)
 
 #: the model is compiled for this machine's CPU (-march=native): the cache key names the CPU
 LEAN_ARGS = ["-O3", "--x-assign", "fast", "--x-initial", "fast", "-Wno-fatal",
@@ -487,7 +487,6 @@ def adder_loop_speed(lanes: int, latency: int, cycles: int = 2_000_000) -> dict:
     above on the same machine. Returns ``cycles``, ``wall_s``, ``cycles_per_s`` and
     ``checksum`` (the XOR, over the cycles after the first ``latency``, of the XOR of the
     sums, for a reference to check)."""
-    from moagcn.hw.sspmm.group import LaneAdders
     if lanes < 1 or latency < 1:
         raise UserError(f"adder loop: lanes {lanes}, latency {latency}: use at least 1 each")
     text, _ = verilog_text(LaneAdders(lanes, latency), "lane_adders")

@@ -43,8 +43,8 @@ from moagcn.core.spec import back_to_back
 from moagcn.core.tiling import plan_tiles
 from moagcn.errors import UserError
 from moagcn.hw.sspmm.config import SSpmmConfig
-
 from moagcn.sim.sspmm.model import estimate_rows
+from moagcn.sim.sspmm.spec import SPEC, long_row_pieces
 
 
 def unmasked_counts(n_rows: int, width: int, density: float | None, mask=None,
@@ -105,7 +105,6 @@ def _tiled_streams(indptr, indices, width, unmasked, config: SSpmmConfig,
     """Row tiles fed by the load streams, back to back (what the RTL does): with two load
     banks each tile's loads beside the tile before. ``cycles_memory`` is every load cycle,
     ``cycles_memory_hidden`` those that ran beside a tile's compute and output."""
-    from moagcn.sim.sspmm.spec import SPEC, long_row_pieces
     n = indptr.size - 1
     cut = long_row_pieces(indptr, indices, config)
     if cut is not None:

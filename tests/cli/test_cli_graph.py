@@ -10,7 +10,8 @@ import scipy.sparse as sp
 from scipy.sparse.csgraph import reverse_cuthill_mckee
 
 from moagcn.cli.main import main
-from moagcn.host.graphs.datasets import save_npz, sbm
+from moagcn.host.graphs.data import save_npz
+from moagcn.host.graphs.generators import sbm
 
 from .test_cli import moagcn
 

@@ -8,7 +8,8 @@ import pytest
 from moagcn.cli import train as cli_host
 from moagcn.cli.main import main
 from moagcn.errors import UserError
-from moagcn.host.graphs.datasets import save_npz, sbm
+from moagcn.host.graphs.data import save_npz
+from moagcn.host.graphs.generators import sbm
 
 
 def parse(*argv):

@@ -5,7 +5,9 @@ import numpy as np
 import pytest
 
 from moagcn.errors import UserError
-from moagcn.host.graphs.datasets import NPZ_KEYS, load_dataset, load_npz, rmat, save_npz, sbm
+from moagcn.host.graphs.data import NPZ_KEYS, load_npz, save_npz
+from moagcn.host.graphs.datasets import load_dataset
+from moagcn.host.graphs.generators import rmat, sbm
 
 # the public Planetoid split as plain arrays, present beside the project on development machines
 
@@ -51,7 +53,7 @@ def test_npz_round_trip(tmp_path):
 
 
 def test_cora_loads_from_any_path():
-    from moagcn.host.graphs.datasets import bundled_path
+    from moagcn.host.graphs.data import bundled_path
     d = load_npz(str(bundled_path("cora")))      # the .npz reader, given a plain path
     assert (d.n_nodes, d.n_features, d.n_classes) == (2708, 1433, 7)
     assert d.train_mask.sum() == 140 and d.val_mask.sum() == 500 and d.test_mask.sum() == 1000

@@ -12,13 +12,13 @@ import pytest
 import torch
 
 from moagcn.errors import UserError
-from moagcn.host.deal.engine import (DealEngine, InferConfig, LocalFabric, assemble, layer_graphs,
-                              layerwise_forward)
 from moagcn.host.deal.ego import ego_forward
+from moagcn.host.deal.engine import DealEngine, InferConfig, LocalFabric, assemble
 from moagcn.host.graphs.ops import CSRGraph
+from moagcn.host.graphs.sampling import (LayerSampler, parse_fanout, permute_positions,
+                                         sample_graph, sample_rows)
+from moagcn.host.nn.layerwise import layer_graphs, layerwise_forward
 from moagcn.host.nn.models import GNN, reference_forward
-from moagcn.host.graphs.sampling import (LayerSampler, parse_fanout, permute_positions, sample_graph,
-                                  sample_rows)
 
 
 def awkward(n=64, seed=5):

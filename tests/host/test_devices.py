@@ -7,10 +7,10 @@ import torch
 from moagcn.core.spec import get_spec
 from moagcn.core.tiling import plan_tiles
 from moagcn.errors import UserError
-from moagcn.host.graphs.datasets import rmat, sbm
-from moagcn.host.devices.select import AcceleratorChoice, CpuDevice, dense_device, make_device
-from moagcn.host.graphs.ops import CSRGraph
 from moagcn.host.devices.moa import MixtureOfAccelerators
+from moagcn.host.devices.select import AcceleratorChoice, CpuDevice, dense_device, make_device
+from moagcn.host.graphs.generators import rmat, sbm
+from moagcn.host.graphs.ops import CSRGraph
 from moagcn.sim.sspmm.golden import float64_bound, sspmm
 from moagcn.sim.sspmm.model import estimate
 

@@ -18,10 +18,11 @@ import pytest
 import torch
 
 from moagcn.errors import UserError
-from moagcn.host.graphs.datasets import load_dataset, sbm
-from moagcn.host.parallel.launch import (DistComm, process_group_backend, train_distributed,
-                                     train_from_env)
-from moagcn.host.mixgcn.mop import partition_nodes
+from moagcn.host.graphs.datasets import load_dataset
+from moagcn.host.graphs.generators import sbm
+from moagcn.host.graphs.partition import partition_nodes
+from moagcn.host.parallel.launch import DistComm, process_group_backend
+from moagcn.host.training.distributed import train_distributed, train_from_env
 from moagcn.host.training.fullgraph import TrainConfig, train
 
 
@@ -88,7 +89,7 @@ def test_the_pipeline_over_processes_with_batches_nobody_reads():
     and a doubled self loop: the tail batches read no rows and no batch reads theirs, so the
     pre-activation slices and gradients sent for them are taken by the drains, not by a
     task; 3 layers of width 11 over 2 processes still equal the in-process run."""
-    from moagcn.host.graphs.datasets import Dataset
+    from moagcn.host.graphs.data import Dataset
     from moagcn.host.graphs.ops import CSRGraph
     rng = np.random.default_rng(1)
     n = 120

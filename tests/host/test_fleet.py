@@ -4,10 +4,11 @@ import numpy as np
 import pytest
 
 from moagcn.errors import UserError
-from moagcn.host.graphs.datasets import load_dataset, rmat, sbm
-from moagcn.host.vgnn.fleet import fleet, weighted_ranges, work_ranges, work_shares
-from moagcn.host.mixgcn.mop import partition_nodes
+from moagcn.host.graphs.datasets import load_dataset
+from moagcn.host.graphs.generators import rmat, sbm
+from moagcn.host.graphs.partition import partition_nodes, weighted_ranges, work_ranges
 from moagcn.host.training.fullgraph import TrainConfig, train
+from moagcn.host.vgnn.fleet import fleet, work_shares
 
 FLEET = "sspmm:lanes=32,sspmm:lanes=8,sspmm:lanes=8:clock_mhz=100"
 
@@ -58,7 +59,7 @@ def test_spec_shares_follow_lanes_times_clock():
 def test_partitions_honour_target_weights(method):
     """With shares, the parts' aggregation work Σ (deg + 1) follows them (not node counts): on
     a power-law graph with many isolated nodes the two differ a lot."""
-    from moagcn.host.graphs.datasets import rmat
+    from moagcn.host.graphs.generators import rmat
     for g in (load_dataset("cora").graph, rmat(scale=11, seed=0).graph):
         shares = [0.6, 0.3, 0.1]
         parts = partition_nodes(g, 3, method, shares)
@@ -102,7 +103,7 @@ def test_fleet_size_must_match_workers():
 
 
 def test_distributed_fleet_equals_in_process():
-    from moagcn.host.parallel.launch import train_distributed
+    from moagcn.host.training.distributed import train_distributed
     d = sbm(n_nodes=200, n_classes=3, seed=2)
     cfg = TrainConfig(device="model", workers=2, devices="sspmm:lanes=32,sspmm:lanes=8",
                       balance="spec", parallelism="partition", epochs=2, hidden=8)
@@ -190,8 +191,8 @@ def test_predicted_step_is_forward_plus_backward_on_the_workers_blocks():
     # the prediction used to round each on its own, to 4 and 2)
     assert list(t) == [(g.nnz * 15 + 1) + 2 * (g.nnz * 5 + 1),
                        (g.nnz * 5 + 1) + 2 * (g.nnz * 1 + 1)]
-    from moagcn.host.nn.models import GNN
     from moagcn.host.mixgcn.mop import MoPRuntime
+    from moagcn.host.nn.models import GNN
     rt = MoPRuntime(GNN("gcn", 20, 6, 3), g, np.zeros((g.n_nodes, 20), np.float32), 2, "model",
                     shares=[0.75, 0.25])
     assert [[b - a for a, b in fr] for fr in rt.feat_ranges] == [[15, 5], [5, 1]]
@@ -209,9 +210,9 @@ def test_predicted_step_runs_the_operator_with_the_training_masks():
     """The blocks come from the operator the devices run (GCN's A + I, cut by a partition of
     the graph), the forward aggregations are predicted under the dropout mask and the backward
     ones under the ReLU mask."""
-    from moagcn.host.vgnn.fleet import RELU_KEEP, predicted_times, step_keeps
+    from moagcn.host.graphs.partition import partition_nodes
     from moagcn.host.nn.models import aggregation_op
-    from moagcn.host.mixgcn.mop import partition_nodes
+    from moagcn.host.vgnn.fleet import RELU_KEEP, predicted_times, step_keeps
     from moagcn.host.vgnn.perfmodel import parse_devices
     specs = parse_devices("sspmm:lanes=32,sspmm:lanes=8")
     g = rmat(scale=8, seed=5).graph

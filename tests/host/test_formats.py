@@ -11,9 +11,10 @@ import torch
 
 from moagcn.cli.common import load_graph
 from moagcn.errors import UserError
-from moagcn.host.graphs.datasets import load_dataset, sbm
-from moagcn.host.graphs.formats import (FormatWarning, csr_from_entries, make_undirected, missing_mirrors,
-                                 read, read_dataset, write)
+from moagcn.host.graphs.datasets import load_dataset
+from moagcn.host.graphs.formats import (FormatWarning, csr_from_entries, make_undirected,
+                                        missing_mirrors, read, read_dataset, write)
+from moagcn.host.graphs.generators import sbm
 from moagcn.host.graphs.ops import CSRGraph
 from moagcn.host.graphs.pyg import from_edge_index
 
@@ -194,7 +195,7 @@ def test_undirected_reaches_datasets(tmp_path, dataset):
     one_way = messages(dataset.graph.indices, dataset.graph.row_ids(), dataset.n_nodes)
     keep = one_way.row_ids() < one_way.indices            # one direction of each edge
     half = messages(one_way.indices[keep], one_way.row_ids()[keep], dataset.n_nodes)
-    from moagcn.host.graphs.datasets import Dataset
+    from moagcn.host.graphs.data import Dataset
     d = Dataset("h", half, dataset.features, dataset.labels, dataset.train_mask,
                 dataset.val_mask, dataset.test_mask)
     path = write(tmp_path / "h.pt", d)

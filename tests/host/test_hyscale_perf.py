@@ -4,7 +4,6 @@ small real graph. No wall-clock assertions."""
 
 import dataclasses
 import math
-
 import os
 import time
 
@@ -12,8 +11,10 @@ import numpy as np
 import pytest
 
 from moagcn.errors import UserError
-from moagcn.host.hyscale import perf as hp
-from moagcn.host.graphs.datasets import sbm
+from moagcn.host.benches import hyscale_model as hbench
+from moagcn.host.graphs.generators import sbm
+from moagcn.host.hyscale import (calibrate as hcal, paper as hpaper, perf as hp,
+                                 shared_host as hsh, split as hsplit)
 from moagcn.host.hyscale.train import HybridConfig, _Splitter
 
 # A tiny hand-checkable configuration: two layers, f = [4, 3, 2], round rates.
@@ -140,28 +141,28 @@ def test_analytic_sizes_by_hand():
 
 def test_processor_sharing_by_hand():
     # one core, threads of 1 s and 2 s: both at half speed until t = 2, then the second alone
-    spans = hp.processor_sharing([[1.0], [2.0]], 1.0)
+    spans = hsh.processor_sharing([[1.0], [2.0]], 1.0)
     assert spans[0][0] == pytest.approx((0.0, 2.0, 2.0))
     assert spans[1][0] == pytest.approx((0.0, 3.0, 2.0))
     # two cores: no slow-down; segments in sequence (the third number: seconds shared)
-    spans = hp.processor_sharing([[1.0, 0.5], [2.0]], 2.0)
+    spans = hsh.processor_sharing([[1.0, 0.5], [2.0]], 2.0)
     assert spans[0][0] == pytest.approx((0.0, 1.0, 1.0))
     assert spans[0][1] == pytest.approx((1.0, 1.5, 0.5))
     assert spans[1][0] == pytest.approx((0.0, 2.0, 1.5))
     # a zero-length segment
-    spans = hp.processor_sharing([[0.0, 1.0]], 1.0)
+    spans = hsh.processor_sharing([[0.0, 1.0]], 1.0)
     assert spans[0][0] == pytest.approx((0.0, 0.0, 0.0))
     assert spans[0][1] == pytest.approx((0.0, 1.0, 0.0))
     # measured speeds per mix: A at half speed beside T, T at full speed
     speeds = {"A": {"AT": 0.5}, "T": {"AT": 1.0}}
     log = []
-    spans = hp.processor_sharing([[1.0], [1.0]], 1.0, ["A", "T"], speeds, log)
+    spans = hsh.processor_sharing([[1.0], [1.0]], 1.0, ["A", "T"], speeds, log)
     assert spans[1][0] == pytest.approx((0.0, 1.0, 1.0))
     assert spans[0][0] == pytest.approx((0.0, 1.5, 1.0))       # 0.5 done by t = 1, then alone
     assert log[0][0] == pytest.approx({"AT": 1.0, "A": 0.5}) and log[1][0] == {"AT": 1.0}
-    assert hp.mix_rate("A", "TA", 1.0, speeds) == 0.5           # mix order does not matter
-    assert hp.mix_rate("A", "AAT", 1.5, speeds) == 0.5          # unmeasured: fair share
-    assert hp.mix_rate("T", "T", 0.1, speeds) == 1.0
+    assert hsh.mix_rate("A", "TA", 1.0, speeds) == 0.5           # mix order does not matter
+    assert hsh.mix_rate("A", "AAT", 1.5, speeds) == 0.5          # unmeasured: fair share
+    assert hsh.mix_rate("T", "T", 0.1, speeds) == 1.0
 
 
 def test_host_replay_queues_the_trainers_on_shared_stage_a_workers():
@@ -173,7 +174,7 @@ def test_host_replay_queues_the_trainers_on_shared_stage_a_workers():
     pipe = {"A": [1.5, 2.5], "B": [0.25, 0.25], "T": [1.0, 1.0]}
     walls = {}
     for w in (None, 1, 2):
-        r = hp.host_shared(pred, pipe, cores=8.0, stage_a_workers=w)
+        r = hsh.host_shared(pred, pipe, cores=8.0, stage_a_workers=w)
         assert r["stage_s"]["T_SC"] == pytest.approx(3.0)
         assert r["stage_s"]["T_Load"] == pytest.approx(1.0)
         walls[w] = r["wall_s"]
@@ -182,12 +183,12 @@ def test_host_replay_queues_the_trainers_on_shared_stage_a_workers():
 
 
 def test_expected_max():
-    assert hp.expected_max([(2.0, 0.0), (3.0, 0.0)]) == {"median": 3.0, "mean": 3.0}
-    one = hp.expected_max([(2.0, 0.2)])
+    assert hsh.expected_max([(2.0, 0.0), (3.0, 0.0)]) == {"median": 3.0, "mean": 3.0}
+    one = hsh.expected_max([(2.0, 0.2)])
     assert one["mean"] == pytest.approx(2.0, rel=0.02)          # log-normal of mean 2
-    two = hp.expected_max([(2.0, 0.2), (2.0, 0.2)])
+    two = hsh.expected_max([(2.0, 0.2), (2.0, 0.2)])
     assert two["median"] > 2.0 and two["mean"] > one["mean"]
-    assert hp.expected_max([(2.0, 0.2)]) == one                 # a fixed seed
+    assert hsh.expected_max([(2.0, 0.2)]) == one                 # a fixed seed
 
 
 def test_split_sizes_match_the_trainer():
@@ -195,7 +196,7 @@ def test_split_sizes_match_the_trainer():
     for batch, share in ((1024, 0.3), (17, 0.5), (100, 0.9)):
         sp = _Splitter([np.arange(batch)], kinds,
                        lambda k, i, s=share: s / 2 if k != "accel" else 1 - s)
-        assert hp.split_sizes(batch, kinds, share) == [p.size for p in sp.parts(0)]
+        assert hsplit.split_sizes(batch, kinds, share) == [p.size for p in sp.parts(0)]
 
 
 def test_u250_preset_from_the_paper():
@@ -205,8 +206,8 @@ def test_u250_preset_from_the_paper():
     assert u.combine_accel == "max" and u.combine_cpu == "sum"
     assert "ASSUMED" in u.sources["bw_pcie"]
     assert u.sampling == {}                       # no calibration: no sampling term
-    rows = hp.paper_predictions(u, hidden_sizes=(256,), models=("gcn",))
-    assert {r["dataset"] for r in rows} == set(hp.PAPER_DATASETS)
+    rows = hpaper.paper_predictions(u, hidden_sizes=(256,), models=("gcn",))
+    assert {r["dataset"] for r in rows} == set(hpaper.PAPER_DATASETS)
     for r in rows:
         assert r["T_execution"] > 0 and r["epoch_s"] > 0 and r["T_samp"] == 0.0
     prod = [r for r in rows if r["dataset"] == "ogbn-products" and r["split"] == "even"][0]
@@ -230,7 +231,7 @@ def small():
 
 @pytest.fixture(scope="module")
 def cal(small):
-    return hp.calibrate(small, [5, 3], "sage", 16, batch_sizes=(16, 48), repeats=2,
+    return hcal.calibrate(small, [5, 3], "sage", 16, batch_sizes=(16, 48), repeats=2,
                         trainer_steps=1)
 
 
@@ -272,7 +273,7 @@ def test_interference_runs_the_process_classes_in_forked_processes(tmp_path):
     def t():
         (tmp_path / f"T-{os.getpid()}").touch()
         sum(range(3000))
-    r = hp.interference({"A": a, "T": t}, window_s=0.05, alone_reps=2, processes="A")
+    r = hcal.interference({"A": a, "T": t}, window_s=0.05, alone_reps=2, processes="A")
     pids = {p.name.split("-")[0]: set() for p in tmp_path.iterdir()}
     for p in tmp_path.iterdir():
         kind, pid = p.name.split("-")
@@ -289,7 +290,7 @@ def test_interference_runs_the_process_classes_in_forked_processes(tmp_path):
         if len(calls) > 3:
             raise ValueError("unit broke")
     with pytest.raises(RuntimeError, match="class A failed in mix AA: ValueError: unit broke"):
-        hp.interference({"A": breaks}, window_s=0.05, alone_reps=2)
+        hcal.interference({"A": breaks}, window_s=0.05, alone_reps=2)
 
 
 @pytest.mark.skipif(not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2,
@@ -310,7 +311,7 @@ def test_interference_binds_the_mixes_as_the_training_run_does(tmp_path):
             sum(range(2000))
         return run
     beside = []
-    r = hp.interference({"A": unit("A"), "T": unit("T")}, window_s=0.05, alone_reps=2,
+    r = hcal.interference({"A": unit("A"), "T": unit("T")}, window_s=0.05, alone_reps=2,
                         processes="A", pin=True,
                         beside_t=lambda: beside.append(sorted(os.sched_getaffinity(0))))
     seen = {}
@@ -340,14 +341,14 @@ def test_interference_runs_stage_b_beside_the_trainer_in_its_mixes():
 
     def t():
         time.sleep(0.004)
-    r = hp.interference({"A": a, "T": t}, window_s=0.2, alone_reps=2,
+    r = hcal.interference({"A": a, "T": t}, window_s=0.2, alone_reps=2,
                         beside_t=lambda: calls.append(threading.current_thread().name))
     # AT and AAT: about one transfer per 4 ms trainer step in each 0.2 s window
     assert 0.5 * 2 * 0.2 / 0.004 <= len(calls) <= 1.5 * 2 * 0.2 / 0.004
     assert set(calls) == {"moagcn-calibration-stage-b"} and r["stage_b_beside"] is True
     assert not [th for th in threading.enumerate() if th.name == "moagcn-calibration-stage-b"]
     calls.clear()
-    r = hp.interference({"A": a}, window_s=0.05, alone_reps=2, beside_t=lambda: calls.append(1))
+    r = hcal.interference({"A": a}, window_s=0.05, alone_reps=2, beside_t=lambda: calls.append(1))
     assert calls == [] and set(r["speeds"]["A"]) == {"AA"}
 
 
@@ -357,9 +358,9 @@ def test_predict_on_a_small_graph(small, cal):
     assert s.V[2] == 20 and s.V[0] >= s.V[1] >= s.V[2] and s.E[1] <= 20 * 3
     cfg = HybridConfig(model="sage", hidden=16, fanouts="5,3", batch=40, cpu_share=0.4,
                        drm=False)
-    r = hp.predict_run(small, cfg, cal, samples=2)
+    r = hsplit.predict_run(small, cfg, cal, samples=2)
     full = r["batches"][0]
-    assert full["parts"] == hp.split_sizes(40, ["cpu", "accel"], 0.4)
+    assert full["parts"] == hsplit.split_sizes(40, ["cpu", "accel"], 0.4)
     for name in ("eq11", "cycles"):
         v = full["variants"][name]
         e6 = v["eq6"]
@@ -382,16 +383,16 @@ def test_prediction_names_every_stage_a_run_measures(small, cal):
     cfg = HybridConfig(model="sage", hidden=16, fanouts="5,3", batch=40, cpu_share=0.7,
                        drm=False, epochs=1)
     runs = [train_hybrid(small, cfg) for _ in range(3)]
-    measured = hp.measured_runs(runs)
-    one = [hp.measured_summary(r) for r in runs]
+    measured = hbench.measured_runs(runs)
+    one = [hbench.measured_summary(r) for r in runs]
     assert measured["runs"] == 3
     for k in ("iteration_s", "epoch_s"):
         assert measured[f"{k}_range"] == [min(x[k] for x in one), max(x[k] for x in one)]
         assert measured[k] == sorted(x[k] for x in one)[1]
-    pred = hp.predict_run(small, cfg, cal, samples=2)
+    pred = hsplit.predict_run(small, cfg, cal, samples=2)
     res = {"prediction": pred, "prediction_no_prefetch": pred,
            "measured": {"prefetch": measured, "no_prefetch": measured}}
-    rows = hp._table(res)
+    rows = hbench._table(res)
     for view in ("pipeline", "host"):
         v = pred["batches"][0]["variants"]["cycles"][view]
         assert set(measured["stage_s"]) <= set(v["stage_s"]), view
@@ -406,7 +407,7 @@ def test_the_load_is_timed_on_every_calibration_batch_as_stage_a_makes_it(small,
     # BW_DDR comes from the load right after each batch is sampled (the rows are not in the
     # cache then), with stage A's own gather: numpy in processes (the default), torch in
     # threads; one timed load per sampled batch, of that batch's input rows
-    thread = hp.calibrate(small, [5, 3], "sage", 16, batch_sizes=(16, 48), repeats=2,
+    thread = hcal.calibrate(small, [5, 3], "sage", 16, batch_sizes=(16, 48), repeats=2,
                           trainer_steps=0, stage_a="thread")
     for c in (cal, thread):
         points = c["sampling"]["points"]
@@ -430,7 +431,7 @@ def test_bracketed_judges_each_round_against_the_calibrations_on_either_side():
     measured = {"prefetch": {"per_run": [{"epoch_s": 2.0}, {"epoch_s": 2.0}, {"epoch_s": 4.0}]},
                 "no_prefetch": {"per_run": [{"epoch_s": 3.0}, {"epoch_s": 3.0},
                                             {"epoch_s": 3.0}]}}
-    b = hp.bracketed(cals, measured)
+    b = hbench.bracketed(cals, measured)
     pf = b["prefetch"]
     assert [r["predicted_epoch_s"] for r in pf["rounds"]] == [2.0, 2.5, 3.0]
     assert [r["before_s"] for r in pf["rounds"]] == [1.0, 3.0, 2.0]
@@ -450,8 +451,9 @@ def test_bracketed_judges_each_round_against_the_calibrations_on_either_side():
 def test_stage_a_unit_samples_a_new_batch_each_time_and_packs_it_in_a_process(small, monkeypatch):
     # the interference unit of a stage-A process: a new salt per call, the batch prepared,
     # loaded with numpy alone and packed (what the process sends back); in threads not
+    from moagcn.host.graphs.minibatch import NeighborSampler
+    from moagcn.host.hyscale.minibatch import FeatureLoader
     from moagcn.host.parallel import ipc
-    from moagcn.host.hyscale.minibatch import FeatureLoader, NeighborSampler
     seen = []
 
     class Recorder(NeighborSampler):
@@ -471,7 +473,7 @@ def test_stage_a_unit_samples_a_new_batch_each_time_and_packs_it_in_a_process(sm
     for process in (True, False):
         seen.clear()
         dumps.clear()
-        unit = hp._stage_a_unit(Recorder(small.graph, [3, 2]),
+        unit = hcal._stage_a_unit(Recorder(small.graph, [3, 2]),
                                 Loads(small.features, small.labels),
                                 lambda mb: prepared.append(mb) or "ops", ids, process)
         unit()
@@ -490,7 +492,7 @@ def test_bench_calibrates_around_every_round_and_reports_each(tmp_path, capsys):
     # the whole bench on a small R-MAT graph: a calibration before the first round and after
     # each, every measured run judged against the two around it, the JSON and the verdicts
     import json
-    rc = hp.main(["--scale", "9", "--batch", "64", "--epochs", "1", "--repeats", "1",
+    rc = hbench.main(["--scale", "9", "--batch", "64", "--epochs", "1", "--repeats", "1",
                   "--measure-repeats", "2", "--samples", "1", "--out", str(tmp_path)])
     assert rc == 0
     res = json.loads((tmp_path / "hyscale_model.json").read_text())
@@ -519,13 +521,13 @@ def test_bench_calibrates_around_every_round_and_reports_each(tmp_path, capsys):
 def test_calibration_sizes_cover_the_run_s_parts():
     # 64 targets at CPU share 0.3: the CPU trainer floor(0.3 * 64) = 19, the accelerator 45
     cfg = HybridConfig(batch=64, cpu_share=0.3, trainers="cpu:1,accel:1")
-    assert hp.calibration_sizes(cfg, 4000) == [9, 19, 45, 128, 256, 512, 1024]
+    assert hsplit.calibration_sizes(cfg, 4000) == [9, 19, 45, 128, 256, 512, 1024]
     # the default run at an even split needs nothing more than the defaults
     cfg = HybridConfig(batch=1024, cpu_share=0.5, trainers="cpu:1,accel:1")
-    assert hp.calibration_sizes(cfg, 4000) == [128, 256, 512, 1024]
+    assert hsplit.calibration_sizes(cfg, 4000) == [128, 256, 512, 1024]
     # a training set smaller than the batch: its one batch is what is split (30 / 70)
     cfg = HybridConfig(batch=1024, cpu_share=0.3, trainers="cpu:1,accel:1")
-    assert hp.calibration_sizes(cfg, 100) == [15, 30, 70, 128, 256, 512, 1024]
+    assert hsplit.calibration_sizes(cfg, 100) == [15, 30, 70, 128, 256, 512, 1024]
 
 
 def test_predictions_share_the_run_s_sampling_across_calibrations(small, cal):
@@ -534,7 +536,7 @@ def test_predictions_share_the_run_s_sampling_across_calibrations(small, cal):
     cfg = HybridConfig(model="sage", hidden=16, fanouts="5,3", batch=40, cpu_share=0.4,
                        drm=False)
     memo = {}
-    first = hp.predict_run(small, cfg, cal, samples=2, memo=memo)
+    first = hsplit.predict_run(small, cfg, cal, samples=2, memo=memo)
     parts = {p for b in first["batches"] for p in b["parts"]}
     assert {k[0] for k in memo} == parts
     # the accelerator's aggregation is the cycle model's, kept per part
@@ -543,11 +545,11 @@ def test_predictions_share_the_run_s_sampling_across_calibrations(small, cal):
         kept = memo[(b["parts"][i], i, True)][1]
         assert kept and min(kept) > 0
         assert b["variants"]["cycles"]["eq6"]["trainers"][i]["t_aggregate"] == kept
-    again = hp.predict_run(small, cfg, cal, samples=2, memo=memo)
-    assert again == first == hp.predict_run(small, cfg, cal, samples=2)
+    again = hsplit.predict_run(small, cfg, cal, samples=2, memo=memo)
+    assert again == first == hsplit.predict_run(small, cfg, cal, samples=2)
     nopf = dataclasses.replace(cfg, prefetch=False)
-    assert hp.predict_run(small, nopf, cal, samples=2, memo=memo) == \
-        hp.predict_run(small, nopf, cal, samples=2)
+    assert hsplit.predict_run(small, nopf, cal, samples=2, memo=memo) == \
+        hsplit.predict_run(small, nopf, cal, samples=2)
 
 
 def test_model_split_gives_a_slow_accelerator_less_of_each_batch(small, cal):
@@ -565,14 +567,14 @@ def test_model_split_gives_a_slow_accelerator_less_of_each_batch(small, cal):
     got = {}
     for name, mhz, c in (("slow accelerator", 0.01, cal), ("slow cpu", 200.0, slow_cpu)):
         cfg = dataclasses.replace(base, params={"clock_mhz": mhz})
-        r = hp.model_split(small, cfg, cal=c)
+        r = hsplit.model_split(small, cfg, cal=c)
         by = r["predicted_epoch_s_by_share"]
-        assert sorted(by) == list(hp.SPLIT_SHARES) and r["variant"] == "cycles/host"
+        assert sorted(by) == list(hsplit.SPLIT_SHARES) and r["variant"] == "cycles/host"
         assert by[r["cpu_share"]] == min(by.values()) == r["predicted_epoch_s"]
         got[name] = r["cpu_share"]
-    assert got["slow accelerator"] == max(hp.SPLIT_SHARES)
+    assert got["slow accelerator"] == max(hsplit.SPLIT_SHARES)
     assert got["slow cpu"] <= 0.25
-    nopf = hp.model_split(small, dataclasses.replace(base, prefetch=False), cal=cal)
+    nopf = hsplit.model_split(small, dataclasses.replace(base, prefetch=False), cal=cal)
     assert nopf["variant"] == "cycles/pipeline"
-    alone = hp.model_split(small, dataclasses.replace(base, trainers="cpu:2"))
+    alone = hsplit.model_split(small, dataclasses.replace(base, trainers="cpu:2"))
     assert alone["cpu_share"] == 1.0 and alone["predicted_epoch_s"] is None

@@ -9,7 +9,8 @@ import pytest
 import torch
 
 from moagcn.errors import UserError
-from moagcn.host.graphs.datasets import load_dataset, sbm
+from moagcn.host.graphs.datasets import load_dataset
+from moagcn.host.graphs.generators import sbm
 from moagcn.host.hyscale.train import DRM, HybridConfig, parse_trainers, train_hybrid
 
 
@@ -208,7 +209,7 @@ def test_awkward_graph_and_a_tail_batch_smaller_than_the_trainers():
     """40 training nodes in batches of 13 leave a tail of 1 for 3 trainers: it joins the batch
     before it; the hub, isolated nodes and self loops train, and the split still equals one
     trainer on the whole batch."""
-    from moagcn.host.hyscale.train import epoch_batches
+    from moagcn.host.hyscale.trainers import epoch_batches
 
     from .test_pipeline_exec import awkward_dataset
     d = awkward_dataset()
@@ -267,7 +268,7 @@ def test_one_group_of_trainers_has_no_split_whatever_was_asked():
 
 
 def split_shares():
-    from moagcn.host.hyscale.perf import SPLIT_SHARES
+    from moagcn.host.hyscale.split import SPLIT_SHARES
     return set(SPLIT_SHARES)
 
 
@@ -346,7 +347,8 @@ def test_drm_bench_repeats_every_measurement_and_reports_medians(monkeypatch):
 def test_run_batches_are_every_epochs_batches_in_order():
     """The run-long batch sequence equals epoch_batches epoch by epoch (a merged tail batch
     included), indexed across epochs in any order."""
-    from moagcn.host.hyscale.train import _RunBatches, epoch_batches
+    from moagcn.host.hyscale.train import _RunBatches
+    from moagcn.host.hyscale.trainers import epoch_batches
     for n, batch, k in ((40, 13, 3), (100, 10, 2), (7, 7, 1), (41, 20, 2)):
         ids = np.arange(1000, 1000 + n)
         run = _RunBatches(ids, batch, 5, 4, k)

@@ -12,12 +12,13 @@ import torch
 import torch.distributed as dist
 
 from moagcn.errors import UserError
-from moagcn.host.nn.checkpoint import load, save
-from moagcn.host.graphs.datasets import sbm
-from moagcn.host.deal.engine import InferConfig, layer_graphs, layerwise_forward
-from moagcn.host.parallel.launch import launch
+from moagcn.host.deal.engine import InferConfig
 from moagcn.host.deal.infer import infer, model_input
+from moagcn.host.graphs.generators import sbm
+from moagcn.host.nn.checkpoint import load, save
+from moagcn.host.nn.layerwise import layer_graphs, layerwise_forward
 from moagcn.host.nn.models import GNN
+from moagcn.host.parallel.launch import launch
 
 from ..cli.test_cli import moagcn
 

@@ -17,12 +17,13 @@ import pytest
 import torch
 
 from moagcn.errors import UserError
-from moagcn.host.deal.engine import local_operator
+from moagcn.host.graphs.minibatch import (NeighborSampler, batches, check_fanouts, salted_seed,
+                                          training_ids)
 from moagcn.host.graphs.ops import CSRGraph
-from moagcn.host.hyscale.minibatch import (FeatureLoader, NeighborSampler, Prefetcher, StageAProcesses,
-                                   batches, check_fanouts, salted_seed, training_ids)
-from moagcn.host.nn.models import GNN, reference_forward
 from moagcn.host.graphs.sampling import sample_rows
+from moagcn.host.hyscale.minibatch import FeatureLoader, Prefetcher, StageAProcesses
+from moagcn.host.nn.layerwise import local_operator
+from moagcn.host.nn.models import GNN, reference_forward
 
 
 def awkward(n=80, seed=5):

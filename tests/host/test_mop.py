@@ -4,14 +4,16 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from moagcn.errors import UserError
-from moagcn.host.graphs.datasets import sbm
+from moagcn.host.graphs.generators import sbm
 from moagcn.host.graphs.ops import CSRGraph
+from moagcn.host.graphs.partition import imbalance
+from moagcn.host.mixgcn.mop import MoPRuntime
 from moagcn.host.nn.models import GNN, DropoutMasks, reference_forward
-from moagcn.host.mixgcn.mop import MoPRuntime, PartitionRuntime, imbalance, make_runtime
+from moagcn.host.supergcn.partition import PartitionRuntime
+from moagcn.host.training.runtimes import make_runtime
 
 
 def run(runtime_cls, model, g, X, y, m, drop, **kw):
@@ -121,7 +123,7 @@ def test_partition_bytes_grow_with_workers(graph):
 
 
 def test_kway_partition_is_balanced_and_cuts_fewer_edges(graph):
-    from moagcn.host.mixgcn.mop import edge_cut, partition_nodes
+    from moagcn.host.graphs.partition import edge_cut, partition_nodes
     g, _ = graph
     for m in (2, 4, 8):
         owners = {}
@@ -158,7 +160,7 @@ def test_errors(graph):
 def test_metis_partition_against_a_brute_force_cut_count(graph):
     """pymetis partitions are complete, balanced within METIS's 3 %, and cut fewer entries than
     the single-level kway; the cut is recounted here with a plain loop over the edges."""
-    from moagcn.host.mixgcn.mop import partition_nodes, partition_quality
+    from moagcn.host.graphs.partition import partition_nodes, partition_quality
     g, _ = graph
     for m in (2, 4, 8):
         sets = {meth: partition_nodes(g, m, meth) for meth in ("kway", "metis")}
@@ -175,7 +177,7 @@ def test_metis_partition_against_a_brute_force_cut_count(graph):
 
 
 def test_metis_on_graphs_without_edges_and_with_self_loops():
-    from moagcn.host.mixgcn.mop import metis_owner
+    from moagcn.host.graphs.partition import metis_owner
     empty = CSRGraph.from_edges([], [], 10)
     assert np.bincount(metis_owner(empty, 3)).tolist() == [3, 3, 4]
     loops = CSRGraph.from_edges([0, 1, 2, 3, 0, 1], [0, 1, 2, 3, 1, 0], 4)

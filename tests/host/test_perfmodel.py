@@ -16,9 +16,9 @@ import pytest
 from moagcn.cli import perfmodel as cli_perfmodel
 from moagcn.core.device import CpuDevice
 from moagcn.errors import UserError
-from moagcn.host.vgnn import perfmodel as pm
-from moagcn.host.graphs.datasets import sbm
+from moagcn.host.graphs.generators import sbm
 from moagcn.host.graphs.ops import CSRGraph
+from moagcn.host.vgnn import perfmodel as pm
 from moagcn.hw.sspmm.config import SSpmmConfig
 from moagcn.sim.sspmm.model import estimate
 

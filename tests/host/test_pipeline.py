@@ -4,11 +4,11 @@ import numpy as np
 import pytest
 
 from moagcn.errors import UserError
-from moagcn.hw.sspmm.config import preset
-from moagcn.host.graphs.datasets import sbm
+from moagcn.host.graphs.generators import sbm
 from moagcn.host.graphs.ops import CSRGraph
 from moagcn.host.mixgcn.pipeline import (analyze, batch_dependencies, prop35_holds, simulate,
-                                  stages_prop35)
+                                         stages_prop35)
+from moagcn.hw.sspmm.config import preset
 
 
 def banded(n, b):

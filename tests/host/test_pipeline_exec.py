@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from moagcn.errors import UserError
-from moagcn.host.graphs.datasets import sbm
+from moagcn.host.graphs.generators import sbm
 from moagcn.host.graphs.ops import CSRGraph
 from moagcn.host.mixgcn.pipeline import batch_dependencies, prop35_holds, stages_prop35
 from moagcn.host.mixgcn.pipeline_exec import default_stages, schedule
@@ -102,7 +102,8 @@ def test_default_stages_and_bad_input():
 def awkward_dataset():
     """The DEAL tests' graph (hub, isolated nodes, a doubled self loop, a repeated edge) with
     13 random features, 3 random labels and small splits."""
-    from moagcn.host.graphs.datasets import Dataset
+    from moagcn.host.graphs.data import Dataset
+
     from .test_deal import awkward
     g = awkward(64, seed=5)
     rng = np.random.default_rng(0)
@@ -136,8 +137,9 @@ def test_pipelined_backward_gives_the_reference_gradients(kind, dropout_at):
     (the same tasks, run one after another) gives bit-identical gradients."""
     import torch
     import torch.nn.functional as F
-    from moagcn.host.nn.models import GNN, DropoutMasks, reference_forward
+
     from moagcn.host.mixgcn.pipeline_exec import PipelinedMoP
+    from moagcn.host.nn.models import GNN, DropoutMasks, reference_forward
     d = awkward_dataset()
     y = torch.from_numpy(d.labels)
     drop = DropoutMasks(0.5, 3, None)
@@ -177,8 +179,9 @@ def test_an_error_in_one_unit_ends_the_step_with_that_error(where, monkeypatch):
     """A unit that fails (here the dense unit, on layer 1) stops the other one, which would
     otherwise wait for its blocks, and the step raises the failure."""
     import torch
-    from moagcn.host.nn.models import GNN
+
     from moagcn.host.mixgcn.pipeline_exec import PipelinedMoP
+    from moagcn.host.nn.models import GNN
     d = awkward_dataset()
     model = GNN("gcn", d.n_features, 11, 3, layers=3)
     rt = PipelinedMoP(model, d.graph, d.features, 2, "model", pipeline="natural", stages=4)

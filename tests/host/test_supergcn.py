@@ -9,10 +9,11 @@ import pytest
 import torch
 
 from moagcn.errors import UserError
-from moagcn.host.graphs.datasets import load_dataset, sbm
+from moagcn.host.graphs.datasets import load_dataset
+from moagcn.host.graphs.generators import sbm
 from moagcn.host.graphs.ops import CSRGraph
 from moagcn.host.nn.models import GNN, DropoutMasks
-from moagcn.host.mixgcn.mop import PartitionRuntime
+from moagcn.host.supergcn.partition import PartitionRuntime
 from moagcn.host.training.fullgraph import TrainConfig, train
 
 from .test_mop import run

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from moagcn.errors import UserError
-from moagcn.host.graphs.datasets import sbm
+from moagcn.host.graphs.generators import sbm
 from moagcn.host.training.fullgraph import TrainConfig, train, train_reference
 
 

@@ -10,7 +10,8 @@ from torch_geometric.utils import to_scipy_sparse_matrix
 
 from moagcn import interop
 from moagcn.errors import UserError
-from moagcn.host.graphs.datasets import load_npz, sbm
+from moagcn.host.graphs.data import load_npz
+from moagcn.host.graphs.generators import sbm
 
 from .graphs import CORA, awkward_graph
 
