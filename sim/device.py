@@ -51,7 +51,7 @@ class AcceleratorDevice(SparseDevice):
     @property
     def has_dense(self) -> bool:
         """Whether the design computes dense products (:meth:`linear`)."""
-        return hasattr(self.spec, "dense_job")
+        return "dense" in self.spec.capabilities
 
     def linear(self, X, W, b=None) -> np.ndarray:
         """``Y = X W + b`` (float32) on the design's dense datapath, as jobs of at most

@@ -260,12 +260,10 @@ class Driver:
         while one runs): on the lean harness (Verilator), else on the testbench's
         ``stream_jobs``. [(output, counters, raw registers)] per part."""
         # lazy: keeps the gateware (amaranth) out of this module's import
-        from moagcn.hw.designs import get_design
-        # lazy: keeps the gateware (amaranth) out of this module's import
         from moagcn.sim.rtl.build import generate_verilog
         spec, cfg = self.spec, self.config
         proto = spec.protocol
-        design = get_design(spec.design)
+        design = spec.gateware()
         packed = [spec.pack(job, cfg) for job in jobs]
         words = spec.output_words(cfg)
         if progress:
@@ -322,13 +320,11 @@ class Driver:
     def _simulate(self, job, *, idle_every, stall_every, waves, reset_after, per_cycle):
         """One part on the RTL: (output, counters, raw registers)."""
         # lazy: keeps the gateware (amaranth) out of this module's import
-        from moagcn.hw.designs import get_design
-        # lazy: keeps the gateware (amaranth) out of this module's import
         from moagcn.sim.rtl.build import generate_verilog
         spec, cfg = self.spec, self.config
         proto = spec.protocol
         packed: Packed = spec.pack(job, cfg)
-        design = get_design(spec.design)
+        design = spec.gateware()
         max_cycles = spec.max_cycles(job, packed, cfg)
         words = spec.output_words(cfg)
         lean = (self.simulator == "verilator" and waves is None and reset_after is None

@@ -12,7 +12,7 @@ import dataclasses
 import tempfile
 from pathlib import Path
 
-from moagcn.hw.designs import get_design
+from moagcn.core.registry import gateware
 
 from moagcn.synth.flow import synthesize
 
@@ -32,7 +32,7 @@ def collect(runs=DEFAULT_RUNS, seed: int = 1) -> list[dict]:
     jobs = [(d, t, lat) for d, t, lats in runs for lat in lats]
     rows = []
     for name, target, latency in tqdm(jobs, desc="synthesis", unit="run"):
-        design = get_design(name)
+        design = gateware(name)
         config = dataclasses.replace(design.default_config(), latency=latency)
         with tempfile.TemporaryDirectory() as tmp:
             report = synthesize(design, config, target, Path(tmp), seed=seed)

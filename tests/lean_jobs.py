@@ -1,6 +1,6 @@
 """Jobs back to back on a design's lean Verilator harness, for the tests of both designs."""
 
-from moagcn.hw.designs import get_design
+from moagcn.core.registry import gateware
 from moagcn.sim.rtl.build import generate_verilog
 from moagcn.sim.rtl.lean import LeanJob, build_lean, run_lean_jobs
 
@@ -9,7 +9,7 @@ def run_back_to_back(spec, config, jobs, **options):
     """``jobs`` (checked jobs of ``spec``) one after another after one reset: per job its
     output and the harness's :class:`~moagcn.sim.rtl.lean.LeanResult`. A design that stops making
     progress fails instead of hanging."""
-    exe = build_lean(generate_verilog(get_design(spec.design), config), spec.protocol)
+    exe = build_lean(generate_verilog(spec.gateware(), config), spec.protocol)
     # the cache keeps the executable, not the generated C++ and its objects
     assert not (exe.parent / "obj").exists()
     packed = [spec.pack(j, config) for j in jobs]

@@ -54,7 +54,8 @@ from moagcn.host.graphs.datasets import load_dataset
 from moagcn.host.graphs.generators import rmat, sbm
 from moagcn.host.graphs.ops import CSRGraph
 from moagcn.host.vgnn.fleet import BALANCES, RELU_KEEP, predicted_times, step_keeps
-from moagcn.host.vgnn.perfmodel import PerfModel, fit, held_out, load_graph, mape, parse_devices
+from moagcn.host.vgnn.perfmodel import PerfModel, fit, held_out, load_graph, mape
+from moagcn.host.devices.select import parse_devices
 
 #: named fleets (``--fleets F1;F2``); F1 is the issue's 4:1 capability spread
 FLEETS = {

@@ -32,34 +32,26 @@ from __future__ import annotations
 import numpy as np
 
 from moagcn.errors import UserError
+from moagcn.host.devices.select import parse_devices
 from moagcn.host.graphs.ops import CSRGraph, contiguous_ranges
 from moagcn.host.graphs.partition import partition_nodes, weighted_ranges
-from moagcn.host.vgnn.perfmodel import induced_subgraph, parse_devices, worker_block
+from moagcn.host.vgnn.perfmodel import induced_subgraph, worker_block
 
 BALANCES = ("uniform", "spec", "vgnn")
 
 
 def fleet(text: str, device_kind: str):
-    """``(specs, choices)``: the parsed device specs and one
-    :class:`~moagcn.host.devices.select.AcceleratorChoice` per worker (``device_kind`` model or rtl
-    for the accelerators; the CPU is torch)."""
-    # lazy: keeps torch out of this module's import
-    from moagcn.host.devices.select import AcceleratorChoice
+    """``(specs, choices)``: the parsed ``--devices`` (:func:`~moagcn.host.devices.select.parse_devices`)
+    and the choice each worker runs, on ``device_kind`` (model or rtl for the accelerators; the
+    CPU is torch)."""
     specs = parse_devices(text)
     if device_kind not in ("model", "rtl", "cpu"):
         raise UserError(f"--device {device_kind!r}: use model or rtl with --devices")
-    choices = []
     for s in specs:
-        if s.is_cpu or device_kind == "cpu":
-            if not s.is_cpu:
-                raise UserError(f"--devices {s.text or s.key} is an accelerator but --device "
-                                "cpu was given; use --device model or rtl with --devices")
-            fmt = dict(s.params).get("format", "fp32")
-            choices.append(AcceleratorChoice("cpu", params={"format": fmt}
-                                             if fmt != "fp32" else {}))
-        else:
-            choices.append(AcceleratorChoice(device_kind, s.design, s.preset, dict(s.params)))
-    return specs, choices
+        if device_kind == "cpu" and not s.is_cpu:
+            raise UserError(f"--devices {s.text or s.key} is an accelerator but --device "
+                            "cpu was given; use --device model or rtl with --devices")
+    return specs, [s if s.is_cpu else s.on(device_kind) for s in specs]
 
 
 def predicted_times(perf_model, specs, graph: CSRGraph, widths, parallelism: str, shares,
@@ -186,7 +178,7 @@ def calibrate_bf16(graph: CSRGraph, sizes=None, width: int = 64, repeats: int = 
 def bf16_shift(shares, specs, graph: CSRGraph, calibration: dict | None = None) -> tuple:
     """Eq. 7 applied to ``shares``: ``(shares, factor, calibration)``; unchanged when no
     device stores BF16."""
-    bf = np.array([dict(s.params).get("format") == "bf16" for s in specs])
+    bf = np.array([s.param("format") == "bf16" for s in specs])
     if not bf.any():
         return np.asarray(shares), 1.0, None
     cal = calibration or calibrate_bf16(graph)

@@ -8,10 +8,10 @@ device.
 
 The pipeline (docs/perfmodel.md has the measured numbers):
 
-1. **Devices** (:func:`parse_devices`): ``"sspmm:lanes=32,sspmm:lanes=8:clock_mhz=150,cpu"``;
-   each :class:`DeviceSpec` has a stable :attr:`~DeviceSpec.key`, a
-   :meth:`~DeviceSpec.capability` (peak adds per second) and builds its
-   :class:`~moagcn.core.device.SparseDevice` (:meth:`~DeviceSpec.make`).
+1. **Devices** (:func:`~moagcn.host.devices.select.parse_devices`): ``"sspmm:lanes=32,sspmm:lanes=8:clock_mhz=150,cpu"``;
+   each :class:`AcceleratorChoice` has a stable :attr:`~AcceleratorChoice.key`, a
+   :meth:`~AcceleratorChoice.capability` (peak adds per second) and builds its
+   :class:`~moagcn.core.device.SparseDevice` (:meth:`~AcceleratorChoice.make`).
 2. **Augmentation** (:func:`sample_subgraphs`): induced sub-graphs of one dataset at several
    node ratios and seeds, and the worker blocks of a METIS split of each (rows with the columns
    they use, as partition parallelism hands them to a device), each aggregated at several
@@ -35,7 +35,6 @@ The pipeline (docs/perfmodel.md has the measured numbers):
 from __future__ import annotations
 
 import json
-import math
 import statistics
 import sys
 import time
@@ -45,8 +44,9 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from moagcn.core.spec import get_spec, spec_names
+from moagcn.core.spec import get_spec
 from moagcn.errors import UserError
+from moagcn.host.devices.select import AcceleratorChoice
 from moagcn.host.graphs.datasets import load_dataset
 from moagcn.host.graphs.generators import synth_graph
 from moagcn.host.graphs.ops import CSRGraph
@@ -90,221 +90,8 @@ _CONFIG_FIELDS: dict[str, tuple[str, ...]] = {
 #: the device features, in the order of the feature vector
 DEVICE_FEATURES = ("lanes", "clock_mhz", "capability", "output_words", *_CONFIG_FIELDS)
 
-_CPU_CAPABILITY: dict[str, float] = {}
 
-
-def measure_cpu_adds_per_s(repeats: int = 15, size: int = 1 << 16) -> float:
-    """Float32 additions per second torch sustains on this machine (cached per process).
-
-    An in-cache vector add (``size`` elements, so the L2 cache holds the operands) on one
-    thread, median of ``repeats``, times torch's thread count. This is the rate the CPU
-    device's adds can reach, measured rather than stated: a datasheet peak (cores x SIMD width
-    x clock) is not known portably and overstates what torch's sparse kernels get by an order
-    of magnitude. One thread is timed because a multi-threaded op on a busy machine can wait a
-    scheduler quantum for its other threads (a thousand times slower, at random).
-    """
-    import torch
-    threads = torch.get_num_threads()
-    if "thread" not in _CPU_CAPABILITY:
-        a = torch.ones(size, dtype=torch.float32)
-        b = torch.ones(size, dtype=torch.float32)
-        out = torch.empty_like(a)
-        torch.set_num_threads(1)
-        try:
-            torch.add(a, b, out=out)                  # warm-up: page in, pick the kernel
-            times = []
-            for _ in range(repeats):
-                t0 = time.perf_counter()
-                for _ in range(16):
-                    torch.add(a, b, out=out)
-                times.append((time.perf_counter() - t0) / 16)
-        finally:
-            torch.set_num_threads(threads)
-        _CPU_CAPABILITY["thread"] = size / statistics.median(times)
-    return _CPU_CAPABILITY["thread"] * threads
-
-
-@dataclass(frozen=True)
-class DeviceSpec:
-    """One device of a performance model: ``cpu`` (torch) or an accelerator design with its
-    configuration.
-
-    Build them with :func:`parse_devices`. ``params`` are the ``KEY=VALUE`` fields set on top of
-    ``preset`` (the design's default preset when None), as ``--param`` does; the CPU takes
-    one parameter, ``adds_per_s``, a stated capability instead of the measured one.
-
-    Members
-    -------
-    design : str
-        ``cpu`` or a registered accelerator design (``sspmm``, ``hyscale``).
-    preset : str or None
-    params : tuple of (str, str)
-        Sorted ``(key, value)`` pairs, values in the configuration's own spelling.
-    text : str
-        The spec as the user wrote it (for messages).
-    """
-
-    design: str
-    preset: str | None = None
-    params: tuple[tuple[str, str], ...] = ()
-    text: str = ""
-
-    @property
-    def is_cpu(self) -> bool:
-        return self.design == "cpu"
-
-    @property
-    def key(self) -> str:
-        """Stable name of the configuration: ``design[:preset=P][:key=value...]``, keys
-        sorted, values as the configuration holds them, the default preset and values equal
-        to the preset's left out (``sspmm:clock_mhz=150`` and ``sspmm:clock_mhz=150.0`` are
-        one device, ``sspmm:lanes=16`` is ``sspmm``)."""
-        parts = [self.design] + ([f"preset={self.preset}"] if self.preset else [])
-        return ":".join(parts + [f"{k}={v}" for k, v in self.params])
-
-    def config(self) -> Any:
-        """The accelerator's configuration dataclass (None for the CPU)."""
-        if self.is_cpu:
-            return None
-        return get_spec(self.design).config(self.preset, dict(self.params))
-
-    def capability(self) -> float:
-        """Peak additions per second: lanes x clock for an accelerator (its adders, or S-PEs,
-        each starting one add per cycle); for the CPU the stated ``adds_per_s`` or
-        :func:`measure_cpu_adds_per_s`."""
-        if self.is_cpu:
-            stated = dict(self.params).get("adds_per_s")
-            return float(stated) if stated is not None else measure_cpu_adds_per_s()
-        spec, config = get_spec(self.design), self.config()
-        return float(spec.lanes(config)) * spec.clock_mhz(config) * 1e6
-
-    def make(self, device_kind: str = "model"):
-        """A new :class:`~moagcn.core.device.SparseDevice`: for an accelerator ``model`` (the
-        bit-exact golden model and the cycle model) or ``rtl`` (the simulated RTL) through
-        :class:`~moagcn.host.devices.select.AcceleratorChoice`; the CPU is always torch, whatever
-        ``device_kind`` says."""
-        # lazy: keeps torch out of this module's import
-        from moagcn.host.devices.select import AcceleratorChoice
-        if self.is_cpu:
-            fmt = dict(self.params).get("format", "fp32")
-            return AcceleratorChoice("cpu", params={"format": fmt} if fmt != "fp32"
-                                     else {}).make()
-        if device_kind not in ("model", "rtl"):
-            raise UserError(f"device kind {device_kind!r} cannot run {self.key}: use model "
-                            "(cycle model) or rtl (simulated RTL)")
-        return AcceleratorChoice(device_kind, self.design, self.preset, dict(self.params)).make()
-
-    def describe(self) -> dict:
-        """JSON form: what :func:`parse_devices` needs to rebuild the spec, and its key."""
-        return {"key": self.key, "design": self.design, "preset": self.preset,
-                "params": dict(self.params)}
-
-    @classmethod
-    def from_describe(cls, d: Mapping[str, Any]) -> "DeviceSpec":
-        params = tuple(sorted((str(k), str(v)) for k, v in d.get("params", {}).items()))
-        spec = cls(str(d["design"]), d.get("preset"), params, str(d.get("key", "")))
-        return spec
-
-
-def _spec_error(item: str, problem: str) -> UserError:
-    return UserError(f"--devices {item!r}: {problem}")
-
-
-def parse_device(item: str) -> DeviceSpec:
-    """One device spec, ``design[:key=value]...``: ``cpu``, ``cpu:adds_per_s=2e10``,
-    ``sspmm``, ``sspmm:lanes=8:clock_mhz=150``, ``sspmm:preset=multi``."""
-    text = item.strip()
-    design, *fields = [p.strip() for p in text.split(":")] if text else [""]
-    if not design or "=" in design:
-        raise _spec_error(item, "expected DESIGN[:KEY=VALUE...] (e.g. sspmm:lanes=32 or cpu)")
-    params: dict[str, str] = {}
-    preset = None
-    for f in fields:
-        key, eq, value = f.partition("=")
-        key, value = key.strip(), value.strip()
-        if not eq or not key or not value:
-            raise _spec_error(item, f"{f!r} is not KEY=VALUE (e.g. {design}:lanes=32)")
-        if key in params or (key == "preset" and preset is not None):
-            raise _spec_error(item, f"{key} is given twice; give each parameter once")
-        if key == "preset":
-            preset = value
-        else:
-            params[key] = value
-    if design == "cpu":
-        return _cpu_spec(item, preset, params)
-    if design not in spec_names():
-        raise _spec_error(item, f"unknown design {design!r}; use cpu or one of "
-                                f"{', '.join(spec_names())} (e.g. sspmm:lanes=32)")
-    spec = get_spec(design)
-    try:
-        base = spec.config(preset)
-        config = spec.config(preset, params)
-    except UserError as exc:
-        problem = str(exc).replace("--param ", "")
-        raise _spec_error(item, f"{problem}; fix or drop that parameter") from None
-    # one configuration, one key: the default preset and values equal to the preset's are
-    # left out, the rest spelled as the configuration holds them
-    if preset == spec.default_preset:
-        preset = None
-    canon = tuple(sorted((k, str(getattr(config, k))) for k in params
-                         if getattr(config, k) != getattr(base, k)))
-    dev = DeviceSpec(design, preset, canon, text)
-    lanes, clock = spec.lanes(config), spec.clock_mhz(config)
-    if lanes <= 0 or clock <= 0:
-        raise _spec_error(item, f"capability is {lanes} lanes x {clock} MHz; a device needs "
-                                "lanes > 0 and clock_mhz > 0")
-    return dev
-
-
-def _cpu_spec(item: str, preset: str | None, params: dict[str, str]) -> DeviceSpec:
-    if preset is not None:
-        raise _spec_error(item, "the cpu device has no presets; drop preset=...")
-    unknown = sorted(set(params) - {"adds_per_s", "format"})
-    if unknown:
-        raise _spec_error(item, f"the cpu device has no parameter {unknown[0]!r}; its "
-                                "parameters are adds_per_s (a stated capability, e.g. "
-                                "cpu:adds_per_s=2e10) and format (fp32 or bf16)")
-    fmt = params.pop("format", "fp32")
-    if fmt not in ("fp32", "bf16"):
-        raise _spec_error(item, f"format={fmt}: the cpu device stores fp32 or bf16")
-    canon: tuple[tuple[str, str], ...] = ()
-    if "adds_per_s" in params:
-        try:
-            rate = float(params["adds_per_s"])
-        except ValueError:
-            raise _spec_error(item, f"adds_per_s={params['adds_per_s']} is not a number "
-                                    "(e.g. cpu:adds_per_s=2e10)") from None
-        if not (rate > 0 and math.isfinite(rate)):
-            raise _spec_error(item, f"adds_per_s={params['adds_per_s']}: the capability must "
-                                    "be a positive number of additions per second")
-        canon = (("adds_per_s", repr(rate)),)
-    if fmt != "fp32":
-        canon = tuple(sorted(canon + (("format", fmt),)))
-    return DeviceSpec("cpu", None, canon, item.strip())
-
-
-def parse_devices(text: str) -> list[DeviceSpec]:
-    """Comma-separated device specs (see :func:`parse_device`); each device at most once."""
-    items = str(text).split(",")
-    if not str(text).strip():
-        raise UserError("--devices is empty: give one or more specs, e.g. "
-                        "--devices sspmm:lanes=32,cpu")
-    out: list[DeviceSpec] = []
-    seen: dict[str, str] = {}
-    for item in items:
-        if not item.strip():
-            raise UserError(f"--devices {text!r}: an empty spec between commas; remove the "
-                            "extra comma")
-        dev = parse_device(item)
-        if dev.key in seen:
-            raise _spec_error(item, f"the same device as {seen[dev.key]!r} ({dev.key}); list "
-                                    "each device once")
-        seen[dev.key] = item.strip()
-        out.append(dev)
-    return out
-
-
-def device_features(dev: DeviceSpec) -> dict[str, float]:
+def device_features(dev: AcceleratorChoice) -> dict[str, float]:
     """The device's parameters as features (:data:`DEVICE_FEATURES`).
 
     ``lanes`` and ``clock_mhz`` come from the design's spec, ``output_words`` is the width of
@@ -891,7 +678,7 @@ class PerfModel:
     Members
     -------
     devices : dict
-        Device key -> :class:`DeviceSpec`.
+        Device key -> :class:`AcceleratorChoice`.
     regressor : str
         The chosen regressor's name (a key of :data:`REGRESSORS`).
     report : FitReport or None
@@ -906,7 +693,7 @@ class PerfModel:
             raise UserError(f"performance model version {state.get('version')} is not "
                             f"{FORMAT_VERSION}; fit it again with this moagcn")
         self.state = dict(state)
-        self.devices = {d["key"]: DeviceSpec.from_describe(d) for d in state["devices"]}
+        self.devices = {d["key"]: AcceleratorChoice.from_describe(d) for d in state["devices"]}
         self._device_rows = {d["key"]: np.array([float(d["features"][k])
                                                  for k in DEVICE_FEATURES])
                              for d in state["devices"]}
@@ -935,7 +722,7 @@ class PerfModel:
         return p
 
     @classmethod
-    def load(cls, path, devices: Iterable[DeviceSpec] | None = None) -> "PerfModel":
+    def load(cls, path, devices: Iterable[AcceleratorChoice] | None = None) -> "PerfModel":
         """Read a model saved by :meth:`save`; with ``devices``, check it covers them."""
         p = Path(path)
         if not p.exists():
@@ -957,7 +744,7 @@ class PerfModel:
             model.require(devices, str(path))
         return model
 
-    def require(self, devices: Iterable[DeviceSpec], where: str = "the performance model"
+    def require(self, devices: Iterable[AcceleratorChoice], where: str = "the performance model"
                 ) -> None:
         """Raise UserError naming the first of ``devices`` the model was not fitted for."""
         for dev in devices:
@@ -974,14 +761,14 @@ class PerfModel:
 
     # -- prediction ----------------------------------------------------------------------------
 
-    def _key(self, device: DeviceSpec | str) -> str:
-        key = device.key if isinstance(device, DeviceSpec) else str(device)
+    def _key(self, device: AcceleratorChoice | str) -> str:
+        key = device.key if isinstance(device, AcceleratorChoice) else str(device)
         if key not in self.devices:
-            dev = device if isinstance(device, DeviceSpec) else DeviceSpec(key, text=key)
+            dev = device if isinstance(device, AcceleratorChoice) else AcceleratorChoice("model", key, text=key)
             self.require([dev])
         return key
 
-    def predict(self, graph: CSRGraph, width: int, device: DeviceSpec | str,
+    def predict(self, graph: CSRGraph, width: int, device: AcceleratorChoice | str,
                 keep: float = 1.0) -> float:
         """Predicted seconds of one aggregation of ``graph`` at ``width`` features on
         ``device`` (a spec or its key), under an output mask keeping a ``keep`` fraction of the
@@ -1005,7 +792,7 @@ class PerfModel:
 
 # -- collecting runs and fitting -----------------------------------------------------------------
 
-def collect(subgraphs: Sequence[SubGraph], widths: Sequence[int], devices: Sequence[DeviceSpec],
+def collect(subgraphs: Sequence[SubGraph], widths: Sequence[int], devices: Sequence[AcceleratorChoice],
             device_kind: str = "model", progress: bool = False,
             keeps: Sequence[float] = DEFAULT_KEEPS) -> Samples:
     """Time every (sub-graph, width, kept fraction, device) run (``keeps``: the output masks'
@@ -1013,7 +800,7 @@ def collect(subgraphs: Sequence[SubGraph], widths: Sequence[int], devices: Seque
     from tqdm import tqdm
     check_widths(widths)
     keeps = check_keeps(keeps)
-    made = [(d.key, d.make(device_kind)) for d in devices]
+    made = [(d.key, d.on(device_kind).make()) for d in devices]
     G, keys, times, groups = [], [], [], []
     bar = tqdm(total=len(subgraphs) * len(widths) * len(keeps) * len(made),
                desc="perfmodel runs", unit="run", disable=not progress, file=sys.stderr)
@@ -1063,7 +850,7 @@ def score_regressors(samples: Samples, device_rows: Mapping[str, np.ndarray],
     return scores
 
 
-def fit(dataset: str | CSRGraph | Mapping[str, CSRGraph], devices: Sequence[DeviceSpec], *,
+def fit(dataset: str | CSRGraph | Mapping[str, CSRGraph], devices: Sequence[AcceleratorChoice], *,
         ratios: Sequence[float] = DEFAULT_RATIOS, widths: Sequence[int] = DEFAULT_WIDTHS,
         seeds: int = DEFAULT_SEEDS, seed: int = 0, device_kind: str = "model",
         test_fraction: float = DEFAULT_TEST_FRACTION, regressors: Sequence[str] | None = None,
@@ -1151,7 +938,7 @@ class HeldOut:
 
 
 def held_out(model: PerfModel, graphs: Mapping[str, CSRGraph], widths: Sequence[int],
-             device_kind: str = "model", devices: Sequence[DeviceSpec] | None = None,
+             device_kind: str = "model", devices: Sequence[AcceleratorChoice] | None = None,
              progress: bool = False, keeps: Sequence[float] = DEFAULT_KEEPS) -> HeldOut:
     """Measure ``graphs`` at ``widths`` (and output masks keeping ``keeps``) on the model's
     devices (or ``devices``) and set the predictions beside the measurements."""
@@ -1160,7 +947,7 @@ def held_out(model: PerfModel, graphs: Mapping[str, CSRGraph], widths: Sequence[
     keeps = check_keeps(keeps)
     devs = list(devices) if devices is not None else list(model.devices.values())
     model.require(devs)
-    made = [(d.key, d.make(device_kind)) for d in devs]
+    made = [(d.key, d.on(device_kind).make()) for d in devs]
     out = HeldOut()
     steps = [(n, g, int(w), k) for n, g in graphs.items() for w in widths for k in keeps]
     for name, graph, width, keep in tqdm(steps, desc="held-out runs", unit="graph",

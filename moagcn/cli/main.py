@@ -18,36 +18,27 @@ from moagcn import __version__
 from moagcn.cli import (graph as cli_graph, hyscale as cli_hyscale, infer as cli_infer,
                         perfmodel as cli_perfmodel, sspmm as cli_sspmm, train as cli_host)
 from moagcn.cli.common import add_simulator_arg, load_float32, simulator
-from moagcn.config import apply_params, lookup_preset, parse_params
+from moagcn.config import parse_params
+from moagcn.core.registry import design_names, get_design
 from moagcn.errors import SimulationError, UserError
 from moagcn.sim.arith import golden
 
 
 def _design_and_config(name: str, params: list[str] | None, preset: str | None = None):
-    """The design and its configuration: ``--preset`` (default: the dataclass defaults), then
-    every ``--param KEY=VALUE`` on top."""
-    # lazy: keeps the gateware (amaranth) out of this module's import
-    from moagcn.hw.designs import get_design
-
+    """The top level to generate or synthesise and its configuration: ``--preset`` (default: the
+    design's default preset), then every ``--param KEY=VALUE`` on top
+    (:meth:`moagcn.core.registry.Design.configure`, the one path of every command)."""
     design = get_design(name)
-    if preset is None:
-        base = design.default_config()
-    elif not design.presets:
-        raise UserError(f"--preset {preset}: design {name!r} has no presets; set its "
-                        "parameters with --param KEY=VALUE")
-    else:
-        base = lookup_preset(design.presets, preset, name)
-    return design, apply_params(base, parse_params(params))
+    return design.gateware_top(), design.configure(preset, parse_params(params))
 
 
 # -- hw ------------------------------------------------------------------------------------------
 
 def cmd_hw_list(args) -> int:
-    # lazy: keeps the gateware (amaranth) out of this module's import
-    from moagcn.hw.designs import design_names, get_design
     for name in design_names():
         d = get_design(name)
-        print(f"{name:14s} {d.description}")
+        kind = "accelerator" if d.is_accelerator else "unit"
+        print(f"{name:12s} {kind:11s} {d.description}")
     return 0
 
 

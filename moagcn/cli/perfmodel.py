@@ -106,10 +106,13 @@ def write_csv(path: Path, rows: list[dict], columns) -> None:
 def cmd_fit(args) -> int:
     """Sample, time, fit and score; print the table; write the model and the CSV."""
     # lazy: keeps the host runtime out of this module's import
+    # lazy: keeps the host runtime out of this module's import
+    from moagcn.host.devices.select import parse_devices
+    # lazy: keeps the host runtime out of this module's import
     from moagcn.host.vgnn import perfmodel as pm
 
     out = _json_path(args.out, "--out")
-    devices = pm.parse_devices(args.devices)
+    devices = parse_devices(args.devices)
     ratios = _numbers(args.ratios, "--ratios", float)
     widths = _numbers(args.widths, "--widths", int)
     keeps = _numbers(args.keeps, "--keeps", float)
@@ -168,9 +171,12 @@ def cmd_fit(args) -> int:
 def cmd_predict(args) -> int:
     """Predicted (and with --measure, measured) time of one aggregation per device."""
     # lazy: keeps the host runtime out of this module's import
+    # lazy: keeps the host runtime out of this module's import
+    from moagcn.host.devices.select import parse_devices
+    # lazy: keeps the host runtime out of this module's import
     from moagcn.host.vgnn import perfmodel as pm
 
-    wanted = pm.parse_devices(args.devices) if args.devices else None
+    wanted = parse_devices(args.devices) if args.devices else None
     model = pm.PerfModel.load(args.model, wanted)
     if args.width < 1:
         raise UserError(f"--width {args.width}: a feature width is at least 1")
@@ -191,7 +197,7 @@ def cmd_predict(args) -> int:
         pred = model.predict(graph, args.width, dev, keep)
         line = f"{dev.key:36s} {_ms(pred):>15s}"
         if args.measure:
-            true = pm.aggregation_time(dev.make(args.device), graph, args.width, keep=keep)
+            true = pm.aggregation_time(dev.on(args.device).make(), graph, args.width, keep=keep)
             err = (pred - true) / true
             errors.append(abs(err))
             line += f" {_ms(true):>15s} {100 * err:+7.2f}%"

@@ -113,7 +113,7 @@ def cmd_train(args) -> int:
     _set_threads(args.threads)
     if args.devices and args.workers == 1:      # the fleet sets the worker count
         # lazy: keeps the host runtime out of this module's import
-        from moagcn.host.vgnn.perfmodel import parse_devices
+        from moagcn.host.devices.select import parse_devices
         args.workers = len(parse_devices(args.devices))
     if args.devices and choice.device == "cpu" and args.device is None:
         raise UserError("--devices needs --device model or rtl (what runs the accelerators)")

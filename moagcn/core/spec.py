@@ -10,24 +10,23 @@ sparse device the host runtime holds (:class:`moagcn.sim.device.AcceleratorDevic
 (:mod:`moagcn.core.tiling`), the counters (:class:`~moagcn.core.counters.Counters`), the
 benchmarks and the CLI. docs/architecture.md walks through adding a design.
 
-Specs register by name with a ``"module:attribute"`` string, so the registry costs nothing to
-import and a spec module is loaded only when its design is asked for.
+A spec is registered with its design in :mod:`moagcn.core.registry` as a ``"module:attribute"``
+string, so the registry costs nothing to import and a spec module is loaded only when its design
+is asked for.
 """
 
 from __future__ import annotations
 
-import importlib
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from moagcn.config import apply_params, lookup_preset
-from moagcn.errors import UserError
-
 from moagcn.core.counters import Counters
-from moagcn.core.tiling import Tile
+from moagcn.core.registry import accelerator_names, design_names, get_design, resolve_name
+from moagcn.core.tiling import Tile, TileLimits
+from moagcn.errors import UserError
 
 
 @dataclass(frozen=True)
@@ -115,36 +114,59 @@ class Part:
 class AcceleratorSpec(ABC):
     """The design-specific half of an accelerator; subclass once per design.
 
+    The design's configuration type and presets are its registry entry's
+    (:class:`moagcn.core.registry.Design`): one path for every command. Everything the driver,
+    the sparse device and the CLI call is declared here, with one signature; what only some
+    designs can do is declared in :attr:`capabilities`, not detected.
+
     Class attributes
     ----------------
     name : str
-        Registry name (``sspmm``), used by ``--design`` and ``moagcn bench``.
-    design : str
-        Name of the top level in :mod:`moagcn.hw.designs` that the RTL runs
-        (``sspmm``, ``hyscale-system``).
-    config_type : type
-        Frozen configuration dataclass (its module must not import the gateware).
-    presets : mapping
-        Named configurations; ``default_preset`` is the one commands start from.
+        The registry name (``sspmm``), used by every command (``--design``, ``--devices``,
+        ``hw generate``, ``synth``, the benches).
     protocol : StreamProtocol
         The top level's streams, scalars, counters and flags.
+    capabilities : frozenset of str
+        Optional abilities: ``"dense"``: the design runs dense products ``X W + b``
+        (:meth:`dense_job`), so a sparse device of this design runs the updates too.
     """
 
     name: str = "?"
-    design: str = "?"
-    description: str = ""
-    config_type: type = object
-    presets: Mapping[str, Any] = {}
-    default_preset: str = "default"
+    capabilities: frozenset = frozenset()
     protocol: StreamProtocol
 
     # -- configuration: one path for every command ---------------------------------------------
 
+    @property
+    def registered(self):
+        """This design's :class:`~moagcn.core.registry.Design`."""
+        return get_design(self.name)
+
+    @property
+    def description(self) -> str:
+        return self.registered.description
+
+    @property
+    def config_type(self) -> type:
+        return self.registered.config_type
+
+    @property
+    def presets(self) -> Mapping[str, Any]:
+        return self.registered.preset_table
+
+    @property
+    def default_preset(self) -> str:
+        return self.registered.default_preset
+
     def config(self, preset: str | None = None, params: Mapping[str, str] | None = None) -> Any:
         """``presets[preset]`` (default: :attr:`default_preset`) with ``KEY=VALUE`` overrides
-        converted to the field types; unknown presets, keys and bad values are a UserError."""
-        base = lookup_preset(self.presets, preset or self.default_preset, self.name)
-        return apply_params(base, params or {})
+        converted to the field types; unknown presets, keys and bad values are a UserError
+        (:meth:`moagcn.core.registry.Design.configure`)."""
+        return self.registered.configure(preset, params)
+
+    def gateware(self):
+        """The top level the simulators run (:class:`moagcn.core.registry.Gateware`)."""
+        return self.registered.gateware_top(simulate=True)
 
     @abstractmethod
     def lanes(self, config) -> int:
@@ -158,6 +180,16 @@ class AcceleratorSpec(ABC):
         return bool(getattr(config, "simulate", True))
 
     # -- jobs -----------------------------------------------------------------------------------
+
+    @abstractmethod
+    def job(self, *operands, **options):
+        """A job of this design from its operands (arrays), unchecked: S-SpMM
+        ``job(indptr, indices, H, M=None)``, HyScale ``job(indptr, indices, X, W, b=None, *,
+        relu=False, data=None)``. :meth:`check` validates it."""
+
+    @abstractmethod
+    def limits(self, job, config) -> TileLimits:
+        """The buffer limits a part of ``job`` must fit (:func:`moagcn.core.tiling.plan_tiles`)."""
 
     @abstractmethod
     def check(self, job, config):
@@ -222,6 +254,20 @@ class AcceleratorSpec(ABC):
         part's whole job (the model device's hot path)."""
         return self.cycles(part.job, config)
 
+    @abstractmethod
+    def traffic(self, job, config) -> tuple[int, int]:
+        """Bytes the job reads from and writes to external memory: ``(read, written)``."""
+
+    def report(self, result, job, config) -> dict:
+        """What ``moagcn <design> run`` reports of a finished job beyond its counters (a
+        design adds its own model's figures)."""
+        return {}
+
+    def dense_job(self, X, W, b=None):
+        """A job computing ``X W + b`` on the design (capability ``"dense"``)."""
+        raise UserError(f"design {self.name!r} cannot run dense products; its capabilities: "
+                        f"{', '.join(sorted(self.capabilities)) or 'none'}")
+
     def loads_overlap(self, config) -> bool:
         """Whether the next part's loads overlap the running part (ping-pong load buffers):
         then a part's loads hide behind the busy cycles of the part before it, and only the
@@ -268,37 +314,20 @@ class AcceleratorSpec(ABC):
         return out
 
 
-# -- registry --------------------------------------------------------------------------------
-
-_SPECS: dict[str, AcceleratorSpec | str] = {}
-
-
-def register_spec(name: str, spec: AcceleratorSpec | str) -> None:
-    """Register a spec (or ``"module:attribute"`` naming one, loaded on first use)."""
-    _SPECS[name] = spec
-
+# -- the registry's accelerators --------------------------------------------------------------
 
 def spec_names() -> list[str]:
-    """Names of the registered accelerator specs."""
-    return list(_SPECS)
+    """Names of the registered designs that are accelerators (have a spec)."""
+    return accelerator_names()
 
 
 def get_spec(name: str) -> AcceleratorSpec:
-    """The spec registered as ``name``; an unknown name lists the known ones."""
-    try:
-        entry = _SPECS[name]
-    except KeyError:
+    """The spec of the design registered as ``name``; an unknown name or a design without a
+    spec lists the accelerators."""
+    if resolve_name(name) not in design_names():
         raise UserError(f"unknown accelerator design {name!r}; available: "
-                        f"{', '.join(_SPECS)}") from None
-    if isinstance(entry, str):
-        module, _, attr = entry.partition(":")
-        entry = getattr(importlib.import_module(module), attr)
-        _SPECS[name] = entry
-    return entry
-
-
-register_spec("sspmm", "moagcn.sim.sspmm.spec:SPEC")
-register_spec("hyscale", "moagcn.sim.hyscale.spec:SPEC")
+                        f"{', '.join(accelerator_names())}")
+    return get_design(name).accelerator()
 
 
 def overlap_loads(previous: Counters | None, part: Counters) -> Counters:

@@ -11,7 +11,7 @@ import dataclasses
 import numpy as np
 
 from moagcn.errors import UserError
-from moagcn.hw.designs import get_design
+from moagcn.core.registry import gateware
 from moagcn.sim.arith import golden
 from moagcn.sim.rtl.backends import run
 
@@ -58,7 +58,7 @@ def design_config(op: str, latency: int | None = None, enable: bool = False):
     """Design and configuration for an operation (``latency`` None: the unit's default)."""
     if op not in OPS:
         raise UserError(f"unknown operation {op!r}; choose one of {', '.join(OPS)}")
-    design = get_design(OPS[op][0])
+    design = gateware(OPS[op][0])
     config = design.default_config()
     changes = {"enable": enable}
     if latency is not None:

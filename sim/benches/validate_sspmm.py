@@ -80,10 +80,10 @@ def _rtl_counters(cfg, job_key: str, indptr, indices, H, M, simulator: str) -> d
     """The RTL's counters of one job (cached by Verilog hash, job and the order in which the
     driver gives the job's rows, see ``SSpmmConfig.row_order``), and bit-exactness."""
     # lazy: keeps the gateware (amaranth) out of this module's import
-    from moagcn.hw.designs import get_design
+    from moagcn.core.registry import gateware
     # lazy: keeps the gateware (amaranth) out of this module's import
     from moagcn.sim.rtl.build import cache_dir, generate_verilog
-    verilog = generate_verilog(get_design("sspmm"), cfg)
+    verilog = generate_verilog(gateware("sspmm"), cfg)
     key = hashlib.sha256(f"{verilog.path.parent.name}/{simulator}/{job_key}".encode())
     for part in SPEC.split(SPEC.check(SPEC.job(indptr, indices, H, M), cfg), cfg):
         key.update(b"-" if part.order is None else np.asarray(part.order, np.int64).tobytes())

@@ -33,7 +33,7 @@ from moagcn.core.spec import AcceleratorSpec, Packed, Part, StreamProtocol, over
 from moagcn.core.tiling import TileLimits, plan_tiles
 from moagcn.errors import SimulationError, UserError
 from moagcn.hw.hyscale import protocol
-from moagcn.hw.hyscale.config import PRESETS, HyScaleConfig
+from moagcn.hw.hyscale.config import HyScaleConfig
 
 from moagcn.sim.hyscale import model as hyscale_model
 from moagcn.sim.hyscale import golden
@@ -318,10 +318,7 @@ def job_kernel_cycles(job: "HyScaleJob", config: HyScaleConfig, replay: bool = T
 
 class HyScaleSpec(AcceleratorSpec):
     name = "hyscale"
-    design = "hyscale-system"
-    description = "HyScale-GNN fused layer: scatter-gather aggregation + systolic update"
-    config_type = HyScaleConfig
-    presets = PRESETS
+    capabilities = frozenset({"dense"})
     protocol = StreamProtocol.of(protocol)
 
     def lanes(self, config: HyScaleConfig) -> int:

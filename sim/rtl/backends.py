@@ -1,7 +1,7 @@
 """Run a testbench (or a host job written as one) against a design on any simulator.
 
->>> from moagcn.hw.designs import get_design
->>> result = run(get_design("fp32-add"), None, my_testbench, simulator="verilator", n=100)
+>>> from moagcn.core.registry import gateware
+>>> result = run(gateware("fp32-add"), None, my_testbench, simulator="verilator", n=100)
 
 Backends:
 

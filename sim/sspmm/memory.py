@@ -112,7 +112,7 @@ def _tiled_streams(indptr, indices, width, unmasked, config: SSpmmConfig,
         indptr, indices, rep = cut[0], cut[1], cut[2]
         unmasked = np.asarray(unmasked)[rep]
     tiles = plan_tiles(indptr, np.asarray(indices, dtype=np.int64), indptr.size - 1, n, width,
-                       SPEC.limits(config))
+                       SPEC.limits(None, config))
     overlap = SPEC.loads_overlap(config)
     total, _ = back_to_back((SPEC.tile_cycles(t, np.minimum(unmasked[t.rows_start:t.rows_stop],
                                                             t.width), config, replay)

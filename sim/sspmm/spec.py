@@ -19,7 +19,7 @@ from moagcn.core.spec import AcceleratorSpec, Packed, Part, StreamProtocol, back
 from moagcn.core.tiling import TileLimits, plan_tiles
 from moagcn.errors import SimulationError, UserError
 from moagcn.hw.sspmm import protocol
-from moagcn.hw.sspmm.config import PRESETS, SSpmmConfig
+from moagcn.hw.sspmm.config import SSpmmConfig
 
 from moagcn.sim.sspmm import golden
 from moagcn.sim.arith.golden import as_bits, as_float
@@ -147,10 +147,6 @@ def _tile_order(t, config: SSpmmConfig):
 
 class SSpmmSpec(AcceleratorSpec):
     name = "sspmm"
-    design = "sspmm"
-    description = "MixGCN S-SpMM sparse accelerator: Z = (A H) * M with CSR and bitmap buffers"
-    config_type = SSpmmConfig
-    presets = PRESETS
     protocol = StreamProtocol.of(protocol)
 
     def lanes(self, config: SSpmmConfig) -> int:
@@ -196,7 +192,7 @@ class SSpmmSpec(AcceleratorSpec):
 
         return SSpmmJob(piece_ptr, cols, job.H, mask[rep]), merge
 
-    def limits(self, config: SSpmmConfig) -> TileLimits:
+    def limits(self, job: SSpmmJob | None, config: SSpmmConfig) -> TileLimits:
         return TileLimits(config.max_nodes, config.max_nodes, config.max_edges,
                           config.max_feature_width, square=False)
 
@@ -205,7 +201,7 @@ class SSpmmSpec(AcceleratorSpec):
         the rows in ``config.row_order`` (:func:`~moagcn.sim.sspmm.model.row_order`, which
         the cycle model follows too)."""
         n, k = job.n_rows, job.H.shape[0]
-        tiles = plan_tiles(job.indptr, job.indices, n, k, job.n_features, self.limits(config))
+        tiles = plan_tiles(job.indptr, job.indices, n, k, job.n_features, self.limits(job, config))
         if len(tiles) == 1 and k <= config.max_nodes:
             order = row_order(degrees(job.indptr), config)
             if order is None:

@@ -137,7 +137,7 @@ def test_sspmm_run_tiles_a_job_larger_than_the_preset(tmp_path, backend):
     Z = np.load(tmp_path / "z.npy")
     assert np.array_equal(Z.view(np.uint32), sspmm(indptr, indices, H, M).view(np.uint32))
     report = json.loads((tmp_path / "r.json").read_text())
-    tiles = plan_tiles(indptr, indices, 280, 280, 40, SPEC.limits(SPEC.config("tiny")))
+    tiles = plan_tiles(indptr, indices, 280, 280, 40, SPEC.limits(None, SPEC.config("tiny")))
     assert report["tiles"] == len(tiles) >= 6          # 2+ row blocks x 3 feature chunks
     assert f"{len(tiles)} tile(s)" in out.stdout
     assert report["nodes"] == 280 and report["features"] == 40

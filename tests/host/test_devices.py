@@ -70,7 +70,7 @@ def test_tiling_covers_the_job_and_is_bit_exact():
     rng = np.random.default_rng(1)
     H = rng.standard_normal((g.n_nodes, 37)).astype(np.float32)
     M = rng.random((g.n_nodes, 37)) < 0.6
-    tiles = plan_tiles(g.indptr, g.indices, g.n_rows, g.n_cols, 37, SSPMM.limits(cfg))
+    tiles = plan_tiles(g.indptr, g.indices, g.n_rows, g.n_cols, 37, SSPMM.limits(None, cfg))
     assert len({(t.rows_start, t.rows_stop) for t in tiles}) > 2  # rows were split
     assert {(t.feat_start, t.feat_stop) for t in tiles} == {(0, 16), (16, 32), (32, 37)}
     for t in tiles:
@@ -112,7 +112,7 @@ def test_tiling_rejects_a_row_too_long():
     g = CSRGraph.from_edges(np.zeros(n - 1, int), np.arange(1, n), n)
     cfg = SSPMM.config("tiny")
     with pytest.raises(UserError, match="row 0 has 299 neighbours.*max_nodes=256"):
-        plan_tiles(g.indptr, g.indices, n, n, 4, SSPMM.limits(cfg))
+        plan_tiles(g.indptr, g.indices, n, n, 4, SSPMM.limits(None, cfg))
 
 
 def test_rectangular_block(job):

@@ -173,7 +173,7 @@ def test_predicted_step_is_forward_plus_backward_on_the_workers_blocks():
     and its transpose at the widths after the first; MoP: the whole graph at the worker's
     column slice, and its transpose for the second layer."""
     from moagcn.host.vgnn.fleet import predicted_times
-    from moagcn.host.vgnn.perfmodel import parse_devices
+    from moagcn.host.devices.select import parse_devices
     g = rmat(scale=7, seed=3).graph
     specs = parse_devices("sspmm:lanes=32,sspmm:lanes=8")
     m = _CountingModel()
@@ -213,7 +213,7 @@ def test_predicted_step_runs_the_operator_with_the_training_masks():
     from moagcn.host.graphs.partition import partition_nodes
     from moagcn.host.nn.models import aggregation_op
     from moagcn.host.vgnn.fleet import RELU_KEEP, predicted_times, step_keeps
-    from moagcn.host.vgnn.perfmodel import parse_devices
+    from moagcn.host.devices.select import parse_devices
     specs = parse_devices("sspmm:lanes=32,sspmm:lanes=8")
     g = rmat(scale=8, seed=5).graph
     op = aggregation_op("gcn", g).adj

@@ -18,6 +18,7 @@ from moagcn.core.device import CpuDevice
 from moagcn.errors import UserError
 from moagcn.host.graphs.generators import sbm
 from moagcn.host.graphs.ops import CSRGraph
+from moagcn.host.devices.select import parse_device, parse_devices
 from moagcn.host.vgnn import perfmodel as pm
 from moagcn.hw.sspmm.config import SSpmmConfig
 from moagcn.sim.sspmm.model import estimate
@@ -29,7 +30,7 @@ HAND = CSRGraph([0, 2, 2, 5, 6, 6], [1, 2, 0, 1, 3, 4])
 # -- device specs --------------------------------------------------------------------------------
 
 def test_parse_devices_keys_and_capability():
-    devs = pm.parse_devices("sspmm:lanes=32, sspmm:lanes=8:clock_mhz=150,cpu:adds_per_s=2e10,"
+    devs = parse_devices("sspmm:lanes=32, sspmm:lanes=8:clock_mhz=150,cpu:adds_per_s=2e10,"
                             "hyscale,sspmm:preset=multi")
     assert [d.key for d in devs] == ["sspmm:lanes=32", "sspmm:clock_mhz=150.0:lanes=8",
                                      "cpu:adds_per_s=20000000000.0", "hyscale",
@@ -44,14 +45,14 @@ def test_parse_devices_keys_and_capability():
 
 
 def test_one_configuration_has_one_key():
-    a, b, c = (pm.parse_device(t) for t in ("sspmm:clock_mhz=150", "sspmm:clock_mhz=150.0",
+    a, b, c = (parse_device(t) for t in ("sspmm:clock_mhz=150", "sspmm:clock_mhz=150.0",
                                             "sspmm:preset=default:lanes=16"))
     assert a.key == b.key == "sspmm:clock_mhz=150.0"
     assert c.key == "sspmm"
 
 
 def test_measured_cpu_capability_is_positive():
-    dev = pm.parse_device("cpu")
+    dev = parse_device("cpu")
     assert dev.key == "cpu"
     assert dev.capability() > 0
 
@@ -77,7 +78,7 @@ def test_measured_cpu_capability_is_positive():
 ])
 def test_bad_device_spec_names_the_spec_and_the_fix(text, says):
     with pytest.raises(UserError) as err:
-        pm.parse_devices(f"sspmm:lanes=32,{text}")
+        parse_devices(f"sspmm:lanes=32,{text}")
     msg = str(err.value)
     assert f"--devices {text!r}" in msg and says in msg
     assert "\n" not in msg
@@ -90,27 +91,27 @@ def test_bad_device_spec_names_the_spec_and_the_fix(text, says):
 ])
 def test_bad_device_lists(text, says):
     with pytest.raises(UserError, match=says):
-        pm.parse_devices(text)
+        parse_devices(text)
 
 
 def test_make_builds_the_devices():
-    acc, cpu = pm.parse_devices("sspmm:lanes=8:clock_mhz=150,cpu")
-    dev = acc.make("model")
+    acc, cpu = parse_devices("sspmm:lanes=8:clock_mhz=150,cpu")
+    dev = acc.on("model").make()
     assert dev.kind == "model" and dev.lanes == 8 and dev.clock_mhz == 150.0
-    assert isinstance(cpu.make("model"), CpuDevice)
+    assert isinstance(cpu.on("model").make(), CpuDevice)
     with pytest.raises(UserError, match="use model"):
-        acc.make("cpu")
+        acc.on("cpu")
 
 
 # -- time, sampling, features --------------------------------------------------------------------
 
 def test_model_time_is_the_cycle_model_over_the_clock():
     g = sbm(n_nodes=200, seed=3).graph
-    spec = pm.parse_device("sspmm:lanes=8:clock_mhz=150")
+    spec = parse_device("sspmm:lanes=8:clock_mhz=150")
     config = SSpmmConfig(lanes=8, clock_mhz=150.0)
     for width in (16, 20, 64):
         cycles = estimate(g.indptr, None, width, config, replay=False).cycles_total
-        assert pm.aggregation_time(spec.make("model"), g, width) == cycles / 150e6
+        assert pm.aggregation_time(spec.on("model").make(), g, width) == cycles / 150e6
 
 
 def test_induced_subgraph_matches_scipy():
@@ -176,12 +177,12 @@ def test_graph_features_of_a_hand_built_graph():
 
 
 def test_device_features_read_the_configuration():
-    s = pm.device_features(pm.parse_device("sspmm"))
+    s = pm.device_features(parse_device("sspmm"))
     assert s == {"lanes": 16, "clock_mhz": 200.0, "capability": 3.2e9, "output_words": 16,
                  "words_per_cycle": 4, "granule": 4, "latency": 7, "buffer_nodes": 4096,
                  "buffer_edges": 65536, "buffer_width": 64, "dense_units": 0,
                  "mem_gb_per_s": 4 * 4 * 200 / 1e3}
-    h = pm.device_features(pm.parse_device("hyscale"))
+    h = pm.device_features(parse_device("hyscale"))
     assert (h["lanes"], h["output_words"], h["words_per_cycle"], h["granule"]) == (4, 4, 4, 1)
     assert (h["buffer_nodes"], h["buffer_edges"], h["dense_units"]) == (256, 4096, 16)
     assert h["mem_gb_per_s"] == 12.8
@@ -189,7 +190,7 @@ def test_device_features_read_the_configuration():
 
 def _terms(graph, width, spec):
     G = pm.graph_features(graph, width)[None, :]
-    D = np.array([[pm.device_features(pm.parse_device(spec))[k] for k in pm.DEVICE_FEATURES]])
+    D = np.array([[pm.device_features(parse_device(spec))[k] for k in pm.DEVICE_FEATURES]])
     return dict(zip(pm.COST_TERMS, pm.cost_terms(G, D)[0]))
 
 
@@ -215,7 +216,7 @@ def test_cost_terms_of_a_hand_built_graph():
     p = [math.comb(10, x) * 0.25 ** x * 0.75 ** (10 - x) for x in range(11)]
     groups = sum(px * math.ceil(x / 4) for x, px in enumerate(p))
     G = pm.graph_features(HAND, 10, 0.25)[None, :]
-    D = np.array([[pm.device_features(pm.parse_device("sspmm"))[k] for k in pm.DEVICE_FEATURES]])
+    D = np.array([[pm.device_features(parse_device("sspmm"))[k] for k in pm.DEVICE_FEATURES]])
     m = dict(zip(pm.COST_TERMS, pm.cost_terms(G, D)[0]))
     assert m["t_adds"] == pytest.approx(6 * 4 * groups / (16 * f), rel=1e-12)
     assert m["t_output"] == pytest.approx(5 * 10 * 0.25 / (16 * f), rel=1e-12)
@@ -236,7 +237,7 @@ SMALL_DEVICES = "sspmm,sspmm:lanes=8:clock_mhz=150,hyscale"
 @pytest.fixture(scope="module")
 def small_model():
     graph = sbm(n_nodes=300, seed=1).graph
-    return pm.fit(graph, pm.parse_devices(SMALL_DEVICES), ratios=(0.25, 0.5, 0.75, 1.0),
+    return pm.fit(graph, parse_devices(SMALL_DEVICES), ratios=(0.25, 0.5, 0.75, 1.0),
                   widths=(8, 16, 20), seeds=2, seed=3, name="sbm300")
 
 
@@ -258,7 +259,7 @@ def test_fit_reports_every_regressor_and_keeps_the_lowest_mape(small_model):
 def test_predictions_are_positive_and_ordered_by_capability(small_model):
     g = sbm(n_nodes=250, seed=9).graph
     fast = small_model.predict(g, 16, "sspmm")
-    slow = small_model.predict(g, 16, pm.parse_device("sspmm:lanes=8:clock_mhz=150"))
+    slow = small_model.predict(g, 16, parse_device("sspmm:lanes=8:clock_mhz=150"))
     assert 0 < fast < slow
 
 
@@ -267,7 +268,7 @@ def test_save_load_round_trip_predicts_the_same(small_model, tmp_path):
     state = json.loads(path.read_text())           # plain JSON: no pickled objects
     assert state["regressor"]["name"] == small_model.regressor
     assert [d["key"] for d in state["devices"]] == list(small_model.devices)
-    loaded = pm.PerfModel.load(path, pm.parse_devices("hyscale,sspmm"))
+    loaded = pm.PerfModel.load(path, parse_devices("hyscale,sspmm"))
     graphs = [sbm(n_nodes=n, seed=n).graph for n in (100, 260)] + [HAND]
     for g in graphs:
         for width in (8, 20, 33):
@@ -278,7 +279,7 @@ def test_save_load_round_trip_predicts_the_same(small_model, tmp_path):
 def test_a_model_without_the_device_says_how_to_fit_one(small_model, tmp_path):
     path = small_model.save(tmp_path / "m.json")
     with pytest.raises(UserError) as err:
-        pm.PerfModel.load(path, pm.parse_devices("sspmm,sspmm:lanes=32"))
+        pm.PerfModel.load(path, parse_devices("sspmm,sspmm:lanes=32"))
     msg = str(err.value)
     assert "no device 'sspmm:lanes=32'" in msg and "moagcn perfmodel fit --devices" in msg
     assert "sspmm:lanes=32 --dataset sbm300" in msg
@@ -301,13 +302,13 @@ def test_load_rejects_what_is_not_a_model(tmp_path):
 
 def test_fit_needs_two_subgraphs():
     with pytest.raises(UserError, match="at least two sub-graphs"):
-        pm.fit(HAND, pm.parse_devices("sspmm"), ratios=(1.0,), widths=(8,))
+        pm.fit(HAND, parse_devices("sspmm"), ratios=(1.0,), widths=(8,))
 
 
 def test_cpu_smoke():
     # wall-clock timing: only that it runs and gives positive finite figures
     graph = sbm(n_nodes=120, seed=4).graph
-    model = pm.fit(graph, pm.parse_devices("cpu,sspmm"), ratios=(0.5, 1.0), widths=(8, 16),
+    model = pm.fit(graph, parse_devices("cpu,sspmm"), ratios=(0.5, 1.0), widths=(8, 16),
                    seeds=2, regressors=("cost_terms", "linear", "decision_tree"))
     assert model.devices["cpu"].is_cpu
     assert model.state["devices"][0]["capability"] > 0
@@ -323,7 +324,7 @@ HELD_OUT_BOUND = 0.10
 
 
 def test_held_out_mape_on_graphs_never_sampled():
-    devices = pm.parse_devices("sspmm,sspmm:lanes=32,sspmm:lanes=8:clock_mhz=150")
+    devices = parse_devices("sspmm,sspmm:lanes=32,sspmm:lanes=8:clock_mhz=150")
     model = pm.fit("cora", devices)
     graphs = {name: pm.load_graph(name) for name in ("citeseer", pm.POWERLAW)}
     res = pm.held_out(model, graphs, pm.DEFAULT_WIDTHS)

@@ -4,7 +4,7 @@ the running one (two load banks) or following it (one bank): Verilator, lean har
 import numpy as np
 import pytest
 
-from moagcn.hw.designs import get_design
+from moagcn.core.registry import gateware
 from moagcn.hw.hyscale import preset
 from moagcn.sim.rtl.build import generate_verilog
 from moagcn.sim.driver import Driver
@@ -89,7 +89,7 @@ def test_back_to_back_with_idle_loads_and_backpressure():
 def test_a_bad_job_stops_and_the_next_one_runs():
     config = preset("tiny")
     jobs = _jobs(config)[:3]
-    exe = build_lean(generate_verilog(get_design(SPEC.design), config), SPEC.protocol)
+    exe = build_lean(generate_verilog(SPEC.gateware(), config), SPEC.protocol)
     packed = [SPEC.pack(j, config) for j in jobs]
     streams = {k: v.copy() for k, v in packed[1].streams.items()}
     streams["src_in"][1, 0] = (streams["src_in"][1, 0] & 0xFFFF0000) | 1000  # no such row
@@ -183,7 +183,7 @@ def test_the_python_testbench_runs_jobs_back_to_back_like_the_harness(simulator)
     jobs = _small_jobs(config)
     packed = [SPEC.pack(j, config) for j in jobs]
     words = SPEC.output_words(config)
-    res = run(get_design(SPEC.design), config, stream_jobs, simulator, proto=SPEC.protocol,
+    res = run(SPEC.gateware(), config, stream_jobs, simulator, proto=SPEC.protocol,
               jobs=[(p.streams, p.scalars) for p in packed], stall_every=3).value
     lean = _run(config, jobs, stall_every=3)
     for job, p, r, (Y, l) in zip(jobs, packed, res, lean):

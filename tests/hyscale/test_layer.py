@@ -5,7 +5,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from moagcn.hw.designs import get_design
+from moagcn.core.registry import gateware
 from moagcn.hw.hyscale import preset
 from moagcn.sim import run
 from moagcn.sim.hyscale import golden
@@ -121,7 +121,7 @@ def test_cocotb_verilator_error_flags_stop_cleanly_without_pipelining(kind, flag
 
 def _bad_job_stops(kind, flag, config):
     streams, scalars = _bad_streams(kind, config)
-    out = run(get_design("hyscale-system"), config, stream_job, "verilator", max_cycles=20_000,
+    out = run(gateware("hyscale", simulate=True), config, stream_job, "verilator", max_cycles=20_000,
               proto=SPEC.protocol, streams=streams, scalars=scalars).value
     assert out[flag] == 1
     assert sum(out[f] for f in ("err_source", "err_dest", "err_edges")) == 1
@@ -167,7 +167,7 @@ def test_cocotb_verilator_sampled_minibatch_with_idle_and_backpressure():
     indptr, indices, X, W, b = sampled_job(6, 2, (25, 10), 16, 10, layer=0)
     data = golden.gcn_weights(indptr, indices, X.shape[0])
     job = pack_job(*check_job(indptr, indices, X, W, b, data, TINY), relu=True, config=TINY)
-    out = run(get_design("hyscale-system"), TINY, stream_job, "verilator", max_cycles=200_000,
+    out = run(gateware("hyscale", simulate=True), TINY, stream_job, "verilator", max_cycles=200_000,
               proto=SPEC.protocol, streams=job.streams, scalars=job.scalars, idle_every=4,
               stall_every=3).value
     Y = unpack_y(int_words(out["beats"], TINY.mem_words_per_cycle), job, indptr.size - 1,

@@ -5,7 +5,7 @@ the references are the golden model (bits) and the cycle model's replay (cycles)
 import numpy as np
 import pytest
 
-from moagcn.hw.designs import get_design
+from moagcn.core.registry import gateware
 from moagcn.hw.hyscale import preset
 from moagcn.sim.rtl.build import generate_verilog
 from moagcn.sim.hyscale import golden
@@ -50,7 +50,7 @@ def _jobs(config):
 
 
 def _run(config, jobs, lean_jobs=None):
-    exe = build_lean(generate_verilog(get_design(SPEC.design), config), SPEC.protocol)
+    exe = build_lean(generate_verilog(SPEC.gateware(), config), SPEC.protocol)
     packed = [SPEC.pack(j, config) for j in jobs]
     limit = sum(SPEC.max_cycles(j, p, config) for j, p in zip(jobs, packed))
     lean_jobs = lean_jobs or [LeanJob(p.streams, p.scalars) for p in packed]

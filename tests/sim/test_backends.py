@@ -5,7 +5,7 @@ import pytest
 
 from moagcn.errors import SimulationError, SimulatorNotFound
 from moagcn.hw.arith import Fp32AddConfig
-from moagcn.hw.designs import get_design
+from moagcn.core.registry import gateware
 from moagcn.sim import run
 from moagcn.sim.rtl.build import build_simulator, generate_verilog
 from moagcn.sim.rtl.io import CycleLimitExceeded
@@ -27,7 +27,7 @@ async def count_ticks(io, n):
 
 def test_verilog_cache_is_keyed_by_config(tmp_path, monkeypatch):
     monkeypatch.setenv("MOAGCN_CACHE_DIR", str(tmp_path))
-    design = get_design("fp32-add")
+    design = gateware("fp32-add")
     first = generate_verilog(design, Fp32AddConfig(latency=2))
     written = first.path.stat().st_mtime_ns
     again = generate_verilog(design, Fp32AddConfig(latency=2))
@@ -41,7 +41,7 @@ def test_verilog_cache_is_keyed_by_config(tmp_path, monkeypatch):
 
 
 def test_verilator_build_cache_hit_does_not_rebuild():
-    design = get_design("fp32-add")
+    design = gateware("fp32-add")
     verilog = generate_verilog(design, None)
     built = build_simulator("verilator", verilog)  # may build
     stamp = {p: p.stat().st_mtime_ns for p in built.rglob("*") if p.is_file()}
@@ -64,14 +64,14 @@ def test_simulator_build_key_holds_the_cocotb_library_path(monkeypatch):
 @pytest.mark.parametrize("backend", ["pysim", "verilator"])
 def test_cycle_limit_stops_a_stuck_testbench(backend):
     with pytest.raises((SimulationError, CycleLimitExceeded)) as info:
-        run(get_design("fp32-add"), None, wait_forever_for_ready, backend, max_cycles=50)
+        run(gateware("fp32-add"), None, wait_forever_for_ready, backend, max_cycles=50)
     assert "max_cycles=50" in str(info.value)
 
 
 @pytest.mark.parametrize("backend", ["pysim", "verilator"])
 def test_waveform_written(tmp_path, backend):
     path = tmp_path / "wave.vcd"
-    res = run(get_design("fp32-add"), None, count_ticks, backend, waves=path, n=20)
+    res = run(gateware("fp32-add"), None, count_ticks, backend, waves=path, n=20)
     assert res.value == 20 and res.cycles == 20
     text = path.read_text()
     assert "$enddefinitions" in text and "o__valid" in text
@@ -80,13 +80,13 @@ def test_waveform_written(tmp_path, backend):
 def test_missing_icarus_is_a_clear_error(monkeypatch):
     monkeypatch.setenv("PATH", "/nonexistent")
     with pytest.raises(SimulatorNotFound, match="apt-get install iverilog"):
-        run(get_design("fp32-add"), None, count_ticks, "icarus", n=1)
+        run(gateware("fp32-add"), None, count_ticks, "icarus", n=1)
 
 
 def test_unknown_simulator():
     from moagcn.errors import UserError
     with pytest.raises(UserError, match="unknown simulator .modelsim.; choose one of verilator, icarus, pysim"):
-        run(get_design("fp32-add"), None, count_ticks, "modelsim", n=1)
+        run(gateware("fp32-add"), None, count_ticks, "modelsim", n=1)
 
 
 async def reset_mid_stream(io, payload):
@@ -115,7 +115,7 @@ async def reset_mid_stream(io, payload):
 @pytest.mark.parametrize("backend", ["pysim", "verilator"])
 def test_reset_mid_stream_drops_in_flight_results(backend):
     one = 0x3F800000
-    res = run(get_design("fp32-add"), None, reset_mid_stream, backend, payload=one | one << 32)
+    res = run(gateware("fp32-add"), None, reset_mid_stream, backend, payload=one | one << 32)
     seen, after = res.value
     assert seen == 0
     assert after == 0x40000000  # 1 + 1 = 2 once the pipeline runs again

@@ -6,14 +6,14 @@ import pytest
 
 from moagcn.errors import UserError
 from moagcn.hw.arith import Fp32AddConfig
-from moagcn.hw.designs import get_design
+from moagcn.core.registry import gateware
 from moagcn.synth import synthesize
 
 pytestmark = pytest.mark.xdist_group("synth")
 
 
 def test_synth_ecp5_report(tmp_path):
-    report = synthesize(get_design("fp32-add"), Fp32AddConfig(latency=3), "ecp5-25k", tmp_path)
+    report = synthesize(gateware("fp32-add"), Fp32AddConfig(latency=3), "ecp5-25k", tmp_path)
     on_disk = json.loads((tmp_path / "report.json").read_text())
     assert on_disk == report
     for key in ("luts", "ffs", "dsps", "brams", "fmax_mhz", "target", "design", "config"):
@@ -36,7 +36,7 @@ def test_synth_ecp5_report(tmp_path):
 
 def test_unknown_target(tmp_path):
     with pytest.raises(UserError, match="unknown target"):
-        synthesize(get_design("fp32-add"), None, "xc7a35t", tmp_path)
+        synthesize(gateware("fp32-add"), None, "xc7a35t", tmp_path)
 
 
 def test_a_design_that_does_not_fit_is_named_with_its_overflow():

@@ -9,7 +9,7 @@ the middle of a job and both error flags. Icarus runs a subset.
 import numpy as np
 import pytest
 
-from moagcn.hw.designs import get_design
+from moagcn.core.registry import gateware
 from moagcn.hw.sspmm import preset
 from moagcn.hw.sspmm.protocol import COUNTERS
 from moagcn.sim.rtl.backends import run
@@ -96,7 +96,7 @@ def _raw_packed(indptr, indices, n_features=4, cfg=TINY):
 def _raw_run(indptr, indices, n_features=4, backend="verilator", cfg=TINY):
     """Run a job without host-side validation, to reach the hardware error checks."""
     packed = _raw_packed(indptr, indices, n_features, cfg)
-    return run(get_design("sspmm"), cfg, stream_job, backend, proto=SPEC.protocol,
+    return run(gateware("sspmm"), cfg, stream_job, backend, proto=SPEC.protocol,
                streams=packed.streams, scalars=packed.scalars, max_cycles=5000).value
 
 
@@ -264,7 +264,7 @@ def _stream_run(job, **options):
     """One job through the cocotb testbench on Verilator, with the testbench's options."""
     indptr, indices, H, M = job
     packed = SPEC.pack(SPEC.check(SPEC.job(indptr, indices, H, M), TINY), TINY)
-    return run(get_design("sspmm"), TINY, stream_job, "verilator", proto=SPEC.protocol,
+    return run(gateware("sspmm"), TINY, stream_job, "verilator", proto=SPEC.protocol,
                streams=packed.streams, scalars=packed.scalars, max_cycles=200_000,
                **options).value
 

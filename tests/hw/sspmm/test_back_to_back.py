@@ -4,7 +4,7 @@
 import numpy as np
 import pytest
 
-from moagcn.hw.designs import get_design
+from moagcn.core.registry import gateware
 from moagcn.hw.sspmm import preset
 from moagcn.sim import run
 from moagcn.sim.rtl.build import generate_verilog
@@ -105,7 +105,7 @@ def test_a_bad_job_stops_and_the_next_one_runs(banks, slices):
     # reset (nothing of the stopped job reaches it) with clear flags
     config = preset("tiny", load_banks=banks, slices=slices)
     jobs = _jobs(config, seeds=(5, 6, 7, 8)) + _jobs(config, seeds=(9,))
-    exe = build_lean(generate_verilog(get_design(SPEC.design), config), SPEC.protocol)
+    exe = build_lean(generate_verilog(SPEC.gateware(), config), SPEC.protocol)
     packed = [SPEC.pack(j, config) for j in jobs]
     lean = [LeanJob({k: v.copy() for k, v in p.streams.items()}, p.scalars) for p in packed]
     lean[1].streams["indices_in"][0, 0] = jobs[1].H.shape[0] + 3
@@ -170,7 +170,7 @@ def test_the_python_testbench_runs_jobs_back_to_back_like_the_harness(simulator)
     jobs = _jobs(config)[:3]
     packed = [SPEC.pack(j, config) for j in jobs]
     words = SPEC.output_words(config)
-    res = run(get_design(SPEC.design), config, stream_jobs, simulator, proto=SPEC.protocol,
+    res = run(SPEC.gateware(), config, stream_jobs, simulator, proto=SPEC.protocol,
               jobs=[(p.streams, p.scalars) for p in packed], stall_every=2,
               idle_every=3).value
     lean = _run(config, jobs, stall_every=2, idle_every=3)

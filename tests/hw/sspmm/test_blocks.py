@@ -302,7 +302,7 @@ def test_aggregation_group_sums_rows_in_order_through_bubbles_bit_exact():
     neighbours in the order their rows arrived, written as the job's compressed chunk; rows
     arriving late make the contexts bubble (add +0), which leaves every sum unchanged;
     the last row of a job releases its context."""
-    from moagcn.hw.designs import Design
+    from moagcn.core.registry import Gateware
     from moagcn.hw.sspmm import SSpmmConfig, preset
     from moagcn.hw.sspmm.group import AggregationGroup
     from moagcn.sim import run
@@ -326,7 +326,7 @@ def test_aggregation_group_sums_rows_in_order_through_bubbles_bit_exact():
     bits = H.view(np.uint32)
     rows = [sum(int(bits[u, f]) << (32 * f) for f in range(F)) for u in range(n)]
 
-    design = Design("aggregation-group", SSpmmConfig, AggregationGroup, "one aggregation group")
+    design = Gateware("aggregation-group", SSpmmConfig, AggregationGroup, "one aggregation group")
     log = run(design, cfg, _group_bench, "pysim", cfg=cfg, jobs=jobs, rows=rows, seed=3,
               limit=600, max_cycles=700).value
 

@@ -30,7 +30,7 @@ def test_verilator_tiled_job_equals_golden_and_sums_tile_counters(big_job):
     deg = np.diff(indptr)
     assert indptr.size - 1 > TINY.max_nodes and H.shape[1] > TINY.max_feature_width
     assert deg.max() > TINY.max_nodes
-    tiles = plan_tiles(indptr, indices, indptr.size - 1, indptr.size - 1, H.shape[1], SPEC.limits(TINY))
+    tiles = plan_tiles(indptr, indices, indptr.size - 1, indptr.size - 1, H.shape[1], SPEC.limits(None, TINY))
     assert {(t.feat_start, t.feat_stop) for t in tiles} == {(0, 16), (16, 20)}
     assert len({(t.rows_start, t.rows_stop) for t in tiles}) >= 2
     for t in tiles:   # whole rows only: every row keeps all of its neighbours
@@ -59,7 +59,7 @@ def test_verilator_tiled_job_equals_golden_and_sums_tile_counters(big_job):
 
 def test_model_device_tiles_the_same_way(big_job):
     indptr, indices, H, M = big_job
-    tiles = plan_tiles(indptr, indices, indptr.size - 1, indptr.size - 1, H.shape[1], SPEC.limits(TINY))
+    tiles = plan_tiles(indptr, indices, indptr.size - 1, indptr.size - 1, H.shape[1], SPEC.limits(None, TINY))
     res = drive(TINY, "model", indptr, indices, H, M)
     assert res.tiles == len(tiles)
     assert np.array_equal(res.output.view(np.uint32), sspmm(indptr, indices, H, M).view(np.uint32))
@@ -146,7 +146,7 @@ def test_pysim_tiled_job_writes_one_waveform_per_tile(tmp_path):
     cfg = preset("tiny", max_nodes=16, max_edges=64, max_feature_width=4)
     job = power_law_job(30, 6, seed=3, max_deg=10)
     res = drive(cfg, "pysim", *job, waves=tmp_path / "w.vcd")
-    assert res.tiles == len(plan_tiles(job[0], job[1], 30, 30, 6, SPEC.limits(cfg))) >= 4
+    assert res.tiles == len(plan_tiles(job[0], job[1], 30, 30, 6, SPEC.limits(None, cfg))) >= 4
     assert np.array_equal(res.output.view(np.uint32), sspmm(*job).view(np.uint32))
     names = sorted(p.name for p in tmp_path.iterdir())
     assert names == [f"w.tile{k}.vcd" for k in range(res.tiles)]
