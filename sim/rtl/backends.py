@@ -58,7 +58,7 @@ def run(design, config, testbench: Callable, simulator: str = "verilator", *,
 
     Parameters
     ----------
-    design : moagcn.hw.designs.Design
+    design : moagcn.core.registry.Gateware
     config : dataclass or None
         Design configuration (``None``: the design's defaults).
     testbench : async callable
