@@ -1,4 +1,4 @@
-"""`moagcn hyscale run` and `hw generate hyscale-layer`: outputs, report fields, one-line errors."""
+"""`moagcn hyscale run` and `hw generate hyscale` (and its earlier name hyscale-layer): outputs, report fields, one-line errors."""
 
 import json
 
