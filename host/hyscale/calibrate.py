@@ -41,8 +41,8 @@ from moagcn.host.graphs.minibatch import NeighborSampler, training_ids
 from moagcn.host.graphs.ops import row_normalize
 from moagcn.host.hyscale.minibatch import (FeatureLoader, LoadedBatch, bind, core_plan, stage_a,
                                            transfer)
-from moagcn.host.hyscale.perf import (S_FEAT, BatchSizes, t_aggregate, t_trainer, t_update,
-                                      update_width)
+from moagcn.sim.hyscale.model import S_FEAT, t_aggregate, t_trainer, t_update, update_width
+from moagcn.host.hyscale.perf import BatchSizes
 from moagcn.host.hyscale.trainers import BlockOperators, Trainer
 from moagcn.host.nn.layerwise import AGGREGATION_KIND, local_operator
 from moagcn.host.nn.models import GNN

@@ -63,10 +63,9 @@ import numpy as np
 
 from moagcn.errors import UserError
 from moagcn.host.graphs.minibatch import NeighborSampler
+from moagcn.sim.hyscale.model import (COMBINES, t_aggregate, t_load, t_sync, t_trainer, t_trans, t_update,
+                                       update_width)
 
-#: bytes of one feature value (binary32), the paper's S_feat
-S_FEAT = 4
-COMBINES = ("sum", "max")
 
 # -- mini-batch sizes ---------------------------------------------------------------------------
 
@@ -278,57 +277,6 @@ def u250_platform(cal: dict | None = None, pcie_gb_s: float = 12.0, sockets: int
 # -- the equations --------------------------------------------------------------------------------
 
 
-def update_width(model: str, f: float) -> float:
-    """Width of the vector the update multiplies by W (Eq. 3-4): ``f`` (GCN), ``2 f`` (SAGE)."""
-    if model not in ("gcn", "sage"):
-        raise UserError(f"model {model!r}: the HyScale model covers gcn and sage")
-    return 2.0 * f if model == "sage" else float(f)
-
-
-def t_aggregate(E_l: float, f_in: float, bw: float) -> float:
-    """Eq. 11: ``|E^l| f^{l-1} S_feat / BW``."""
-    return E_l * f_in * S_FEAT / bw
-
-
-def t_update(V_l: float, f_a: float, f_out: float, macs: float) -> float:
-    """Eq. 12: ``|V^l| f_a^{l-1} f^l / (N freq)``."""
-    return V_l * f_a * f_out / macs
-
-
-def combine(a: float, b: float, how: str) -> float:
-    """The ``(+)`` of Eq. 10: ``sum`` (not pipelined) or ``max`` (pipelined)."""
-    if how == "sum":
-        return a + b
-    if how == "max":
-        return max(a, b)
-    raise UserError(f"combine {how!r}: use sum or max")
-
-
-def t_trainer(t_agg: list, t_upd: list, how: str) -> float:
-    """Eq. 10: forward over layers 1..L, backward over 2..L plus layer 1's update
-    (``t_agg[l - 1]``, ``t_upd[l - 1]`` are layer ``l``'s)."""
-    L = len(t_agg)
-    fwd = sum(combine(t_agg[l], t_upd[l], how) for l in range(L))
-    bwd = t_upd[0] + sum(combine(t_agg[l], t_upd[l], how) for l in range(1, L))
-    return fwd + bwd
-
-
-def t_sync(dims, bw_pcie: float, model: str = "gcn") -> float:
-    """Eq. 13: twice the model size over the PCIe bandwidth."""
-    size = sum(update_width(model, dims[l - 1]) * dims[l] for l in range(1, len(dims)))
-    return 2.0 * size * S_FEAT / bw_pcie
-
-
-def t_load(sizes: list, f0: float, bw_ddr: float) -> float:
-    """Eq. 7: every trainer's input features from CPU memory."""
-    return sum(s.V[0] for s in sizes) * f0 * S_FEAT / bw_ddr
-
-
-def t_trans(V0: float, f0: float, bw_pcie: float) -> float:
-    """Eq. 8: one accelerator's input features over its link."""
-    return V0 * f0 * S_FEAT / bw_pcie
-
-
 def predict(sizes: list, kinds: list, dims, platform: Platform, model: str = "sage",
             agg_seconds: dict | None = None, n_train: int | None = None,
             batches: list | None = None) -> dict:
@@ -365,7 +313,7 @@ def predict(sizes: list, kinds: list, dims, platform: Platform, model: str = "sa
     T_samp = sum(t_s) / platform.sampler_threads
     if not platform.share_batches:
         T_samp = max(T_samp, max(t_s))
-    T_load = t_load(sizes, dims[0], platform.bw_ddr)
+    T_load = t_load([s.V[0] for s in sizes], dims[0], platform.bw_ddr)
     acc = [i for i, k in enumerate(kinds) if k == "accel"]
     T_trans = max((t_trans(sizes[i].V[0], dims[0], platform.bw_pcie) for i in acc), default=0.0)
     T_sync = t_sync(dims, platform.bw_pcie, model)

@@ -1,9 +1,10 @@
 """HyScale-GNN performance model (HyScale-GNN Sec. V, Eq. 5-13).
 
-Times are in seconds, sizes in elements (``S_feat = 4`` bytes per binary32 feature), bandwidths
-in bytes per second. :func:`aggregate_cycles` and :func:`update_cycles` restate Eq. 11 and 12 in
-clock cycles of a :class:`~moagcn.hw.hyscale.HyScaleConfig` (the system model,
-``host/hyscale/perf.py``, uses them). :func:`kernel_cycles` is the cycle model of the RTL
+The one implementation of the paper's equations: times are in seconds, sizes in elements
+(``S_feat = 4`` bytes per binary32 feature), bandwidths in bytes per second; the system model
+(:mod:`moagcn.host.hyscale.perf`) builds on them. :func:`aggregate_cycles` and
+:func:`update_cycles` restate Eq. 11 and 12 in clock cycles of a
+:class:`~moagcn.hw.hyscale.HyScaleConfig`. :func:`kernel_cycles` is the cycle model of the RTL
 (``hw/hyscale/``) itself: load, aggregate and update phases from the kernels' structure
 (distinct source rows, per-bank edge counts, column passes, row blocks, pipeline depths).
 """
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from moagcn.errors import UserError
 from moagcn.hw.hyscale.config import HyScaleConfig
 
 S_FEAT = 4  #: bytes per feature element (binary32)
@@ -27,13 +29,13 @@ def t_execution(t_samp: float, t_load: float, t_trans: float, t_prop: float) -> 
     return max(t_samp, t_load, t_trans, t_prop)
 
 
-def t_load(input_vertices: Sequence[int], f0: int, bw_ddr: float) -> float:
-    """Eq. 7: loading every trainer's input features |V^0| x f^0 from CPU memory."""
+def t_load(input_vertices: Sequence[float], f0: float, bw_ddr: float) -> float:
+    """Eq. 7: loading every trainer's input features ``|V_i^0| f^0`` from CPU memory."""
     return sum(input_vertices) * f0 * S_FEAT / bw_ddr
 
 
-def t_trans(input_vertices: int, f0: int, bw_pcie: float) -> float:
-    """Eq. 8: sending one mini-batch's input features to an accelerator over PCIe."""
+def t_trans(input_vertices: float, f0: float, bw_pcie: float) -> float:
+    """Eq. 8: sending one mini-batch's input features to an accelerator over its link."""
     return input_vertices * f0 * S_FEAT / bw_pcie
 
 
@@ -42,32 +44,52 @@ def t_prop(trainer_times: Sequence[float], t_sync_s: float) -> float:
     return max(trainer_times) + t_sync_s
 
 
-def t_trainer(t_aggregate_l: Sequence[float], t_update_l: Sequence[float],
-              pipelined: bool) -> float:
-    """Eq. 10: forward (layers 1..L) plus backward (update of layer 1, then layers 2..L).
-
-    With a fused, pipelined datapath (the FPGA trainer) aggregate and update of a layer overlap
-    (``⊕ = max``); otherwise (a CPU trainer) they add (``⊕ = +``).
-    """
-    join = max if pipelined else (lambda a, b: a + b)
-    forward = sum(join(a, u) for a, u in zip(t_aggregate_l, t_update_l))
-    backward = t_update_l[0] + sum(join(a, u) for a, u in zip(t_aggregate_l[1:], t_update_l[1:]))
-    return forward + backward
+#: the ``(+)`` of Eq. 10: ``sum`` where a trainer aggregates, then updates (a CPU), ``max``
+#: where its datapath pipelines the two (the paper's FPGA kernels)
+COMBINES = ("sum", "max")
 
 
-def t_aggregate(edges_prev: int, f: int, bw: float) -> float:
-    """Eq. 11: fetching a source feature vector per edge of layer l - 1, over bandwidth ``bw``."""
-    return edges_prev * f * S_FEAT / bw
+def combine(a: float, b: float, how: str) -> float:
+    """The ``(+)`` of Eq. 10: ``sum`` (not pipelined) or ``max`` (pipelined)."""
+    if how == "sum":
+        return a + b
+    if how == "max":
+        return max(a, b)
+    raise UserError(f"combine {how!r}: use one of {', '.join(COMBINES)}")
 
 
-def t_update(vertices: int, f_in: int, f_out: int, macs: int, freq_hz: float) -> float:
-    """Eq. 12: |V^l| f^l f^(l+1) multiply-adds on ``macs`` units at ``freq_hz``."""
-    return vertices * f_in * f_out / (macs * freq_hz)
+def t_trainer(t_agg: Sequence[float], t_upd: Sequence[float], how: str) -> float:
+    """Eq. 10: forward over layers 1..L, backward over 2..L plus layer 1's update
+    (``t_agg[l - 1]``, ``t_upd[l - 1]`` are layer ``l``'s; ``how``: see :func:`combine`)."""
+    L = len(t_agg)
+    fwd = sum(combine(t_agg[l], t_upd[l], how) for l in range(L))
+    bwd = t_upd[0] + sum(combine(t_agg[l], t_upd[l], how) for l in range(1, L))
+    return fwd + bwd
 
 
-def t_sync(dims: Sequence[int], bw_pcie: float) -> float:
-    """Eq. 13: all-reduce of the weights (gathered and scattered back: twice over PCIe)."""
-    return 2 * sum(a * b for a, b in zip(dims[:-1], dims[1:])) * S_FEAT / bw_pcie
+def t_aggregate(edges: float, f_in: float, bw: float) -> float:
+    """Eq. 11: ``|E^l| f^{l-1} S_feat / BW``: a source feature vector per sampled edge of layer
+    ``l``, fetched over the bandwidth of the memory the trainer aggregates from."""
+    return edges * f_in * S_FEAT / bw
+
+
+def update_width(model: str, f: float) -> float:
+    """Width of the vector the update multiplies by W (Eq. 3-4): ``f`` (GCN), ``2 f`` (SAGE)."""
+    if model not in ("gcn", "sage"):
+        raise UserError(f"model {model!r}: the HyScale model covers gcn and sage")
+    return 2.0 * f if model == "sage" else float(f)
+
+
+def t_update(vertices: float, f_a: float, f_out: float, mac_rate: float) -> float:
+    """Eq. 12: ``|V^l| f_a^{l-1} f^l / (N freq)``, ``mac_rate`` = N x freq multiply-adds per
+    second."""
+    return vertices * f_a * f_out / mac_rate
+
+
+def t_sync(dims: Sequence[float], bw_pcie: float, model: str = "gcn") -> float:
+    """Eq. 13: the weights gathered and scattered back, twice the model size over PCIe."""
+    size = sum(update_width(model, dims[l - 1]) * dims[l] for l in range(1, len(dims)))
+    return 2.0 * size * S_FEAT / bw_pcie
 
 
 def aggregate_cycles(edges: int, f: int, config: HyScaleConfig) -> float:

@@ -16,6 +16,7 @@ from moagcn.host.graphs.generators import sbm
 from moagcn.host.hyscale import (calibrate as hcal, paper as hpaper, perf as hp,
                                  shared_host as hsh, split as hsplit)
 from moagcn.host.hyscale.train import HybridConfig, _Splitter
+from moagcn.sim.hyscale import model as hm
 
 # A tiny hand-checkable configuration: two layers, f = [4, 3, 2], round rates.
 DIMS = [4, 3, 2]
@@ -28,38 +29,38 @@ SIZES = hp.BatchSizes([10, 5, 2], [8, 4])
 
 
 def test_eq11_eq12_by_hand():
-    assert hp.t_aggregate(8, 4, 50.0) == pytest.approx(8 * 4 * 4 / 50)      # 2.56
-    assert hp.t_update(5, 4, 3, 20.0) == pytest.approx(5 * 4 * 3 / 20)      # 3.0
-    assert hp.update_width("gcn", 4) == 4 and hp.update_width("sage", 4) == 8
+    assert hm.t_aggregate(8, 4, 50.0) == pytest.approx(8 * 4 * 4 / 50)      # 2.56
+    assert hm.t_update(5, 4, 3, 20.0) == pytest.approx(5 * 4 * 3 / 20)      # 3.0
+    assert hm.update_width("gcn", 4) == 4 and hm.update_width("sage", 4) == 8
     with pytest.raises(UserError):
-        hp.update_width("gin", 4)
+        hm.update_width("gin", 4)
 
 
 def test_eq10_sum_and_max():
     agg, upd = [2.0, 1.0], [0.5, 3.0]
     # sum: forward (2 + .5) + (1 + 3) = 6.5; backward upd^1 .5 + (1 + 3) = 4.5
-    assert hp.t_trainer(agg, upd, "sum") == pytest.approx(11.0)
+    assert hm.t_trainer(agg, upd, "sum") == pytest.approx(11.0)
     # max: forward max(2, .5) + max(1, 3) = 5; backward .5 + max(1, 3) = 3.5
-    assert hp.t_trainer(agg, upd, "max") == pytest.approx(8.5)
+    assert hm.t_trainer(agg, upd, "max") == pytest.approx(8.5)
     # one layer: forward (+)(a, u), backward only the update
-    assert hp.t_trainer([2.0], [0.5], "sum") == pytest.approx(3.0)
-    assert hp.t_trainer([2.0], [0.5], "max") == pytest.approx(2.5)
-    assert hp.combine(1.0, 2.0, "sum") == 3.0 and hp.combine(1.0, 2.0, "max") == 2.0
+    assert hm.t_trainer([2.0], [0.5], "sum") == pytest.approx(3.0)
+    assert hm.t_trainer([2.0], [0.5], "max") == pytest.approx(2.5)
+    assert hm.combine(1.0, 2.0, "sum") == 3.0 and hm.combine(1.0, 2.0, "max") == 2.0
     with pytest.raises(UserError):
-        hp.combine(1.0, 2.0, "min")
+        hm.combine(1.0, 2.0, "min")
 
 
 def test_eq13_sync():
     # GCN: model size 4*3 + 3*2 = 18 values, 72 bytes, twice over 10 B/s = 14.4 s
-    assert hp.t_sync(DIMS, 10.0, "gcn") == pytest.approx(2 * 18 * 4 / 10)
+    assert hm.t_sync(DIMS, 10.0, "gcn") == pytest.approx(2 * 18 * 4 / 10)
     # SAGE's update multiplies [h || a]: weights (2*4)*3 + (2*3)*2 = 36 values
-    assert hp.t_sync(DIMS, 10.0, "sage") == pytest.approx(2 * 36 * 4 / 10)
+    assert hm.t_sync(DIMS, 10.0, "sage") == pytest.approx(2 * 36 * 4 / 10)
 
 
 def test_eq7_eq8():
     other = hp.BatchSizes([6, 3, 1], [5, 2])
-    assert hp.t_load([SIZES, other], 4, 100.0) == pytest.approx((10 + 6) * 4 * 4 / 100)
-    assert hp.t_trans(10, 4, 10.0) == pytest.approx(10 * 4 * 4 / 10)
+    assert hm.t_load([SIZES.V[0], other.V[0]], 4, 100.0) == pytest.approx((10 + 6) * 4 * 4 / 100)
+    assert hm.t_trans(10, 4, 10.0) == pytest.approx(10 * 4 * 4 / 10)
 
 
 def test_predict_by_hand():
@@ -413,7 +414,7 @@ def test_the_load_is_timed_on_every_calibration_batch_as_stage_a_makes_it(small,
         points = c["sampling"]["points"]
         assert len(c["gathers"]) == len(points)
         for (nbytes, seconds), p in zip(c["gathers"], points):
-            assert nbytes == p["V"][0] * small.n_features * hp.S_FEAT and seconds > 0
+            assert nbytes == p["V"][0] * small.n_features * hm.S_FEAT and seconds > 0
         assert c["bw_ddr"] == pytest.approx(sum(b for b, _ in c["gathers"])
                                             / sum(t for _, t in c["gathers"]))
 
@@ -492,8 +493,9 @@ def test_bench_calibrates_around_every_round_and_reports_each(tmp_path, capsys):
     # the whole bench on a small R-MAT graph: a calibration before the first round and after
     # each, every measured run judged against the two around it, the JSON and the verdicts
     import json
-    rc = hbench.main(["--scale", "9", "--batch", "64", "--epochs", "1", "--repeats", "1",
-                  "--measure-repeats", "2", "--samples", "1", "--out", str(tmp_path)])
+    rc = hbench.main(["--rmat-scale", "9", "--batch-size", "64", "--epochs", "1",
+                      "--repeats", "1", "--measure-repeats", "2", "--samples", "1",
+                      "--out", str(tmp_path)])
     assert rc == 0
     res = json.loads((tmp_path / "hyscale_model.json").read_text())
     for key in ("prefetch", "no_prefetch"):
