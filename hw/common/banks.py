@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from amaranth.hdl import Cat, Module, Mux, Signal
 
-from moagcn.hw.common.bits import wire
+from moagcn.hw.common.bits import bits_for, wire
 
 
 def job_loads(m: Module, start, busy, transfer, cycles_load, cycles_load_hidden):
@@ -43,7 +43,7 @@ def banked_depth(count: int, depth: int) -> int:
     word's)."""
     if count == 1:
         return depth
-    return (1 << max(depth - 1, 1).bit_length()) + depth
+    return (1 << bits_for(depth)) + depth
 
 
 class LoadBanks:

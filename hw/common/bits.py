@@ -5,6 +5,26 @@ from __future__ import annotations
 from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value
 
 
+def bits_for(count: int) -> int:
+    """Bits of an index ``0 .. count - 1`` (at least one): a RAM's address for ``count`` words.
+
+    >>> bits_for(256), bits_for(257), bits_for(1)
+    (8, 9, 1)
+    """
+    return max(count - 1, 1).bit_length()
+
+
+def log2(value: int) -> int:
+    """``log2(value)`` of a power of two; anything else is refused.
+
+    >>> log2(1), log2(64)
+    (0, 6)
+    """
+    if value < 1 or value & (value - 1):
+        raise ValueError(f"log2({value}): {value} is not a power of two")
+    return value.bit_length() - 1
+
+
 def wire(m: Module, value: Value, name: str | None = None) -> Signal:
     """``value`` as a named combinational signal.
 

@@ -5,6 +5,7 @@ named values to a dict of named values. :class:`StagedPipeline` places ``latency
 between (and after) the stages, so the same description yields a combinational unit
 (``latency=0``), a deeply pipelined one, or anything in between, always accepting one operation
 per cycle. A valid bit travels with the data; an optional clock enable freezes every slice.
+:func:`delay` is the plain case: a value through a line of registers.
 """
 
 from __future__ import annotations
@@ -14,6 +15,21 @@ from typing import Callable
 from amaranth.hdl import Module, Signal, Value
 
 Stage = Callable[[Module, dict[str, Value]], dict[str, Value]]
+
+
+def delay(m: Module, value: Value, cycles: int, name: str, reset_less: bool = True) -> list:
+    """``value`` delayed by ``cycles`` registers: the list of the stages (``[0]`` is ``value``,
+    ``[k]`` is ``value`` ``k`` cycles ago).
+
+    Lines that carry a valid bit are reset (``reset_less=False``), so that no simulator sees an
+    undefined valid after reset; pure data lines are not.
+    """
+    stages = [value]
+    for k in range(cycles):
+        reg = Signal(len(value), name=f"{name}_d{k + 1}", reset_less=reset_less)
+        m.d.sync += reg.eq(stages[-1])
+        stages.append(reg)
+    return stages
 
 
 def place_registers(n_stages: int, latency: int) -> list[int]:

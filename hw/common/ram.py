@@ -17,6 +17,8 @@ from amaranth.lib import wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
+from moagcn.hw.common.bits import bits_for
+
 RAM_MODULE = "moagcn_ram"
 #: the same RAM for designs that never read a word in the cycle they write it (see
 #: :class:`Ram`'s ``collisions``)
@@ -161,7 +163,7 @@ class Ram(wiring.Component):
             self._refuse(f"width {width} is not a multiple of granularity {granularity}")
         self.width, self.depth, self.granularity = width, depth, granularity
         self.n_read, self.n_write = read_ports, write_ports
-        self.addr_bits = max(depth - 1, 1).bit_length()
+        self.addr_bits = bits_for(depth)
         super().__init__({
             "read": In(self.read_signature).array(read_ports),
             "write": In(self.write_signature).array(write_ports),

@@ -26,21 +26,12 @@ from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
 from moagcn.hw.arith import Fp32Adder, Fp32AddConfig, Fp32MulConfig, Fp32Multiplier
-from moagcn.hw.common.bits import wire
+from moagcn.hw.common.bits import bits_for, log2, wire
 from moagcn.hw.common.counters import count_events, counter_members, counters_of
+from moagcn.hw.common.pipeline import delay
 from moagcn.hw.common.ram import Ram, RamWriteSignature
 from moagcn.hw.hyscale.config import HyScaleConfig
 from moagcn.hw.hyscale.protocol import AGG_COUNTERS, COUNTER_BITS
-
-
-def log2(x: int) -> int:
-    """log2 of a power of two."""
-    return x.bit_length() - 1
-
-
-def bits_for(n: int) -> int:
-    """Bits of an index 0..n-1 (at least one)."""
-    return max(n - 1, 1).bit_length()
 
 
 class Widths:
@@ -88,20 +79,6 @@ class RingFillSignature(wiring.Signature):
     def __init__(self, cfg: HyScaleConfig):
         super().__init__({"valid": Out(1), "slot": Out(Widths(cfg).slot or 1),
                           "count": Out(16)})
-
-
-def delay(m: Module, value, cycles: int, name: str, reset_less: bool = True):
-    """``value`` delayed by ``cycles`` registers (a list of the stages; [0] is ``value``).
-
-    Lines that carry a valid bit are reset (``reset_less=False``), so that no simulator sees an
-    undefined valid after reset; pure data lines are not.
-    """
-    stages = [value]
-    for k in range(cycles):
-        reg = Signal(len(value), name=f"{name}_d{k + 1}", reset_less=reset_less)
-        m.d.sync += reg.eq(stages[-1])
-        stages.append(reg)
-    return stages
 
 
 class GatherPE(wiring.Component):

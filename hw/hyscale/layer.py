@@ -17,11 +17,11 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from moagcn.hw.common.banks import LoadBanks, job_loads
-from moagcn.hw.common.bits import wire
+from moagcn.hw.common.bits import bits_for, wire
 from moagcn.hw.common.counters import count_events, counter_members, counters_of
 from moagcn.hw.common.loader import BufferLoader
 from moagcn.hw.common.ram import Ram
-from moagcn.hw.hyscale.aggregate import AggregateKernel, Widths, bits_for
+from moagcn.hw.hyscale.aggregate import AggregateKernel, Widths
 from moagcn.hw.hyscale.config import HyScaleConfig
 from moagcn.hw.hyscale.protocol import (AGG_COUNTERS, COUNTER_BITS, COUNTERS, FLAGS, LAYER_STREAMS,  # noqa: F401
                        STREAMS, UPD_COUNTERS)

@@ -29,10 +29,11 @@ from amaranth.lib.wiring import In, Out
 
 from moagcn.hw.arith import ADDER_STAGES, Fp32Adder, Fp32AddConfig, Fp32MulConfig, Fp32Multiplier
 from moagcn.hw.arith.adder import adder_stages
+from moagcn.hw.common.bits import bits_for, log2
 from moagcn.hw.common.counters import count_events, counter_members, counters_of
-from moagcn.hw.common.pipeline import StagedPipeline, place_registers
+from moagcn.hw.common.pipeline import StagedPipeline, delay, place_registers
 from moagcn.hw.common.ram import Ram
-from moagcn.hw.hyscale.aggregate import Widths, bits_for, delay, log2
+from moagcn.hw.hyscale.aggregate import Widths
 from moagcn.hw.hyscale.config import HyScaleConfig
 from moagcn.hw.hyscale.protocol import COUNTER_BITS, UPD_COUNTERS
 

@@ -15,7 +15,7 @@ from amaranth.hdl import Array, Cat, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from moagcn.hw.common.bits import above_onehot, lowest_onehot, onehot_select, popcount
+from moagcn.hw.common.bits import above_onehot, bits_for, lowest_onehot, onehot_select, popcount
 from moagcn.hw.common.ram import RamReadSignature
 from moagcn.hw.sspmm.config import SSpmmConfig
 from moagcn.hw.sspmm.layouts import widths
@@ -73,7 +73,7 @@ class NodeCrossbar(wiring.Component):
             raise ValueError("the node crossbar needs node_banks > 0")
         self.config = config
         B, S = config.node_banks, config.slices
-        addr_bits = max(bank_rows(config) - 1, 1).bit_length()
+        addr_bits = bits_for(bank_rows(config))
         super().__init__({
             "req": In(NodeRequestSignature(config)).array(S),
             "bank": Out(RamReadSignature(addr_bits, 32 * config.max_feature_width)).array(B),

@@ -6,6 +6,7 @@ from __future__ import annotations
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import Out
 
+from moagcn.hw.common.bits import bits_for
 from moagcn.hw.sspmm.config import SSpmmConfig
 from moagcn.hw.sspmm.mask_decoder import chunk_shape, lane_shape
 
@@ -13,9 +14,9 @@ from moagcn.hw.sspmm.mask_decoder import chunk_shape, lane_shape
 def widths(config: SSpmmConfig) -> dict[str, int]:
     """Bit widths of row ids, edge addresses and feature indices for a configuration."""
     return {
-        "row": max(config.max_nodes - 1, 1).bit_length(),
+        "row": bits_for(config.max_nodes),
         "edge": config.max_edges.bit_length(),
-        "feature": max(config.max_feature_width - 1, 1).bit_length(),
+        "feature": bits_for(config.max_feature_width),
     }
 
 

@@ -10,7 +10,7 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from moagcn.hw.common.banks import LoadBanks, banked_depth, job_loads
-from moagcn.hw.common.bits import popcount, wire
+from moagcn.hw.common.bits import bits_for, popcount, wire
 from moagcn.hw.common.counters import count_events, counter_members, counters_of
 from moagcn.hw.common.loader import BufferLoader
 from moagcn.hw.common.ram import Ram, RamReadSignature
@@ -269,10 +269,10 @@ class SSpmmAccelerator(wiring.Component):
         w = widths(cfg)
         streams = (self.indptr_in, self.indices_in, self.mask_in, self.feat_in)
         loaders = {
-            "indptr_load": (BufferLoader(32 * LW, _bits(buf.half["indptr"]), w["row"] + 2,
+            "indptr_load": (BufferLoader(32 * LW, bits_for(buf.half["indptr"]), w["row"] + 2,
                                          step=LW, capacity=buf.half["indptr"], overflow="drop"),
                             self.indptr_in, [buf.indptr]),
-            "index_load": (BufferLoader(32 * LW, _bits(buf.half["index"]), w["edge"] + 1,
+            "index_load": (BufferLoader(32 * LW, bits_for(buf.half["index"]), w["edge"] + 1,
                                         step=LW, capacity=buf.half["index"], overflow="drop"),
                            self.indices_in, buf.index),
             "mask_load": (BufferLoader(cfg.max_feature_width, w["row"], w["row"] + 1),
@@ -289,7 +289,7 @@ class SSpmmAccelerator(wiring.Component):
         wiring.connect(m, wiring.flipped(self.feat_in), feat.beats)
         if cfg.node_banks:
             _write_banked(m, feat.write, buf.node, banks, bank_bits(cfg),
-                          _bits(bank_rows(cfg)))
+                          bits_for(bank_rows(cfg)))
         else:
             _write_all(m, feat.write, buf.node, banks)
         load_transfer = Cat(*[p.valid & banks.loading for p in streams]).any()
@@ -304,7 +304,7 @@ class SSpmmAccelerator(wiring.Component):
         sched = JobScheduler(cfg)
         m.submodules.scheduler = ResetInserter({"sync": flush})(sched)
         m.submodules.ptr_read = ptr_read = WordReader(LW, len(sched.ptr.addr),
-                                                      _bits(buf.half["indptr"]))
+                                                      bits_for(buf.half["indptr"]))
         wiring.connect(m, sched.ptr, ptr_read.word)
         _read_half(m, ptr_read.row, buf.indptr.read[0], banks)
         _read_half(m, sched.mask, buf.mask.read[0], banks)
@@ -358,7 +358,7 @@ class SSpmmAccelerator(wiring.Component):
                      fetcher.clear.eq(clear), fetcher.n_rows.eq(n_cols)]
         for j in range(R):
             port = k * R + j
-            index_read = WordReader(LW, len(fetcher.idx[j].addr), _bits(buf.half["index"]))
+            index_read = WordReader(LW, len(fetcher.idx[j].addr), bits_for(buf.half["index"]))
             m.submodules[f"index_read{tag}_{j}"] = index_read
             wiring.connect(m, fetcher.idx[j], index_read.word)
             _read_half(m, index_read.row, buf.index[k].read[j], banks, at_start=False)
@@ -468,11 +468,6 @@ class SSpmmAccelerator(wiring.Component):
         }, restart=restart)
         # the load cycles before the job's start, and those of them beside the job before
         job_loads(m, start, self.busy, load_transfer, self.cycles_load, self.cycles_load_hidden)
-
-
-def _bits(depth: int) -> int:
-    """Address bits of ``depth`` words."""
-    return max(depth - 1, 1).bit_length()
 
 
 def _read_half(m: Module, user, port, banks: LoadBanks, at_start: bool = True) -> None:
