@@ -35,7 +35,7 @@ from moagcn.errors import UserError
 from moagcn.host.devices.select import parse_devices
 from moagcn.host.graphs.ops import CSRGraph, contiguous_ranges
 from moagcn.host.graphs.partition import partition_nodes, weighted_ranges
-from moagcn.host.vgnn.perfmodel import induced_subgraph, worker_block
+from moagcn.host.vgnn.augment import induced_subgraph, worker_block
 
 BALANCES = ("uniform", "spec", "vgnn")
 

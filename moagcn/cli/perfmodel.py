@@ -109,16 +109,16 @@ def cmd_fit(args) -> int:
     # lazy: keeps the host runtime out of this module's import
     from moagcn.host.devices.select import parse_devices
     # lazy: keeps the host runtime out of this module's import
-    from moagcn.host.vgnn import perfmodel as pm
+    from moagcn.host.vgnn import perfmodel as pm, augment as pma
 
     out = _json_path(args.out, "--out")
     devices = parse_devices(args.devices)
     ratios = _numbers(args.ratios, "--ratios", float)
     widths = _numbers(args.widths, "--widths", int)
     keeps = _numbers(args.keeps, "--keeps", float)
-    pm.check_ratios(ratios)
-    pm.check_widths(widths)
-    pm.check_keeps(keeps)
+    pma.check_ratios(ratios)
+    pma.check_widths(widths)
+    pma.check_keeps(keeps)
     regressors = _names(args.regressors) or None
     holdout = _names(args.holdout)
     _set_threads(args.threads)
@@ -128,8 +128,8 @@ def cmd_fit(args) -> int:
                         "ones separated by commas, e.g. cora or rmat,powerlaw")
     with one_line_warnings():
         graphs = {(Path(n).stem if Path(n).suffix else n):
-                  pm.load_graph(n, seed=args.seed, undirected=args.undirected) for n in names}
-        held = {name: pm.load_graph(name, seed=args.seed) for name in holdout}
+                  pma.load_graph(n, seed=args.seed, undirected=args.undirected) for n in names}
+        held = {name: pma.load_graph(name, seed=args.seed) for name in holdout}
     label = "+".join(graphs)
     sizes = "; ".join(f"{k}: {g.n_rows} nodes, {g.nnz} edges" for k, g in graphs.items())
     print(f"{sizes}; devices "
@@ -174,16 +174,16 @@ def cmd_predict(args) -> int:
     # lazy: keeps the host runtime out of this module's import
     from moagcn.host.devices.select import parse_devices
     # lazy: keeps the host runtime out of this module's import
-    from moagcn.host.vgnn import perfmodel as pm
+    from moagcn.host.vgnn import perfmodel as pm, features as pmf, augment as pma
 
     wanted = parse_devices(args.devices) if args.devices else None
     model = pm.PerfModel.load(args.model, wanted)
     if args.width < 1:
         raise UserError(f"--width {args.width}: a feature width is at least 1")
-    keep = pm.check_keep(args.keep)
+    keep = pmf.check_keep(args.keep)
     _set_threads(args.threads)
     with one_line_warnings():
-        graph = pm.load_graph(args.dataset, seed=args.seed, undirected=args.undirected)
+        graph = pma.load_graph(args.dataset, seed=args.seed, undirected=args.undirected)
     devices = wanted if wanted is not None else list(model.devices.values())
     print(f"{args.dataset}: {graph.n_rows} nodes, {graph.nnz} edges, width {args.width}"
           f"{'' if keep == 1 else f', output mask keeping {keep:g}'}; "
@@ -197,7 +197,7 @@ def cmd_predict(args) -> int:
         pred = model.predict(graph, args.width, dev, keep)
         line = f"{dev.key:36s} {_ms(pred):>15s}"
         if args.measure:
-            true = pm.aggregation_time(dev.on(args.device).make(), graph, args.width, keep=keep)
+            true = pma.aggregation_time(dev.on(args.device).make(), graph, args.width, keep=keep)
             err = (pred - true) / true
             errors.append(abs(err))
             line += f" {_ms(true):>15s} {100 * err:+7.2f}%"
@@ -214,7 +214,7 @@ def cmd_predict(args) -> int:
 def register(subparsers) -> None:
     """Add the ``perfmodel`` command (``fit``, ``predict``) to a ``moagcn`` sub-parser set."""
     # lazy: keeps the host runtime out of this module's import
-    from moagcn.host.vgnn import perfmodel as pm
+    from moagcn.host.vgnn import perfmodel as pm, augment as pma, regressors as pmr
 
     pm_parser = subparsers.add_parser(
         "perfmodel", help="learned performance model of the sparse devices (vGNN Table 7)",
@@ -240,17 +240,17 @@ def register(subparsers) -> None:
                         "fitted on more than one graph family generalises better)")
     add_undirected_arg(f)
     f.add_argument("--out", required=True, metavar="M.json", help="the model; M.csv beside it")
-    f.add_argument("--ratios", default=",".join(f"{r:g}" for r in pm.DEFAULT_RATIOS),
+    f.add_argument("--ratios", default=",".join(f"{r:g}" for r in pma.DEFAULT_RATIOS),
                    metavar="R,...", help="node ratios of the sub-graphs (default 0.1,...,1)")
-    f.add_argument("--widths", default=",".join(map(str, pm.DEFAULT_WIDTHS)), metavar="F,...",
+    f.add_argument("--widths", default=",".join(map(str, pma.DEFAULT_WIDTHS)), metavar="F,...",
                    help="feature widths (default 16,32,64,100,128; 100: no lane multiple)")
-    f.add_argument("--keeps", default=",".join(f"{k:g}" for k in pm.DEFAULT_KEEPS),
+    f.add_argument("--keeps", default=",".join(f"{k:g}" for k in pma.DEFAULT_KEEPS),
                    metavar="K,...",
                    help="kept fractions of a random output mask every run is timed with "
                         "(default 1,0.5: unmasked and half-masked, as training's dropout and "
                         "ReLU masks; 1: unmasked only)")
-    f.add_argument("--seeds", type=int, default=pm.DEFAULT_SEEDS,
-                   help=f"sub-graphs per ratio (default {pm.DEFAULT_SEEDS})")
+    f.add_argument("--seeds", type=int, default=pma.DEFAULT_SEEDS,
+                   help=f"sub-graphs per ratio (default {pma.DEFAULT_SEEDS})")
     f.add_argument("--seed", type=int, default=0, help="base seed of the sampling and split")
     f.add_argument("--device", choices=("model", "rtl"), default="model",
                    help="how accelerators are timed: cycle model (default) or simulated RTL")
@@ -258,7 +258,7 @@ def register(subparsers) -> None:
                    help="share of the sub-graphs held out to score the regressors "
                         f"(default {pm.DEFAULT_TEST_FRACTION})")
     f.add_argument("--regressors", metavar="NAME,...",
-                   help=f"compare only these (default all: {', '.join(pm.REGRESSORS)})")
+                   help=f"compare only these (default all: {', '.join(pmr.REGRESSORS)})")
     f.add_argument("--no-baseline", action="store_true",
                    help="fit log(time) directly, without the cost-term baseline")
     f.add_argument("--no-blocks", action="store_true",
@@ -278,7 +278,8 @@ def register(subparsers) -> None:
                        description="Predict the time of Z = A H (H: --width columns) of "
                                    "--dataset's graph on the model's devices; --measure also "
                                    "times it and prints the error.")
-    p.add_argument("--model", required=True, metavar="M.json")
+    p.add_argument("--model", required=True, metavar="M.json",
+                   help="a model from moagcn perfmodel fit")
     p.add_argument("--dataset", required=True, metavar="D", help=dataset_help)
     add_undirected_arg(p)
     p.add_argument("--width", required=True, type=int, metavar="F", help="feature columns")

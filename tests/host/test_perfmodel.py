@@ -16,10 +16,10 @@ import pytest
 from moagcn.cli import perfmodel as cli_perfmodel
 from moagcn.core.device import CpuDevice
 from moagcn.errors import UserError
+from moagcn.host.devices.select import parse_device, parse_devices
 from moagcn.host.graphs.generators import sbm
 from moagcn.host.graphs.ops import CSRGraph
-from moagcn.host.devices.select import parse_device, parse_devices
-from moagcn.host.vgnn import perfmodel as pm
+from moagcn.host.vgnn import augment as pma, features as pmf, perfmodel as pm, regressors as pmr
 from moagcn.hw.sspmm.config import SSpmmConfig
 from moagcn.sim.sspmm.model import estimate
 
@@ -111,13 +111,13 @@ def test_model_time_is_the_cycle_model_over_the_clock():
     config = SSpmmConfig(lanes=8, clock_mhz=150.0)
     for width in (16, 20, 64):
         cycles = estimate(g.indptr, None, width, config, replay=False).cycles_total
-        assert pm.aggregation_time(spec.on("model").make(), g, width) == cycles / 150e6
+        assert pma.aggregation_time(spec.on("model").make(), g, width) == cycles / 150e6
 
 
 def test_induced_subgraph_matches_scipy():
     g = sbm(n_nodes=120, seed=5).graph
     nodes = np.sort(np.random.default_rng(1).choice(120, size=50, replace=False))
-    sub = pm.induced_subgraph(g, nodes)
+    sub = pma.induced_subgraph(g, nodes)
     ref = g.to_scipy()[nodes][:, nodes]
     assert sub.shape == (50, 50)
     assert (sub.to_scipy() != ref).nnz == 0
@@ -125,15 +125,15 @@ def test_induced_subgraph_matches_scipy():
 
 def test_sampling_is_seeded_and_covers_the_ratios():
     g = sbm(n_nodes=150, seed=2).graph
-    a = pm.sample_subgraphs(g, (0.2, 0.5, 1.0), seeds=3, seed=7, blocks=False)
-    b = pm.sample_subgraphs(g, (0.2, 0.5, 1.0), seeds=3, seed=7, blocks=False)
-    c = pm.sample_subgraphs(g, (0.2, 0.5, 1.0), seeds=3, seed=8, blocks=False)
+    a = pma.sample_subgraphs(g, (0.2, 0.5, 1.0), seeds=3, seed=7, blocks=False)
+    b = pma.sample_subgraphs(g, (0.2, 0.5, 1.0), seeds=3, seed=7, blocks=False)
+    c = pma.sample_subgraphs(g, (0.2, 0.5, 1.0), seeds=3, seed=8, blocks=False)
     assert [s.graph.n_rows for s in a] == [30, 30, 30, 75, 75, 75, 150]   # 1.0 drawn once
     assert all(x.graph == y.graph for x, y in zip(a, b))
     assert any(x.graph != y.graph for x, y in zip(a[:6], c[:6]))
     assert a[-1].graph is g
     with pytest.raises(UserError, match="--ratios"):
-        pm.sample_subgraphs(g, (0.5, 1.5))
+        pma.sample_subgraphs(g, (0.5, 1.5))
 
 
 def test_worker_blocks_are_the_rows_a_partition_worker_aggregates():
@@ -141,7 +141,7 @@ def test_worker_blocks_are_the_rows_a_partition_worker_aggregates():
     every entry of those rows kept, the columns the rows themselves plus the neighbours they
     read (checked against a dense slice), in the sub-graph's held-out group."""
     g = sbm(n_nodes=150, seed=2).graph
-    subs = pm.sample_subgraphs(g, (0.5, 1.0), seeds=2, seed=3)
+    subs = pma.sample_subgraphs(g, (0.5, 1.0), seeds=2, seed=3)
     whole = {s.name: s for s in subs if s.group == s.name}
     blocks = [s for s in subs if s.group != s.name]
     assert {b.group for b in blocks} == set(whole)
@@ -152,17 +152,17 @@ def test_worker_blocks_are_the_rows_a_partition_worker_aggregates():
         assert sum(b.graph.nnz for b in mine) == sub.graph.nnz
     # a hand check of worker_block on a known split
     rows = np.array([0, 3, 7, 40])
-    blk = pm.worker_block(g, rows)
+    blk = pma.worker_block(g, rows)
     dense = g.to_scipy().toarray()[rows]
     cols = np.union1d(rows, np.nonzero(dense.any(axis=0))[0])
     assert blk.shape == (4, cols.size)
     assert np.array_equal(blk.to_scipy().toarray(), dense[:, cols])
-    f = dict(zip(pm.GRAPH_FEATURES, pm.graph_features(blk, 8)))
+    f = dict(zip(pmf.GRAPH_FEATURES, pmf.graph_features(blk, 8)))
     assert (f["nodes"], f["cols"]) == (4, cols.size)
 
 
 def test_graph_features_of_a_hand_built_graph():
-    f = dict(zip(pm.GRAPH_FEATURES, pm.graph_features(HAND, 10)))
+    f = dict(zip(pmf.GRAPH_FEATURES, pmf.graph_features(HAND, 10)))
     # degrees 2, 0, 3, 1, 0: mean 6/5, population variance 14/5 - (6/5)^2
     assert f == pytest.approx({"nodes": 5, "cols": 5, "edges": 6, "deg_mean": 1.2,
                                "deg_std": math.sqrt(2.8 - 1.44), "deg_max": 3, "isolated": 2,
@@ -170,28 +170,28 @@ def test_graph_features_of_a_hand_built_graph():
                                # non-empty rows 2, 3, 1 topped up to k: (k - 2) + (k - 3) + (k - 1)
                                "short2": 1, "short4": 6, "short8": 18, "short16": 42,
                                "keep": 1.0})
-    assert dict(zip(pm.GRAPH_FEATURES, pm.graph_features(HAND, 10, 0.25)))["keep"] == 0.25
+    assert dict(zip(pmf.GRAPH_FEATURES, pmf.graph_features(HAND, 10, 0.25)))["keep"] == 0.25
     for bad in (0, 1.5, "x"):
         with pytest.raises(UserError, match="kept fraction"):
-            pm.graph_features(HAND, 10, bad)
+            pmf.graph_features(HAND, 10, bad)
 
 
 def test_device_features_read_the_configuration():
-    s = pm.device_features(parse_device("sspmm"))
+    s = pmf.device_features(parse_device("sspmm"))
     assert s == {"lanes": 16, "clock_mhz": 200.0, "capability": 3.2e9, "output_words": 16,
                  "words_per_cycle": 4, "granule": 4, "latency": 7, "buffer_nodes": 4096,
                  "buffer_edges": 65536, "buffer_width": 64, "dense_units": 0,
                  "mem_gb_per_s": 4 * 4 * 200 / 1e3}
-    h = pm.device_features(parse_device("hyscale"))
+    h = pmf.device_features(parse_device("hyscale"))
     assert (h["lanes"], h["output_words"], h["words_per_cycle"], h["granule"]) == (4, 4, 4, 1)
     assert (h["buffer_nodes"], h["buffer_edges"], h["dense_units"]) == (256, 4096, 16)
     assert h["mem_gb_per_s"] == 12.8
 
 
 def _terms(graph, width, spec):
-    G = pm.graph_features(graph, width)[None, :]
-    D = np.array([[pm.device_features(parse_device(spec))[k] for k in pm.DEVICE_FEATURES]])
-    return dict(zip(pm.COST_TERMS, pm.cost_terms(G, D)[0]))
+    G = pmf.graph_features(graph, width)[None, :]
+    D = np.array([[pmf.device_features(parse_device(spec))[k] for k in pmf.DEVICE_FEATURES]])
+    return dict(zip(pmf.COST_TERMS, pmf.cost_terms(G, D)[0]))
 
 
 def test_cost_terms_of_a_hand_built_graph():
@@ -215,9 +215,9 @@ def test_cost_terms_of_a_hand_built_graph():
     # mask streams one row per beat
     p = [math.comb(10, x) * 0.25 ** x * 0.75 ** (10 - x) for x in range(11)]
     groups = sum(px * math.ceil(x / 4) for x, px in enumerate(p))
-    G = pm.graph_features(HAND, 10, 0.25)[None, :]
-    D = np.array([[pm.device_features(parse_device("sspmm"))[k] for k in pm.DEVICE_FEATURES]])
-    m = dict(zip(pm.COST_TERMS, pm.cost_terms(G, D)[0]))
+    G = pmf.graph_features(HAND, 10, 0.25)[None, :]
+    D = np.array([[pmf.device_features(parse_device("sspmm"))[k] for k in pmf.DEVICE_FEATURES]])
+    m = dict(zip(pmf.COST_TERMS, pmf.cost_terms(G, D)[0]))
     assert m["t_adds"] == pytest.approx(6 * 4 * groups / (16 * f), rel=1e-12)
     assert m["t_output"] == pytest.approx(5 * 10 * 0.25 / (16 * f), rel=1e-12)
     assert m["t_mask"] == pytest.approx(5 / f, rel=1e-12)
@@ -243,11 +243,11 @@ def small_model():
 
 def test_fit_reports_every_regressor_and_keeps_the_lowest_mape(small_model):
     rep = small_model.report
-    assert [s.regressor for s in rep.scores] == list(pm.REGRESSORS)
-    subs = pm.sample_subgraphs(sbm(n_nodes=300, seed=1).graph, (0.25, 0.5, 0.75, 1.0),
+    assert [s.regressor for s in rep.scores] == list(pmr.REGRESSORS)
+    subs = pma.sample_subgraphs(sbm(n_nodes=300, seed=1).graph, (0.25, 0.5, 0.75, 1.0),
                                seeds=2, seed=3)
     assert len(subs) > 7                           # 7 sub-graphs and their worker blocks
-    assert rep.train_runs + rep.test_runs == len(subs) * 3 * 3 * len(pm.DEFAULT_KEEPS)
+    assert rep.train_runs + rep.test_runs == len(subs) * 3 * 3 * len(pma.DEFAULT_KEEPS)
     assert rep.test_runs > 0
     best = min(rep.scores, key=lambda s: s.mape)
     assert rep.chosen == small_model.regressor == best.regressor
@@ -326,9 +326,9 @@ HELD_OUT_BOUND = 0.10
 def test_held_out_mape_on_graphs_never_sampled():
     devices = parse_devices("sspmm,sspmm:lanes=32,sspmm:lanes=8:clock_mhz=150")
     model = pm.fit("cora", devices)
-    graphs = {name: pm.load_graph(name) for name in ("citeseer", pm.POWERLAW)}
-    res = pm.held_out(model, graphs, pm.DEFAULT_WIDTHS)
-    assert len(res.rows) == 2 * len(pm.DEFAULT_WIDTHS) * len(pm.DEFAULT_KEEPS) * 3
+    graphs = {name: pma.load_graph(name) for name in ("citeseer", pma.POWERLAW)}
+    res = pm.held_out(model, graphs, pma.DEFAULT_WIDTHS)
+    assert len(res.rows) == 2 * len(pma.DEFAULT_WIDTHS) * len(pma.DEFAULT_KEEPS) * 3
     for name in graphs:
         assert res.mape(name) <= HELD_OUT_BOUND, (name, res.mape(name))
     # every prediction within 25 % (measured: 11 %), none off by a factor
@@ -361,7 +361,7 @@ def test_cli_fit_and_predict(tmp_path, capsys):
         assert {r["keep"] for r in csv.DictReader(f)} == {"1.0", "0.5"}
     state = json.loads(out.read_text())
     assert "holdout" in state and state["sampling"]["keeps"] == [1.0, 0.5]
-    assert set(np.array(state["samples"]["graph"])[:, pm.GRAPH_FEATURES.index("keep")]) == \
+    assert set(np.array(state["samples"]["graph"])[:, pmf.GRAPH_FEATURES.index("keep")]) == \
         {1.0, 0.5}
 
     assert _cli(["perfmodel", "predict", "--model", str(out), "--dataset", "citeseer",
