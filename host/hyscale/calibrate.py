@@ -39,14 +39,14 @@ from moagcn.core.device import CpuDevice
 from moagcn.host.devices.select import AcceleratorChoice
 from moagcn.host.graphs.minibatch import NeighborSampler, training_ids
 from moagcn.host.graphs.ops import row_normalize
-from moagcn.host.hyscale.minibatch import (FeatureLoader, LoadedBatch, bind, core_plan, stage_a,
-                                           transfer)
-from moagcn.sim.hyscale.model import S_FEAT, t_aggregate, t_trainer, t_update, update_width
+from moagcn.host.hyscale.minibatch import LoadedBatch, transfer
 from moagcn.host.hyscale.perf import BatchSizes
+from moagcn.host.hyscale.stage_a import FeatureLoader, bind, core_plan, stage_a
 from moagcn.host.hyscale.trainers import BlockOperators, Trainer
 from moagcn.host.nn.layerwise import AGGREGATION_KIND, local_operator
 from moagcn.host.nn.models import GNN
 from moagcn.host.parallel import ipc
+from moagcn.sim.hyscale.model import S_FEAT, t_aggregate, t_trainer, t_update, update_width
 
 
 def _median_time(fn, repeats: int) -> float:
@@ -148,7 +148,7 @@ def interference(units: dict, window_s: float = 0.5, alone_reps: int = 7,
     spread (:func:`_spread`) of a unit's duration in that mix (``cv[cls][cls]``: alone) --
     with three workers on two vCPUs the scheduler's time slices make it large. ``pin``: in
     every mix the workers of the forked classes are bound to cores as ``hyscale_train``'s
-    stage-A processes are (:func:`~moagcn.host.hyscale.minibatch.core_plan` of their number: each on
+    stage-A processes are (:func:`~moagcn.host.hyscale.stage_a.core_plan` of their number: each on
     its own core, the threads of this process on the others), where there are enough cores."""
     import multiprocessing
 

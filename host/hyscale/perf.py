@@ -63,9 +63,8 @@ import numpy as np
 
 from moagcn.errors import UserError
 from moagcn.host.graphs.minibatch import NeighborSampler
-from moagcn.sim.hyscale.model import (COMBINES, t_aggregate, t_load, t_sync, t_trainer, t_trans, t_update,
-                                       update_width)
-
+from moagcn.sim.hyscale.model import (COMBINES, t_aggregate, t_load, t_sync, t_trainer, t_trans,
+                                      t_update, update_width)
 
 # -- mini-batch sizes ---------------------------------------------------------------------------
 

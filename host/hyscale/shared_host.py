@@ -36,7 +36,8 @@ import math
 import numpy as np
 
 from moagcn.errors import UserError
-from moagcn.host.hyscale.perf import S_FEAT, Platform
+from moagcn.host.hyscale.perf import Platform
+from moagcn.sim.hyscale.model import S_FEAT
 
 
 def pipeline_times(pred: dict, sizes: list, platform: Platform, prefetch: bool = True,

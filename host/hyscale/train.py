@@ -83,8 +83,9 @@ from moagcn.host.graphs.data import Dataset
 from moagcn.host.graphs.minibatch import NeighborSampler, check_fanouts, training_ids
 from moagcn.host.graphs.ops import row_normalize
 from moagcn.host.graphs.sampling import parse_fanout
-from moagcn.host.hyscale.minibatch import FeatureLoader, Prefetcher, StageAProcesses, can_fork
+from moagcn.host.hyscale.minibatch import Prefetcher
 from moagcn.host.hyscale.split import model_split
+from moagcn.host.hyscale.stage_a import FeatureLoader, StageAProcesses, can_fork
 from moagcn.host.hyscale.trainers import BlockOperators, Trainer, batch_sizes, epoch_batches
 from moagcn.host.nn.layerwise import layer_graphs, layerwise_forward
 from moagcn.host.nn.models import GNN

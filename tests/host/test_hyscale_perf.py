@@ -453,7 +453,7 @@ def test_stage_a_unit_samples_a_new_batch_each_time_and_packs_it_in_a_process(sm
     # the interference unit of a stage-A process: a new salt per call, the batch prepared,
     # loaded with numpy alone and packed (what the process sends back); in threads not
     from moagcn.host.graphs.minibatch import NeighborSampler
-    from moagcn.host.hyscale.minibatch import FeatureLoader
+    from moagcn.host.hyscale.stage_a import FeatureLoader
     from moagcn.host.parallel import ipc
     seen = []
 

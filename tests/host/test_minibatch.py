@@ -21,7 +21,9 @@ from moagcn.host.graphs.minibatch import (NeighborSampler, batches, check_fanout
                                           training_ids)
 from moagcn.host.graphs.ops import CSRGraph
 from moagcn.host.graphs.sampling import sample_rows
-from moagcn.host.hyscale.minibatch import FeatureLoader, Prefetcher, StageAProcesses
+from moagcn.host.hyscale.stage_a import FeatureLoader
+from moagcn.host.hyscale.minibatch import Prefetcher
+from moagcn.host.hyscale.stage_a import StageAProcesses
 from moagcn.host.nn.layerwise import local_operator
 from moagcn.host.nn.models import GNN, reference_forward
 
