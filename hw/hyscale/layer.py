@@ -21,8 +21,9 @@ from moagcn.hw.common.bits import bits_for, wire
 from moagcn.hw.common.counters import count_events, counter_members, counters_of
 from moagcn.hw.common.loader import BufferLoader
 from moagcn.hw.common.ram import Ram
-from moagcn.hw.hyscale.aggregate import AggregateKernel, Widths
+from moagcn.hw.hyscale.aggregate import AggregateKernel
 from moagcn.hw.hyscale.config import HyScaleConfig
+from moagcn.hw.hyscale.layouts import Widths
 from moagcn.hw.hyscale.protocol import (AGG_COUNTERS, COUNTER_BITS, COUNTERS, FLAGS, LAYER_STREAMS,  # noqa: F401
                        STREAMS, UPD_COUNTERS)
 from moagcn.hw.hyscale.update import UpdateKernel

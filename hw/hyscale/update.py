@@ -33,7 +33,7 @@ from moagcn.hw.common.bits import bits_for, log2
 from moagcn.hw.common.counters import count_events, counter_members, counters_of
 from moagcn.hw.common.pipeline import StagedPipeline, delay, place_registers
 from moagcn.hw.common.ram import Ram
-from moagcn.hw.hyscale.aggregate import Widths
+from moagcn.hw.hyscale.layouts import Widths
 from moagcn.hw.hyscale.config import HyScaleConfig
 from moagcn.hw.hyscale.protocol import COUNTER_BITS, UPD_COUNTERS
 

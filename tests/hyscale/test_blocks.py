@@ -7,7 +7,8 @@ import pytest
 from amaranth.sim import Simulator
 
 from moagcn.hw.hyscale import preset
-from moagcn.hw.hyscale.aggregate import GatherPE, ScatterPE
+from moagcn.hw.hyscale.gather import GatherPE
+from moagcn.hw.hyscale.scatter import ScatterPE
 from moagcn.hw.hyscale.update import UpdateKernel
 from moagcn.sim.hyscale import golden
 from moagcn.sim.arith.golden import add, as_bits, mul

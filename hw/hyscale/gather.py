@@ -1,0 +1,90 @@
+"""HyScale-GNN gather PE (G-PE): one bank of destination rows and its binary32 adder
+(Sec. IV-C, Fig. 6).
+
+Destination ``v`` lives in the bank of G-PE ``v mod n``. The G-PE reads the element's partial
+sum, adds the product its S-PE streams in, and writes the sum back: two edges entering one
+G-PE are at least ``max(f_in, add_latency + 3)`` cycles apart (:class:`~.aggregate.PEPair`), so
+a read never overtakes the write of the same element.
+"""
+
+from __future__ import annotations
+
+from amaranth.hdl import Cat, Module, Mux, Signal
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+from moagcn.hw.arith import Fp32Adder, Fp32AddConfig
+from moagcn.hw.common.pipeline import delay
+from moagcn.hw.common.ram import Ram
+from moagcn.hw.hyscale.config import HyScaleConfig
+from moagcn.hw.hyscale.layouts import Widths
+
+
+class GatherPE(wiring.Component):
+    """One bank of destination rows and its binary32 adder.
+
+    Members
+    -------
+    in_valid, in_addr, in_first, in_data : In
+        One product for element ``in_addr`` of the bank; ``in_first``: start from ``+0``.
+    in_done : In(1)
+        The product is its row's last (the last element of the last edge into the row).
+    rd_addr : In, rd_data : Out
+        Second read port of the bank (one cycle latency), for the update kernel.
+    busy : Out(1)
+        An addition is in flight.
+    row_done : Out(1) ; row_done_row : Out
+        A row's last sum is written this cycle, and its row in the bank.
+    """
+
+    def __init__(self, config: HyScaleConfig):
+        self.config = config
+        w = Widths(config)
+        self.depth = (config.max_destinations // config.spes) * config.max_feature_width
+        super().__init__({
+            "in_valid": In(1), "in_addr": In(w.bank_addr), "in_first": In(1), "in_data": In(32),
+            "in_done": In(1),
+            "rd_addr": In(w.bank_addr), "rd_data": Out(32), "busy": Out(1),
+            "row_done": Out(1), "row_done_row": Out(max(w.bank_row, 1)),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        cfg = self.config
+        m.submodules.bank = bank = Ram(32, self.depth, read_ports=2)
+        old, update = bank.read
+        m.d.comb += [old.addr.eq(self.in_addr), update.addr.eq(self.rd_addr),
+                     self.rd_data.eq(update.data)]
+        # stage 1: the old partial sum is out of the RAM; the product waits one cycle for it
+        valid1 = Signal()
+        first1 = Signal(reset_less=True)
+        data1 = Signal(32, reset_less=True)
+        addr1 = Signal(len(self.in_addr), reset_less=True)
+        m.d.sync += [valid1.eq(self.in_valid), first1.eq(self.in_first), data1.eq(self.in_data),
+                     addr1.eq(self.in_addr)]
+        # stage 2: both operands registered (the bank's read data, routed across the chip, ran
+        # into the adder's first stage in the same cycle: the longest path of the layer)
+        valid2 = Signal()
+        data2 = Signal(32, reset_less=True)
+        old2 = Signal(32, reset_less=True)
+        addr2 = Signal(len(self.in_addr), reset_less=True)
+        m.d.sync += [valid2.eq(valid1), data2.eq(data1), old2.eq(Mux(first1, 0, old.data)),
+                     addr2.eq(addr1)]
+        m.submodules.adder = adder = Fp32Adder(Fp32AddConfig(latency=cfg.add_latency))
+        m.d.comb += [adder.i.valid.eq(valid2), adder.i.payload.a.eq(data2),
+                     adder.i.payload.b.eq(old2)]
+        addr_out = delay(m, addr2, cfg.add_latency, "gaddr")[-1]
+        write = bank.write[0]
+        m.d.comb += [write.addr.eq(addr_out), write.data.eq(adder.o.payload),
+                     write.en.eq(adder.o.valid)]
+        inflight = delay(m, valid2, cfg.add_latency, "gvalid", reset_less=False)
+        m.d.comb += self.busy.eq(self.in_valid | valid1 | Cat(*inflight).any())
+        if cfg.pipelined:
+            w = Widths(cfg)
+            done1, done2 = Signal(), Signal()
+            m.d.sync += [done1.eq(self.in_valid & self.in_done), done2.eq(valid1 & done1)]
+            done_out = delay(m, done2, cfg.add_latency, "gdone", reset_less=False)[-1]
+            m.d.comb += [self.row_done.eq(adder.o.valid & done_out),
+                         self.row_done_row.eq(addr_out[w.feat:w.feat + w.bank_row]
+                                              if w.bank_row else 0)]
+        return m

@@ -1,0 +1,171 @@
+"""HyScale-GNN scatter PE (S-PE): a local copy of the feature ring and a binary32 multiplier
+(Sec. IV-C, Fig. 6).
+
+The S-PE takes the edges of its bank's queue one at a time, waits for its G-PE's gather slot,
+then streams the edge's source row from its copy of the ring, one element per cycle, times the
+edge weight, into the G-PE.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from amaranth.hdl import Cat, Const, Module, Mux, Signal
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+from moagcn.hw.arith import Fp32MulConfig, Fp32Multiplier
+from moagcn.hw.common.bits import bits_for
+from moagcn.hw.common.pipeline import delay
+from moagcn.hw.common.ram import Ram
+from moagcn.hw.hyscale.config import HyScaleConfig
+from moagcn.hw.hyscale.layouts import Widths
+
+
+class ScatterPE(wiring.Component):
+    """One scatter PE: a local copy of the feature ring and a binary32 multiplier.
+
+    It takes an edge (``assign_*``) when ``free``, asks its G-PE for the bank with ``req`` /
+    ``bank``, and after ``grant`` reads one element per cycle for ``f_in`` cycles; the products
+    leave on ``out_*`` ``1 + mul_latency`` cycles after each read, tagged with their bank address.
+
+    Members
+    -------
+    assign_valid, assign_slot, assign_dst, assign_weight, assign_first, assign_last : In
+    free, req, holding, streaming : Out(1)
+    bank : Out ; slot : Out
+        The bank of the held edge, and the ring slot its source row occupies.
+    grant : In(1)
+    f_in : In
+    mem_addr, mem_data, mem_en : In
+        Broadcast write port of the local feature memory.
+    out_valid, out_bank, out_addr, out_first, out_data : Out
+    out_done : Out(1)
+        The product is its destination's last (last element of the last edge into it).
+    """
+
+    def __init__(self, config: HyScaleConfig):
+        self.config = config
+        w = Widths(config)
+        self.depth = config.feature_slots * config.beats_per_row
+        super().__init__({
+            "assign_valid": In(1), "assign_slot": In(w.slot or 1), "assign_dst": In(w.dst),
+            "assign_weight": In(32), "assign_first": In(1), "assign_last": In(1),
+            "free": Out(1), "req": Out(1), "holding": Out(1), "streaming": Out(1),
+            "bank": Out(w.bank or 1), "slot": Out(w.slot or 1), "grant": In(1),
+            "f_in": In(w.feat + 1),
+            "mem_addr": In(bits_for(self.depth)), "mem_data": In(32 * config.mem_words_per_cycle),
+            "mem_en": In(1),
+            "out_valid": Out(1), "out_bank": Out(w.bank or 1), "out_addr": Out(w.bank_addr),
+            "out_first": Out(1), "out_data": Out(32), "out_done": Out(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        w = Widths(self.config)
+        m.submodules.local = local = Ram(32 * w.words, self.depth)
+        write = local.write[0]
+        m.d.comb += [write.addr.eq(self.mem_addr), write.data.eq(self.mem_data),
+                     write.en.eq(self.mem_en)]
+        edge = self._hold_edge(m)
+        self._stream_products(m, local, edge)
+        return m
+
+    def _hold_edge(self, m: Module) -> "_HeldEdge":
+        """Take an edge when free, ask for the G-PE, then count ``f_in`` reads after the
+        grant."""
+        w = Widths(self.config)
+        holding, waiting, streaming = Signal(), Signal(), Signal()
+        edge = _HeldEdge(
+            streaming=streaming,
+            slot=Signal(w.slot or 1, reset_less=True),
+            dst=Signal(w.dst, reset_less=True),
+            weight=Signal(32, reset_less=True),
+            first=Signal(reset_less=True),
+            last=Signal(reset_less=True),
+            j=Signal(w.feat + 1),
+            last_read=Signal(name="last_read"),
+        )
+        j = edge.j
+        # ``j + 1 >= f_in`` (this read is the row's last) as a register set a cycle ahead: the
+        # counter through the compare into ``free``, the queue's pop and its register enables
+        # was the default preset's longest path
+        last = edge.last_read
+        m.d.comb += [self.free.eq(~holding | (streaming & last)),
+                     self.req.eq(waiting), self.holding.eq(holding),
+                     self.streaming.eq(streaming), self.slot.eq(edge.slot),
+                     self.bank.eq(edge.dst[:w.bank] if w.bank else 0)]
+        with m.If(waiting & self.grant):
+            m.d.sync += [waiting.eq(0), streaming.eq(1), j.eq(0), last.eq(self.f_in <= 1)]
+        with m.If(streaming):
+            m.d.sync += [j.eq(j + 1), last.eq(j + 2 >= self.f_in)]
+            with m.If(last):
+                # the last read is issued now: the slot may be reused from the next cycle on
+                m.d.sync += [streaming.eq(0), holding.eq(0)]
+        # a new edge may arrive in the cycle of the last read (the read uses this cycle's slot)
+        with m.If(self.assign_valid & self.free):
+            m.d.sync += [holding.eq(1), waiting.eq(1), edge.slot.eq(self.assign_slot),
+                         edge.dst.eq(self.assign_dst), edge.weight.eq(self.assign_weight),
+                         edge.first.eq(self.assign_first)]
+            if self.config.pipelined:
+                m.d.sync += edge.last.eq(self.assign_last)
+        return edge
+
+    def _stream_products(self, m: Module, local: Ram, edge: "_HeldEdge"):
+        """Read element j's beat; one cycle later pick the element and multiply it by the
+        weight; the product leaves tagged with its bank address."""
+        cfg = self.config
+        w = Widths(cfg)
+        j = edge.j
+        read = local.read[0]
+        # With 4 or more words per beat, each element is read a cycle ahead and its word
+        # registered: the held edge's element 0 while it waits for the grant, element j + 1
+        # while element j streams (past the row's end the read is not used). That local ring
+        # is a RAM of 128 bits or more spread over several block RAMs, and its read data
+        # through the word multiplexer into the multiplier's first stage was the default
+        # preset's longest path. With 2 words the read-ahead's increment and register cost
+        # more than they save (the small preset: 81.68 MHz mean over seeds 1-3 with it, 91.17
+        # without). Either way the products keep their cycles.
+        ahead = w.words >= 4
+        j_read = Mux(edge.streaming, j + 1, 0) if ahead else j
+        beat = j_read[w.word_bits:w.word_bits + w.beat] if w.beat else Const(0, 1)
+        m.d.comb += read.addr.eq(Cat(beat, edge.slot) if w.beat else edge.slot)
+        dst_row = edge.dst[w.bank:] if w.bank else edge.dst
+        # every element of the first edge into a destination starts from +0
+        meta0 = Cat(edge.streaming, self.bank, j[:w.feat], dst_row[:w.bank_row], edge.first,
+                    *([edge.last & edge.last_read] if cfg.pipelined else []))
+        meta1 = Signal(len(meta0))
+        weight1 = Signal(32, reset_less=True)
+        if ahead:
+            element = Signal(32, name="element_r", reset_less=True)
+            m.d.sync += [meta1.eq(meta0), weight1.eq(edge.weight),
+                         element.eq(read.data.word_select(j[:w.word_bits], 32))]
+        else:
+            sel1 = Signal(max(w.word_bits, 1), reset_less=True)
+            m.d.sync += [meta1.eq(meta0), sel1.eq(j[:w.word_bits] if w.word_bits else 0),
+                         weight1.eq(edge.weight)]
+            element = read.data.word_select(sel1, 32) if w.word_bits else read.data
+        m.submodules.mul = mul = Fp32Multiplier(Fp32MulConfig(latency=cfg.mul_latency))
+        m.d.comb += [mul.i.valid.eq(meta1[0]), mul.i.payload.a.eq(element),
+                     mul.i.payload.b.eq(weight1)]
+        meta = delay(m, meta1, cfg.mul_latency, "smeta", reset_less=False)[-1]
+        nb = w.bank or 1
+        m.d.comb += [self.out_valid.eq(meta[0]), self.out_bank.eq(meta[1:1 + nb]),
+                     self.out_addr.eq(meta[1 + nb:1 + nb + w.bank_addr]),
+                     self.out_first.eq(meta[1 + nb + w.bank_addr]),
+                     self.out_done.eq(meta[-1] if cfg.pipelined else 0),
+                     self.out_data.eq(mul.o.payload)]
+
+
+@dataclass
+class _HeldEdge:
+    """The edge a :class:`ScatterPE` holds (registers)."""
+
+    streaming: Signal   # reading its source row, element ``j``
+    slot: Signal        # ring slot of the source row
+    dst: Signal
+    weight: Signal
+    first: Signal       # first edge into ``dst``
+    last: Signal        # last edge into ``dst``
+    j: Signal           # element read this cycle
+    last_read: Signal   # element ``j`` is the row's last (``j + 1 >= f_in``)
