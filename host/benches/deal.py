@@ -1,12 +1,12 @@
 """DEAL's SpMM primitive, pipelined against sequential (Sec. 3.5, Fig. 19), on real processes.
 
-``moagcn bench deal-spmm [--scale 17] [--grid 2x2,2x1] [--width 64] [--fanout 10] [--groups 4]
-[--reps 7] [--device cpu] [--out DIR]``
+``moagcn bench deal-spmm [--rmat-scale 17] [--grid 2x2,2x1] [--width 64] [--fanout 10]
+[--groups 4] [--repeats 7] [--device cpu] [--out DIR]``
 
 For each ``P x M`` of ``--grid``, ``P M`` torch.distributed processes sample layer 0's graph of
-an R-MAT power-law graph (``2**scale`` nodes) once, exchange the row ids once, and then run the
-same SpMM (``width``-wide features, split over the ``M`` feature groups) ``reps`` times with the
-sub-groups' communication pipelined against the aggregation and ``reps`` times in sequence,
+an R-MAT power-law graph (``2**rmat-scale`` nodes) once, exchange the row ids once, and then run the
+same SpMM (``width``-wide features, split over the ``M`` feature groups) ``repeats`` times with
+the sub-groups' communication pipelined against the aggregation and ``repeats`` times in sequence,
 alternating, each between two barriers. Prints the median seconds of each and the speed-up;
 writes ``deal_spmm.json``. The in-process fabric cannot overlap anything, so this runs
 distributed only.
@@ -26,20 +26,21 @@ import time
 import numpy as np
 import torch
 
+from moagcn.core.options import add_renamed
 from moagcn.core.reports import output_dir
 from moagcn.errors import UserError
-from moagcn.host.deal.engine import DealEngine, DistFabric, InferConfig
+from moagcn.host.deal.engine import DealEngine, InferConfig
 from moagcn.host.devices.select import AcceleratorChoice
 from moagcn.host.graphs.generators import rmat
 from moagcn.host.graphs.sampling import LayerSampler
 from moagcn.host.nn.models import GNN
-from moagcn.host.parallel.launch import launch
+from moagcn.host.parallel.launch import DistComm, launch
 
 
 def _worker(rank, world, dense, emit, graph, width, cfg, choice, reps):
     import torch.distributed as dist
     model = GNN("gcn", width, width, width, 1)
-    eng = DealEngine(model, graph, np.zeros((graph.n_rows, 1), np.float32), cfg, DistFabric(),
+    eng = DealEngine(model, graph, np.zeros((graph.n_rows, 1), np.float32), cfg, DistComm(),
                      choice)
     p, m = eng.pm(rank)
     lo, hi = eng.bounds[p]
@@ -133,18 +134,35 @@ def _grid(text: str) -> list[tuple[int, int]]:
     return out
 
 
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="moagcn bench deal-spmm",
+                                 description=__doc__.split("\n\n")[0])
+    ap.add_argument("--rmat-scale", type=int, default=17, dest="scale", metavar="K",
+                    help="R-MAT graph of 2^K nodes (default 17)")
+    add_renamed(ap, "--scale", "--rmat-scale")
+    ap.add_argument("--grid", default="2x2,2x1", metavar="PxM[,PxM...]",
+                    help="P row ranges x M feature groups, at least 2 processes each "
+                         "(default 2x2,2x1)")
+    ap.add_argument("--width", type=int, default=64, help="feature columns (default 64)")
+    ap.add_argument("--fanout", type=int, default=10, metavar="K",
+                    help="neighbours sampled per node of the one layer (default 10)")
+    ap.add_argument("--groups", type=int, default=4,
+                    help="SpMM sub-groups per owning range (default 4)")
+    ap.add_argument("--repeats", type=int, default=7, dest="reps",
+                    help="runs of each schedule, pipelined and sequential; the median is "
+                         "reported (default 7)")
+    add_renamed(ap, "--reps", "--repeats")
+    ap.add_argument("--device", default="cpu", choices=("cpu", "model"),
+                    help="what aggregates: cpu (torch) or model (the S-SpMM cycle model, "
+                         "with the co-simulated figure; default cpu)")
+    ap.add_argument("--seed", type=int, default=0, help="graph and sampling seed (default 0)")
+    ap.add_argument("--out", default="reports/bench-deal", metavar="DIR",
+                    help="folder of deal_spmm.json (default reports/bench-deal)")
+    return ap
+
+
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="moagcn bench deal-spmm", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--scale", type=int, default=17)
-    ap.add_argument("--grid", default="2x2,2x1")
-    ap.add_argument("--width", type=int, default=64)
-    ap.add_argument("--fanout", type=int, default=10)
-    ap.add_argument("--groups", type=int, default=4)
-    ap.add_argument("--reps", type=int, default=7)
-    ap.add_argument("--device", default="cpu", choices=("cpu", "model"))
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--out", default="reports/bench-deal")
-    args = ap.parse_args(argv)
+    args = build_parser().parse_args(argv)
     rows = run(args.scale, _grid(args.grid), args.width, args.fanout, args.groups, args.reps,
                args.device, args.seed)
     out = output_dir(args.out)

@@ -25,8 +25,10 @@ A trained GCN / GraphSAGE / GIN embeds every node of a graph layer by layer:
    S-SpMM work on the process's sparse device (``cpu``, ``model`` or ``rtl``); the groups'
    results are summed per row.
 
-Processes talk through a :class:`Fabric`: :class:`LocalFabric` runs all ``P M`` processes in
-this one (blocks change hands, bytes counted the same way), :class:`DistFabric` one per
+Processes talk through a :class:`~moagcn.host.parallel.comm.Communicator` (rounds of
+point-to-point messages): :class:`~moagcn.host.parallel.comm.LocalComm` runs all ``P M``
+processes in this one (blocks change hands, bytes counted the same way),
+:class:`~moagcn.host.parallel.launch.DistComm` one per
 torch.distributed process with point-to-point ``isend``/``irecv``. Every process counts the
 bytes it receives (``gemm``, ``spmm_ids``, ``spmm_rows``) and the feature bytes it holds
 (:class:`MemTracker`: its column blocks, the gathered rows of the GEMM, the sub-group buffers,
@@ -57,6 +59,7 @@ from moagcn.host.graphs.ops import CSRGraph, contiguous_ranges
 from moagcn.host.graphs.sampling import LayerSampler
 from moagcn.host.nn.layerwise import AGGREGATION_KIND, local_operator
 from moagcn.host.nn.models import GNN
+from moagcn.host.parallel.comm import Communicator
 
 GEMMS = ("deal", "cagnet", "auto")
 FLOAT_BYTES = 4
@@ -121,119 +124,7 @@ class RankStats:
                 "time_s": dict(self.seconds), "device": self.device}
 
 
-# -- communication -------------------------------------------------------------------------------
-
-class Pending:
-    """An exchange in flight; :meth:`wait` returns ``{(src, dst): tensor}`` for the local
-    receivers."""
-
-    def __init__(self, fabric: "Fabric", received: dict, works=(), category: str = "",
-                 stats: dict | None = None):
-        self._fabric, self._received, self._works = fabric, received, list(works)
-        self._category, self._stats = category, stats
-
-    def wait(self) -> dict:
-        for w in self._works:
-            w.wait()
-        self._works = []
-        if self._stats is not None:
-            for (src, dst), t in self._received.items():
-                if src != dst:
-                    self._stats[dst].bytes_received[self._category] += _nbytes(t)
-            self._stats = None
-        return self._received
-
-
-class Fabric:
-    """Point-to-point messages between the ``world`` processes; this one runs ``local``.
-
-    :meth:`start` posts the messages ``sends[(src, dst)]`` (``src`` local) and the receives
-    ``expect[(src, dst)] = (shape, dtype)`` (``dst`` local) of one round; every process calls it
-    the same number of times, in the same order (the round number tags the messages).
-    """
-
-    world: int
-    local: list[int]
-
-    def start(self, sends: dict, expect: dict, category: str, stats: dict) -> Pending:
-        raise NotImplementedError
-
-    def exchange(self, sends: dict, expect: dict, category: str, stats: dict) -> dict:
-        return self.start(sends, expect, category, stats).wait()
-
-    def gather(self, obj) -> list:
-        raise NotImplementedError
-
-
-class LocalFabric(Fabric):
-    """All processes in this one: a message is handed over (its shape checked against what the
-    receiver expects), and counted like a real one."""
-
-    def __init__(self, world: int):
-        self.world = world
-        self.local = list(range(world))
-
-    def start(self, sends, expect, category, stats):
-        got = {}
-        for key, (shape, dtype) in expect.items():
-            t = sends.get(key)
-            if t is None:
-                raise RuntimeError(f"DEAL fabric: process {key[1]} expects a message from "
-                                   f"{key[0]} that was not sent")
-            if tuple(t.shape) != tuple(shape) or t.dtype != dtype:
-                raise RuntimeError(f"DEAL fabric: message {key} is {tuple(t.shape)} "
-                                   f"{t.dtype}; the receiver expects {tuple(shape)} {dtype}")
-            got[key] = t
-        extra = set(sends) - set(expect)
-        if extra:
-            raise RuntimeError(f"DEAL fabric: messages {sorted(extra)[:3]} have no receiver")
-        return Pending(self, got, (), category, stats)
-
-    def gather(self, obj):
-        return [obj]
-
-
-class DistFabric(Fabric):
-    """This process is rank ``dist.get_rank()``; messages go by ``isend``/``irecv`` (gloo)."""
-
-    def __init__(self):
-        import torch.distributed as dist
-        self.dist = dist
-        self.world = dist.get_world_size()
-        self.local = [dist.get_rank()]
-        self._round = 0
-
-    def start(self, sends, expect, category, stats):
-        dist, tag = self.dist, self._round
-        self._round += 1
-        works, got = [], {}
-        me = self.local[0]
-        for (src, dst), t in sends.items():
-            if src == dst:
-                continue
-            if t.numel():
-                works.append(dist.isend(t.contiguous(), dst, tag=tag))
-        for (src, dst), (shape, dtype) in expect.items():
-            if src == dst:
-                got[(src, dst)] = sends[(src, dst)]
-                continue
-            buf = torch.empty(shape, dtype=dtype)
-            if buf.numel():
-                works.append(dist.irecv(buf, src, tag=tag))
-            got[(src, dst)] = buf
-        assert all(d == me for _, d in expect)
-        return Pending(self, got, works, category, stats)
-
-    def gather(self, obj):
-        out = [None] * self.world
-        self.dist.all_gather_object(out, obj)
-        return out
-
-
 # -- the layer graphs of a row range (operators: moagcn.host.nn.layerwise) -------------------------------------------------------------
-
-
-
 
 
 @dataclass
@@ -351,16 +242,16 @@ class InferConfig:
 
 class DealEngine:
     """All-node inference of ``model`` on ``graph`` with input features ``X`` (N x D, the model's
-    input: normalised, labels embedded), for the processes in ``fabric.local``."""
+    input: normalised, labels embedded), for the processes in ``comm.local``."""
 
     def __init__(self, model: GNN, graph: CSRGraph, X: np.ndarray, cfg: InferConfig,
-                 fabric: Fabric, choice: AcceleratorChoice | None = None):
+                 comm: Communicator, choice: AcceleratorChoice | None = None):
         model.eval()
-        self.model, self.graph, self.cfg, self.fabric = model, graph, cfg, fabric
+        self.model, self.graph, self.cfg, self.comm = model, graph, cfg, comm
         self.P, self.M = cfg.partitions, cfg.feature_groups
-        if fabric.world != self.P * self.M:
+        if comm.world != self.P * self.M:
             raise UserError(f"--partitions {self.P} x --feature-groups {self.M} = "
-                            f"{self.P * self.M} processes, but the run has {fabric.world}")
+                            f"{self.P * self.M} processes, but the run has {comm.world}")
         self.fanout = cfg.fanout if cfg.fanout is not None else [None] * model.n_layers
         if len(self.fanout) != model.n_layers:
             raise UserError(f"fanout {self.fanout} has {len(self.fanout)} entries for a "
@@ -372,7 +263,7 @@ class DealEngine:
         self.bounds = contiguous_ranges(graph.n_rows, self.P)
         self.X = X
         self.choice = choice or AcceleratorChoice("cpu")
-        self.local = fabric.local
+        self.local = comm.local
         self.stats = {r: RankStats(r, r // self.M, r % self.M) for r in self.local}
         self.devices = {r: self.choice.make() for r in self.local}
         #: per process, every SpMM step: ``(kind, layer, group, seconds, device cycles)`` with
@@ -396,6 +287,18 @@ class DealEngine:
 
     def _timed(self, r, phase, t0):
         self.stats[r].add_time(phase, time.perf_counter() - t0)
+
+    # -- communication: rounds of the communicator, the bytes received counted by kind ----------
+
+    def _counting(self, category: str):
+        def count(received: dict) -> None:
+            for (src, dst), t in received.items():
+                if src != dst:
+                    self.stats[dst].bytes_received[category] += _nbytes(t)
+        return count
+
+    def _exchange(self, sends: dict, expect: dict, category: str) -> dict:
+        return self.comm.exchange(sends, expect, self._counting(category))
 
     # -- GEMM --------------------------------------------------------------------------------------
 
@@ -426,7 +329,7 @@ class DealEngine:
                 a, b = self.rsub(p)[m]
                 s0, s1 = self.cols(width, src)
                 expect[(self.rank(p, src), r)] = ((b - a, s1 - s0), torch.float32)
-            got = self.fabric.exchange(sends, expect, "gemm", self.stats)
+            got = self._exchange(sends, expect, "gemm")
             for (src_r, r), piece in got.items():
                 s0, s1 = self.cols(width, self.pm(src_r)[1])
                 tiles[r][:, s0:s1] = piece
@@ -475,10 +378,10 @@ class DealEngine:
         """One round of several messages per pair (keys ``(src, dst, k)``)."""
         ks = sorted({k for *_, k in expect} | {k for *_, k in sends})
         out = {}
-        for k in ks:   # one fabric round per message kind keeps the tags in step everywhere
-            got = self.fabric.exchange({(s, d): t for (s, d, kk), t in sends.items() if kk == k},
+        for k in ks:   # one round per message kind keeps the tags in step everywhere
+            got = self._exchange({(s, d): t for (s, d, kk), t in sends.items() if kk == k},
                                        {(s, d): v for (s, d, kk), v in expect.items() if kk == k},
-                                       category, self.stats)
+                                       category)
             out.update({(s, d, k): t for (s, d), t in got.items()})
         return out
 
@@ -507,7 +410,7 @@ class DealEngine:
                 sends[(r, self.rank(p, dst))] = Y[:, d0:d1].contiguous()
                 o0, o1 = self.cols(d_out, m)
                 expect[(self.rank(p, src), r)] = ((Y.shape[0], o1 - o0), torch.float32)
-            got = self.fabric.exchange(sends, expect, "gemm", self.stats)
+            got = self._exchange(sends, expect, "gemm")
             for (_, r), piece in got.items():
                 self.stats[r].mem.hold(piece)
                 outs[r] += piece
@@ -546,7 +449,7 @@ class DealEngine:
                 if q != p:
                     sends[(r, self.rank(q, m))] = torch.tensor([plan.need[q].size])
                     expect[(self.rank(q, m), r)] = ((1,), torch.int64)
-        counts = self.fabric.exchange(sends, expect, "spmm_ids", self.stats)
+        counts = self._exchange(sends, expect, "spmm_ids")
         sends, expect = {}, {}
         for r in self.local:
             p, m = self.pm(r)
@@ -556,7 +459,7 @@ class DealEngine:
                     sends[(r, self.rank(q, m))] = torch.from_numpy(plan.need[q])
                     expect[(self.rank(q, m), r)] = ((int(counts[(self.rank(q, m), r)][0]),),
                                                     torch.int64)
-        got = self.fabric.exchange(sends, expect, "spmm_ids", self.stats)
+        got = self._exchange(sends, expect, "spmm_ids")
         lo = {r: self.bounds[self.pm(r)[0]][0] for r in self.local}
         self._serve[layer] = {
             r: {src: [c - lo[r] for c in np.array_split(ids.numpy(), self.cfg.groups)]
@@ -590,7 +493,7 @@ class DealEngine:
                         n_q = np.array_split(plan.need[q], S)[s].size
                         expect[(self.rank(q, m), r)] = ((n_q, Ys[r].shape[1]), torch.float32)
             t0 = time.perf_counter()
-            h = self.fabric.start(sends, expect, "spmm_rows", self.stats)
+            h = self.comm.start(sends, expect, self._counting("spmm_rows"))
             for r in self.local:
                 self._timed(r, "spmm_comm", t0)
             return h, sends
@@ -778,6 +681,5 @@ def assemble(parts: list[dict], n: int, width: int) -> np.ndarray:
 
 
 # -- references ----------------------------------------------------------------------------------
-
 
 

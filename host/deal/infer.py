@@ -1,8 +1,8 @@
 """``moagcn infer``: all-node inference of a trained checkpoint with DEAL (and its baselines).
 
 :func:`infer` runs :class:`~moagcn.host.deal.engine.DealEngine` for ``P x M`` processes, all in this one
-(:class:`~moagcn.host.deal.engine.LocalFabric`) or, with ``distributed``, one torch.distributed process
-each (:class:`~moagcn.host.deal.engine.DistFabric`, started by :func:`moagcn.host.parallel.launch.launch`),
+(:class:`~moagcn.host.parallel.comm.LocalComm`) or, with ``distributed``, one torch.distributed process
+each (:class:`~moagcn.host.parallel.launch.DistComm`, started by :func:`moagcn.host.parallel.launch.launch`),
 and returns the embeddings with a report: per process the bytes received (GEMM, SpMM ids and
 rows), the peak feature bytes and the time by phase, next to DEAL's Table 1 and Table 2
 formulas. :func:`compare` adds the ego-network and CAGNET-GEMM baselines on the same input.
@@ -18,13 +18,13 @@ import torch
 
 from moagcn.errors import UserError
 from moagcn.host.deal.ego import ego_forward
-from moagcn.host.deal.engine import (FLOAT_BYTES, DealEngine, DistFabric, InferConfig, LocalFabric,
-                                     assemble, ring_gemm)
+from moagcn.host.deal.engine import FLOAT_BYTES, DealEngine, InferConfig, assemble, ring_gemm
 from moagcn.host.devices.select import AcceleratorChoice
 from moagcn.host.graphs.data import Dataset
 from moagcn.host.graphs.ops import row_normalize
 from moagcn.host.nn.models import GNN
-from moagcn.host.parallel.launch import launch
+from moagcn.host.parallel.comm import LocalComm
+from moagcn.host.parallel.launch import DistComm, launch
 
 
 def model_input(model: GNN, meta: dict, dataset: Dataset) -> np.ndarray:
@@ -101,7 +101,7 @@ def _spmm_widths(model: GNN) -> list[int]:
 
 
 def _deal_worker(rank, world, dense, emit, model, graph, X, cfg, choice):
-    engine = DealEngine(model, graph, X, cfg, DistFabric(), choice)
+    engine = DealEngine(model, graph, X, cfg, DistComm(), choice)
     out = engine.run()
     return {"blocks": {r: (rows, cols, b.numpy()) for r, (rows, cols, b) in out.items()},
             "stats": [s.as_dict() for s in engine.stats.values()],
@@ -127,7 +127,7 @@ def infer(dataset: Dataset, model: GNN, meta: dict, cfg: InferConfig,
         stats = [s for p in parts for s in p["stats"]]
         nnz_by_rank = [p["nnz"] for p in parts]
     else:
-        engine = DealEngine(model, dataset.graph, X, cfg, LocalFabric(world), choice)
+        engine = DealEngine(model, dataset.graph, X, cfg, LocalComm(world), choice)
         out = engine.run()
         blocks = [{r: (rows, cols, b.numpy()) for r, (rows, cols, b) in out.items()}]
         stats = [s.as_dict() for s in engine.stats.values()]

@@ -41,14 +41,13 @@ import time
 
 import numpy as np
 import torch
-import torch.distributed as dist
 
 from moagcn.errors import UserError
 from moagcn.host.graphs.ops import contiguous_ranges
 from moagcn.host.mixgcn.mop import MoPRuntime
 from moagcn.host.mixgcn.pipeline import batch_dependencies, prop35_holds, stages_prop35
 from moagcn.host.nn.autograd import AggregationOp, aggregate_backward
-from moagcn.host.parallel.comm import FLOAT_BYTES, LocalComm
+from moagcn.host.parallel.comm import FLOAT_BYTES
 
 PIPELINES = ("off", "natural", "rcm")
 
@@ -108,8 +107,9 @@ class _Aborted(Exception):
 class _Mailbox:
     """The blocks that pass between the pipeline's tasks, keyed ``(kind, layer, batch, src,
     dst)`` with ``src`` / ``dst`` worker ids: handed over in this process (an event per
-    block), or, between the ranks of a torch.distributed run, as tagged point-to-point
-    messages of a gloo group (sent without blocking, received when needed). Kinds: ``Z`` an
+    block), or, between the ranks of a torch.distributed run, as the communicator's tagged
+    messages (:meth:`~moagcn.host.parallel.comm.Communicator.post`, sent without blocking;
+    :meth:`~moagcn.host.parallel.comm.Communicator.fetch` when needed). Kinds: ``Z`` an
     aggregation block (device -> dense worker), ``P`` a pre-activation column slice (dense
     worker -> device), ``dZ`` / ``dP`` their gradients, ``fd`` / ``dd`` / ``sd`` tokens that a
     forward task / backward dense task / backward sparse task is done (``--pipeline off``).
@@ -117,9 +117,9 @@ class _Mailbox:
 
     KINDS = ("Z", "P", "dZ", "dP", "fd", "dd", "sd")
 
-    def __init__(self, comm, layers: int, stages: int, group=None):
+    def __init__(self, comm, layers: int, stages: int):
         self.comm, self.local = comm, set(comm.local)
-        self.layers, self.stages, self.group = layers, stages, group
+        self.layers, self.stages = layers, stages
         self._store: dict = {}
         self._events: dict = {}
         self._lock = threading.Lock()
@@ -147,7 +147,7 @@ class _Mailbox:
             self._event(key).set()
             return
         buf = x.detach().to("cpu", torch.float32).contiguous()
-        work = dist.isend(buf, dst, group=self.group, tag=self._tag(kind, layer, k))
+        work = self.comm.post(buf, dst, self._tag(kind, layer, k))
         self._sends.append((work, buf))
 
     def take(self, kind, layer, k, src, dst, shape=(1,)) -> torch.Tensor:
@@ -157,9 +157,7 @@ class _Mailbox:
             if self.failed:
                 raise _Aborted
             return self._store.pop(key)
-        buf = torch.empty(shape, dtype=torch.float32)
-        dist.recv(buf, src, group=self.group, tag=self._tag(kind, layer, k))
-        return buf
+        return self.comm.fetch(shape, src, self._tag(kind, layer, k))
 
     def token(self, kind, layer, k, src, dsts) -> None:
         for d in dsts:
@@ -283,10 +281,9 @@ class PipelinedMoP(MoPRuntime):
         #: the least measured time of every dense task over the training steps so far, by
         #: (phase, layer, batch)
         self._dense_best: dict = {}
-        # between processes the blocks travel through a gloo group of their own (CPU tensors,
-        # tagged point-to-point messages, safe from two threads), whatever the main backend
-        self._group = None if isinstance(self.comm, LocalComm) else dist.new_group(
-            backend="gloo")
+        # between processes the blocks travel as the communicator's tagged messages
+        # (Communicator.post / fetch), prepared here, where every process passes
+        self.comm.open_p2p()
 
     def _rows(self, k: int) -> int:
         return self.batches[k][1] - self.batches[k][0]
@@ -318,7 +315,7 @@ class PipelinedMoP(MoPRuntime):
         s, batches, owner = self.s, self.batches, self.owner
         self._cycles.clear()
         dense_s = {}
-        box = _Mailbox(self.comm, L, s, self._group)
+        box = _Mailbox(self.comm, L, s)
         X_cols = dict(self.X_cols)
         X_rows = dict(self.X_rows) if model.uses_self else {}
         grad = torch.is_grad_enabled()       # grad mode is per thread: carry it over
@@ -433,7 +430,7 @@ class PipelinedMoP(MoPRuntime):
         m, L, s, owner = self.m, self.model.n_layers, self.s, self.owner
         params = rec["params"]
         serial = self.pipeline == "off"
-        box = _Mailbox(self.comm, L, s, self._group)
+        box = _Mailbox(self.comm, L, s)
         devices = sorted(self.moa.sparse)
         mine = sorted(k for j in self.local for k in self.owned[j])
         g_out = {}

@@ -1,7 +1,16 @@
-"""Communication between the workers of a parallel runtime: :class:`Communicator`.
+"""Communication between workers: :class:`Communicator`, the one layer every runtime uses.
 
-Every full-graph runtime is written once against a communicator whose ``all_to_all`` is
-differentiable (the backward pass sends gradients back the way the features came):
+Three kinds of traffic, each written once for both communicators:
+
+- collectives: a differentiable ``all_to_all`` (the backward pass sends gradients back the way
+  the features came; MoP and partition parallelism), ``all_reduce_grads``, ``sum``, ``gather``;
+- rounds of point-to-point messages (:meth:`Communicator.start` / :meth:`Communicator.exchange`:
+  every process posts its sends and receives of one round; DEAL's GEMM and SpMM);
+- tagged messages between concurrent tasks (:meth:`Communicator.post` /
+  :meth:`Communicator.fetch`, after the collective :meth:`Communicator.open_p2p`; the fine-grain
+  pipeline's blocks).
+
+Two communicators:
 
 - :class:`LocalComm` runs all ``m`` workers in this process (blocks change hands, bytes counted);
 - :class:`moagcn.host.parallel.launch.DistComm` runs one worker per torch.distributed process.
@@ -51,8 +60,27 @@ class CommCounters:
         return d
 
 
+class Exchange:
+    """One round of point-to-point messages in flight (:meth:`Communicator.start`);
+    :meth:`wait` returns ``{(src, dst): tensor}`` for the local receivers and then calls
+    ``on_done`` with it once (e.g. to count what arrived)."""
+
+    def __init__(self, received: dict, works=(), on_done=None):
+        self._received, self._works, self._on_done = received, list(works), on_done
+
+    def wait(self) -> dict:
+        for w in self._works:
+            w.wait()
+        self._works = []
+        if self._on_done is not None:
+            self._on_done(self._received)
+            self._on_done = None
+        return self._received
+
+
 class Communicator(ABC):
-    """Collective operations between the ``world`` workers; this process runs ``local``."""
+    """Collective and point-to-point operations between the ``world`` workers; this process
+    runs ``local``."""
 
     def __init__(self, world: int, local: list[int], timer: PhaseTimer | None = None):
         self.world = world
@@ -120,6 +148,38 @@ class Communicator(ABC):
         """The ``obj`` of every process, in process order (``[obj]`` in one process)."""
         return [obj]
 
+    # -- rounds of point-to-point messages -------------------------------------------------------
+
+    @abstractmethod
+    def start(self, sends: dict, expect: dict, on_done=None) -> Exchange:
+        """Post one round: ``sends[(src, dst)]`` (``src`` local) and the receives
+        ``expect[(src, dst)] = (shape, dtype)`` (``dst`` local). Every process calls it the same
+        number of times in the same order (the round number tags the messages); a message
+        from a worker to itself is handed over."""
+
+    def exchange(self, sends: dict, expect: dict, on_done=None) -> dict:
+        """:meth:`start` and wait."""
+        return self.start(sends, expect, on_done).wait()
+
+    # -- tagged messages between concurrent tasks ------------------------------------------------
+
+    def open_p2p(self) -> None:
+        """Prepare :meth:`post` / :meth:`fetch` (collective: every process calls it once, at the
+        same point)."""
+
+    def post(self, x: torch.Tensor, dst: int, tag: int):
+        """Send ``x`` (float32, CPU) to the process of worker ``dst`` without waiting; returns
+        a handle to wait on before ``x`` may change. Workers of this process exchange blocks
+        without it."""
+        raise UserError(f"{type(self).__name__} holds every worker: blocks change hands in "
+                        "this process, not through post")
+
+    def fetch(self, shape, src: int, tag: int) -> torch.Tensor:
+        """Receive the float32 block of ``shape`` that worker ``src``'s process posted with
+        ``tag`` (blocking)."""
+        raise UserError(f"{type(self).__name__} holds every worker: blocks change hands in "
+                        "this process, not through fetch")
+
     def _time(self, seconds: float) -> None:
         if self.timer is not None:
             self.timer.add("communicate", seconds)
@@ -162,3 +222,19 @@ class LocalComm(Communicator):
         self._wire_calls += 1
         self._time(time.perf_counter() - t0)
         return recv
+
+    def start(self, sends, expect, on_done=None):
+        got = {}
+        for key, (shape, dtype) in expect.items():
+            x = sends.get(key)
+            if x is None:
+                raise RuntimeError(f"exchange: worker {key[1]} expects a message from "
+                                   f"{key[0]} that was not sent")
+            if tuple(x.shape) != tuple(shape) or x.dtype != dtype:
+                raise RuntimeError(f"exchange: message {key} is {tuple(x.shape)} "
+                                   f"{x.dtype}; the receiver expects {tuple(shape)} {dtype}")
+            got[key] = x
+        extra = set(sends) - set(expect)
+        if extra:
+            raise RuntimeError(f"exchange: messages {sorted(extra)[:3]} have no receiver")
+        return Exchange(got, (), on_done)

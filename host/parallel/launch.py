@@ -32,7 +32,7 @@ import torch.multiprocessing as mp
 
 from moagcn.errors import UserError
 from moagcn.host.nn.autograd import PhaseTimer
-from moagcn.host.parallel.comm import Communicator
+from moagcn.host.parallel.comm import Communicator, Exchange
 from moagcn.host.parallel.quant import dequantize, from_bytes, quantize, to_bytes, wire_bytes
 
 
@@ -78,6 +78,8 @@ class DistComm(Communicator):
         self.backend = dist.get_backend()
         self.device = (torch.device("cuda", torch.cuda.current_device())
                        if self.backend == "nccl" else torch.device("cpu"))
+        self._round = 0
+        self._p2p_group = None
 
     def _exchange(self, blocks, recv_shapes, direction: str, call: int = 0):
         if self.bits != 32:
@@ -153,6 +155,44 @@ class DistComm(Communicator):
         out = [None] * self.world
         dist.all_gather_object(out, obj)
         return out
+
+    def start(self, sends, expect, on_done=None):
+        tag = self._round
+        self._round += 1
+        works, got = [], {}
+        me = self.rank
+        for (src, dst), x in sends.items():
+            if src != dst and x.numel():
+                works.append(dist.isend(x.contiguous(), dst, tag=tag))
+        for (src, dst), (shape, dtype) in expect.items():
+            if dst != me:
+                raise RuntimeError(f"exchange: rank {me} cannot receive for worker {dst}")
+            if src == dst:
+                got[(src, dst)] = sends[(src, dst)]
+                continue
+            buf = torch.empty(shape, dtype=dtype)
+            if buf.numel():
+                works.append(dist.irecv(buf, src, tag=tag))
+            got[(src, dst)] = buf
+        return Exchange(got, works, on_done)
+
+    def open_p2p(self) -> None:
+        # tagged messages between threads travel through a gloo group of their own (CPU
+        # tensors, safe from two threads), whatever the main backend
+        if self._p2p_group is None:
+            self._p2p_group = dist.new_group(backend="gloo")
+
+    def post(self, x, dst, tag):
+        if self._p2p_group is None:
+            raise RuntimeError("DistComm.post before open_p2p()")
+        return dist.isend(x, dst, group=self._p2p_group, tag=tag)
+
+    def fetch(self, shape, src, tag):
+        if self._p2p_group is None:
+            raise RuntimeError("DistComm.fetch before open_p2p()")
+        buf = torch.empty(shape, dtype=torch.float32)
+        dist.recv(buf, src, group=self._p2p_group, tag=tag)
+        return buf
 
 
 def init_group(backend: str, **kwargs) -> None:

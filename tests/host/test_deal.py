@@ -13,12 +13,13 @@ import torch
 
 from moagcn.errors import UserError
 from moagcn.host.deal.ego import ego_forward
-from moagcn.host.deal.engine import DealEngine, InferConfig, LocalFabric, assemble
+from moagcn.host.deal.engine import DealEngine, InferConfig, assemble
 from moagcn.host.graphs.ops import CSRGraph
 from moagcn.host.graphs.sampling import (LayerSampler, parse_fanout, permute_positions,
                                          sample_graph, sample_rows)
 from moagcn.host.nn.layerwise import layer_graphs, layerwise_forward
 from moagcn.host.nn.models import GNN, reference_forward
+from moagcn.host.parallel.comm import LocalComm
 
 
 def awkward(n=64, seed=5):
@@ -39,7 +40,7 @@ def features(n, d, seed=0):
 
 def run(model, graph, X, **kw):
     cfg = InferConfig(**kw)
-    eng = DealEngine(model, graph, X, cfg, LocalFabric(cfg.processes))
+    eng = DealEngine(model, graph, X, cfg, LocalComm(cfg.processes))
     return assemble([eng.run()], graph.n_rows, model.dims[-1]), eng
 
 
@@ -183,7 +184,7 @@ def test_rtl_equals_model_and_model_is_near_cpu():
     cfg = InferConfig(2, 2, [3, None], groups=2, seed=2)
     outs = {}
     for device in ("cpu", "model", "rtl"):
-        eng = DealEngine(model, g, X, cfg, LocalFabric(4),
+        eng = DealEngine(model, g, X, cfg, LocalComm(4),
                          AcceleratorChoice(device, "sspmm", "tiny"))
         outs[device] = assemble([eng.run()], g.n_rows, 3)
         if device != "cpu":
@@ -265,14 +266,14 @@ def test_bad_configurations_are_named():
     model = GNN("gcn", 4, 3, 2, 2)
     X = features(g.n_rows, 4)
     with pytest.raises(UserError, match="processes, but the run has 3"):
-        DealEngine(model, g, X, InferConfig(2, 2), LocalFabric(3))
+        DealEngine(model, g, X, InferConfig(2, 2), LocalComm(3))
     with pytest.raises(UserError, match="narrowest layer width 2"):
-        DealEngine(model, g, X, InferConfig(1, 3), LocalFabric(3))
+        DealEngine(model, g, X, InferConfig(1, 3), LocalComm(3))
     with pytest.raises(UserError, match="more than the graph's"):
-        DealEngine(model, g, X, InferConfig(100, 1), LocalFabric(100))
+        DealEngine(model, g, X, InferConfig(100, 1), LocalComm(100))
     with pytest.raises(UserError, match="LayerNorm"):
         DealEngine(GNN("gcn", 4, 3, 2, 2, layer_norm=True), g, X,
-                   InferConfig(1, 2, gemm="cagnet"), LocalFabric(2))
+                   InferConfig(1, 2, gemm="cagnet"), LocalComm(2))
 
 
 def test_auto_gemm_picks_the_cheaper_exchange_per_layer():
