@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from moagcn.core.generators import GAMMA, rmat_edges, synth_graph
 from moagcn.errors import UserError
 from moagcn.host.graphs.data import Dataset
 from moagcn.host.graphs.ops import CSRGraph
@@ -40,9 +41,6 @@ class DatasetShape:
     max_degree: int
 
 
-#: exponent of the degree law (social and citation graphs measure about 2 to 2.5)
-GAMMA = 2.1
-
 #: MixGCN Table 2 (nodes, edges, features, classes); the largest degree is an approximate public
 #: figure for each dataset (the skew the generator reproduces)
 SHAPES = {
@@ -52,57 +50,6 @@ SHAPES = {
     "friendster": DatasetShape(65_608_366, 1_806_067_135, 128, 64, 5_214),
     "papers100m": DatasetShape(111_059_956, 1_615_685_872, 128, 172, 25_000),
 }
-
-
-def _weights(n: int, mean: float, max_degree: float, gamma: float,
-             rng: np.random.Generator) -> tuple[np.ndarray, float]:
-    """``n`` expected degrees from a power law ``p(d) ~ d^-gamma`` on ``[d_min, max_degree]``
-    whose mean is ``mean``; returns them and ``d_min`` (found by bisection)."""
-    top = max(min(max_degree, float(n)), mean)
-    a = gamma - 1.0
-
-    def truncated_mean(d_min):
-        r = d_min / top
-        if abs(a - 1.0) < 1e-9:
-            return d_min * np.log(1 / r) / (1 - r)
-        return d_min * a / (a - 1) * (1 - r ** (a - 1)) / (1 - r ** a)
-
-    lo, hi = 1e-6, top
-    for _ in range(100):
-        mid = (lo + hi) / 2
-        if truncated_mean(mid) < mean:
-            lo = mid
-        else:
-            hi = mid
-    d_min = (lo + hi) / 2
-    u = rng.random(n)
-    r = d_min / top
-    w = d_min * (1 - u * (1 - r ** a)) ** (-1 / a)     # inverse CDF of the truncated law
-    return w, d_min
-
-
-def synth_graph(n: int, m: int, max_degree: float, seed: int = 0, gamma: float = GAMMA):
-    """(indptr int64, indices int32/int64, d_min) of the generator described above."""
-    if n < 1 or m < 0:
-        raise UserError(f"a synthetic graph needs at least one node and no negative entry "
-                        f"count (got {n} nodes, {m} entries)")
-    if gamma <= 1.0:
-        raise UserError(f"--gamma {gamma} must be > 1 (a power law's exponent)")
-    rng = np.random.default_rng(seed)
-    w, d_min = _weights(n, m / n, max_degree, gamma, rng)
-    p = w / w.sum()
-    deg = rng.multinomial(m, p).astype(np.int64)
-    indptr = np.concatenate([[0], np.cumsum(deg)]).astype(np.int64)
-    cdf = np.cumsum(p)
-    cdf[-1] = 1.0
-    itype = np.int32 if n < 2 ** 31 else np.int64
-    indices = np.empty(m, dtype=itype)
-    block = 1 << 22
-    for lo in range(0, m, block):                     # bounded temporaries
-        hi = min(m, lo + block)
-        indices[lo:hi] = np.minimum(np.searchsorted(cdf, rng.random(hi - lo), side="right"),
-                                    n - 1)
-    return indptr, indices, d_min
 
 
 def synth_like(name: str, scale: float = 1.0, seed: int = 0, max_degree: float | None = None,
@@ -125,7 +72,6 @@ def synth_like(name: str, scale: float = 1.0, seed: int = 0, max_degree: float |
             "isolated_rows": int(np.count_nonzero(deg == 0)),
             "features": shape.features, "classes": shape.classes}
     return indptr, indices, info
-
 
 
 # -- labelled datasets: a stochastic block model and R-MAT ------------------------------------
@@ -242,20 +188,7 @@ def rmat(scale: int = 11, edge_factor: int = 8, a: float = 0.57, b: float = 0.19
         raise UserError(f"rmat: n_classes = {n_classes} must be in 1..2**scale")
     rng = np.random.default_rng(seed)
     n = 2 ** scale
-    m = edge_factor * n
-    src = np.zeros(m, dtype=np.int64)
-    dst = np.zeros(m, dtype=np.int64)
-    cum = np.cumsum([a, b, c])
-    for level in range(scale):
-        u = rng.random(m)
-        q = np.searchsorted(cum, u, side="right")  # 0: a, 1: b, 2: c, 3: d
-        bit = 1 << (scale - 1 - level)
-        src += np.where(q >= 2, bit, 0)
-        dst += np.where(q % 2 == 1, bit, 0)
-    keep = src != dst
-    src, dst = src[keep], dst[keep]
-    pos = rng.permutation(n)  # new id of old node i
-    src, dst = pos[src], pos[dst]
+    src, dst = rmat_edges(scale, edge_factor, a, b, c, rng)
     graph = CSRGraph.from_edges(np.concatenate([src, dst]), np.concatenate([dst, src]), n,
                                 what="rmat")
     order = graph.rcm_order()

@@ -15,7 +15,7 @@ import numpy as np
 
 from moagcn.errors import UserError
 from moagcn.host.graphs.datasets import load_dataset
-from moagcn.host.graphs.generators import synth_graph
+from moagcn.core.generators import synth_graph
 from moagcn.host.graphs.ops import CSRGraph
 from moagcn.host.graphs.partition import metis_owner
 from moagcn.host.vgnn.features import check_keep

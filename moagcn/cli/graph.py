@@ -10,6 +10,7 @@ import numpy as np
 
 from moagcn.cli.common import (add_undirected_arg, one_line_warnings, output_path, report_path,
                                write_json)
+from moagcn.core.generators import GAMMA
 from moagcn.core.graph import sort_rows
 from moagcn.errors import UserError
 
@@ -167,7 +168,7 @@ def cmd_graph_convert(args) -> int:
 def register(sub) -> None:
     """Add the ``graph`` command to the CLI's sub-parsers."""
     # lazy: keeps the host runtime out of this module's import
-    from moagcn.host.graphs.generators import GAMMA, SHAPES
+    from moagcn.host.graphs.generators import SHAPES
     g = sub.add_parser("graph", help="make, inspect and convert graphs for the accelerators")
     g_sub = g.add_subparsers(dest="graph_command", required=True, metavar="GRAPH_COMMAND")
     s = g_sub.add_parser("synth", help="a power-law graph shaped like a paper's dataset",
@@ -178,12 +179,12 @@ def register(sub) -> None:
     s.add_argument("--like", required=True, metavar="NAME", help=", ".join(SHAPES))
     s.add_argument("--scale", type=float, default=1.0,
                    help="fraction of the dataset's nodes and entries, in (0, 1] (default 1)")
-    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--seed", type=int, default=0, help="seed of the graph (default 0)")
     s.add_argument("--max-degree", type=float, default=None,
                    help="largest expected degree (default: the dataset's)")
     s.add_argument("--gamma", type=float, default=GAMMA,
                    help=f"exponent of the degree law (default {GAMMA})")
-    s.add_argument("--out", required=True, metavar="G.npz")
+    s.add_argument("--out", required=True, metavar="G.npz", help="the graph, a CSR .npz")
     s.add_argument("--report", metavar="R.json", help="the graph's figures as JSON")
     s.set_defaults(func=cmd_graph_synth)
 
@@ -204,7 +205,7 @@ def register(sub) -> None:
                                      "docs/formats.md). A dataset written to a graph-only "
                                      "format (.mtx, edge list) keeps its graph only, with a "
                                      "warning.")
-    c.add_argument("input", metavar="IN")
-    c.add_argument("output", metavar="OUT")
+    c.add_argument("input", metavar="IN", help="the graph or dataset to read")
+    c.add_argument("output", metavar="OUT", help="the file to write, in the format of its suffix")
     add_undirected_arg(c)
     c.set_defaults(func=cmd_graph_convert)

@@ -32,17 +32,6 @@ class LayerJob:
         return int(self.indices.size)
 
 
-def power_law_graph(n: int, seed: int, avg: float = 6.0):
-    """(indptr, indices): a directed graph (row v lists its in-neighbours) with Pareto in-degrees
-    and a skewed choice of sources, so that a few nodes feed many others."""
-    rng = np.random.default_rng(seed)
-    deg = np.minimum((rng.pareto(1.2, n) * avg / 2).astype(int) + 1, n - 1)
-    indptr = np.concatenate([[0], np.cumsum(deg)])
-    popularity = 1.0 / np.arange(1, n + 1) ** 0.8
-    indices = rng.choice(n, size=int(indptr[-1]), p=popularity / popularity.sum())
-    return indptr, indices
-
-
 def sample_layer(indptr, indices, frontier: np.ndarray, fanout: int,
                  rng: np.random.Generator, self_loops: bool = True) -> LayerJob:
     """Sample up to ``fanout`` in-neighbours of each node of ``frontier``."""

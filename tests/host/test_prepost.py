@@ -11,7 +11,7 @@ import scipy.sparse as sp
 from moagcn.core.graph import CSRGraph
 from moagcn.errors import UserError
 from moagcn.host.graphs.datasets import load_dataset
-from moagcn.host.graphs.generators import synth_graph
+from moagcn.core.generators import synth_graph
 from moagcn.host.graphs.partition import partition_nodes
 from moagcn.host.nn.autograd import AggregationOp
 from moagcn.host.supergcn.prepost import MODES, koenig_cover, plan_prepost

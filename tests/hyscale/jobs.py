@@ -2,7 +2,8 @@
 
 import numpy as np
 
-from moagcn.sim.hyscale.minibatch import power_law_graph, sample_layers
+from moagcn.core.generators import power_law_graph
+from moagcn.sim.hyscale.minibatch import sample_layers
 
 
 def sampled_job(seed, n_targets, fanouts, f_in, f_out, n_graph=300, layer=0):
