@@ -43,6 +43,9 @@ for ``l > 0`` and the input features for ``l = 0``; SAGE's self term uses ``relu
 
 The reference (:func:`layerwise_forward`) is the model's own aggregate-then-update forward with
 plain torch sparse products over the same sampled graphs.
+
+One module: the engine's GEMM and SpMM share the partition plan, the per-process statistics
+and the communicator's rounds, which every process must post in the same order.
 """
 
 from __future__ import annotations

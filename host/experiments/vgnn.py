@@ -1,8 +1,8 @@
 """vGNN's non-uniform partitioning experiment (seed 002, Sec. 5.2-5.4) on moagcn's mixed fleets.
 
-``moagcn experiment vgnn [--out DIR] [--epochs 30] [--datasets cora,citeseer,rmat] [--scale 13]
-[--fleets F1;F2;F3] [--parallelism partition,mop] [--seeds 0] [--dropout 0.5]
-[--fit-graph rmat,powerlaw,sbm]``
+``moagcn experiment vgnn [--out DIR] [--epochs 30] [--datasets cora,citeseer,rmat]
+[--rmat-scale 13] [--fleets F1;F2;F3] [--parallelism partition,mop] [--seed-list 0]
+[--dropout 0.5] [--fit-graph rmat,powerlaw,sbm]``
 
 1. **Fleets** (``--fleets``: names of :data:`FLEETS` or device lists, separated by ``;``): F1 is
    the issue's 4:1 fleet, a design and its quarter (``sspmm:lanes=32:load_width=8,
@@ -34,6 +34,9 @@
 Writes ``vgnn.csv`` (one row per run), ``vgnn.json`` (rows, fits, targets, the paper's numbers),
 ``vgnn.png`` (makespan per balance, per-device times) and ``vgnn_halo.png`` (halo per device,
 partition runs) to ``--out``, and the fitted models ``perfmodel-<fleet>.json``.
+
+One module: one experiment (the paper's Sec. 5.2-5.4), its runs, tables and plots, read top to
+bottom.
 """
 
 from __future__ import annotations
@@ -48,13 +51,16 @@ from pathlib import Path
 
 import numpy as np
 
+from moagcn.core.options import add_renamed
 from moagcn.core.reports import json_default, output_dir, print_targets, pyplot, torch_threads
 from moagcn.errors import UserError
 from moagcn.host.graphs.datasets import load_dataset
 from moagcn.host.graphs.generators import rmat, sbm
 from moagcn.host.graphs.ops import CSRGraph
 from moagcn.host.vgnn.fleet import BALANCES, RELU_KEEP, predicted_times, step_keeps
-from moagcn.host.vgnn.perfmodel import PerfModel, fit, held_out, load_graph, mape
+from moagcn.host.vgnn.perfmodel import PerfModel, fit, held_out
+from moagcn.host.vgnn.augment import load_graph
+from moagcn.host.vgnn.regressors import mape
 from moagcn.host.devices.select import parse_devices
 
 #: named fleets (``--fleets F1;F2``); F1 is the issue's 4:1 capability spread
@@ -141,10 +147,10 @@ def parse_seeds(text: str) -> list[int]:
     try:
         seeds = [int(t) for t in str(text).split(",") if t.strip()]
     except ValueError:
-        raise UserError(f"--seeds {text!r}: expected comma-separated integers, e.g. 0,1,2") \
-            from None
+        raise UserError(f"--seed-list {text!r}: expected comma-separated integers, e.g. "
+                        "0,1,2") from None
     if not seeds or min(seeds) < 0:
-        raise UserError(f"--seeds {text!r}: give one or more seeds >= 0, e.g. 0 or 0,1,2")
+        raise UserError(f"--seed-list {text!r}: give one or more seeds >= 0, e.g. 0 or 0,1,2")
     return list(dict.fromkeys(seeds))
 
 
@@ -632,25 +638,29 @@ def print_tables(rows, summ, fits, tg) -> None:
 
 # -- main ----------------------------------------------------------------------------------------
 
-def main(argv=None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="moagcn experiment vgnn",
                                      description=__doc__.splitlines()[0])
-    parser.add_argument("--out", default="reports/vgnn", metavar="DIR")
+    parser.add_argument("--out", default="reports/vgnn", metavar="DIR",
+                        help="folder of the report, plots and fitted models (default "
+                             "reports/vgnn)")
     parser.add_argument("--epochs", type=int, default=30,
                         help="training epochs of every run (default 30)")
     parser.add_argument("--datasets", default="cora,citeseer,rmat",
                         help="any of cora, citeseer, rmat (default all three)")
-    parser.add_argument("--scale", type=int, default=13,
-                        help="R-MAT graph of 2^SCALE nodes (default 13: 8,192)")
+    parser.add_argument("--rmat-scale", type=int, default=13, dest="scale", metavar="K",
+                        help="R-MAT graph of 2^K nodes (default 13: 8,192)")
+    add_renamed(parser, "--scale", "--rmat-scale")
     parser.add_argument("--fleets", default=DEFAULT_FLEETS, metavar="FLEET;...",
                         help="fleets separated by ';': names ("
                              + ", ".join(f"{k} = {v}" for k, v in FLEETS.items())
                              + ") or device lists (default F1;F2;F3)")
     parser.add_argument("--parallelism", default="partition,mop",
                         help="partition (METIS) and/or mop (default both)")
-    parser.add_argument("--seeds", default="0",
+    parser.add_argument("--seed-list", default="0", metavar="S,...",
                         help="training seeds, comma-separated (every balance runs each; "
                              "default 0)")
+    add_renamed(parser, "--seeds", "--seed-list")
     parser.add_argument("--dropout", type=float, default=0.5,
                         help="dropout of every run (default 0.5; it masks the S-SpMM output, "
                              "which removes more of a narrow device's work than a wide one's: "
@@ -658,7 +668,7 @@ def main(argv=None) -> int:
     parser.add_argument("--fit-graph", default=DEFAULT_FIT_GRAPHS, metavar="G,...",
                         help="the perf models' training graphs, comma-separated, from "
                              f"{', '.join(FIT_GRAPHS)} (default {DEFAULT_FIT_GRAPHS}: an R-MAT "
-                             "draw with seed 1 of 2^scale nodes, a Chung-Lu power-law graph "
+                             "draw with seed 1 at --rmat-scale, a Chung-Lu power-law graph "
                              "and a block model, both seed 1; cora/citeseer are then not held "
                              "out)")
     parser.add_argument("--fit-seed", type=int, default=0,
@@ -666,11 +676,15 @@ def main(argv=None) -> int:
     parser.add_argument("--threads", type=int, default=1,
                         help="torch threads (default 1: the CPU device is timed on one)")
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
     datasets = _names(args.datasets, "--datasets", DATASETS)
     pars = _names(args.parallelism, "--parallelism", PARALLELISMS)
     fleets = parse_fleets(args.fleets)
-    seeds = parse_seeds(args.seeds)
+    seeds = parse_seeds(args.seed_list)
     if args.epochs < 1:
         raise UserError(f"--epochs {args.epochs}: use at least 1")
     if not 0 <= args.dropout < 1:
@@ -680,7 +694,7 @@ def main(argv=None) -> int:
     fit_names = _names(args.fit_graph, "--fit-graph", FIT_GRAPHS)
     if "rmat" in datasets or "rmat" in fit_names:
         if not 6 <= args.scale <= 18:
-            raise UserError(f"--scale {args.scale}: use 6..18 (2^scale nodes)")
+            raise UserError(f"--rmat-scale {args.scale}: use 6..18 (2^K nodes)")
     out = output_dir(args.out)
     with torch_threads(args.threads):
         return _run(args, datasets, pars, fleets, seeds, out)

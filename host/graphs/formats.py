@@ -42,6 +42,9 @@ which matters only when it is not symmetric (``moagcn graph info`` says whether 
 
 Errors are :class:`~moagcn.errors.UserError` lines naming the file, the line or field, the
 problem and the fix.
+
+One module: every format's reader and writer share the suffix dispatch, the validation and
+the wording of the errors; split per format they would repeat them.
 """
 
 from __future__ import annotations

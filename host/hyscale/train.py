@@ -63,6 +63,9 @@ shares have been seen, the shares move so those times meet if each were proporti
 share; after that, both are fitted as affine in the share (a step has fixed costs) with their
 spread, and the share moves towards the least *expected maximum* of the two -- a group whose
 time fluctuates more (wall-clock torch on shared cores) is kept further from critical.
+
+One module: :func:`train_hybrid`'s loop, the DRM engine it drives and the splitting of its
+batches among trainers share the run's state (shares, stage times, the prefetcher).
 """
 
 from __future__ import annotations
