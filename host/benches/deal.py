@@ -4,11 +4,11 @@
 [--groups 4] [--repeats 7] [--device cpu] [--out DIR]``
 
 For each ``P x M`` of ``--grid``, ``P M`` torch.distributed processes sample layer 0's graph of
-an R-MAT power-law graph (``2**rmat-scale`` nodes) once, exchange the row ids once, and then run the
-same SpMM (``width``-wide features, split over the ``M`` feature groups) ``repeats`` times with
-the sub-groups' communication pipelined against the aggregation and ``repeats`` times in sequence,
-alternating, each between two barriers. Prints the median seconds of each and the speed-up;
-writes ``deal_spmm.json``. The in-process fabric cannot overlap anything, so this runs
+an R-MAT power-law graph (``2**rmat-scale`` nodes) once, exchange the row ids once, and then run
+the same SpMM (``width``-wide features, split over the ``M`` feature groups) ``repeats`` times
+with the sub-groups' communication pipelined against the aggregation and ``repeats`` times in
+sequence, alternating, each between two barriers. Prints the median seconds of each and the
+speed-up; writes ``deal_spmm.json``. The in-process fabric cannot overlap anything, so this runs
 distributed only.
 
 With ``--device model`` the aggregation runs on the S-SpMM cycle model, and a second figure is

@@ -2,9 +2,9 @@
 sparse device (``cpu``: torch's sparse product; ``model``: the bit-exact S-SpMM model) and the
 node updates on the CPU or on CUDA.
 
-``moagcn bench dense-device [--scale 15] [--features 512] [--hidden 256] [--epochs 6]
+``moagcn bench dense-device [--rmat-scale 15] [--features 512] [--hidden 256] [--epochs 6]
 [--sparse cpu,model] [--dense auto] [--threads 8] [--seed 0] [--out DIR]`` trains ``moagcn
-train``'s GCN (2 layers, Adam, dropout 0.5) on R-MAT at ``--scale`` (2^scale nodes) with
+train``'s GCN (2 layers, Adam, dropout 0.5) on R-MAT at ``--rmat-scale`` (2^K nodes) with
 ``--features`` input features, once per sparse device and dense device, one run after the
 other, and prints one JSON object:
 
@@ -32,6 +32,7 @@ import sys
 import time
 from pathlib import Path
 
+from moagcn.core.options import add_renamed
 from moagcn.errors import UserError
 from moagcn.host.graphs.generators import rmat
 
@@ -93,28 +94,36 @@ def compare(runs: dict, sparse: list[str]) -> dict:
     return out
 
 
-def main(argv=None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="moagcn bench dense-device",
                                  description=__doc__.split("\n")[0])
-    ap.add_argument("--scale", type=int, default=15, help="R-MAT scale (2^scale nodes)")
-    ap.add_argument("--features", type=int, default=512)
-    ap.add_argument("--hidden", type=int, default=256)
-    ap.add_argument("--epochs", type=int, default=6)
+    ap.add_argument("--rmat-scale", type=int, default=15, dest="scale", metavar="K",
+                    help="R-MAT graph of 2^K nodes (default 15)")
+    add_renamed(ap, "--scale", "--rmat-scale")
+    ap.add_argument("--features", type=int, default=512,
+                    help="input features of the graph (default 512)")
+    ap.add_argument("--hidden", type=int, default=256, help="hidden units (default 256)")
+    ap.add_argument("--epochs", type=int, default=6,
+                    help="training epochs of every run (default 6)")
     ap.add_argument("--sparse", default="cpu,model",
                     help="sparse devices, comma-separated: cpu, model (default cpu,model)")
     ap.add_argument("--dense", default="auto",
                     help="dense devices: auto (cuda,cpu with a GPU, else cpu), cpu, cuda")
     ap.add_argument("--threads", type=int, default=8,
                     help="torch intra-op threads of the CPU runs (default 8)")
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--out", metavar="DIR")
-    args = ap.parse_args(argv)
+    ap.add_argument("--seed", type=int, default=0, help="graph and training seed (default 0)")
+    ap.add_argument("--out", metavar="DIR", help="also write DIR/dense-device-bench.json")
+    return ap
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
     import torch
     for name in ("features", "hidden", "epochs", "threads"):
         if getattr(args, name) < 1:
             raise UserError(f"--{name} {getattr(args, name)} must be at least 1")
     if not 4 <= args.scale <= 20:
-        raise UserError(f"--scale {args.scale}: use 4..20 (2^scale nodes)")
+        raise UserError(f"--rmat-scale {args.scale}: use 4..20 (2^K nodes)")
     sparse = [s.strip() for s in args.sparse.split(",") if s.strip()]
     if not sparse or any(s not in ("cpu", "model") for s in sparse) or \
             len(set(sparse)) != len(sparse):

@@ -1,6 +1,6 @@
 """HyScale-GNN's system performance model (Eq. 5-13) against measured training runs.
 
-``moagcn bench hyscale-model [--scale 13] [--epochs 3] [--cpu-share 0.3] [--out DIR]``
+``moagcn bench hyscale-model [--rmat-scale 13] [--epochs 3] [--cpu-share 0.3] [--out DIR]``
 
 **Judging the model on a shared host** (:func:`run`). One calibration takes a few seconds,
 and on a shared two-core machine the prediction it leads to moves by up to 20-40 % from one
@@ -22,6 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
+from moagcn.core.options import add_renamed
 from moagcn.errors import UserError
 from moagcn.host.benches.hyscale_train import _dataset
 from moagcn.host.graphs.minibatch import training_ids
@@ -248,18 +249,29 @@ def _table(res: dict) -> list:
     return rows
 
 
-def main(argv=None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="moagcn bench hyscale-model",
                                  description="HyScale-GNN's performance model (Eq. 5-13): "
                                  "calibrate, predict, train, compare; u250 predictions")
-    ap.add_argument("--scale", type=int, default=13)
-    ap.add_argument("--epochs", type=int, default=3)
-    ap.add_argument("--cpu-share", type=float, default=0.3)
-    ap.add_argument("--batch", type=int, default=1024)
-    ap.add_argument("--fanouts", default="25,10", help="input layer first (moagcn's order)")
-    ap.add_argument("--hidden", type=int, default=128)
-    ap.add_argument("--model", default="sage", choices=("gcn", "sage"))
-    ap.add_argument("--trainers", default="cpu:1,accel:1")
+    ap.add_argument("--rmat-scale", type=int, default=13, dest="scale", metavar="K",
+                    help="R-MAT graph of 2^K nodes (default 13)")
+    add_renamed(ap, "--scale", "--rmat-scale")
+    ap.add_argument("--epochs", type=int, default=3,
+                    help="epochs of every measured run (default 3)")
+    ap.add_argument("--cpu-share", type=float, default=0.3,
+                    help="the CPU trainers' fixed share of each batch, in (0, 1) (default 0.3)")
+    ap.add_argument("--batch-size", type=int, default=1024, dest="batch",
+                    help="targets per mini-batch (default 1024)")
+    add_renamed(ap, "--batch", "--batch-size")
+    ap.add_argument("--fanout", default="25,10", dest="fanouts", metavar="K1,K2",
+                    help="neighbours per node and layer, input layer first (default 25,10)")
+    add_renamed(ap, "--fanouts", "--fanout")
+    ap.add_argument("--hidden", type=int, default=128, help="hidden units (default 128)")
+    ap.add_argument("--model", default="sage", choices=("gcn", "sage"),
+                    help="the GNN (default sage)")
+    ap.add_argument("--trainers", default="cpu:1,accel:1", metavar="KIND:N,...",
+                    help="the trainers, as moagcn hyscale train takes them (default "
+                         "cpu:1,accel:1)")
     ap.add_argument("--repeats", type=int, default=5, help="calibration repeats")
     ap.add_argument("--measure-repeats", type=int, default=5,
                     help="training runs with and without prefetching (medians reported, with "
@@ -268,16 +280,24 @@ def main(argv=None) -> int:
                     help="calibrate once, before the runs (default: again after every round "
                     "of the two runs, and judge each round against the predictions "
                     "calibrated on either side of it)")
-    ap.add_argument("--samples", type=int, default=4)
-    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--samples", type=int, default=4,
+                    help="mini-batches sampled per distinct batch for the predicted sizes "
+                         "(default 4)")
+    ap.add_argument("--seed", type=int, default=0, help="graph, sampling and training seed")
     ap.add_argument("--pcie-gb-s", type=float, default=12.0,
                     help="u250 preset: effective PCIe bandwidth per FPGA (not in the paper)")
     ap.add_argument("--paper-sampler-threads", type=int, default=32,
                     help="u250 predictions: EPYC cores sampling at this host's rate (assumed)")
-    ap.add_argument("--paper-fanouts", default="10,25",
+    ap.add_argument("--paper-fanout", default="10,25", dest="paper_fanouts", metavar="K1,K2",
                     help="u250 predictions, input layer first (10,25 = PyG/GraphSAGE 25,10)")
-    ap.add_argument("--out", default="reports/bench-hyscale-model")
-    args = ap.parse_args(argv)
+    add_renamed(ap, "--paper-fanouts", "--paper-fanout")
+    ap.add_argument("--out", default="reports/bench-hyscale-model", metavar="DIR",
+                    help="folder of hyscale_model.json (default reports/bench-hyscale-model)")
+    return ap
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
     if not 0 < args.cpu_share < 1:
         raise UserError(f"--cpu-share {args.cpu_share}: must be in (0, 1)")
     if min(args.epochs, args.repeats, args.samples, args.measure_repeats) < 1:
@@ -286,7 +306,7 @@ def main(argv=None) -> int:
     try:
         pf = tuple(int(x) for x in args.paper_fanouts.split(","))
     except ValueError:
-        raise UserError(f"--paper-fanouts {args.paper_fanouts!r}: give two whole numbers, "
+        raise UserError(f"--paper-fanout {args.paper_fanouts!r}: give two whole numbers, "
                         "e.g. 10,25") from None
     res = run(args.scale, args.epochs, args.cpu_share, args.batch, args.fanouts, args.hidden,
               args.model, args.trainers, args.seed, args.repeats, args.samples,

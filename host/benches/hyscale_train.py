@@ -1,7 +1,7 @@
 """HyScale-GNN's DRM and prefetching on this machine (Sec. IV, Fig. 11).
 
-``moagcn bench hyscale-drm [--scale 14] [--batch 1024] [--iterations 24] [--shares 0.1,...]
-[--repeats R] [--out DIR]`` (every measurement run R times, the medians reported)
+``moagcn bench hyscale-drm [--rmat-scale 14] [--batch-size 1024] [--iterations 24]
+[--shares 0.1,...] [--repeats R] [--out DIR]`` (every measurement run R times, the medians reported)
 
 1. **Static splits.** One CPU trainer and one accelerator trainer (S-SpMM cycle model) train
    GraphSAGE (fanouts 25,10) on an R-MAT graph whose every labelled node outside the validation
@@ -48,6 +48,7 @@ from pathlib import Path
 
 import numpy as np
 
+from moagcn.core.options import add_renamed
 from moagcn.core.reports import output_dir, pyplot
 from moagcn.errors import UserError
 from moagcn.host.graphs.generators import rmat
@@ -212,14 +213,20 @@ def _plot(res: dict, path: Path) -> None:
     plt.close(fig)
 
 
-def main(argv=None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="moagcn bench hyscale-drm",
                                  description=__doc__.split("\n\n")[0])
-    ap.add_argument("--scale", type=int, default=14)
-    ap.add_argument("--batch", type=int, default=1024)
-    ap.add_argument("--iterations", type=int, default=24)
-    ap.add_argument("--shares", default="0.1,0.3,0.5,0.7,0.9")
-    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--rmat-scale", type=int, default=14, dest="scale", metavar="K",
+                    help="R-MAT graph of 2^K nodes (default 14)")
+    add_renamed(ap, "--scale", "--rmat-scale")
+    ap.add_argument("--batch-size", type=int, default=1024, dest="batch",
+                    help="targets per mini-batch (default 1024)")
+    add_renamed(ap, "--batch", "--batch-size")
+    ap.add_argument("--iterations", type=int, default=24,
+                    help="iterations of every run, at least 12 (default 24)")
+    ap.add_argument("--shares", default="0.1,0.3,0.5,0.7,0.9", metavar="S,...",
+                    help="the CPU shares of the static splits (default 0.1,0.3,0.5,0.7,0.9)")
+    ap.add_argument("--seed", type=int, default=0, help="graph and training seed (default 0)")
     ap.add_argument("--repeats", type=int, default=1,
                     help="runs of every measurement, summarised by the median (the DRM run "
                          "and a fresh run of the best static split R times each, in turn)")
@@ -229,8 +236,14 @@ def main(argv=None) -> int:
                     help="hidden units of the loader-bound prefetching run")
     ap.add_argument("--loader-workers", type=int, default=1,
                     help="stage-A workers of the loader-bound prefetching run")
-    ap.add_argument("--out", default="reports/bench-hyscale-drm")
-    args = ap.parse_args(argv)
+    ap.add_argument("--out", default="reports/bench-hyscale-drm", metavar="DIR",
+                    help="folder of hyscale_drm.json and hyscale_drm.png (default "
+                         "reports/bench-hyscale-drm)")
+    return ap
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
     try:
         shares = [float(x) for x in args.shares.split(",")]
     except ValueError:

@@ -1,19 +1,19 @@
 """The bit-exact ``model`` device's speed: one S-SpMM against scipy, and training against ``cpu``.
 
-``moagcn bench model-device [--nodes 100000] [--entries 1000000] [--features 64] [--repeat 5]
-[--train-scale 17] [--epochs 3] [--seed 0] [--out DIR]`` prints one JSON object:
+``moagcn bench model-device [--nodes 100000] [--entries 1000000] [--features 64] [--repeats 5]
+[--rmat-scale 17] [--epochs 3] [--seed 0] [--out DIR]`` prints one JSON object:
 
 - ``sspmm``: one S-SpMM (no mask) of a power-law graph (``moagcn.host.graphs.generators.synth_graph``,
   ``--nodes`` nodes, ``--entries`` stored entries) with ``--features`` columns, on the ``model``
   device of the default S-SpMM preset (bit-exact Z and the cycle model's counters): the first
-  call (which plans the tiles) and the median of ``--repeat`` later calls, against the median
+  call (which plans the tiles) and the median of ``--repeats`` later calls, against the median
   of scipy's float32 CSR product on the same arrays, and their ratios (issue target: the model
   device within 10x of scipy); the largest difference between the two results (the model sums
   each row in the golden model's fixed order, scipy in the stored order); and the same
   steady-state time at half the entries (``per_entry_ratio``: how far from linear in entries
   x width the cost is, 1.0 = linear).
 - ``train``: ``moagcn train``'s GCN (2 layers, hidden 16) for ``--epochs`` epochs on R-MAT at
-  ``--train-scale`` (2^scale nodes) with ``--features`` features, aggregating on the ``model``
+  ``--rmat-scale`` (2^K nodes) with ``--features`` features, aggregating on the ``model``
   device and on ``cpu``, one after the other: mean seconds per epoch each, the epochs after the
   first (the model device plans A's and A^T's tiles in its first), and the ratio (issue target:
   within 3x); both runs' final losses, which match (same seed; the model's sums are exact
@@ -36,6 +36,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from moagcn.core.graph import CSRGraph
+from moagcn.core.options import add_renamed
 from moagcn.errors import UserError
 from moagcn.host.graphs.generators import rmat, synth_graph
 
@@ -98,24 +99,39 @@ def train_speed(scale: int, features: int, epochs: int, seed: int) -> dict:
     return out
 
 
-def main(argv=None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="moagcn bench model-device",
                                  description=__doc__.split("\n")[0])
-    ap.add_argument("--nodes", type=int, default=100_000)
-    ap.add_argument("--entries", type=int, default=1_000_000)
-    ap.add_argument("--features", type=int, default=64)
-    ap.add_argument("--repeat", type=int, default=5)
-    ap.add_argument("--train-scale", type=int, default=17,
-                    help="R-MAT scale of the training run (2^scale nodes; 0: no training run)")
-    ap.add_argument("--epochs", type=int, default=3)
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--out", metavar="DIR")
-    args = ap.parse_args(argv)
-    for name in ("nodes", "entries", "features", "repeat", "epochs"):
+    ap.add_argument("--nodes", type=int, default=100_000,
+                    help="nodes of the S-SpMM's power-law graph (default 100000)")
+    ap.add_argument("--entries", type=int, default=1_000_000,
+                    help="stored entries of the S-SpMM's graph (default 1000000)")
+    ap.add_argument("--features", type=int, default=64,
+                    help="feature columns of both parts (default 64)")
+    ap.add_argument("--repeats", type=int, default=5, dest="repeat",
+                    help="timed S-SpMM calls after the first; the median is reported "
+                         "(default 5)")
+    add_renamed(ap, "--repeat", "--repeats")
+    ap.add_argument("--rmat-scale", type=int, default=17, dest="train_scale", metavar="K",
+                    help="R-MAT graph of 2^K nodes of the training run (0: no training run; "
+                         "default 17)")
+    add_renamed(ap, "--train-scale", "--rmat-scale")
+    ap.add_argument("--epochs", type=int, default=3,
+                    help="epochs of each training run (default 3)")
+    ap.add_argument("--seed", type=int, default=0, help="graph and training seed (default 0)")
+    ap.add_argument("--out", metavar="DIR", help="also write DIR/model-device-bench.json")
+    return ap
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    for flag, name in (("--nodes", "nodes"), ("--entries", "entries"),
+                       ("--features", "features"), ("--repeats", "repeat"),
+                       ("--epochs", "epochs")):
         if getattr(args, name) < 1:
-            raise UserError(f"--{name} {getattr(args, name)} must be at least 1")
+            raise UserError(f"{flag} {getattr(args, name)} must be at least 1")
     if args.train_scale < 0:
-        raise UserError(f"--train-scale {args.train_scale} must be >= 0 (0: no training run)")
+        raise UserError(f"--rmat-scale {args.train_scale} must be >= 0 (0: no training run)")
     print("S-SpMM: model device and scipy", file=sys.stderr, flush=True)
     out = {"sspmm": sspmm_speed(args.nodes, args.entries, args.features, args.repeat, args.seed)}
     if args.train_scale:

@@ -174,16 +174,25 @@ def summarize(rows: list[dict]) -> list[dict]:
     return out
 
 
-def main(argv=None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="moagcn bench pyg", description=__doc__.splitlines()[0])
-    parser.add_argument("--datasets", default="cora,citeseer")
+    parser.add_argument("--datasets", default="cora,citeseer",
+                        help="bundled datasets, comma-separated (default cora,citeseer)")
     parser.add_argument("--impls", default=",".join(IMPLS),
                         help=f"comma-separated, from {', '.join(IMPLS)}")
-    parser.add_argument("--seeds", type=int, default=3)
-    parser.add_argument("--epochs", type=int, default=200)
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--out", default="reports/bench-pyg")
-    args = parser.parse_args(argv)
+    parser.add_argument("--seeds", type=int, default=3,
+                        help="training seeds 0..N-1 of every implementation (default 3)")
+    parser.add_argument("--epochs", type=int, default=200,
+                        help="training epochs of every run (default 200)")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
+    parser.add_argument("--out", default="reports/bench-pyg", metavar="DIR",
+                        help="folder of bench_pyg.json and bench_pyg.csv (default "
+                             "reports/bench-pyg)")
+    return parser
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
     impls = [i for i in args.impls.split(",") if i]
     bad = [i for i in impls if i not in IMPLS]
     if bad:

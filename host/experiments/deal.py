@@ -1,12 +1,12 @@
 """DEAL's all-node inference experiment (seed 004) on moagcn: DEAL against its baselines.
 
-``moagcn experiment deal [--out DIR] [--scale 17] [--fanout 10,10] [--hidden 64] [--distributed]
-[--device cpu] [--datasets cora,citeseer,rmat] [--grid 1x1,2x1,1x2,2x2] [--epochs 100]
-[--rmat-epochs 3] [--seeds 1] [--repeats 3]``
+``moagcn experiment deal [--out DIR] [--rmat-scale 17] [--fanout 10,10] [--hidden 64]
+[--distributed] [--device cpu] [--datasets cora,citeseer,rmat] [--grid 1x1,2x1,1x2,2x2]
+[--epochs 100] [--rmat-epochs 3] [--seeds 1] [--repeats 3]``
 
 1. **Models**: a 2-layer GCN (``--hidden`` units) trained on CPU for Cora and CiteSeer
    (``--epochs``; test accuracy, mean ± std over ``--seeds`` training seeds, the first seed's
-   weights are the ones embedded) and for the R-MAT power-law graph (``2^--scale`` nodes, 128
+   weights are the ones embedded) and for the R-MAT power-law graph (``2^--rmat-scale`` nodes, 128
    features; ``--rmat-epochs`` epochs, 0 = fresh weights: the timings and bytes do not depend
    on the weights).
 2. **Runs**: for every dataset and every ``P x M`` of ``--grid``,
@@ -46,6 +46,7 @@ import numpy as np
 import torch
 
 from moagcn.core.names import DEVICE_KINDS
+from moagcn.core.options import add_renamed
 from moagcn.core.reports import (json_default, output_dir, print_targets, pyplot, torch_threads,
                                  write_csv)
 from moagcn.errors import UserError
@@ -468,19 +469,24 @@ def print_tables(rows, training, tg, args) -> None:
 
 # -- main ----------------------------------------------------------------------------------------
 
-def main(argv=None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="moagcn experiment deal",
                                      description=__doc__.splitlines()[0])
-    parser.add_argument("--out", default="reports/deal", metavar="DIR")
+    parser.add_argument("--out", default="reports/deal", metavar="DIR",
+                        help="folder of the report, tables and plots (default reports/deal)")
     parser.add_argument("--datasets", default="cora,citeseer,rmat",
                         help="any of cora, citeseer, rmat (default all three)")
-    parser.add_argument("--scale", type=int, default=17,
-                        help="R-MAT graph of 2^SCALE nodes (default 17: 131,072)")
-    parser.add_argument("--grid", default="1x1,2x1,1x2,2x2",
-                        help="P x M configurations (default 1x1,2x1,1x2,2x2)")
+    parser.add_argument("--rmat-scale", type=int, default=17, dest="scale", metavar="K",
+                        help="R-MAT graph of 2^K nodes (default 17: 131,072)")
+    add_renamed(parser, "--scale", "--rmat-scale")
+    parser.add_argument("--grid", default="1x1,2x1,1x2,2x2", metavar="PxM[,PxM...]",
+                        help="P row ranges x M feature groups, one configuration each "
+                             "(default 1x1,2x1,1x2,2x2)")
     parser.add_argument("--fanout", default="10,10", metavar="all|K|K1,K2",
-                        help="neighbours sampled per node and layer (default 10,10)")
-    parser.add_argument("--hidden", type=int, default=64)
+                        help="neighbours sampled per node and layer, input layer first "
+                             "(default 10,10)")
+    parser.add_argument("--hidden", type=int, default=64,
+                        help="hidden units of the 2-layer GCN (default 64)")
     parser.add_argument("--epochs", type=int, default=100,
                         help="training epochs on Cora and CiteSeer (default 100)")
     parser.add_argument("--rmat-epochs", type=int, default=3,
@@ -505,7 +511,11 @@ def main(argv=None) -> int:
     parser.add_argument("--timeout", type=float, default=300.0,
                         help="--distributed: seconds a process waits for a peer")
     parser.add_argument("--seed", type=int, default=0, help="sampling seed (default 0)")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
     datasets = parse_datasets(args.datasets)
     grid = parse_grid(args.grid)
     fanout = parse_fanout(args.fanout, LAYERS)
@@ -516,7 +526,7 @@ def main(argv=None) -> int:
         if v < lo:
             raise UserError(f"{flag} {v}: use at least {lo}")
     if "rmat" in datasets and not 4 <= args.scale <= 20:
-        raise UserError(f"--scale {args.scale}: use 4..20 (2^scale nodes)")
+        raise UserError(f"--rmat-scale {args.scale}: use 4..20 (2^K nodes)")
     choice = AcceleratorChoice(args.device)
     if args.device != "cpu":
         choice.config()

@@ -95,18 +95,26 @@ def measure(g: CSRGraph, features: int, classes: int, m: int, system: str, hidde
     return out
 
 
-def main(argv=None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="moagcn experiment fig10",
                                  description=__doc__.split("\n\n")[0])
-    ap.add_argument("--workers", default="2,4,8,16")
-    ap.add_argument("--datasets", default=",".join(SCALES))
+    ap.add_argument("--workers", default="2,4,8,16", metavar="M,...",
+                    help="worker counts, comma-separated (default 2,4,8,16)")
+    ap.add_argument("--datasets", default=",".join(SCALES),
+                    help=f"stand-ins of the paper's graphs, any of {', '.join(SCALES)} "
+                         "(default all)")
     ap.add_argument("--scale", type=float, default=1.0,
                     help="multiplies every stand-in's size (default 1: a few thousand nodes)")
-    ap.add_argument("--hidden", type=int, default=128)
-    ap.add_argument("--layers", type=int, default=3)
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--out", default="reports/fig10")
-    args = ap.parse_args(argv)
+    ap.add_argument("--hidden", type=int, default=128, help="hidden units (default 128)")
+    ap.add_argument("--layers", type=int, default=3, help="GCN layers (default 3)")
+    ap.add_argument("--seed", type=int, default=0, help="graph and partition seed (default 0)")
+    ap.add_argument("--out", default="reports/fig10", metavar="DIR",
+                    help="folder of the tables and the plot (default reports/fig10)")
+    return ap
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
     try:
         workers = [int(x) for x in args.workers.split(",")]
     except ValueError:

@@ -196,12 +196,13 @@ def plot(results: dict, path: Path, title: str) -> None:
     plt.close(fig)
 
 
-def main(argv=None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="moagcn experiment fig12",
                                      description=__doc__.splitlines()[0])
     parser.add_argument("--scale", type=float, default=0.01,
                         help="fraction of each dataset's nodes and entries (default 0.01)")
-    parser.add_argument("--out", default="reports/fig12", metavar="DIR")
+    parser.add_argument("--out", default="reports/fig12", metavar="DIR",
+                        help="folder of the tables and plots (default reports/fig12)")
     parser.add_argument("--datasets", default=",".join(DATASETS),
                         help=f"any of {', '.join(DATASETS)} (default all)")
     parser.add_argument("--width", type=int, default=128,
@@ -224,7 +225,11 @@ def main(argv=None) -> int:
                         help="the SPU's closed-form cycle model (faster) instead of the "
                              "replay the RTL checks (docs/sspmm.md, 'Two tiers of the model')")
     parser.add_argument("--quiet", action="store_true", help="no progress lines")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
     datasets = _names(args.datasets)
     if not 0 < args.scale <= 1:
         raise UserError(f"--scale {args.scale} must be in (0, 1]")

@@ -40,19 +40,30 @@ def _dataset(name: str, scale: float, seed: int) -> Dataset:
     return Dataset(name, g, X, labels, *masks)
 
 
-def main(argv=None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="moagcn experiment table4",
                                  description=__doc__.split("\n\n")[0])
-    ap.add_argument("--datasets", default=",".join(SCALES))
-    ap.add_argument("--scale", type=float, default=0.5)
-    ap.add_argument("--workers", type=int, default=4)
-    ap.add_argument("--stages", type=int, default=8)
-    ap.add_argument("--epochs", type=int, default=2)
-    ap.add_argument("--hidden", type=int, default=16)
-    ap.add_argument("--clock-mhz", type=float, default=20.0)
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--out", default="reports/table4")
-    args = ap.parse_args(argv)
+    ap.add_argument("--datasets", default=",".join(SCALES),
+                    help=f"stand-ins of the paper's graphs, any of {', '.join(SCALES)} "
+                         "(default all)")
+    ap.add_argument("--scale", type=float, default=0.5,
+                    help="multiplies every stand-in's size (default 0.5)")
+    ap.add_argument("--workers", type=int, default=4, help="MoP workers (default 4)")
+    ap.add_argument("--stages", type=int, default=8,
+                    help="pipeline batches s, a multiple of --workers (default 8)")
+    ap.add_argument("--epochs", type=int, default=2, help="training epochs (default 2)")
+    ap.add_argument("--hidden", type=int, default=16, help="hidden units (default 16)")
+    ap.add_argument("--clock-mhz", type=float, default=20.0,
+                    help="clock of the S-SpMM cycle model, so that the sparse and dense units' "
+                         "batch times are comparable (default 20)")
+    ap.add_argument("--seed", type=int, default=0, help="graph, feature and training seed")
+    ap.add_argument("--out", default="reports/table4", metavar="DIR",
+                    help="folder of table4.csv and table4.json (default reports/table4)")
+    return ap
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
     names = [x.strip() for x in args.datasets.split(",") if x.strip()]
     bad = [x for x in names if x not in SCALES]
     if bad:

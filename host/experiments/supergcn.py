@@ -164,24 +164,39 @@ def _plot(path: Path, vol: list[dict], width: int) -> None:
     plt.close(fig)
 
 
-def main(argv=None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="moagcn experiment supergcn",
                                      description=__doc__.splitlines()[0])
-    parser.add_argument("--workers", default="2,4,8")
+    parser.add_argument("--workers", default="2,4,8", metavar="M,...",
+                        help="worker counts of the volume table, comma-separated, each at "
+                             "least 2 (default 2,4,8)")
     parser.add_argument("--widths", default="16,256",
                         help="message widths of the volume table (default 16,256)")
-    parser.add_argument("--datasets", default="cora,citeseer")
-    parser.add_argument("--seeds", type=int, default=3)
-    parser.add_argument("--epochs", type=int, default=200)
-    parser.add_argument("--hidden", type=int, default=16)
-    parser.add_argument("--accuracy-workers", type=int, default=4)
-    parser.add_argument("--device", default="cpu", choices=("cpu", "model", "rtl"))
-    parser.add_argument("--skip-accuracy", action="store_true")
+    parser.add_argument("--datasets", default="cora,citeseer",
+                        help="datasets of the accuracy table (default cora,citeseer)")
+    parser.add_argument("--seeds", type=int, default=3,
+                        help="training seeds 0..N-1 of every accuracy setting (mean ± std; "
+                             "default 3)")
+    parser.add_argument("--epochs", type=int, default=200,
+                        help="training epochs of every accuracy run (default 200)")
+    parser.add_argument("--hidden", type=int, default=16,
+                        help="hidden units of the accuracy runs (default 16)")
+    parser.add_argument("--accuracy-workers", type=int, default=4,
+                        help="workers of the accuracy runs (default 4)")
+    parser.add_argument("--device", default="cpu", choices=("cpu", "model", "rtl"),
+                        help="the sparse device of the accuracy runs (default cpu)")
+    parser.add_argument("--skip-accuracy", action="store_true",
+                        help="the volume table only")
     parser.add_argument("--powerlaw-nodes", default=",".join(str(n) for n in POWERLAW_NODES),
                         help="node counts of the synthetic power-law graphs of the volume "
                              "table (default 20000,100000)")
-    parser.add_argument("--out", default="reports/supergcn")
-    args = parser.parse_args(argv)
+    parser.add_argument("--out", default="reports/supergcn", metavar="DIR",
+                        help="folder of the tables and the plot (default reports/supergcn)")
+    return parser
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
     try:
         workers = [int(x) for x in args.workers.split(",") if x]
         widths = [int(x) for x in args.widths.split(",") if x]

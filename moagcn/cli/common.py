@@ -26,6 +26,7 @@ import numpy as np
 
 from moagcn.config import parse_params
 from moagcn.core.names import DEFAULT_DESIGN, DEFAULT_DEVICE, DEFAULT_SIMULATOR, SIMULATORS
+from moagcn.core.options import add_field_flags, deprecated, field_params
 from moagcn.errors import UserError
 from moagcn.sim.driver import Driver
 
@@ -158,7 +159,7 @@ def add_simulator_arg(parser: argparse.ArgumentParser) -> None:
 def simulator(args) -> str:
     """The simulator ``--simulator`` (or the deprecated ``--backend``) names."""
     if args.backend is not None:
-        _deprecated(f"--backend {args.backend}", f"--simulator {args.backend}")
+        deprecated(f"--backend {args.backend}", f"--simulator {args.backend}")
         return args.simulator or args.backend
     return args.simulator or DEFAULT_SIMULATOR
 
@@ -185,9 +186,7 @@ def add_accelerator_args(parser: argparse.ArgumentParser, *, design: str | None 
     parser.add_argument("--param", action="append", metavar="KEY=VALUE",
                         help="set one configuration field on top of --preset (repeatable)")
     parser.add_argument("--backend", default=None, help=argparse.SUPPRESS)
-    for option, field in (legacy or {}).items():
-        parser.add_argument(option, type=int, default=None, dest=f"legacy_{field}",
-                            help=argparse.SUPPRESS)
+    add_field_flags(parser, legacy or {})
 
 
 def job_driver(args):
@@ -201,10 +200,6 @@ def job_driver(args):
     return choice, spec, config, Driver(spec, config, choice.device, choice.simulator)
 
 
-def _deprecated(old: str, new: str) -> None:
-    print(f"moagcn: {old} is deprecated; use {new}", file=sys.stderr)
-
-
 def accelerator_choice(args):
     """The :class:`~moagcn.host.devices.select.AcceleratorChoice` the options of ``args`` name."""
     # lazy: keeps the host runtime, torch out of this module's import
@@ -214,20 +209,15 @@ def accelerator_choice(args):
     if args.backend is not None:
         old = args.backend
         if old in SIMULATORS:
-            _deprecated(f"--backend {old}", f"--device rtl --simulator {old}")
+            deprecated(f"--backend {old}", f"--device rtl --simulator {old}")
             device, simulator = device or "rtl", simulator or old
         elif old in ("cpu", "model", "rtl"):
-            _deprecated(f"--backend {old}", f"--device {old}")
+            deprecated(f"--backend {old}", f"--device {old}")
             device = device or old
         else:
             raise UserError(f"--backend {old!r}: use --device cpu|model|rtl and --simulator "
                             f"{'|'.join(SIMULATORS)}")
-    params = parse_params(args.param)
-    for key, value in vars(args).items():
-        if key.startswith("legacy_") and value is not None:
-            field = key[len("legacy_"):]
-            _deprecated(f"--{field}", f"--param {field}={value}")
-            params.setdefault(field, str(value))
+    params = field_params(args, parse_params(args.param))
     design = args.design_name or getattr(args, "design", DEFAULT_DESIGN)
     return AcceleratorChoice(device or DEFAULT_DEVICE, design, args.preset, params,
                              simulator or DEFAULT_SIMULATOR)

@@ -129,14 +129,17 @@ def register(sp_sub) -> None:
     c.add_argument("--preset", default="paper", metavar="NAME",
                    help="the SPU preset (default paper: the baselines take its units, buffers "
                         "and HBM)")
-    c.add_argument("--param", action="append", metavar="KEY=VALUE")
+    c.add_argument("--param", action="append", metavar="KEY=VALUE",
+                   help="set one field of the SPU's configuration on top of --preset "
+                        "(repeatable)")
     c.add_argument("--systems", default=",".join(SYSTEMS), metavar="LIST",
                    help=f"comma-separated, any of {', '.join(SYSTEMS)} (default all)")
     c.add_argument("--repeats", type=int, default=5,
                    help="timed runs of the measured CPU (median; default 5)")
     c.add_argument("--threads", type=int, default=None,
                    help="threads of the measured CPU's multi-threaded run (default: all)")
-    c.add_argument("--report", required=True, metavar="R.json")
+    c.add_argument("--report", required=True, metavar="R.json",
+                   help="the comparison as JSON (the command's output)")
     c.add_argument("--plot", metavar="P.png", help="bar chart of time and energy")
     c.add_argument("--closed-form", action="store_true",
                    help="the SPU's closed-form cycle model (faster) instead of the replay the "

@@ -11,6 +11,7 @@ from moagcn.cli.common import (accelerator_choice, add_accelerator_args, add_und
                                job_driver, load_float32, load_graph, one_line_warnings,
                                output_path, report_path, write_json)
 from moagcn.config import parse_params
+from moagcn.core.options import add_renamed
 from moagcn.errors import UserError
 
 
@@ -43,7 +44,8 @@ def cmd_hyscale_run(args) -> int:
     np.save(args.out, res.output)
     report = {"preset": choice.preset or spec.default_preset, **spec.report(res, job, config),
               "command_wall_s": round(wall, 4)}
-    write_json(args.report, report)
+    if args.report:
+        write_json(args.report, report)
     where = f"rtl on {choice.simulator}" if choice.device == "rtl" else choice.device
     print(f"hyscale on {where} ({report['preset']}, n={config.spes}, m={config.macs}): "
           f"{report['destinations']} rows, {report['edges']} edges, "
@@ -55,7 +57,8 @@ def cmd_hyscale_run(args) -> int:
           + f" + {report['cycles_compute']:.0f} compute (kernel "
           f"model {report['model_cycles']:.0f}, error {report['model_error']:+.3f}; Eq. 11 + 12 "
           f"on compute {report['paper_model_error']:+.3f}), feature reads "
-          f"{report['feature_reads']}, wall {wall:.2f} s -> {args.out}, {args.report}")
+          f"{report['feature_reads']}, wall {wall:.2f} s -> {args.out}"
+          + (f", {args.report}" if args.report else ""))
     return 0
 
 
@@ -150,27 +153,36 @@ def register(sub) -> None:
                         ".mtx (values: the weights), an edge list or a PyG .pt "
                         "(docs/formats.md)")
     add_undirected_arg(r)
-    r.add_argument("--features", required=True, metavar="X.npy")
-    r.add_argument("--weight", required=True, metavar="W.npy")
-    r.add_argument("--bias", metavar="b.npy")
-    r.add_argument("--relu", action="store_true")
-    r.add_argument("--out", required=True, metavar="Y.npy")
-    r.add_argument("--report", required=True, metavar="R.json")
+    r.add_argument("--features", required=True, metavar="X.npy",
+                   help="the input features X, float32, one row per source")
+    r.add_argument("--weight", required=True, metavar="W.npy",
+                   help="the weight W, float32, f_in x f_out")
+    r.add_argument("--bias", metavar="b.npy", help="the bias b, float32, f_out (default none)")
+    r.add_argument("--relu", action="store_true", help="act = ReLU (default: the identity)")
+    r.add_argument("--out", required=True, metavar="Y.npy", help="the result Y")
+    r.add_argument("--report", metavar="R.json",
+                   help="also write the counters, model errors and configuration as JSON "
+                        "(default: none)")
     add_accelerator_args(r, design="hyscale", devices=("model", "rtl"),
                          legacy={"--spes": "spes", "--macs": "macs"})
     r.add_argument("--vcd", metavar="FILE", help="write a waveform (cocotb path)")
     r.set_defaults(func=cmd_hyscale_run)
     t = hp_sub.add_parser("train", help="hybrid CPU + accelerator mini-batch training "
                                         "(HyScale-GNN's system: trainers, prefetching, DRM)")
-    t.add_argument("--dataset", default="cora", metavar="sbm|rmat|cora|citeseer|PATH")
+    t.add_argument("--dataset", default="cora", metavar="sbm|rmat|cora|citeseer|PATH",
+                   help="built-in synthetic graph (sbm, rmat), bundled Planetoid data (cora, "
+                        "citeseer), an .npz dataset or a PyG Data .pt (docs/formats.md; "
+                        "default: cora)")
     add_undirected_arg(t)
-    t.add_argument("--model", default="sage", choices=("gcn", "sage"))
+    t.add_argument("--model", default="sage", choices=("gcn", "sage"),
+                   help="the GNN (default sage)")
     t.add_argument("--fanout", default="10,25", metavar="K1,K2",
                    help="neighbours per node and layer, input layer first (default 10,25: "
                         "GraphSAGE's 25 at the targets' hop, 10 at the next)")
-    t.add_argument("--batch", type=int, default=None,
+    t.add_argument("--batch-size", type=int, default=None, dest="batch",
                    help="targets per mini-batch (default 1024, or the whole training set if it "
                         "is smaller)")
+    add_renamed(t, "--batch", "--batch-size")
     t.add_argument("--trainers", default="cpu:1,accel:1", metavar="KIND:N,...",
                    help="cpu, accel (the accelerator: --device, --design, --param) and gpu "
                         "trainers (default cpu:1,accel:1)")
@@ -200,13 +212,16 @@ def register(sub) -> None:
                         "two backward products): on the design's dense datapath where it has "
                         "one (--design hyscale: the systolic array), or in torch on the host "
                         "(default: device)")
-    t.add_argument("--hidden", type=int, default=128)
-    t.add_argument("--epochs", type=int, default=5)
-    t.add_argument("--lr", type=float, default=0.005)
-    t.add_argument("--dropout", type=float, default=0.5)
-    t.add_argument("--seed", type=int, default=0)
+    t.add_argument("--hidden", type=int, default=128, help="hidden units (default 128)")
+    t.add_argument("--epochs", type=int, default=5, help="training epochs (default 5)")
+    t.add_argument("--lr", type=float, default=0.005, help="Adam learning rate (default 0.005)")
+    t.add_argument("--dropout", type=float, default=0.5, help="dropout rate (default 0.5)")
+    t.add_argument("--seed", type=int, default=0,
+                   help="seed of the weights, sampling and dataset (default 0)")
     add_accelerator_args(t, design=None, devices=("model", "rtl"))
-    t.add_argument("--report", default="reports/hyscale-train/report.json", metavar="R.json")
-    t.add_argument("--save", default=None, metavar="C.pt")
-    t.add_argument("--quiet", action="store_true")
+    t.add_argument("--report", default="reports/hyscale-train/report.json", metavar="R.json",
+                   help="JSON report (default reports/hyscale-train/report.json)")
+    t.add_argument("--save", default=None, metavar="C.pt",
+                   help="write the trained weights as a checkpoint (for moagcn infer)")
+    t.add_argument("--quiet", action="store_true", help="no progress bar or progress lines")
     t.set_defaults(func=cmd_hyscale_train)

@@ -7,6 +7,7 @@ process count that does not match, a fanout longer than the model, an unwritable
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 import time
@@ -16,6 +17,7 @@ import numpy as np
 
 from moagcn.cli.common import (accelerator_choice, add_accelerator_args, add_undirected_arg,
                                one_line_warnings, output_path, report_path, write_json)
+from moagcn.core.options import deprecated
 from moagcn.errors import UserError
 
 DEFAULT_EMB = "reports/infer/embeddings.npy"
@@ -32,6 +34,25 @@ def _save_npy(path: Path, emb: np.ndarray) -> None:
     except OSError as exc:
         tmp.unlink(missing_ok=True)
         raise UserError(f"--out {path}: cannot write the embeddings ({exc.strerror})") from None
+
+
+def grid(args) -> tuple[int, int]:
+    """``(P, M)`` of ``--grid PxM``; the old ``--partitions P`` and ``--feature-groups M`` set
+    their part of it, with their deprecation line."""
+    try:
+        P, M = (int(v) for v in args.grid.lower().split("x"))
+    except ValueError:
+        raise UserError(f"--grid {args.grid!r}: give PxM, P row ranges x M feature groups, "
+                        "e.g. 2x2") from None
+    old = [(flag, v) for flag, v in (("--partitions", args.partitions),
+                                     ("--feature-groups", args.feature_groups)) if v is not None]
+    if old:
+        P = args.partitions if args.partitions is not None else P
+        M = args.feature_groups if args.feature_groups is not None else M
+        deprecated(" ".join(f"{flag} {v}" for flag, v in old), f"--grid {P}x{M}")
+    if P < 1 or M < 1:
+        raise UserError(f"--grid {P}x{M}: P and M must be at least 1 (e.g. 1x1, 2x2)")
+    return P, M
 
 
 def cmd_infer(args) -> int:
@@ -51,6 +72,7 @@ def cmd_infer(args) -> int:
         raise UserError(f"--out {args.out}: embeddings are written as a NumPy .npy file; give a "
                         "path ending in .npy")
     rpath = report_path(args.report)
+    P, M = grid(args)
     choice = accelerator_choice(args)
     if choice.device != "cpu":
         choice.config()   # a bad design, preset or parameter is named before any work
@@ -62,13 +84,17 @@ def cmd_infer(args) -> int:
               f"({meta.get('n_nodes')} nodes); embedding {dataset.name} "
               f"({dataset.n_nodes} nodes)", file=sys.stderr)
     fanout = parse_fanout(args.fanout, model.n_layers)
-    cfg = InferConfig(args.partitions, args.feature_groups, fanout, args.gemm,
-                      not args.no_pipeline, args.groups, args.seed)
-    cfg.validate(dataset.n_nodes, min(model.dims))
+    width = min(model.dims)
+    if P > dataset.n_nodes or M > width:
+        raise UserError(f"--grid {P}x{M}: the graph has {dataset.n_nodes} nodes and the "
+                        f"narrowest layer is {width} wide; use P <= {dataset.n_nodes} and "
+                        f"M <= {width}")
+    cfg = InferConfig(P, M, fanout, args.gemm, not args.no_pipeline, args.groups, args.seed)
+    cfg.validate(dataset.n_nodes, width)
     if args.processes is not None and args.processes != cfg.processes:
-        raise UserError(f"--processes {args.processes} does not equal --partitions "
-                        f"{cfg.partitions} x --feature-groups {cfg.feature_groups} = "
-                        f"{cfg.processes}; DEAL runs one process per (partition, feature group)")
+        raise UserError(f"--processes {args.processes} does not equal --grid "
+                        f"{cfg.partitions}x{cfg.feature_groups} = {cfg.processes} processes; "
+                        "DEAL runs one process per (partition, feature group)")
     print(f"{dataset.summary()}\n{meta['model'].upper()} {model.n_layers} layers {model.dims}, "
           f"fanout {args.fanout}, P x M = {cfg.partitions} x {cfg.feature_groups}"
           f"{' (torch.distributed)' if args.distributed else ''}, device {choice.device}, "
@@ -116,13 +142,14 @@ def register(subparsers) -> None:
     p.add_argument("--model", default=None, choices=MODELS,
                    help="check that the checkpoint holds this model")
     p.add_argument("--fanout", default="all", metavar="all|K|K1,K2,...",
-                   help="neighbours sampled per node and layer, first layer first (default all)")
-    p.add_argument("--partitions", type=int, default=1, metavar="P",
-                   help="row ranges (1-D graph partition; default 1)")
-    p.add_argument("--feature-groups", type=int, default=1, metavar="M",
-                   help="feature column groups per row range (default 1)")
+                   help="neighbours sampled per node and layer, input layer first (default all)")
+    p.add_argument("--grid", default="1x1", metavar="PxM",
+                   help="P row ranges (1-D graph partition) x M feature column groups per row "
+                        "range, one process each (default 1x1)")
+    p.add_argument("--partitions", type=int, default=None, help=argparse.SUPPRESS)
+    p.add_argument("--feature-groups", type=int, default=None, help=argparse.SUPPRESS)
     p.add_argument("--processes", type=int, default=None, metavar="N",
-                   help="check that P x M equals this process count")
+                   help="check that P x M of --grid equals this process count")
     p.add_argument("--distributed", action="store_true",
                    help="one torch.distributed process per (partition, feature group)")
     p.add_argument("--gemm", default="deal", choices=GEMMS,
@@ -142,7 +169,10 @@ def register(subparsers) -> None:
     p.add_argument("--seed", type=int, default=0, help="sampling seed (and dataset seed)")
     p.add_argument("--timeout", type=float, default=300.0, metavar="S",
                    help="--distributed: fail if a process waits longer than this for a peer")
-    p.add_argument("--out", default=DEFAULT_EMB, metavar="EMB.npy")
-    p.add_argument("--report", default=DEFAULT_REPORT, metavar="R.json")
-    p.add_argument("--quiet", action="store_true")
+    p.add_argument("--out", default=DEFAULT_EMB, metavar="EMB.npy",
+                   help=f"the embeddings, one row per node (default {DEFAULT_EMB})")
+    p.add_argument("--report", default=DEFAULT_REPORT, metavar="R.json",
+                   help=f"JSON report (default {DEFAULT_REPORT})")
+    p.add_argument("--quiet", action="store_true",
+                   help="no note when the checkpoint was trained on another graph")
     p.set_defaults(func=cmd_infer)

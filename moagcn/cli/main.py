@@ -219,11 +219,13 @@ def build_parser() -> argparse.ArgumentParser:
     gen.set_defaults(func=cmd_hw_generate)
 
     ar = sub.add_parser("arith", help="stream float32 arrays through a simulated binary32 unit")
-    ar.add_argument("--op", required=True, choices=["add", "mul", "muladd"])
-    ar.add_argument("--a", required=True, metavar="A.npy")
-    ar.add_argument("--b", required=True, metavar="B.npy")
+    ar.add_argument("--op", required=True, choices=["add", "mul", "muladd"],
+                    help="the unit: a + b, a * b or a * b + c")
+    ar.add_argument("--a", required=True, metavar="A.npy", help="first operand (float32)")
+    ar.add_argument("--b", required=True, metavar="B.npy",
+                    help="second operand (float32, the shape of --a)")
     ar.add_argument("--c", metavar="C.npy", help="addend of --op muladd")
-    ar.add_argument("--out", required=True, metavar="OUT.npy")
+    ar.add_argument("--out", required=True, metavar="OUT.npy", help="the results (float32)")
     add_simulator_arg(ar)
     ar.add_argument("--latency", type=int, help="pipeline latency (default: the unit's)")
     ar.add_argument("--check", action="store_true",
@@ -233,11 +235,14 @@ def build_parser() -> argparse.ArgumentParser:
     ar.set_defaults(func=cmd_arith)
 
     sy = sub.add_parser("synth", help="yosys + nextpnr: resources and post-route Fmax")
-    sy.add_argument("design")
+    sy.add_argument("design", help="design name (see `moagcn hw list`)")
     sy.add_argument("--preset", metavar="NAME", help="start from a named configuration")
-    sy.add_argument("--param", action="append", metavar="KEY=VALUE")
-    sy.add_argument("--target", required=True, choices=["ecp5-25k", "ecp5-85k", "ice40-hx8k"])
-    sy.add_argument("--out", required=True, metavar="DIR")
+    sy.add_argument("--param", action="append", metavar="KEY=VALUE",
+                    help="set a configuration parameter (repeatable)")
+    sy.add_argument("--target", required=True, choices=["ecp5-25k", "ecp5-85k", "ice40-hx8k"],
+                    help="the FPGA")
+    sy.add_argument("--out", required=True, metavar="DIR",
+                    help="output directory (the Verilog, the tools' files and report.json)")
     sy.add_argument("--seed", type=int, default=1, help="nextpnr placement seed")
     sy.add_argument("--freq", type=float, help="nextpnr target frequency in MHz")
     sy.set_defaults(func=cmd_synth)
@@ -255,8 +260,10 @@ def build_parser() -> argparse.ArgumentParser:
                                     "the benchmark's own (see moagcn bench NAME --help). "
                                     + "; ".join(f"{k}: {v}" for k, v in BENCH_HELP.items())
                                     + ".")
-    be.add_argument("bench_design", metavar="NAME", choices=sorted(BENCHES))
-    be.add_argument("bench_args", nargs=argparse.REMAINDER, metavar="...")
+    be.add_argument("bench_design", metavar="NAME", choices=sorted(BENCHES),
+                    help=", ".join(sorted(BENCHES)))
+    be.add_argument("bench_args", nargs=argparse.REMAINDER, metavar="...",
+                    help="the benchmark's own options (moagcn bench NAME --help)")
     ex = sub.add_parser("experiment", help="reproduce a paper's experiment (supergcn, deal, "
                                            "vgnn, fig10, fig12, table4)",
                         description="Run the experiment NAME (supergcn: SuperGCN's Table 5 "
@@ -271,16 +278,19 @@ def build_parser() -> argparse.ArgumentParser:
                                     "against HyGCN, AWB-GCN and the CPU, with energy); the "
                                     "arguments after NAME are the experiment's own (see moagcn "
                                     "experiment NAME --help).")
-    ex.add_argument("experiment", metavar="NAME", choices=sorted(EXPERIMENTS))
-    ex.add_argument("experiment_args", nargs=argparse.REMAINDER, metavar="...")
+    ex.add_argument("experiment", metavar="NAME", choices=sorted(EXPERIMENTS),
+                    help=", ".join(sorted(EXPERIMENTS)))
+    ex.add_argument("experiment_args", nargs=argparse.REMAINDER, metavar="...",
+                    help="the experiment's own options (moagcn experiment NAME --help)")
     ex.set_defaults(func=cmd_experiment)
     be.set_defaults(func=cmd_bench)
 
     de = sub.add_parser("demo", help="end-to-end check of the binary32 units on a simulator")
     add_simulator_arg(de)
     de.add_argument("--pairs", type=int, default=20_000, help="random operand pairs per unit")
-    de.add_argument("--seed", type=int, default=0)
-    de.add_argument("--out", default="reports/demo", metavar="DIR")
+    de.add_argument("--seed", type=int, default=0, help="seed of the random pairs (default 0)")
+    de.add_argument("--out", default="reports/demo", metavar="DIR",
+                    help="folder of report.json (default reports/demo)")
     de.set_defaults(func=cmd_demo)
     return p
 

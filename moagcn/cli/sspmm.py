@@ -69,14 +69,15 @@ def cmd_sspmm_run(args) -> int:
         # the simulator's own speed while the jobs ran (loads, compute, output)
         "sim_cycles_per_s": c.sim_cycles_per_s or None,
     }
-    write_json(args.report, report)
+    if args.report:
+        write_json(args.report, report)
     where = f"rtl on {choice.simulator}" if choice.device == "rtl" else choice.device
     hidden = c.extra.get("cycles_load_hidden", 0)
     print(f"sspmm on {where} ({report['preset']}, S={config.slices} x P={config.lanes}): {n} rows, "
           f"{job.indices.size} edges, F={H.shape[1]}, {c.tiles} tile(s): compute "
           f"{c.cycles_compute} cycles, loads {c.cycles_load} exposed + {hidden} beside the tile "
           f"before, utilisation {c.utilization:.3f}, wall {wall:.2f} s -> "
-          f"{args.out}, {args.report}")
+          f"{args.out}{', ' + args.report if args.report else ''}")
     return 0
 
 
@@ -141,10 +142,13 @@ def register(sub) -> None:
                    help="the graph: .npz CSR, .mtx, edge list (.txt/.tsv/.csv/.edges/.el) or "
                         "PyG .pt (docs/formats.md)")
     add_undirected_arg(r)
-    r.add_argument("--features", required=True, metavar="H.npy")
-    r.add_argument("--mask", metavar="M.npy")
-    r.add_argument("--out", required=True, metavar="Z.npy")
-    r.add_argument("--report", required=True, metavar="R.json")
+    r.add_argument("--features", required=True, metavar="H.npy",
+                   help="the features H, float32, one row per node")
+    r.add_argument("--mask", metavar="M.npy",
+                   help="the output mask M (bool or 0/1 uint8, the shape of H; default all ones)")
+    r.add_argument("--out", required=True, metavar="Z.npy", help="the result Z")
+    r.add_argument("--report", metavar="R.json",
+                   help="also write the counters and configuration as JSON (default: none)")
     add_accelerator_args(r, design="sspmm", devices=("model", "rtl"),
                          legacy={"--lanes": "lanes"})
     e = sp_sub.add_parser("estimate", help="the cycle model alone on a graph of any size",
@@ -161,8 +165,10 @@ def register(sub) -> None:
     e.add_argument("--mask", metavar="M.npy", help="the output mask (rows x F, bool)")
     e.add_argument("--seed", type=int, default=0, help="seed of the random mask")
     e.add_argument("--preset", metavar="NAME", help="default, tiny, multi, paper")
-    e.add_argument("--param", action="append", metavar="KEY=VALUE")
-    e.add_argument("--report", required=True, metavar="R.json")
+    e.add_argument("--param", action="append", metavar="KEY=VALUE",
+                   help="set one configuration field on top of --preset (repeatable)")
+    e.add_argument("--report", required=True, metavar="R.json",
+                   help="the estimate as JSON (the command's output)")
     e.add_argument("--closed-form", action="store_true",
                    help="the closed-form tier of the cycle model (what the bit-exact model "
                         "device uses; about 4x faster on Reddit) instead of the replay the RTL "

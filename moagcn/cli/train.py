@@ -12,10 +12,14 @@ from pathlib import Path
 
 from moagcn.cli.common import (accelerator_choice, add_accelerator_args, add_undirected_arg,
                                one_line_warnings, output_path, report_path, write_json)
+from moagcn.core.options import deprecated
 from moagcn.errors import UserError
 
 DEFAULT_TRAIN_REPORT = "reports/train/report.json"
 DEFAULT_PIPELINE_REPORT = "reports/pipeline/report.json"
+#: ``--pipeline``'s values -> the runtime's (``TrainConfig.pipeline``): ``layers`` is the plain
+#: MoP runtime (no batches); ``off`` the pipeline's batches one after another, no overlap
+PIPELINES = {"layers": "none", "off": "off", "natural": "natural", "rcm": "rcm"}
 
 
 # -- helpers -------------------------------------------------------------------------------------
@@ -88,6 +92,15 @@ def _train_plots(report: dict, path: Path) -> list[Path]:
     return [curves, times]
 
 
+def pipeline_mode(value: str) -> str:
+    """The runtime's name of ``--pipeline VALUE`` (``none``, the old name of ``layers``, prints
+    its deprecation line)."""
+    if value == "none":
+        deprecated("--pipeline none", "--pipeline layers")
+        return "none"
+    return PIPELINES[value]
+
+
 def _set_threads(threads: int) -> None:
     """Apply ``--threads`` (0: torch's default)."""
     import torch
@@ -130,7 +143,7 @@ def cmd_train(args) -> int:
                       comm_bits=args.comm_bits, label_prop=args.label_prop,
                       layer_norm=args.layer_norm, reorder=args.reorder,
                       devices=args.devices, balance=args.balance, perf_model=args.perf_model,
-                      pipeline=args.pipeline, stages=args.stages,
+                      pipeline=pipeline_mode(args.pipeline), stages=args.stages,
                       normalize_features=not args.raw_features).validate()
     with one_line_warnings():
         dataset = load_dataset(args.dataset, seed=args.seed, undirected=args.undirected)
@@ -328,11 +341,13 @@ def register(subparsers) -> None:
                          "citeseer), an .npz dataset or a PyG Data .pt "
                          "(docs/formats.md; default: sbm)")
     add_undirected_arg(tr)
-    tr.add_argument("--model", default="gcn", choices=MODELS)
+    tr.add_argument("--model", default="gcn", choices=MODELS, help="the GNN (default gcn)")
     add_accelerator_args(tr, design=None)
     tr.add_argument("--workers", type=int, default=1, metavar="M",
                     help="sparse devices = dense workers (default 1)")
-    tr.add_argument("--parallelism", default="mop", choices=PARALLELISMS)
+    tr.add_argument("--parallelism", default="mop", choices=PARALLELISMS,
+                    help="mop: Mixture of Parallelism (MixGCN; the default); partition: "
+                         "partition parallelism with halo exchanges (SuperGCN, vGNN)")
     tr.add_argument("--partition", default="contiguous", choices=PARTITION_METHODS,
                     help="node partition of --parallelism partition")
     tr.add_argument("--aggregation", default="post", choices=("post", "pre", "prepost"),
@@ -351,17 +366,19 @@ def register(subparsers) -> None:
                          "sent (--parallelism partition; SuperGCN uses it with --comm-bits 2)")
     tr.add_argument("--distributed", action="store_true",
                     help="one torch.distributed process per worker (spawned, or torchrun's)")
-    tr.add_argument("--epochs", type=int, default=200)
-    tr.add_argument("--layers", type=int, default=2)
-    tr.add_argument("--hidden", type=int, default=16)
-    tr.add_argument("--lr", type=float, default=0.01)
-    tr.add_argument("--weight-decay", type=float, default=5e-4)
-    tr.add_argument("--dropout", type=float, default=0.5)
+    tr.add_argument("--epochs", type=int, default=200, help="training epochs (default 200)")
+    tr.add_argument("--layers", type=int, default=2, help="GNN layers (default 2)")
+    tr.add_argument("--hidden", type=int, default=16, help="hidden units (default 16)")
+    tr.add_argument("--lr", type=float, default=0.01, help="Adam learning rate (default 0.01)")
+    tr.add_argument("--weight-decay", type=float, default=5e-4,
+                    help="Adam weight decay (default 5e-4)")
+    tr.add_argument("--dropout", type=float, default=0.5, help="dropout rate (default 0.5)")
     tr.add_argument("--dropout-at", default="aggregate", choices=("aggregate", "input"),
                     help="where dropout acts: on the aggregation output, as the S-SpMM output "
                          "mask (MixGCN Eq. 4; default), or on each layer's input, as PyG "
                          "(docs/pyg.md: accuracy against skipped work)")
-    tr.add_argument("--seed", type=int, default=0)
+    tr.add_argument("--seed", type=int, default=0,
+                    help="seed of the weights, dropout masks and dataset (default 0)")
     tr.add_argument("--reorder", default="none", choices=["none", "rcm"],
                     help="relabel the nodes before training")
     tr.add_argument("--raw-features", action="store_true",
@@ -384,11 +401,14 @@ def register(subparsers) -> None:
                          "clock), or by the fitted performance model (--perf-model)")
     tr.add_argument("--perf-model", default=None, metavar="M.json",
                     help="a model from moagcn perfmodel fit, for --balance vgnn")
-    tr.add_argument("--pipeline", default="none", choices=("none", "off", "natural", "rcm"),
-                    help="MoP's executed fine-grain pipeline: batches of nodes aggregated as "
-                         "soon as their inputs exist, the sparse and dense units in two threads "
-                         "(off: same batches, no overlap; rcm: RCM node order); the report gets "
-                         "the timeline (docs/runtime.md)")
+    tr.add_argument("--pipeline", default="layers", choices=(*PIPELINES, "none"),
+                    metavar="{" + ",".join(PIPELINES) + "}",
+                    help="MoP's executed fine-grain pipeline: layers (the default) runs no "
+                         "pipeline, each layer aggregated whole, then updated; natural: batches "
+                         "of nodes aggregated as soon as their inputs exist, the sparse and "
+                         "dense units in two threads; rcm: the same in RCM node order; off: "
+                         "natural's batches one after another, no overlap (the pipeline's "
+                         "baseline); the report gets the timeline (docs/runtime.md)")
     tr.add_argument("--stages", type=int, default=None, metavar="S",
                     help="--pipeline batches (a multiple of --workers; default from Prop. 3.5)")
     tr.add_argument("--save", default=None, metavar="C.pt",
@@ -405,10 +425,12 @@ def register(subparsers) -> None:
                          "citeseer), an .npz dataset or a PyG Data .pt "
                          "(docs/formats.md; default: sbm)")
     add_undirected_arg(pp)
-    pp.add_argument("--batches", type=int, required=True, metavar="S")
-    pp.add_argument("--reorder", default="rcm", choices=["rcm", "none"])
-    pp.add_argument("--hidden", type=int, default=16)
-    pp.add_argument("--layers", type=int, default=2)
+    pp.add_argument("--batches", type=int, required=True, metavar="S",
+                    help="batches s the nodes are cut into")
+    pp.add_argument("--reorder", default="rcm", choices=["rcm", "none"],
+                    help="the node order reported first (both are simulated; default rcm)")
+    pp.add_argument("--hidden", type=int, default=16, help="hidden units (default 16)")
+    pp.add_argument("--layers", type=int, default=2, help="GNN layers (default 2)")
     pp.add_argument("--preset", default=None, metavar="NAME",
                     help="S-SpMM configuration of the cycle model (default: 'default')")
     pp.add_argument("--param", action="append", metavar="KEY=VALUE",
@@ -420,6 +442,9 @@ def register(subparsers) -> None:
                     help="dense speed at the accelerator clock (default: measured with torch)")
     pp.add_argument("--threads", type=int, default=1,
                     help="torch threads for the dense timing (default 1, as moagcn train)")
-    pp.add_argument("--seed", type=int, default=0)
-    pp.add_argument("--report", default=DEFAULT_PIPELINE_REPORT, metavar="R.json")
+    pp.add_argument("--seed", type=int, default=0,
+                    help="seed of the dataset and the masks (default 0)")
+    pp.add_argument("--report", default=DEFAULT_PIPELINE_REPORT, metavar="R.json",
+                    help="JSON report; the timeline plot is written beside it "
+                         f"(default {DEFAULT_PIPELINE_REPORT})")
     pp.set_defaults(func=cmd_pipeline)

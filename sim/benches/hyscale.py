@@ -1,8 +1,9 @@
 """HyScale-GNN benchmark: feature reads, performance-model error, S-PE and MAC utilisation.
 
-``moagcn bench hyscale [--simulator verilator] [--jobs 3] [--out DIR]`` samples
-mini-batches with fan-outs (25, 10) from a power-law graph, runs both layers of each on the fused
-layer of every configuration n in {2, 4, 8} x m in {16, 64} (the ``default`` preset otherwise:
+``moagcn bench hyscale [--simulator verilator] [--jobs 3] [--param spes=2,4,8]
+[--param macs=16,64] [--out DIR]`` samples mini-batches with fan-outs (25, 10) from a
+power-law graph, runs both layers of each on the fused layer of every configuration n in
+{2, 4, 8} x m in {16, 64} (``--param``; the ``default`` preset otherwise:
 4 memory words per cycle, 7-cycle adders and multipliers), checks every output against the golden
 model, and writes ``hyscale_bench.json``, ``hyscale_bench.csv`` and ``hyscale_bench.png`` (RTL
 cycles against the kernel cycle model and the paper's Eq. 11 + 12) to ``--out``; it prints one
@@ -21,6 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
+from moagcn.config import apply_params, parse_params
+from moagcn.core.options import add_field_flags, field_params
 from moagcn.core.spec import get_spec
 from moagcn.hw.hyscale import preset
 from moagcn.sim.hyscale import golden
@@ -57,25 +60,44 @@ def sample_jobs(n_jobs: int, seed: int, config, graph_nodes: int, targets: int,
     return jobs
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--device", default="rtl", choices=["rtl", "model"])
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="moagcn bench hyscale",
+                                     description=__doc__.splitlines()[0])
+    parser.add_argument("--device", default="rtl", choices=["rtl", "model"],
+                        help="what runs the layers (default rtl; model: the golden and cycle "
+                             "models only)")
     parser.add_argument("--simulator", default="verilator",
-                        choices=["verilator", "icarus", "pysim"])
-    parser.add_argument("--preset", default="default")
+                        choices=["verilator", "icarus", "pysim"],
+                        help="what runs the RTL with --device rtl (default verilator)")
+    parser.add_argument("--preset", default="default", metavar="NAME",
+                        help="the HyScale configuration under the swept fields (default: "
+                             "'default')")
+    parser.add_argument("--param", action="append", metavar="KEY=VALUE[,VALUE...]",
+                        help="set a field of the preset (repeatable); spes and macs take a "
+                             "comma list and every pair is run (default spes=2,4,8 and "
+                             "macs=16,64)")
+    add_field_flags(parser, {"--spes": "spes", "--macs": "macs"}, type=str)
     parser.add_argument("--jobs", type=int, default=3, help="mini-batches per configuration")
-    parser.add_argument("--spes", default="2,4,8")
-    parser.add_argument("--macs", default="16,64")
     parser.add_argument("--features", type=int, default=64, help="f_in = f_out of each layer")
     parser.add_argument("--targets", type=int, default=32, help="output nodes per mini-batch")
-    parser.add_argument("--graph-nodes", type=int, default=20000)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", default="hyscale_bench")
-    args = parser.parse_args(argv)
+    parser.add_argument("--graph-nodes", type=int, default=20000,
+                        help="nodes of the power-law graph the mini-batches are sampled from "
+                             "(default 20000)")
+    parser.add_argument("--seed", type=int, default=0, help="graph, sampling and feature seed")
+    parser.add_argument("--out", default="hyscale_bench", metavar="DIR",
+                        help="folder of hyscale_bench.json, .csv and .png (default "
+                             "hyscale_bench)")
+    return parser
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    params = field_params(args, parse_params(args.param))
+    args.spes, args.macs = params.pop("spes", "2,4,8"), params.pop("macs", "16,64")
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
 
-    base = preset(args.preset)
+    base = apply_params(preset(args.preset), params)
     jobs = sample_jobs(args.jobs, args.seed, base, args.graph_nodes, args.targets)
     rng = np.random.default_rng(args.seed + 2)
     F = args.features
@@ -91,7 +113,7 @@ def main(argv=None) -> int:
     t_start = time.perf_counter()
     for n in (int(x) for x in args.spes.split(",")):
         for m in (int(x) for x in args.macs.split(",")):
-            cfg = preset(args.preset, spes=n, macs=m)
+            cfg = apply_params(preset(args.preset, spes=n, macs=m), params)
             driver = Driver(SPEC, cfg, args.device, args.simulator)
             for k, (job, X, W, b, want) in enumerate(data):
                 spec_job = SPEC.check(SPEC.job(job.indptr, job.indices, X, W, b, relu=True), cfg)

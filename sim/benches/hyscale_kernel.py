@@ -149,18 +149,28 @@ def run_shape(shape: Shape, device: str = "rtl", simulator: str = "verilator",
     }
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--device", default="rtl", choices=["rtl", "model"])
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="moagcn bench hyscale-model-kernel",
+                                     description=__doc__.splitlines()[0])
+    parser.add_argument("--device", default="rtl", choices=["rtl", "model"],
+                        help="what runs the shapes (default rtl; model: the golden and cycle "
+                             "models only)")
     parser.add_argument("--simulator", default="verilator",
-                        choices=["verilator", "icarus", "pysim"])
+                        choices=["verilator", "icarus", "pysim"],
+                        help="what runs the RTL with --device rtl (default verilator)")
     parser.add_argument("--only", default="", help="comma-separated shape names (default all)")
     parser.add_argument("--tolerance", type=float, default=0.10,
                         help="largest |model error| accepted (total cycles)")
     parser.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
                         help="override a configuration field of every shape, e.g. "
                              "pipelined=false")
-    parser.add_argument("--out", default="hyscale_kernel_model")
+    parser.add_argument("--out", default="hyscale_kernel_model", metavar="DIR",
+                        help="folder of the table and plot (default hyscale_kernel_model)")
+    return parser
+
+
+def main(argv=None) -> int:
+    parser = build_parser()
     args = parser.parse_args(argv)
     params = parse_params(args.param)
     names = [s for s in args.only.split(",") if s]

@@ -2,7 +2,7 @@
 load buffers, on the RTL and in the cycle model.
 
 ``moagcn bench hyscale-overlap [--preset default] [--graph-nodes 20000] [--targets 256]
-[--fanouts 10,25] [--layer 0] [--f-in 64] [--f-out 20] [--seed 7] [--out DIR]`` samples one
+[--fanout 10,25] [--layer 0] [--f-in 64] [--f-out 20] [--seed 7] [--out DIR]`` samples one
 layer of a GraphSAGE mini-batch from a power-law graph (the input layer by default: more
 destinations and sources than one job of the preset holds, so the driver tiles it), and runs
 it on the lean Verilator harness with ``load_banks`` 1 (the next tile loads after the running
@@ -24,6 +24,7 @@ import numpy as np
 
 from pathlib import Path
 
+from moagcn.core.options import add_renamed
 from moagcn.core.reports import output_dir, pyplot
 from moagcn.errors import UserError
 from moagcn.hw.hyscale import preset
@@ -101,25 +102,38 @@ def plot(res: dict, path: Path) -> None:
     plt.close(fig)
 
 
-def main(argv=None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="moagcn bench hyscale-overlap",
                                  description=__doc__.split("\n\n")[0])
-    ap.add_argument("--preset", default="default")
-    ap.add_argument("--graph-nodes", type=int, default=20_000)
-    ap.add_argument("--targets", type=int, default=256)
-    ap.add_argument("--fanouts", default="10,25", help="per layer, input layer first")
+    ap.add_argument("--preset", default="default", metavar="NAME",
+                    help="the HyScale configuration (default: 'default')")
+    ap.add_argument("--graph-nodes", type=int, default=20_000,
+                    help="nodes of the power-law graph the mini-batch is sampled from "
+                         "(default 20000)")
+    ap.add_argument("--targets", type=int, default=256,
+                    help="targets of the mini-batch (default 256)")
+    ap.add_argument("--fanout", default="10,25", dest="fanouts", metavar="K1,K2",
+                    help="neighbours per node and layer, input layer first (default 10,25)")
+    add_renamed(ap, "--fanouts", "--fanout")
     ap.add_argument("--layer", type=int, default=0, help="which layer (0: the input layer)")
-    ap.add_argument("--f-in", type=int, default=64)
-    ap.add_argument("--f-out", type=int, default=20)
-    ap.add_argument("--seed", type=int, default=7)
-    ap.add_argument("--out", default="reports/bench-hyscale-overlap")
-    args = ap.parse_args(argv)
+    ap.add_argument("--f-in", type=int, default=64, help="input features of the layer "
+                                                          "(default 64)")
+    ap.add_argument("--f-out", type=int, default=20, help="output features of the layer "
+                                                           "(default 20)")
+    ap.add_argument("--seed", type=int, default=7, help="graph, sampling and feature seed")
+    ap.add_argument("--out", default="reports/bench-hyscale-overlap", metavar="DIR",
+                    help="folder of the report and plot (default reports/bench-hyscale-overlap)")
+    return ap
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
     try:
         fanouts = tuple(int(x) for x in args.fanouts.split(","))
     except ValueError:
-        raise UserError(f"--fanouts {args.fanouts!r}: give integers, e.g. 10,25") from None
+        raise UserError(f"--fanout {args.fanouts!r}: give integers, e.g. 10,25") from None
     if not fanouts or min(fanouts) < 1:
-        raise UserError(f"--fanouts {args.fanouts!r}: every fan-out must be >= 1")
+        raise UserError(f"--fanout {args.fanouts!r}: every fan-out must be >= 1")
     if not 0 <= args.layer < len(fanouts):
         raise UserError(f"--layer {args.layer}: choose 0..{len(fanouts) - 1}")
     if not 1 <= args.targets <= args.graph_nodes:

@@ -1,7 +1,7 @@
 """S-SpMM benchmark: utilisation, output-mask skipping, cycle-model error, co-simulation speed.
 
 ``moagcn bench sspmm [--device rtl] [--simulator verilator] [--preset default] [--nodes 2000]
-[--param KEY=VALUE] [--repeat 5] [--out DIR]`` runs a power-law graph (average degree >= 8)
+[--param KEY=VALUE] [--repeats 5] [--out DIR]`` runs a power-law graph (average degree >= 8)
 with F = 64 features under a random 50 % mask and under an all-ones mask, on the RTL and on the
 cycle model, and prints one JSON object:
 
@@ -12,7 +12,7 @@ cycle model, and prints one JSON object:
   row's neighbours times its ``ceil(k / W)`` jobs of W = ``group_lanes`` lanes), what the
   speed-up would be if nothing but the turns took time: the lanes a row's last job leaves
   idle bound the speed-up below 2 (see docs/sspmm.md);
-- ``speed`` (``verilator``): the 50 % job re-run ``--repeat`` times on the host-driven lean
+- ``speed`` (``verilator``): the 50 % job re-run ``--repeats`` times on the host-driven lean
   harness, simulated cycles per second (loads, compute and output) as min / median / max; the
   speed of a shared machine varies from minute to minute, so one run is not a figure; beside
   each run, the design's S x P lane adders alone (``moagcn.sim.rtl.lean.adder_loop_speed``: the
@@ -44,6 +44,7 @@ import numpy as np
 
 from moagcn.config import apply_params, parse_params
 from moagcn.hw.sspmm import preset
+from moagcn.core.options import add_field_flags, add_renamed, field_params
 from moagcn.core.spec import get_spec
 from moagcn.sim.driver import Driver
 from moagcn.sim.rtl.lean import adder_loop_speed
@@ -168,25 +169,31 @@ def write_outputs(out_dir: Path, result: dict) -> None:
     plt.close(fig)
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="moagcn bench sspmm",
+                                     description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="rtl", choices=["rtl", "model"],
                         help="what runs the jobs (default rtl; model: the golden and cycle "
                              "models only)")
     parser.add_argument("--simulator", default="verilator",
-                        choices=["verilator", "icarus", "pysim"])
-    parser.add_argument("--preset", default="default")
-    parser.add_argument("--nodes", type=int, default=2000)
-    parser.add_argument("--degree", type=float, default=8.5)
-    parser.add_argument("--features", type=int, default=64)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--fetch-rows", type=int, default=None,
-                        help="override the preset's fetch_rows (node-buffer rows per cycle)")
+                        choices=["verilator", "icarus", "pysim"],
+                        help="what runs the RTL with --device rtl (default verilator)")
+    parser.add_argument("--preset", default="default", metavar="NAME",
+                        help="the S-SpMM configuration (default: 'default')")
+    parser.add_argument("--nodes", type=int, default=2000,
+                        help="nodes of the power-law job, at most the preset's (default 2000)")
+    parser.add_argument("--degree", type=float, default=8.5,
+                        help="average degree of the job's graph (default 8.5)")
+    parser.add_argument("--features", type=int, default=64,
+                        help="feature columns F of the job (default 64)")
+    parser.add_argument("--seed", type=int, default=0, help="graph, feature and mask seed")
+    add_field_flags(parser, {"--fetch-rows": "fetch_rows"})
     parser.add_argument("--param", action="append", metavar="KEY=VALUE",
                         help="override a field of the preset (repeatable), e.g. --param "
-                             "node_banks=8")
-    parser.add_argument("--repeat", type=int, default=5,
+                             "node_banks=8 or --param fetch_rows=2")
+    parser.add_argument("--repeats", type=int, default=5, dest="repeat",
                         help="runs of the 50 %% job for the co-simulation speed (verilator)")
+    add_renamed(parser, "--repeat", "--repeats")
     parser.add_argument("--no-cocotb-job", action="store_true",
                         help="skip the 50 %% job through the per-cycle cocotb testbench (its "
                              "first run builds the VPI model: about a minute for the default "
@@ -199,10 +206,16 @@ def main(argv=None) -> int:
                         help="skip the cycle-model sweep over further jobs")
     parser.add_argument("--out", metavar="DIR",
                         help="also write sspmm-bench.json, sspmm-sweep.csv, sspmm-sweep.png")
-    args = parser.parse_args(argv)
+    return parser
 
-    overrides = {} if args.fetch_rows is None else {"fetch_rows": args.fetch_rows}
-    cfg = apply_params(preset(args.preset, **overrides), parse_params(args.param))
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+
+    params = field_params(args, parse_params(args.param))
+    cfg = apply_params(preset(args.preset), params)
+    # the sweep's jobs on --preset take fetch_rows too (the old --fetch-rows set it for both)
+    overrides = {"fetch_rows": cfg.fetch_rows} if "fetch_rows" in params else {}
     n = min(args.nodes, cfg.max_nodes)
     indptr, indices = pareto_graph(n, args.degree, args.seed)
     rng = np.random.default_rng(args.seed + 1)

@@ -1,8 +1,8 @@
 """The S-SpMM cycle model against the RTL over slices and lanes.
 
-``moagcn bench sspmm-model [--slices 1,2,4,8] [--lanes 4,8,16] [--nodes 1200] [--seed 0]
-[--split-degree D] [--node-banks B] [--simulator verilator] [--out DIR]`` builds the default
-preset's buffers with every (S, P) pair (two groups, one node-buffer read per slice and cycle,
+``moagcn bench sspmm-model [--param slices=1,2,4,8] [--param lanes=4,8,16] [--nodes 1200]
+[--seed 0] [--split-degree D] [--node-banks B] [--simulator verilator] [--out DIR]`` builds the
+default preset's buffers with every (S, P) pair (two groups, one node-buffer read per slice and cycle,
 so that P = 4 has two lanes per group and the design stays small enough to build 12 times), runs
 held-out-style jobs on its RTL and on the cycle model, and prints the error of each counter:
 
@@ -33,7 +33,10 @@ from pathlib import Path
 
 import numpy as np
 
+from moagcn.config import parse_params
+from moagcn.core.options import add_field_flags, field_params
 from moagcn.core.spec import get_spec
+from moagcn.errors import UserError
 from moagcn.hw.sspmm import preset
 from moagcn.sim.driver import Driver
 
@@ -181,19 +184,42 @@ def _ints(text: str) -> list[int]:
         raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of integers")
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="moagcn bench sspmm-model", description=__doc__.split("\n")[0])
-    ap.add_argument("--slices", type=_ints, default=[1, 2, 4, 8])
-    ap.add_argument("--lanes", type=_ints, default=[4, 8, 16])
-    ap.add_argument("--nodes", type=int, default=1200)
-    ap.add_argument("--seed", type=int, default=0)
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="moagcn bench sspmm-model",
+                                 description=__doc__.split("\n")[0])
+    ap.add_argument("--param", action="append", metavar="KEY=VALUE[,VALUE...]",
+                    help="the swept fields, each a comma list; every (slices, lanes) pair is "
+                         "built and run (default slices=1,2,4,8 and lanes=4,8,16)")
+    add_field_flags(ap, {"--slices": "slices", "--lanes": "lanes"}, type=str)
+    ap.add_argument("--nodes", type=int, default=1200,
+                    help="nodes of the power-law jobs (default 1200)")
+    ap.add_argument("--seed", type=int, default=0, help="graph, feature and mask seed")
     ap.add_argument("--split-degree", type=int, default=0,
                     help="with S > 1, split rows longer than this across the slices")
     ap.add_argument("--node-banks", type=int, default=0,
                     help="with S > 1, one node buffer of this many banks shared by the slices")
-    ap.add_argument("--simulator", default="verilator", choices=("verilator", "icarus"))
-    ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument("--simulator", default="verilator", choices=("verilator", "icarus"),
+                    help="what runs the RTL (default verilator)")
+    ap.add_argument("--out", type=Path, default=None, metavar="DIR",
+                    help="also write sspmm-model.json, sspmm-model.csv and sspmm-model.png")
+    return ap
+
+
+def main(argv=None) -> int:
+    ap = build_parser()
     args = ap.parse_args(argv)
+    params = field_params(args, parse_params(args.param))
+    sweep = {}
+    for key, default in (("slices", "1,2,4,8"), ("lanes", "4,8,16")):
+        text = params.pop(key, default)
+        try:
+            sweep[key] = _ints(text)
+        except argparse.ArgumentTypeError as exc:
+            raise UserError(f"--param {key}={text}: {exc}") from None
+    if params:
+        raise UserError(f"--param {next(iter(params))}: this bench sweeps slices and lanes "
+                        "only (the rest is its own configuration)")
+    args.slices, args.lanes = sweep["slices"], sweep["lanes"]
     if args.split_degree < 0:
         ap.error(f"--split-degree {args.split_degree}: must be >= 0 (0: never split)")
     if args.node_banks < 0 or args.node_banks & (args.node_banks - 1):

@@ -32,6 +32,16 @@ def _run(d, *extra, graph="g.npz", features="x.npy", weight="w.npy"):
                   "--preset", "tiny", *extra)
 
 
+def test_the_report_is_optional(job_files):
+    d, _ = job_files
+    out = moagcn("hyscale", "run", "--graph", d / "g.npz", "--features", d / "x.npy",
+                 "--weight", d / "w.npy", "--out", d / "y.npy", "--preset", "tiny",
+                 "--device", "model")
+    assert out.returncode == 0, out.stderr
+    assert (d / "y.npy").exists() and not list(d.glob("*.json"))
+    assert out.stdout.rstrip().endswith(str(d / "y.npy"))
+
+
 @pytest.mark.xdist_group("verilator-hyscale")
 @pytest.mark.parametrize("backend", ["model", "verilator"])
 def test_hyscale_run_writes_y_and_report(job_files, backend):
@@ -178,7 +188,8 @@ def test_bench_hyscale_overlap_tiles_a_minibatch_with_and_without_ping_pong(tmp_
     assert (tmp_path / "hyscale_overlap.png").stat().st_size > 0
 
 
-def test_bench_hyscale_overlap_bad_fanouts_is_one_line(tmp_path):
-    out = moagcn("bench", "hyscale-overlap", "--fanouts", "10,0", "--out", tmp_path)
+def test_bench_hyscale_overlap_bad_fanout_is_one_line(tmp_path):
+    out = moagcn("bench", "hyscale-overlap", "--fanout", "10,0", "--out", tmp_path)
     assert out.returncode != 0
-    assert "Traceback" not in out.stderr and "--fanouts" in out.stderr
+    assert "Traceback" not in out.stderr and "--fanout '10,0'" in out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1

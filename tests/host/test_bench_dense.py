@@ -13,7 +13,7 @@ from moagcn.host.benches import dense as bench_dense
 def test_bench_trains_on_every_sparse_and_dense_device(tmp_path, capsys):
     threads = torch.get_num_threads()
     try:
-        assert bench_dense.main(["--scale", "8", "--features", "24", "--hidden", "12",
+        assert bench_dense.main(["--rmat-scale", "8", "--features", "24", "--hidden", "12",
                                  "--epochs", "3", "--dense", "cpu", "--threads", "1",
                                  "--out", str(tmp_path)]) == 0
     finally:
@@ -48,7 +48,7 @@ def test_compare_divides_the_cpu_run_by_the_cuda_run():
     (["--dense", ","], "names no device"),
     (["--dense", "cpu,cpu"], "names a device twice"),
     (["--epochs", "0"], "--epochs 0"),
-    (["--scale", "30"], "--scale 30"),
+    (["--rmat-scale", "30"], "--rmat-scale 30"),
 ])
 def test_bad_options_are_one_line(argv, words):
     with pytest.raises(UserError, match=words):

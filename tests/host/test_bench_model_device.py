@@ -10,8 +10,8 @@ from moagcn.host.benches import model_device as bench_model_device
 
 
 def test_bench_reports_the_model_device_beside_scipy_and_cpu(tmp_path, capsys):
-    assert bench_model_device.main(["--nodes", "2000", "--entries", "20000", "--repeat", "1",
-                                    "--train-scale", "8", "--epochs", "2",
+    assert bench_model_device.main(["--nodes", "2000", "--entries", "20000", "--repeats", "1",
+                                    "--rmat-scale", "8", "--epochs", "2",
                                     "--out", str(tmp_path)]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out == json.loads((tmp_path / "model-device-bench.json").read_text())

@@ -13,8 +13,9 @@ from moagcn.host.experiments.deal import PHASES, SYSTEMS, parse_grid
 
 
 def test_experiment_deal_smoke(tmp_path, capsys):
-    assert main(["experiment", "deal", "--datasets", "rmat", "--scale", "9", "--grid", "1x1,2x2",
-                 "--rmat-epochs", "2", "--repeats", "2", "--out", str(tmp_path)]) == 0
+    assert main(["experiment", "deal", "--datasets", "rmat", "--rmat-scale", "9",
+                 "--grid", "1x1,2x2", "--rmat-epochs", "2", "--repeats", "2",
+                 "--out", str(tmp_path)]) == 0
     printed = capsys.readouterr().out
     assert "DEAL >= 3x faster than ego-network" in printed and "7.7x" in printed
     with open(tmp_path / "deal.csv") as f:

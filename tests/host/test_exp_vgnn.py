@@ -13,8 +13,8 @@ from moagcn.host.experiments.vgnn import FLEETS, parse_fleets, parse_seeds
 
 
 def test_experiment_vgnn_smoke(tmp_path, capsys):
-    assert main(["experiment", "vgnn", "--datasets", "rmat", "--scale", "8", "--epochs", "2",
-                 "--fleets", "F1", "--fit-graph", "rmat", "--out", str(tmp_path),
+    assert main(["experiment", "vgnn", "--datasets", "rmat", "--rmat-scale", "8",
+                 "--epochs", "2", "--fleets", "F1", "--fit-graph", "rmat", "--out", str(tmp_path),
                  "--quiet"]) == 0
     printed = capsys.readouterr().out
     assert "4:1 capability spread" in printed and "2.75x" in printed and "1.27x" in printed
@@ -96,5 +96,5 @@ def test_bad_fleets_are_user_errors(text):
 def test_bad_input_is_one_line(tmp_path, capsys):
     assert main(["experiment", "vgnn", "--datasets", "pubmed", "--out", str(tmp_path)]) != 0
     assert "--datasets" in capsys.readouterr().err
-    assert main(["experiment", "vgnn", "--seeds", "x", "--out", str(tmp_path)]) != 0
-    assert "--seeds" in capsys.readouterr().err
+    assert main(["experiment", "vgnn", "--seed-list", "x", "--out", str(tmp_path)]) != 0
+    assert "--seed-list 'x'" in capsys.readouterr().err

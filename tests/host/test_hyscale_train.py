@@ -228,7 +228,8 @@ def test_awkward_graph_and_a_tail_batch_smaller_than_the_trainers():
 
 def test_cli_default_batch_fits_the_training_set(tmp_path, capsys):
     """`moagcn hyscale train` with its defaults runs on a dataset with fewer training nodes than
-    the default batch (it refused Cora's 140); an explicit larger --batch is still an error."""
+    the default batch (it refused Cora's 140); an explicit larger --batch-size is still an
+    error."""
     from moagcn.cli.main import main
     report = tmp_path / "r.json"
     assert main(["hyscale", "train", "--dataset", "sbm", "--device", "model", "--epochs", "1",
@@ -253,8 +254,8 @@ def test_cli_default_batch_fits_the_training_set(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "--cpu-share 'half': give a share in (0, 1), 'model' or 'even'" in err
     assert len(err.strip().splitlines()) == 1
-    assert main(["hyscale", "train", "--dataset", "sbm", "--device", "model", "--batch",
-                 "5000", "--quiet", "--report", str(report)]) == 2
+    assert main(["hyscale", "train", "--dataset", "sbm", "--device", "model",
+                 "--batch-size", "5000", "--quiet", "--report", str(report)]) == 2
     assert "--batch 5000 is larger than the 100 training nodes" in capsys.readouterr().err
 
 

@@ -131,7 +131,7 @@ def checkpoint(tmp_path_factory):
 
 def test_infer_writes_embeddings_equal_to_the_reference(checkpoint, tmp_path):
     out = moagcn("infer", "--dataset", "cora", "--checkpoint", checkpoint, "--device", "cpu",
-                 "--partitions", "2", "--feature-groups", "2", "--fanout", "5,5",
+                 "--grid", "2x2", "--fanout", "5,5",
                  "--processes", "4", "--out", tmp_path / "e.npy", "--report", tmp_path / "r.json")
     assert out.returncode == 0, out.stderr
     emb = np.load(tmp_path / "e.npy")
@@ -149,10 +149,11 @@ def test_infer_writes_embeddings_equal_to_the_reference(checkpoint, tmp_path):
 @pytest.mark.parametrize("args,message", [
     (["--dataset", "citeseer"], "trained on 1433 input features"),
     (["--model", "sage"], "holds a gcn model, not the sage"),
-    (["--partitions", "2", "--processes", "3"], "does not equal --partitions 2"),
+    (["--grid", "2x1", "--processes", "3"], "does not equal --grid 2x1 = 2 processes"),
     (["--fanout", "5,5,5"], "3 fanouts but the model has 2"),
     (["--out", "e.txt"], "path ending in .npy"),
-    (["--feature-groups", "0"], "must be at least 1"),
+    (["--grid", "1x0"], "must be at least 1"),
+    (["--grid", "1x99"], "use P <= 2708 and M <= 7"),
 ])
 def test_bad_input_is_one_line(checkpoint, tmp_path, args, message):
     argv = ["infer", "--checkpoint", checkpoint, "--device", "cpu", "--out",

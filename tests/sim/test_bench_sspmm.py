@@ -13,7 +13,7 @@ pytestmark = pytest.mark.xdist_group("verilator-sspmm")
 
 def test_benchmark_reports_exact_runs_speeds_and_the_model_sweep(tmp_path, capsys):
     assert bench_sspmm.main(["--preset", "tiny", "--nodes", "100", "--features", "16",
-                             "--repeat", "2", "--cocotb-nodes", "40",
+                             "--repeats", "2", "--cocotb-nodes", "40",
                              "--out", str(tmp_path)]) == 0
     out = json.loads(capsys.readouterr().out)
     for mask in ("half", "ones"):
