@@ -35,10 +35,11 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
+from moagcn.core.generators import synth_graph
 from moagcn.core.graph import CSRGraph
 from moagcn.core.options import add_renamed
 from moagcn.errors import UserError
-from moagcn.host.graphs.generators import rmat, synth_graph
+from moagcn.host.graphs.generators import rmat
 
 
 def _time(fn, repeat: int) -> tuple[float, object]:

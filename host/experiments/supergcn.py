@@ -27,10 +27,10 @@ from pathlib import Path
 
 import numpy as np
 
+from moagcn.core.generators import synth_graph
 from moagcn.core.reports import output_dir, pyplot, write_csv
 from moagcn.errors import UserError
 from moagcn.host.graphs.datasets import load_dataset
-from moagcn.host.graphs.generators import synth_graph
 from moagcn.host.graphs.ops import CSRGraph
 from moagcn.host.graphs.partition import partition_nodes
 from moagcn.host.nn.autograd import AggregationOp

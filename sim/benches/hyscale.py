@@ -23,13 +23,14 @@ from pathlib import Path
 import numpy as np
 
 from moagcn.config import apply_params, parse_params
+from moagcn.core.generators import power_law_graph
 from moagcn.core.options import add_field_flags, field_params
 from moagcn.core.spec import get_spec
 from moagcn.hw.hyscale import preset
-from moagcn.sim.hyscale import golden
 from moagcn.sim.arith.golden import as_bits
 from moagcn.sim.driver import Driver
-from moagcn.sim.hyscale.minibatch import power_law_graph, sample_layers
+from moagcn.sim.hyscale import golden
+from moagcn.sim.hyscale.minibatch import sample_layers
 
 SPEC = get_spec("hyscale")
 

@@ -19,18 +19,18 @@ from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 
 import numpy as np
 
-from pathlib import Path
-
+from moagcn.core.generators import power_law_graph
 from moagcn.core.options import add_renamed
 from moagcn.core.reports import output_dir, pyplot
 from moagcn.errors import UserError
 from moagcn.hw.hyscale import preset
-from moagcn.sim.driver import Driver
 from moagcn.sim.arith.golden import as_bits
-from moagcn.sim.hyscale.minibatch import power_law_graph, sample_layers
+from moagcn.sim.driver import Driver
+from moagcn.sim.hyscale.minibatch import sample_layers
 from moagcn.sim.hyscale.spec import SPEC
 
 

@@ -43,9 +43,10 @@ from pathlib import Path
 import numpy as np
 
 from moagcn.config import apply_params, parse_params
-from moagcn.hw.sspmm import preset
+from moagcn.core.generators import pareto_graph
 from moagcn.core.options import add_field_flags, add_renamed, field_params
 from moagcn.core.spec import get_spec
+from moagcn.hw.sspmm import preset
 from moagcn.sim.driver import Driver
 from moagcn.sim.rtl.lean import adder_loop_speed
 
@@ -53,17 +54,6 @@ SWEEP_FIELDS = ("job", "preset", "nodes", "edges", "features", "density", "bit_e
                 "cycles_compute", "model_cycles_compute", "model_error", "utilization",
                 "model_utilization", "rows_fetched", "model_rows_fetched", "cycles_output",
                 "model_cycles_output")
-
-
-def pareto_graph(n: int, avg_degree: float, seed: int):
-    """CSR of a graph whose degrees follow a Pareto law scaled to ``avg_degree``."""
-    rng = np.random.default_rng(seed)
-    raw = rng.pareto(1.5, n) + 1.0
-    deg = np.maximum(np.round(raw / raw.mean() * avg_degree), 0).astype(np.int64)
-    deg = np.minimum(deg, n)
-    indptr = np.concatenate([[0], np.cumsum(deg)])
-    indices = rng.integers(0, n, int(indptr[-1]))
-    return indptr, indices
 
 
 SPEC = get_spec("sspmm")
