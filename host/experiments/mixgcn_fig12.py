@@ -66,7 +66,7 @@ PAPER = {
 }
 
 CSV_FIELDS = ("dataset", "scale", "nodes", "entries", "system", "time_s", "energy_j", "power_w",
-              "utilization", "bound", "speedup_vs_cpu", "speedup_vs_server", "spu_speedup",
+              "utilization_total", "bound", "speedup_vs_cpu", "speedup_vs_server", "spu_speedup",
               "spu_energy_gain", "adds", "sram_read_bytes", "sram_write_bytes", "hbm_bytes",
               "cycles")
 

@@ -127,7 +127,8 @@ def cmd_sspmm_estimate(args) -> int:
     print(f"sspmm estimate ({report['preset']}, {config.adders} adders, {r['model']} model): "
           f"{n} rows, "
           f"{indices.size} entries, F={args.width}: {r['cycles_total']} cycles "
-          f"({r['bound']}-bound), utilisation {r['utilization']:.3f}, "
+          f"({r['bound']}-bound), utilisation {r['utilization']:.3f} of the compute cycles "
+          f"({r['utilization_total']:.3f} of the total), "
           f"{r['time_s'] * 1e3:.3f} ms at {config.clock_mhz:g} MHz, HBM/stream bytes "
           f"{r['hbm_bytes']}, wall {wall:.1f} s -> {args.report}")
     return 0

@@ -13,7 +13,10 @@ Definitions (independent of the microarchitecture; see docs/architecture.md):
 - ``lanes``: operations the datapath can start per cycle (S-SpMM: adders; HyScale: S-PEs).
 - ``cycles_load`` / ``cycles_compute`` / ``cycles_output``: filling the buffers, computing,
   streaming the result out. ``cycles_total`` is always their sum.
-- ``utilization = work_adds / (lanes · cycles_compute)``.
+- ``utilization = work_adds / (lanes · cycles_compute)``: the one meaning of ``utilization`` in
+  every report. A report that also gives the figure over the whole job (loads and output
+  included, e.g. ``sspmm estimate``, the baselines' models) names it ``utilization_total =
+  work_adds / (lanes · cycles_total)``.
 - ``bytes_read`` / ``bytes_written``: what crosses the accelerator's host or memory interface.
 - ``extra``: the design's own counters (stall reasons, rows fetched, ...), summed like the rest.
 """

@@ -8,7 +8,8 @@ The models here are event-count models driven by the graph's CSR (per-row degree
 every tile, the distinct sources a tile names, the load of every processing element); no
 feature values are needed. Every one reports the same counters: ``cycles``, ``time_s``,
 ``adds`` (and ``mults``), ``sram_read_bytes``, ``sram_write_bytes``, ``hbm_bytes`` and
-``utilization`` (useful additions / (units x cycles)).
+``utilization_total`` (useful additions / (units x cycles), over the whole job: these models
+give no compute-only cycle count to divide by).
 
 **Memory system, the same for all three** (:class:`MemorySystem`, taken from the SPU's
 configuration so the comparison is iso-SRAM and iso-bandwidth): a 32 MB feature (input)
@@ -228,7 +229,7 @@ def _result(system, clock_mhz, units, cycles_total, comp_total, mem_total, adds,
             "time_s": cycles / (clock_mhz * 1e6), "adds": int(adds), "mults": int(mults),
             "sram_read_bytes": int(sram_r), "sram_write_bytes": int(sram_w),
             "hbm_bytes": int(hbm),
-            "utilization": useful / (units * cycles) if cycles else 0.0,
+            "utilization_total": useful / (units * cycles) if cycles else 0.0,
             "bound": "memory" if mem_total > comp_total else "compute", **extra}
 
 
@@ -514,7 +515,7 @@ def spu(indptr, indices, width: int, unmasked, config, progress=None,
             "cycles_memory": r["cycles_memory"], "time_s": r["time_s"],
             "adds": r["work_adds"], "mults": 0, "sram_read_bytes": t["sram_read_bytes"],
             "sram_write_bytes": t["sram_write_bytes"], "hbm_bytes": r["hbm_bytes"],
-            "utilization": r["utilization"], "bound": r["bound"], "tiles": r["tiles"],
+            "utilization_total": r["utilization_total"], "bound": r["bound"], "tiles": r["tiles"],
             "rows_fetched": t["rows_fetched"],
             "sram_read_bytes_pass_words": t["sram_read_bytes_pass_words"],
             "skips": "masked outputs (adds and movement); loads only the sources a tile names"}
@@ -628,7 +629,7 @@ def format_table(rows) -> str:
     lines = [head, "-" * len(head)]
     for r in rows:
         lines.append(f"{r['system']:13s} {r['time_s']:11.4g} {r['energy_j']:11.4g} "
-                     f"{_fmt(r.get('power_w'), '8.1f')} {_fmt(r.get('utilization'), '6.3f')} "
+                     f"{_fmt(r.get('power_w'), '8.1f')} {_fmt(r.get('utilization_total'), '6.3f')} "
                      f"{_fmt(r['speedup_vs_cpu'], '9.2f')} "
                      f"{_fmt(r['speedup_vs_server'], '9.2f')} "
                      f"{_fmt(r['spu_speedup'], '10.2f')} {_fmt(r['spu_energy_gain'], '10.2f')}")

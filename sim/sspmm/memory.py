@@ -75,7 +75,9 @@ def estimate_graph(indptr, indices, width: int, unmasked, config: SSpmmConfig,
     ``unmasked``: per row, its unmasked features (:func:`unmasked_counts`). Returns the report's
     figures: ``cycles_total``, ``cycles_compute``, ``cycles_memory`` (with the load streams
     also ``cycles_memory_hidden``), ``cycles_output``,
-    ``work_adds``, ``adders``, ``utilization``, ``hbm_bytes``, ``bound``, ``time_s``,
+    ``work_adds``, ``adders``, ``utilization`` (over ``cycles_compute``, as
+    :class:`~moagcn.core.counters.Counters` defines it), ``utilization_total`` (over
+    ``cycles_total``), ``hbm_bytes``, ``bound``, ``time_s``,
     ``tiles``, ``model`` (``replay`` or ``closed form``).
     """
     indptr = np.asarray(indptr, dtype=np.int64)
@@ -95,7 +97,10 @@ def estimate_graph(indptr, indices, width: int, unmasked, config: SSpmmConfig,
     r["model"] = "replay" if replay else "closed form"
     r["work_adds"] = work
     r["adders"] = config.adders
-    r["utilization"] = work / (config.adders * r["cycles_total"]) if r["cycles_total"] else 0.0
+    r["utilization"] = work / (config.adders * r["cycles_compute"]) if r["cycles_compute"] \
+        else 0.0
+    r["utilization_total"] = work / (config.adders * r["cycles_total"]) if r["cycles_total"] \
+        else 0.0
     r["time_s"] = r["cycles_total"] / (config.clock_mhz * 1e6)
     return r
 

@@ -33,7 +33,7 @@ def test_hygcn_tiny_graph_by_hand():
     # timeline at 4 B/cycle: load 76 / 4 = 19, compute 3, write-back 24 / 4 = 6
     assert r["cycles"] == 19 + 3 + 6 and r["time_s"] == pytest.approx(28e-9)
     assert r["adds"] == 6 * 2 and r["mults"] == 0
-    assert r["utilization"] == pytest.approx(12 / (4 * 28))
+    assert r["utilization_total"] == pytest.approx(12 / (4 * 28))
     # SRAM reads: 6 x (8 B features + 4 B index) + 20 B pointers + 24 B write-back
     assert r["sram_read_bytes"] == 72 + 20 + 24
     # writes: the 76 B loaded + one partial-sum row per (vertex, window): 3 x 8
@@ -88,7 +88,7 @@ def test_awbgcn_rebalancing_reduces_cycles_on_a_hub_row():
     assert full["cycles_compute"] < smooth["cycles_compute"] / 3
     assert full["merge_adds"] > 0 and full["adds"] == full["mults"] + full["merge_adds"]
     assert none["cycles_compute_unbalanced"] == 16 * (2000 + 3 * 4)
-    assert full["utilization"] > smooth["utilization"] > none["utilization"]
+    assert full["utilization_total"] > smooth["utilization_total"] > none["utilization_total"]
 
 
 def test_smoothed_max_single_overloaded_pe():
