@@ -225,15 +225,15 @@ class StageAProcesses:
     """``workers`` forked processes running stage A (sampling, ``prepare``, feature loading)
     for :class:`Prefetcher` s of ``sampler`` and ``loader``: one pool can serve many epochs'
     prefetchers, so that the processes are forked once (a fork copies the page tables of a
-    process that holds torch, and the first batches touch copy-on-write pages: about 0.1 s).
+    process that holds torch, and the first batches touch copy-on-write pages).
 
     Tasks (targets and salt) go, in the order submitted, into one queue that every process
     reads (a ``SOCK_SEQPACKET`` socket: each task reaches exactly one process, whole): a
     process that finishes a batch takes the next task itself, so no batch waits behind a
     longer one while another process idles, and none waits for this process to hand it work
     (handing each task out from here, when a process replied, cost up to the interpreter's
-    switch interval per batch whenever the trainer held the interpreter lock: 5 ms, about a
-    fifth of a loader-bound iteration on two cores; docs/hyscale.md). Each process has one
+    switch interval per batch whenever the trainer held the interpreter lock; docs/hyscale.md
+    has the measurement). Each process has one
     Unix socket back to this one: the batch comes back through :mod:`~moagcn.host.parallel.ipc` (its
     arrays in shared memory, mapped here without a copy) and one receiving thread completes
     the task's future. Nothing else runs in the trainer's process (with

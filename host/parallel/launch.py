@@ -212,7 +212,7 @@ def init_group(backend: str, **kwargs) -> None:
 
 
 #: what the fork server loads before it forks the workers: a spawned worker spent seconds
-#: importing torch and torch._dynamo (4 workers on 2 cores: about 25 s a run against 1.4 s)
+#: importing torch and torch._dynamo (docs/sim.md, "Why these options")
 _PRELOAD = ["moagcn.host.parallel.launch", "torch._dynamo"]
 
 

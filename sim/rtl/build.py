@@ -248,9 +248,8 @@ def tool_version(backend: str) -> str:
 VERILATOR_ARGS = ["-Wno-fatal", "-O2", "--x-assign", "fast", "--x-initial", "fast"]
 #: C++ optimisation of the cocotb simulators (make variables of Verilator's makefiles). A
 #: cocotb build exposes every signal to VPI, and at Verilator's default ``-Os`` compiling it
-#: took most of the test suite's time (89 s for the two-slice tiny preset, 46 s at ``-O1``,
-#: 19 s at ``-O0``), while a cocotb job's time goes mostly to Python and VPI (a tiny-preset job
-#: 1.1 s at ``-O1``, 1.45 s at ``-O0``). The lean harness (``moagcn.sim.rtl.lean``) is the fast one
+#: took most of the test suite's time, while a cocotb job's time goes mostly to Python and VPI
+#: (docs/sim.md, "Why these options"). The lean harness (``moagcn.sim.rtl.lean``) is the fast one
 COCOTB_CXX_OPT = {"OPT_FAST": "-O0", "OPT_SLOW": "-O0", "OPT_GLOBAL": "-O0"}
 
 

@@ -46,8 +46,8 @@ from moagcn.sim.rtl.build import (GeneratedVerilog, cache_dir, locked, tool_vers
 LEAN_ARGS = ["-O3", "--x-assign", "fast", "--x-initial", "fast", "-Wno-fatal",
              "-CFLAGS", "-O3 -march=native"]
 #: environment variable replacing the C++ flags above: the test suite sets ``-O1``, which
-#: builds a third faster (16.3 against 11.2 s for the two-slice tiny preset) and runs its jobs
-#: about as fast; the benchmarks keep ``-O3``
+#: builds faster and runs its small jobs about as fast; the benchmarks keep ``-O3``
+#: (docs/sim.md, "Why these options")
 CFLAGS_ENV = "MOAGCN_LEAN_CFLAGS"
 
 

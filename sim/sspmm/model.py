@@ -418,8 +418,8 @@ class _FetchTiming:
         self.issue_to_root = ISSUE_TO_ROOT_SHARED + rates.wait
 
 
-#: the most row requests the model replays in order, request by request (beyond, draws; the
-#: replay takes 5 us a cycle for up to 32 slices, 18 us with numpy beyond)
+#: the most row requests the model replays in order, request by request (beyond, draws: the
+#: replay's cost per cycle grows with the slices; docs/sim.md, "Why these options")
 _SEQUENCE_LIMIT = 1_000_000
 
 
