@@ -19,7 +19,7 @@ from moagcn.cli import (graph as cli_graph, hyscale as cli_hyscale, infer as cli
                         perfmodel as cli_perfmodel, sspmm as cli_sspmm, train as cli_host)
 from moagcn.cli.common import add_simulator_arg, load_float32, simulator
 from moagcn.config import parse_params
-from moagcn.core.registry import design_names, get_design
+from moagcn.core.registry import design_names, get_design, names_simulation_top
 from moagcn.errors import SimulationError, UserError
 from moagcn.sim.arith import golden
 
@@ -29,7 +29,8 @@ def _design_and_config(name: str, params: list[str] | None, preset: str | None =
     design's default preset), then every ``--param KEY=VALUE`` on top
     (:meth:`moagcn.core.registry.Design.configure`, the one path of every command)."""
     design = get_design(name)
-    return design.gateware_top(), design.configure(preset, parse_params(params))
+    return (design.gateware_top(simulate=names_simulation_top(name)),
+            design.configure(preset, parse_params(params)))
 
 
 # -- hw ------------------------------------------------------------------------------------------

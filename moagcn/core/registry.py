@@ -230,6 +230,14 @@ register(Design(
     sim_gateware="moagcn.hw.hyscale.layer:HyScaleSystem", sim_top="hyscale-system",
     spec="moagcn.sim.hyscale.spec:SPEC"))
 _RENAMED.update({"hyscale-layer": "hyscale", "hyscale-system": "hyscale"})
+#: earlier names that meant a design's simulation top level (``hw generate`` keeps writing it)
+_SIMULATION_NAMES = {"hyscale-system"}
+
+
+def names_simulation_top(name: str) -> bool:
+    """Whether ``name`` is an earlier name of a design's simulation top level
+    (``hyscale-system``: the fused layer with its memory model)."""
+    return name in _SIMULATION_NAMES
 
 
 def gateware(name: str, simulate: bool = False) -> Gateware:
