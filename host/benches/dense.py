@@ -2,10 +2,10 @@
 sparse device (``cpu``: torch's sparse product; ``model``: the bit-exact S-SpMM model) and the
 node updates on the CPU or on CUDA.
 
-``moagcn bench dense-device [--rmat-scale 15] [--features 512] [--hidden 256] [--epochs 6]
+``moagcn bench dense-device [--rmat-scale 15] [--width 512] [--hidden 256] [--epochs 6]
 [--sparse cpu,model] [--dense auto] [--threads 8] [--seed 0] [--out DIR]`` trains ``moagcn
 train``'s GCN (2 layers, Adam, dropout 0.5) on R-MAT at ``--rmat-scale`` (2^K nodes) with
-``--features`` input features, once per sparse device and dense device, one run after the
+``--width`` input features, once per sparse device and dense device, one run after the
 other, and prints one JSON object:
 
 - ``runs["SPARSE+DENSE"]``: the median seconds per epoch after the first (the first builds the
@@ -100,8 +100,9 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--rmat-scale", type=int, default=15, dest="scale", metavar="K",
                     help="R-MAT graph of 2^K nodes (default 15)")
     add_renamed(ap, "--scale", "--rmat-scale")
-    ap.add_argument("--features", type=int, default=512,
-                    help="input features of the graph (default 512)")
+    ap.add_argument("--width", type=int, default=512, metavar="F",
+                    help="input feature columns of the graph (default 512)")
+    add_renamed(ap, "--features", "--width")
     ap.add_argument("--hidden", type=int, default=256, help="hidden units (default 256)")
     ap.add_argument("--epochs", type=int, default=6,
                     help="training epochs of every run (default 6)")
@@ -119,7 +120,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     import torch
-    for name in ("features", "hidden", "epochs", "threads"):
+    for name in ("width", "hidden", "epochs", "threads"):
         if getattr(args, name) < 1:
             raise UserError(f"--{name} {getattr(args, name)} must be at least 1")
     if not 4 <= args.scale <= 20:
@@ -130,7 +131,7 @@ def main(argv=None) -> int:
         raise UserError(f"--sparse {args.sparse!r}: give cpu, model or cpu,model")
     dense = _dense_devices(args.dense)
     torch.set_num_threads(args.threads)
-    out = run(args.scale, args.features, args.hidden, args.epochs, sparse, dense, args.seed,
+    out = run(args.scale, args.width, args.hidden, args.epochs, sparse, dense, args.seed,
               progress=lambda s: print(f"  done: {s}", file=sys.stderr, flush=True))
     print(f"GCN on {out['dataset']} ({out['nodes']} nodes, {out['entries']} entries, "
           f"F = {out['features']}, hidden {out['hidden']}), median epoch after the first of "

@@ -1,10 +1,10 @@
 """The bit-exact ``model`` device's speed: one S-SpMM against scipy, and training against ``cpu``.
 
-``moagcn bench model-device [--nodes 100000] [--entries 1000000] [--features 64] [--repeats 5]
+``moagcn bench model-device [--nodes 100000] [--entries 1000000] [--width 64] [--repeats 5]
 [--rmat-scale 17] [--epochs 3] [--seed 0] [--out DIR]`` prints one JSON object:
 
 - ``sspmm``: one S-SpMM (no mask) of a power-law graph (``moagcn.host.graphs.generators.synth_graph``,
-  ``--nodes`` nodes, ``--entries`` stored entries) with ``--features`` columns, on the ``model``
+  ``--nodes`` nodes, ``--entries`` stored entries) with ``--width`` columns, on the ``model``
   device of the default S-SpMM preset (bit-exact Z and the cycle model's counters): the first
   call (which plans the tiles) and the median of ``--repeats`` later calls, against the median
   of scipy's float32 CSR product on the same arrays, and their ratios (issue target: the model
@@ -13,7 +13,7 @@
   steady-state time at half the entries (``per_entry_ratio``: how far from linear in entries
   x width the cost is, 1.0 = linear).
 - ``train``: ``moagcn train``'s GCN (2 layers, hidden 16) for ``--epochs`` epochs on R-MAT at
-  ``--rmat-scale`` (2^K nodes) with ``--features`` features, aggregating on the ``model``
+  ``--rmat-scale`` (2^K nodes) with ``--width`` features, aggregating on the ``model``
   device and on ``cpu``, one after the other: mean seconds per epoch each, the epochs after the
   first (the model device plans A's and A^T's tiles in its first), and the ratio (issue target:
   within 3x); both runs' final losses, which match (same seed; the model's sums are exact
@@ -107,8 +107,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="nodes of the S-SpMM's power-law graph (default 100000)")
     ap.add_argument("--entries", type=int, default=1_000_000,
                     help="stored entries of the S-SpMM's graph (default 1000000)")
-    ap.add_argument("--features", type=int, default=64,
+    ap.add_argument("--width", type=int, default=64, metavar="F",
                     help="feature columns of both parts (default 64)")
+    add_renamed(ap, "--features", "--width")
     ap.add_argument("--repeats", type=int, default=5, dest="repeat",
                     help="timed S-SpMM calls after the first; the median is reported "
                          "(default 5)")
@@ -127,17 +128,17 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     for flag, name in (("--nodes", "nodes"), ("--entries", "entries"),
-                       ("--features", "features"), ("--repeats", "repeat"),
+                       ("--width", "width"), ("--repeats", "repeat"),
                        ("--epochs", "epochs")):
         if getattr(args, name) < 1:
             raise UserError(f"{flag} {getattr(args, name)} must be at least 1")
     if args.train_scale < 0:
         raise UserError(f"--rmat-scale {args.train_scale} must be >= 0 (0: no training run)")
     print("S-SpMM: model device and scipy", file=sys.stderr, flush=True)
-    out = {"sspmm": sspmm_speed(args.nodes, args.entries, args.features, args.repeat, args.seed)}
+    out = {"sspmm": sspmm_speed(args.nodes, args.entries, args.width, args.repeat, args.seed)}
     if args.train_scale:
         print("training: model device and cpu", file=sys.stderr, flush=True)
-        out["train"] = train_speed(args.train_scale, args.features, args.epochs, args.seed)
+        out["train"] = train_speed(args.train_scale, args.width, args.epochs, args.seed)
     s = out["sspmm"]
     print(f"S-SpMM {s['nodes']} nodes, {s['entries']} entries, F = {s['features']}: model "
           f"device {s['model_s'] * 1e3:.1f} ms ({s['model_first_s'] * 1e3:.1f} ms first call), "

@@ -1,7 +1,7 @@
 """MixGCN Fig. 10 and Fig. 11: communication volume and workload balance against the worker
 count, MoP against partition parallelism.
 
-``moagcn experiment fig10 [--workers 2,4,8,16] [--datasets reddit,orkut,...] [--scale 1]
+``moagcn experiment fig10 [--worker-list 2,4,8,16] [--datasets reddit,orkut,...] [--scale 1]
 [--hidden 128] [--layers 3] [--out DIR]``
 
 For each synthetic stand-in of the paper's Table 2 graphs (:func:`~moagcn.host.graphs.generators.
@@ -32,6 +32,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from moagcn.core.options import add_renamed
 from moagcn.core.reports import output_dir, pyplot, write_csv
 from moagcn.errors import UserError
 from moagcn.host.devices.select import AcceleratorChoice
@@ -98,8 +99,9 @@ def measure(g: CSRGraph, features: int, classes: int, m: int, system: str, hidde
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="moagcn experiment fig10",
                                  description=__doc__.split("\n\n")[0])
-    ap.add_argument("--workers", default="2,4,8,16", metavar="M,...",
+    ap.add_argument("--worker-list", default="2,4,8,16", metavar="M,...",
                     help="worker counts, comma-separated (default 2,4,8,16)")
+    add_renamed(ap, "--workers", "--worker-list")
     ap.add_argument("--datasets", default=",".join(SCALES),
                     help=f"stand-ins of the paper's graphs, any of {', '.join(SCALES)} "
                          "(default all)")
@@ -116,12 +118,12 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        workers = [int(x) for x in args.workers.split(",")]
+        workers = [int(x) for x in args.worker_list.split(",")]
     except ValueError:
-        raise UserError(f"--workers {args.workers!r}: give whole numbers, e.g. 2,4,8,16") \
+        raise UserError(f"--worker-list {args.worker_list!r}: give whole numbers, e.g. 2,4,8,16") \
             from None
     if any(w < 1 for w in workers) or len(set(workers)) != len(workers):
-        raise UserError(f"--workers {args.workers!r}: give distinct counts of at least 1")
+        raise UserError(f"--worker-list {args.worker_list!r}: give distinct counts of at least 1")
     names = [x.strip() for x in args.datasets.split(",") if x.strip()]
     bad = [x for x in names if x not in SCALES]
     if bad:

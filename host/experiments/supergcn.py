@@ -1,6 +1,6 @@
 """SuperGCN's communication experiment (Table 5) and accuracy settings (Table 3), on moagcn.
 
-``moagcn experiment supergcn [--workers 2,4,8] [--seeds 3] [--epochs 200] [--out DIR]``
+``moagcn experiment supergcn [--worker-list 2,4,8] [--seeds 3] [--epochs 200] [--out DIR]``
 
 1. **Volume** (Table 5 style): for Cora, CiteSeer and two directed power-law graphs
    (synthetic, Reddit's degree law at 20,000 and 100,000 nodes, ten entries per node, largest
@@ -28,6 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from moagcn.core.generators import synth_graph
+from moagcn.core.options import add_renamed
 from moagcn.core.reports import output_dir, pyplot, write_csv
 from moagcn.errors import UserError
 from moagcn.host.graphs.datasets import load_dataset
@@ -167,9 +168,10 @@ def _plot(path: Path, vol: list[dict], width: int) -> None:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="moagcn experiment supergcn",
                                      description=__doc__.splitlines()[0])
-    parser.add_argument("--workers", default="2,4,8", metavar="M,...",
+    parser.add_argument("--worker-list", default="2,4,8", metavar="M,...",
                         help="worker counts of the volume table, comma-separated, each at "
                              "least 2 (default 2,4,8)")
+    add_renamed(parser, "--workers", "--worker-list")
     parser.add_argument("--widths", default="16,256",
                         help="message widths of the volume table (default 16,256)")
     parser.add_argument("--datasets", default="cora,citeseer",
@@ -198,17 +200,17 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        workers = [int(x) for x in args.workers.split(",") if x]
+        workers = [int(x) for x in args.worker_list.split(",") if x]
         widths = [int(x) for x in args.widths.split(",") if x]
         pl_nodes = [int(x) for x in args.powerlaw_nodes.split(",") if x]
     except ValueError:
-        raise UserError("--workers, --widths and --powerlaw-nodes take comma-separated "
+        raise UserError("--worker-list, --widths and --powerlaw-nodes take comma-separated "
                         "integers") from None
     if any(n < max(workers, default=2) * 10 for n in pl_nodes):
         raise UserError(f"--powerlaw-nodes {args.powerlaw_nodes}: use at least 10 nodes per "
                         "worker")
     if not workers or min(workers) < 2 or not widths or min(widths) < 1:
-        raise UserError("--workers: use counts of at least 2; --widths: at least 1")
+        raise UserError("--worker-list: use counts of at least 2; --widths: at least 1")
     out = output_dir(args.out)
     vol = []
     for name, g in graphs(powerlaw_nodes=pl_nodes).items():

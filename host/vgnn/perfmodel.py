@@ -198,19 +198,19 @@ class PerfModel:
         """Read a model saved by :meth:`save`; with ``devices``, check it covers them."""
         p = Path(path)
         if not p.exists():
-            raise UserError(f"--model {path}: no such file (write one with `moagcn perfmodel "
+            raise UserError(f"--perf-model {path}: no such file (write one with `moagcn perfmodel "
                             "fit ... --out M.json`)")
         try:
             state = json.loads(p.read_text())
         except (OSError, ValueError) as exc:
-            raise UserError(f"--model {path}: not a readable JSON performance model "
+            raise UserError(f"--perf-model {path}: not a readable JSON performance model "
                             f"({exc})") from None
         try:
             model = cls(state)
         except (KeyError, TypeError, ValueError) as exc:
             if isinstance(exc, UserError):
-                raise UserError(f"--model {path}: {exc}") from None
-            raise UserError(f"--model {path}: a performance model without the expected "
+                raise UserError(f"--perf-model {path}: {exc}") from None
+            raise UserError(f"--perf-model {path}: a performance model without the expected "
                             f"fields ({exc!r}); fit it again") from None
         if devices is not None:
             model.require(devices, str(path))

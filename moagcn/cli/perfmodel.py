@@ -17,6 +17,7 @@ import csv
 from pathlib import Path
 
 from moagcn.cli.common import add_undirected_arg, one_line_warnings, output_path
+from moagcn.core.options import add_renamed
 from moagcn.errors import UserError
 
 # -- option parsing ------------------------------------------------------------------------------
@@ -177,7 +178,7 @@ def cmd_predict(args) -> int:
     from moagcn.host.vgnn import perfmodel as pm, features as pmf, augment as pma
 
     wanted = parse_devices(args.devices) if args.devices else None
-    model = pm.PerfModel.load(args.model, wanted)
+    model = pm.PerfModel.load(args.perf_model, wanted)
     if args.width < 1:
         raise UserError(f"--width {args.width}: a feature width is at least 1")
     keep = pmf.check_keep(args.keep)
@@ -278,8 +279,11 @@ def register(subparsers) -> None:
                        description="Predict the time of Z = A H (H: --width columns) of "
                                    "--dataset's graph on the model's devices; --measure also "
                                    "times it and prints the error.")
-    p.add_argument("--model", required=True, metavar="M.json",
-                   help="a model from moagcn perfmodel fit")
+    # required, and the old --model must satisfy it too: both in one required group
+    required = p.add_mutually_exclusive_group(required=True)
+    required.add_argument("--perf-model", metavar="M.json",
+                          help="a model from moagcn perfmodel fit")
+    add_renamed(required, "--model", "--perf-model")
     p.add_argument("--dataset", required=True, metavar="D", help=dataset_help)
     add_undirected_arg(p)
     p.add_argument("--width", required=True, type=int, metavar="F", help="feature columns")

@@ -9,6 +9,9 @@ A flag name means one thing in every command (the CLI, every ``moagcn bench NAME
 - ``--seeds N``: N seeds, 0..N-1 (a count); ``--seed-list A,B,...``: the seeds themselves;
 - ``--fanout K1,K2,...``: neighbours per node and layer, input layer first;
 - ``--batch-size B``: targets per mini-batch; ``--repeats R``: runs of a measurement;
+- ``--features H.npy``: an input file of features; ``--width F``: a count of feature columns;
+- ``--workers M``: a count of workers; ``--worker-list A,B,...``: the counts of a sweep;
+- ``--model``: the GNN (gcn, sage, gin); ``--perf-model M.json``: a performance-model file;
 - ``--grid PxM[,PxM...]``: DEAL's P row ranges x M feature groups;
 - ``--device``, ``--simulator``, ``--design``, ``--preset``, ``--param KEY=VALUE``: the
   accelerator (``moagcn.cli.common``); a field of its configuration is set with ``--param``
@@ -16,11 +19,13 @@ A flag name means one thing in every command (the CLI, every ``moagcn bench NAME
   its own (:func:`add_field_flags` keeps the old ``--lanes``, ``--spes``, ... working).
 
 An old name (``--scale`` where it meant 2^K nodes, ``--seeds`` as a list, ``--batch``,
-``--fanouts``, ``--repeat``, ``--reps``, ``--train-scale``) is a hidden alias of the new one
+``--fanouts``, ``--repeat``, ``--reps``, ``--train-scale``, ``--features`` as a count,
+``--workers`` as a list, ``perfmodel predict --model``) is a hidden alias of the new one
 (:func:`add_renamed`) and prints one line on stderr when used: ``moagcn: --scale is now
 --rmat-scale; the old name will be removed``. An old form whose value changes shape (``--lanes
-8`` for ``--param lanes=8``, ``--partitions 2 --feature-groups 2`` for ``--grid 2x2``,
-``--pipeline none`` for ``--pipeline layers``) prints :func:`deprecated`'s line.
+8`` for ``--param lanes=8``, ``--clock-mhz 20`` for ``--param clock_mhz=20``, ``--partitions
+2 --feature-groups 2`` for ``--grid 2x2``, ``--pipeline none`` for ``--pipeline layers``)
+prints :func:`deprecated`'s line.
 
 Plain Python and argparse: the benches and experiments (below the CLI) use it too.
 """
@@ -56,7 +61,12 @@ class _Renamed(argparse.Action):
 
 def add_renamed(parser: argparse.ArgumentParser, old: str, new: str) -> None:
     """Accept ``old`` as a hidden alias of the option ``new`` already on ``parser``: the same
-    value, type and destination, with one notice on stderr when it is used."""
+    value, type and destination, with one notice on stderr when it is used.
+
+    A required ``new`` goes in a required mutually exclusive group, and ``parser`` is that
+    group (``g = p.add_mutually_exclusive_group(required=True)``; ``g.add_argument(new, ...)``;
+    ``add_renamed(g, old, new)``): argparse would otherwise still ask for ``new`` when ``old``
+    is given."""
     target = parser._option_string_actions[new]
     parser.add_argument(old, action=_Renamed, new=new, target=target, dest=target.dest,
                         nargs=target.nargs, type=target.type, choices=target.choices,

@@ -24,7 +24,7 @@ import numpy as np
 
 from moagcn.config import apply_params, parse_params
 from moagcn.core.generators import power_law_graph
-from moagcn.core.options import add_field_flags, field_params
+from moagcn.core.options import add_field_flags, add_renamed, field_params
 from moagcn.core.spec import get_spec
 from moagcn.hw.hyscale import preset
 from moagcn.sim.arith.golden import as_bits
@@ -79,7 +79,9 @@ def build_parser() -> argparse.ArgumentParser:
                              "macs=16,64)")
     add_field_flags(parser, {"--spes": "spes", "--macs": "macs"}, type=str)
     parser.add_argument("--jobs", type=int, default=3, help="mini-batches per configuration")
-    parser.add_argument("--features", type=int, default=64, help="f_in = f_out of each layer")
+    parser.add_argument("--width", type=int, default=64, metavar="F",
+                        help="feature columns, f_in = f_out of each layer (default 64)")
+    add_renamed(parser, "--features", "--width")
     parser.add_argument("--targets", type=int, default=32, help="output nodes per mini-batch")
     parser.add_argument("--graph-nodes", type=int, default=20000,
                         help="nodes of the power-law graph the mini-batches are sampled from "
@@ -101,7 +103,7 @@ def main(argv=None) -> int:
     base = apply_params(preset(args.preset), params)
     jobs = sample_jobs(args.jobs, args.seed, base, args.graph_nodes, args.targets)
     rng = np.random.default_rng(args.seed + 2)
-    F = args.features
+    F = args.width
     data = []
     for job in jobs:
         X = rng.standard_normal((job.sources.size, F)).astype(np.float32)

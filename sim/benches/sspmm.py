@@ -174,8 +174,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="nodes of the power-law job, at most the preset's (default 2000)")
     parser.add_argument("--degree", type=float, default=8.5,
                         help="average degree of the job's graph (default 8.5)")
-    parser.add_argument("--features", type=int, default=64,
+    parser.add_argument("--width", type=int, default=64, metavar="F",
                         help="feature columns F of the job (default 64)")
+    add_renamed(parser, "--features", "--width")
     parser.add_argument("--seed", type=int, default=0, help="graph, feature and mask seed")
     add_field_flags(parser, {"--fetch-rows": "fetch_rows"})
     parser.add_argument("--param", action="append", metavar="KEY=VALUE",
@@ -209,13 +210,13 @@ def main(argv=None) -> int:
     n = min(args.nodes, cfg.max_nodes)
     indptr, indices = pareto_graph(n, args.degree, args.seed)
     rng = np.random.default_rng(args.seed + 1)
-    H = rng.standard_normal((n, args.features)).astype(np.float32)
+    H = rng.standard_normal((n, args.width)).astype(np.float32)
     masks = {"half": rng.random(H.shape) < 0.5, "ones": np.ones(H.shape, bool)}
     lean = args.device == "rtl" and args.simulator == "verilator"
     out = {"device": args.device, "simulator": args.simulator, "preset": args.preset, "lanes": cfg.lanes,
            "groups": cfg.groups, "fetch_rows": cfg.fetch_rows, "nodes": n,
            "edges": int(indices.size),
-           "avg_degree": indices.size / n, "features": args.features}
+           "avg_degree": indices.size / n, "features": args.width}
     driver = make_driver(cfg, args.device, args.simulator)
     for name, M in masks.items():
         print(f"{name} mask", file=sys.stderr, flush=True)
@@ -274,7 +275,7 @@ def main(argv=None) -> int:
                            "cocotb_sim_cycles_per_s": speeds["cocotb"],
                            "lean_sim_cycles_per_s": speeds["lean"]}
     if not args.no_sweep:
-        out["sweep"] = run_sweep(args.device, args.simulator, args.preset, n, args.features, args.seed,
+        out["sweep"] = run_sweep(args.device, args.simulator, args.preset, n, args.width, args.seed,
                                  overrides)
         errors = [abs(r["model_error"]) for r in out["sweep"]]
         out["sweep_max_abs_model_error"] = max(errors)

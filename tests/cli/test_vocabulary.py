@@ -4,13 +4,17 @@
 Each flag has help text (an old name, hidden with ``argparse.SUPPRESS``, is the one exception),
 every usage line names its own command, and no concept is spelled two ways: the table
 ``SYNONYMS`` names the spellings that gave way to one name, and a few rules catch the same
-meaning under another name (``--seeds`` as a list, ``--scale`` as 2^K nodes). Then each old
-spelling still works: it sets what the new one sets and prints one line on stderr.
+meaning under another name (``--seeds`` as a list, ``--scale`` as 2^K nodes). No name has two
+meanings either: ``MEANINGS`` fixes what a shared flag is (``--features`` a file, ``--width``
+and ``--workers`` counts, ``--model`` the GNN), and a field of a design's configuration is set
+with ``--param``, never with a flag of its own. Then each old spelling still works: it sets what
+the new one sets and prints one line on stderr.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib
 import re
 
@@ -18,7 +22,9 @@ import pytest
 
 from moagcn.cli.main import BENCHES, EXPERIMENTS, build_parser
 from moagcn.core.options import is_renamed
+from moagcn.core.registry import design_names, get_design
 from moagcn.errors import UserError
+from moagcn.host.nn.models import MODELS
 
 #: an old spelling (never a visible flag again) -> the one name of its concept
 SYNONYMS = {
@@ -38,7 +44,7 @@ SYNONYMS = {
 #: the same old words as the last part of a longer flag (``--paper-fanouts``)
 SUFFIXES = ("-batch", "-fanouts", "-repeat", "-reps")
 #: counts: an integer wherever they appear
-COUNTS = ("--seeds", "--repeats", "--batch-size", "--rmat-scale")
+COUNTS = ("--seeds", "--repeats", "--batch-size", "--rmat-scale", "--workers", "--width")
 #: help text that describes a log2 node count (an R-MAT scale)
 LOG2 = re.compile(r"2\s*\^|log2|R-MAT scale", re.IGNORECASE)
 
@@ -110,15 +116,113 @@ def test_no_concept_is_spelled_two_ways():
         elif option.endswith(SUFFIXES):
             bad.append(f"{command}: {option} (spell its last word as --batch-size, --fanout, "
                        "--repeats do)")
-        if option in COUNTS and action.type is not int:
-            bad.append(f"{command}: {option} is a count everywhere else (a list needs another "
-                       "name, e.g. --seed-list)")
         if option == "--scale" and LOG2.search(action.help or ""):
             bad.append(f"{command}: --scale is a size multiplier; 2^K nodes is --rmat-scale")
         if option != "--rmat-scale" and LOG2.search(action.help or "") and \
                 re.search(r"scale", option):
             bad.append(f"{command}: {option} describes an R-MAT scale; call it --rmat-scale")
     assert not bad, "\n".join(bad)
+
+
+# -- one name, one meaning ----------------------------------------------------------------------
+
+#: a file suffix at the end of a metavar (``H.npy``, ``M.json``)
+FILE_METAVAR = re.compile(r"\.[a-z]+$", re.IGNORECASE)
+
+
+def _is_path(action) -> bool:
+    """A file: not parsed as a number, and named as one (``X.npy``, ``FILE``, a help text
+    that says file or path)."""
+    return action.type not in (int, float) and (
+        bool(FILE_METAVAR.search(action.metavar or ""))
+        or bool(re.search(r"\b(file|path)\b", action.help or "", re.IGNORECASE)))
+
+
+def _is_count(action) -> bool:
+    return action.type is int and action.nargs is None
+
+
+def _is_list(action) -> bool:
+    """A comma-separated list: a string (split by the command), shown as ``X,...``."""
+    return action.type is None and "," in (action.metavar or "")
+
+
+def _is_gnn(action) -> bool:
+    return bool(action.choices) and set(action.choices) <= set(MODELS)
+
+
+#: flag -> (what it means in every command, the check); the second meaning of each gave way
+#: to another name (see RENAMED below)
+MEANINGS = {
+    "--features": ("an input file of features (H.npy); a count of feature columns is --width",
+                   _is_path),
+    "--perf-model": ("a performance-model file (M.json)", _is_path),
+    "--model": (f"the GNN, one of {', '.join(MODELS)}; a performance-model file is --perf-model",
+                _is_gnn),
+    "--worker-list": ("worker counts, comma-separated", _is_list),
+    "--seed-list": ("seeds, comma-separated", _is_list),
+    **{option: ("a count (an int); a list needs another name, e.g. --seed-list, --worker-list",
+                _is_count) for option in COUNTS},
+}
+
+
+def test_every_flag_means_one_thing():
+    bad, seen = [], set()
+    for command, option, action in visible_options():
+        if option in MEANINGS:
+            seen.add(option)
+            meaning, check = MEANINGS[option]
+            if not check(action):
+                bad.append(f"{command}: {option} (metavar {action.metavar}, type "
+                           f"{getattr(action.type, '__name__', action.type)}, choices "
+                           f"{action.choices}) is {meaning} in every command")
+    assert not bad, "\n".join(bad)
+    assert seen == set(MEANINGS), f"no command has {sorted(set(MEANINGS) - seen)}"
+
+
+def _field_flags() -> dict[str, list[str]]:
+    """``--field-name`` -> the designs whose configuration has the field ``field_name``."""
+    out: dict[str, list[str]] = {}
+    for name in design_names():
+        for f in dataclasses.fields(get_design(name).config_type):
+            out.setdefault("--" + f.name.replace("_", "-"), []).append(name)
+    return out
+
+
+#: flags named like a configuration field that are something else, or that still await
+#: --param: (command, flag) -> why
+FIELD_NAMED_FLAGS = {
+    ("moagcn infer", "--groups"): "DEAL's SpMM sub-groups per owning range, not S-SpMM groups",
+    ("moagcn bench deal-spmm", "--groups"): "DEAL's SpMM sub-groups, not S-SpMM groups",
+    ("moagcn experiment deal", "--groups"): "DEAL's SpMM sub-groups, not S-SpMM groups",
+    ("moagcn arith", "--latency"): "the unit's latency; arith takes no --preset or --param",
+    ("moagcn bench sspmm-model", "--split-degree"): "applies to the S > 1 configurations only",
+    ("moagcn bench sspmm-model", "--node-banks"): "applies to the S > 1 configurations only",
+}
+
+
+def test_a_configuration_field_is_set_with_param():
+    """``--param clock_mhz=20``, not ``--clock-mhz 20``: a flag named after a field of any
+    design's configuration is an old spelling (hidden, :func:`add_field_flags`) or listed in
+    ``FIELD_NAMED_FLAGS`` with the reason."""
+    fields = _field_flags()
+    bad = [f"{command}: {option} sets a field of {'/'.join(fields[option])}; use --param "
+           f"{option[2:].replace('-', '_')}=..."
+           for command, option, _ in visible_options()
+           if option in fields and (command, option) not in FIELD_NAMED_FLAGS]
+    assert not bad, "\n".join(bad)
+    walked = {(c, o) for c, o, _ in visible_options()}
+    assert set(FIELD_NAMED_FLAGS) <= walked, "stale FIELD_NAMED_FLAGS entries"
+
+
+def test_the_meaning_checks_see_a_planted_second_meaning():
+    p = argparse.ArgumentParser(prog="moagcn bench planted")
+    p.add_argument("--features", type=int, help="feature columns")
+    p.add_argument("--workers", metavar="M,...", help="worker counts")
+    p.add_argument("--model", metavar="M.json", help="a performance model")
+    a = {x.option_strings[0]: x for x in p._actions if x.option_strings}
+    assert not any(MEANINGS[o][1](a[o]) for o in ("--features", "--workers", "--model"))
+    assert "--clock-mhz" in _field_flags()
 
 
 def test_no_choice_has_a_synonym():
@@ -180,6 +284,16 @@ RENAMED = [
     (("bench", "model-device"), ["--repeat", "2"], ["--repeats", "2"],
      "--repeat is now --repeats"),
     (("bench", "deal-spmm"), ["--reps", "2"], ["--repeats", "2"], "--reps is now --repeats"),
+    (("bench", "sspmm"), ["--features", "16"], ["--width", "16"], "--features is now --width"),
+    (("bench", "hyscale"), ["--features", "16"], ["--width", "16"], "--features is now --width"),
+    (("bench", "model-device"), ["--features", "16"], ["--width", "16"],
+     "--features is now --width"),
+    (("bench", "dense-device"), ["--features", "16"], ["--width", "16"],
+     "--features is now --width"),
+    (("experiment", "fig10"), ["--workers", "2,4"], ["--worker-list", "2,4"],
+     "--workers is now --worker-list"),
+    (("experiment", "supergcn"), ["--workers", "2,4"], ["--worker-list", "2,4"],
+     "--workers is now --worker-list"),
 ]
 
 
@@ -202,6 +316,22 @@ def test_hyscale_train_batch_is_now_batch_size(capsys):
     assert vars(got) == vars(want) and want.batch == 64
     assert capsys.readouterr().err == \
         "moagcn: --batch is now --batch-size; the old name will be removed\n"
+
+
+def test_perfmodel_predict_model_is_now_perf_model(capsys):
+    p = build_parser()
+    rest = ["--dataset", "cora", "--width", "8"]
+    want = p.parse_args(["perfmodel", "predict", "--perf-model", "m.json", *rest])
+    assert want.perf_model == "m.json" and capsys.readouterr().err == ""
+    got = p.parse_args(["perfmodel", "predict", "--model", "m.json", *rest])
+    assert vars(got) == vars(want)
+    assert capsys.readouterr().err == \
+        "moagcn: --model is now --perf-model; the old name will be removed\n"
+    with pytest.raises(SystemExit):             # still required, under either name
+        p.parse_args(["perfmodel", "predict", *rest])
+    assert "--perf-model is required" in capsys.readouterr().err
+    usage = dict(PARSERS)["moagcn perfmodel predict"].format_usage()
+    assert " --perf-model M.json " in usage and "[--perf-model" not in usage
 
 
 def test_old_names_are_hidden_from_help():
@@ -244,7 +374,7 @@ def test_infer_partitions_and_feature_groups_are_now_grid(capsys):
             grid(p.parse_args(["infer", "--checkpoint", "c.pt", *bad]))
 
 
-@pytest.mark.parametrize("bench,old,new,notices", [
+@pytest.mark.parametrize("where,old,new,notices", [
     ("hyscale", ["--spes", "2,4", "--macs", "16"], ["--param", "spes=2,4", "--param", "macs=16"],
      ["--spes is deprecated; use --param spes=2,4", "--macs is deprecated; use --param macs=16"]),
     ("sspmm-model", ["--slices", "1,2", "--lanes", "4"],
@@ -253,11 +383,14 @@ def test_infer_partitions_and_feature_groups_are_now_grid(capsys):
       "--lanes is deprecated; use --param lanes=4"]),
     ("sspmm", ["--fetch-rows", "2"], ["--param", "fetch_rows=2"],
      ["--fetch-rows is deprecated; use --param fetch_rows=2"]),
+    ("experiment table4", ["--clock-mhz", "30"], ["--param", "clock_mhz=30.0"],
+     ["--clock-mhz is deprecated; use --param clock_mhz=30.0"]),
 ])
-def test_a_bench_field_flag_is_now_a_param(bench, old, new, notices, capsys):
+def test_a_bench_field_flag_is_now_a_param(where, old, new, notices, capsys):
     from moagcn.config import parse_params
     from moagcn.core.options import field_params
-    parser = _module_parser("bench", bench)
+    kind, name = where.split() if " " in where else ("bench", where)
+    parser = _module_parser(kind, name)
     want = field_params(parser.parse_args(new), parse_params(parser.parse_args(new).param))
     assert capsys.readouterr().err == ""
     got_args = parser.parse_args(old)

@@ -13,7 +13,7 @@ from moagcn.host.benches import dense as bench_dense
 def test_bench_trains_on_every_sparse_and_dense_device(tmp_path, capsys):
     threads = torch.get_num_threads()
     try:
-        assert bench_dense.main(["--rmat-scale", "8", "--features", "24", "--hidden", "12",
+        assert bench_dense.main(["--rmat-scale", "8", "--width", "24", "--hidden", "12",
                                  "--epochs", "3", "--dense", "cpu", "--threads", "1",
                                  "--out", str(tmp_path)]) == 0
     finally:

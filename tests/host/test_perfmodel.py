@@ -364,19 +364,19 @@ def test_cli_fit_and_predict(tmp_path, capsys):
     assert set(np.array(state["samples"]["graph"])[:, pmf.GRAPH_FEATURES.index("keep")]) == \
         {1.0, 0.5}
 
-    assert _cli(["perfmodel", "predict", "--model", str(out), "--dataset", "citeseer",
+    assert _cli(["perfmodel", "predict", "--perf-model", str(out), "--dataset", "citeseer",
                  "--width", "20", "--measure"]) == 0
     text = capsys.readouterr().out
     assert "sspmm:lanes=32" in text and "measured (ms)" in text and "MAPE" in text
-    assert _cli(["perfmodel", "predict", "--model", str(out), "--dataset", "citeseer",
+    assert _cli(["perfmodel", "predict", "--perf-model", str(out), "--dataset", "citeseer",
                  "--width", "20", "--keep", "0.5", "--measure"]) == 0
     assert "output mask keeping 0.5" in capsys.readouterr().out
     with pytest.raises(UserError, match="kept fraction"):
-        _cli(["perfmodel", "predict", "--model", str(out), "--dataset", "citeseer",
+        _cli(["perfmodel", "predict", "--perf-model", str(out), "--dataset", "citeseer",
               "--width", "20", "--keep", "2"])
 
     with pytest.raises(UserError, match="no device 'hyscale'"):
-        _cli(["perfmodel", "predict", "--model", str(out), "--dataset", "citeseer",
+        _cli(["perfmodel", "predict", "--perf-model", str(out), "--dataset", "citeseer",
               "--width", "20", "--devices", "hyscale"])
 
 

@@ -150,7 +150,7 @@ def test_icarus_layer():
 def test_benchmark_script_runs_and_reports(tmp_path):
     from moagcn.sim.benches import hyscale as bench_hyscale
     rc = bench_hyscale.main(["--preset", "tiny", "--param", "spes=2", "--param", "macs=4",
-                             "--features", "16",
+                             "--width", "16",
                              "--targets", "3", "--jobs", "1", "--graph-nodes", "2000",
                              "--out", str(tmp_path)])
     assert rc == 0

@@ -12,7 +12,7 @@ pytestmark = pytest.mark.xdist_group("verilator-sspmm")
 
 
 def test_benchmark_reports_exact_runs_speeds_and_the_model_sweep(tmp_path, capsys):
-    assert bench_sspmm.main(["--preset", "tiny", "--nodes", "100", "--features", "16",
+    assert bench_sspmm.main(["--preset", "tiny", "--nodes", "100", "--width", "16",
                              "--repeats", "2", "--cocotb-nodes", "40",
                              "--out", str(tmp_path)]) == 0
     out = json.loads(capsys.readouterr().out)
