@@ -87,3 +87,11 @@ class LoadBanks:
         that never read in a start cycle (``read`` comes through ``start``, and so from
         ``busy``: a long path into a block RAM's address)."""
         return Cat(addr, self.run) if self.count > 1 else addr
+
+    def connect_reader(self, m: Module, user, port, at_start: bool = True) -> None:
+        """Connect a reader ``user`` (a :class:`~moagcn.hw.common.ram.RamReadSignature`
+        interface as its user sees it: ``addr``, ``en`` out, ``data`` in) to the RAM read
+        ``port`` in the half the job reads. ``at_start=False`` for a reader that never reads
+        in the start cycle, which then takes the half from the register (:meth:`run_addr`)."""
+        addr = self.read_addr(user.addr) if at_start else self.run_addr(user.addr)
+        m.d.comb += [port.addr.eq(addr), port.en.eq(user.en), user.data.eq(port.data)]

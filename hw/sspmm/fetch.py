@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal
-from amaranth.lib import data, wiring
+from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from moagcn.hw.common.bits import above_onehot, lowest_onehot, lowest_set, onehot_select, popcount
@@ -88,8 +88,8 @@ class ContextBinder(wiring.Component):
 
     Members
     -------
-    job, job_valid : In
-        The scheduler's offer.
+    jobs : In(stream.Signature(job_layout))
+        The job emitter's offer; ``ready`` is ``take``.
     run, clear : In(1)
         Work; drop every binding and the forming pass.
     released : In(contexts)
@@ -108,7 +108,7 @@ class ContextBinder(wiring.Component):
         self.config = config
         G, L, N = config.groups, config.adder_latency, config.contexts
         super().__init__({
-            "job": In(job_layout(config)), "job_valid": In(1),
+            "jobs": In(stream.Signature(job_layout(config))),
             "run": In(1), "clear": In(1), "released": In(N),
             "take": Out(1), "group": Out(range(G)), "slot": Out(range(L)),
             "form": Out(PassFormSignature(config)),
@@ -129,27 +129,28 @@ class ContextBinder(wiring.Component):
         beat = Signal(G)          # groups holding the row's chunks of the offered job's beat
 
         free = ~bound
-        new_beat = self.job.chunk[:cfg.group_bits] == 0 if G > 1 else 1
+        job, offered = self.jobs.payload, self.jobs.valid
+        new_beat = job.chunk[:cfg.group_bits] == 0 if G > 1 else 1
         beat_used = Mux(new_beat, 0, beat)
         candidates, g_sel, slot, ctx = self._choose_context(
             m, free, Mux(forming, used, 0) | beat_used, next_group)
-        same_row = self.job.row == form_row
+        same_row = job.row == form_row
         # while the row's next job waits for a context in a group the pass does not use yet,
         # the pass waits too (other passes go on and free contexts): splitting the row would
         # read its neighbours again
-        take = self.run & self.job_valid & candidates.any() & (~forming | same_row)
+        take = self.run & offered & candidates.any() & (~forming | same_row)
         full = (used | (1 << g_sel)[:G]) == (1 << G) - 1
-        close = forming & ((take & (self.job.row_last | full)) | ~self.run | ~self.job_valid
-                           | ~same_row)
+        close = forming & ((take & (job.row_last | full)) | ~self.run | ~offered | ~same_row)
         onehot = Signal(N)
         m.d.comb += onehot.eq(Mux(take, 1 << ctx, 0))
         lead = take & ~forming                      # the job opens a new pass, led by ``ctx``
-        m.d.comb += [self.take.eq(take), self.group.eq(g_sel), self.slot.eq(slot),
-                     self.no_context.eq(self.run & self.job_valid & ~take),
-                     self.no_job.eq(self.run & ~self.job_valid & free.any()),
+        m.d.comb += [self.take.eq(take), self.jobs.ready.eq(take),
+                     self.group.eq(g_sel), self.slot.eq(slot),
+                     self.no_context.eq(self.run & offered & ~take),
+                     self.no_job.eq(self.run & ~offered & free.any()),
                      self.form.open.eq(lead), self.form.ctx.eq(ctx),
-                     self.form.member.eq(onehot), self.form.ptr.eq(self.job.ptr),
-                     self.form.deg.eq(self.job.deg), self.form.row_last.eq(self.job.row_last),
+                     self.form.member.eq(onehot), self.form.ptr.eq(job.ptr),
+                     self.form.deg.eq(job.deg), self.form.row_last.eq(job.row_last),
                      self.form.forming.eq(forming), self.form.leader.eq(form_e),
                      self.form.close.eq(close)]
 
@@ -158,8 +159,8 @@ class ContextBinder(wiring.Component):
                          used.eq(used | (1 << g_sel)[:G]),
                          beat.eq(beat_used | (1 << g_sel)[:G])]
             with m.If(lead):
-                m.d.sync += [forming.eq(~(self.job.row_last | (G == 1))), form_e.eq(ctx),
-                             form_row.eq(self.job.row), used.eq((1 << g_sel)[:G])]
+                m.d.sync += [forming.eq(~(job.row_last | (G == 1))), form_e.eq(ctx),
+                             form_row.eq(job.row), used.eq((1 << g_sel)[:G])]
         with m.If(close):
             m.d.sync += forming.eq(0)
         with m.If(self.clear):
@@ -617,8 +618,8 @@ class NeighbourFetcher(wiring.Component):
 
     Members
     -------
-    job, job_valid : In; job_taken : Out(1)
-        The scheduler's offer and the handshake.
+    jobs : In(stream.Signature(job_layout))
+        The job emitter's offer (``ready``: bound this cycle).
     run, clear : In(1)
         Work (the accelerator is computing); drop every pass, binding and packet (start).
     n_rows : In
@@ -655,7 +656,7 @@ class NeighbourFetcher(wiring.Component):
         G, L, R, N = config.groups, config.adder_latency, config.fetch_rows, config.contexts
         F = config.max_feature_width
         super().__init__({
-            "job": In(job_layout(config)), "job_valid": In(1), "job_taken": Out(1),
+            "jobs": In(stream.Signature(job_layout(config))),
             "run": In(1), "clear": In(1), "n_rows": In(w["row"] + 1),
             "bind_valid": Out(1), "bind_group": Out(range(G)), "bind_slot": Out(range(L)),
             "bind_job": Out(job_layout(config)),
@@ -676,19 +677,18 @@ class NeighbourFetcher(wiring.Component):
         m.submodules.tree = tree = DistributionTree(cfg)
 
         # -- binding: the offer goes to a free context, and into a pass -----------------------
-        m.d.comb += [binder.job.eq(self.job), binder.job_valid.eq(self.job_valid),
-                     binder.run.eq(self.run), binder.clear.eq(self.clear),
-                     binder.released.eq(self.released),
-                     self.job_taken.eq(binder.take), self.bind_valid.eq(binder.take),
+        wiring.connect(m, wiring.flipped(self.jobs), binder.jobs)
+        m.d.comb += [binder.run.eq(self.run), binder.clear.eq(self.clear),
+                     binder.released.eq(self.released), self.bind_valid.eq(binder.take),
                      self.bind_group.eq(binder.group), self.bind_slot.eq(binder.slot),
-                     self.bind_job.eq(self.job),
+                     self.bind_job.eq(self.jobs.payload),
                      self.no_context.eq(binder.no_context), self.no_job.eq(binder.no_job)]
         wiring.connect(m, binder.form, passes.form)
         # each context's lane features, from its bind to its next (the readers look them up)
         sels = Signal(data.ArrayLayout(sel_layout(cfg), cfg.contexts), name="ctx_sel")
         for n in range(cfg.contexts):
             with m.If(binder.take & (binder.form.ctx == n)):
-                m.d.sync += sels[n].eq(self.job.sel)
+                m.d.sync += sels[n].eq(self.jobs.payload.sel)
 
         # -- issue: ready passes read their next neighbour, one per root link ------------------
         issue_ok = self.run

@@ -184,10 +184,8 @@ class JobEmitter(wiring.Component):
     rows : In(stream.Signature(row_record_layout))
         Row records; a record is taken into the head register (one cycle) when the register
         is empty or gives out its row's last job.
-    job, job_valid : Out
-        The offered job.
-    job_taken : In(1)
-        A group takes the offered job this cycle.
+    jobs : Out(stream.Signature(job_layout))
+        The offered job, from a register (``ready``: the fetcher binds it this cycle).
     done : Out(1)
         No record waiting and no job offered.
     """
@@ -196,9 +194,7 @@ class JobEmitter(wiring.Component):
         self.config = config
         super().__init__({
             "rows": In(stream.Signature(row_record_layout(config))),
-            "job": Out(job_layout(config)),
-            "job_valid": Out(1),
-            "job_taken": In(1),
+            "jobs": Out(stream.Signature(job_layout(config))),
             "done": Out(1),
         })
 
@@ -229,25 +225,27 @@ class JobEmitter(wiring.Component):
         for f in range(F):
             m.d.comb += [select.chunk_of[f].eq(head_chunk[f]),
                          select.lane_of[f].eq(head_lane[f])]
-        refill = ~self.job_valid | self.job_taken
+        jobs = self.jobs
+        refill = ~jobs.valid | jobs.ready
         row_last = chunk + 1 == head.jobs
         head_done = refill & head_valid & row_last     # the head row's last job goes out
         m.d.comb += self.rows.ready.eq(~head_valid | head_done)
         with m.If(self.rows.ready):
             m.d.sync += [head_valid.eq(self.rows.valid), head.eq(self.rows.payload)]
         with m.If(refill):
-            m.d.sync += self.job_valid.eq(head_valid)
+            m.d.sync += jobs.valid.eq(head_valid)
             with m.If(head_valid):
-                m.d.sync += [self.job.row.eq(head.row), self.job.ptr.eq(head.ptr),
-                             self.job.deg.eq(head.deg), self.job.lane_valid.eq(select.valid),
-                             self.job.chunk.eq(chunk), self.job.row_last.eq(row_last)]
+                job = jobs.payload
+                m.d.sync += [job.row.eq(head.row), job.ptr.eq(head.ptr), job.deg.eq(head.deg),
+                             job.lane_valid.eq(select.valid), job.chunk.eq(chunk),
+                             job.row_last.eq(row_last)]
                 for k in range(W):
-                    m.d.sync += self.job.sel[k].eq(select.sel[k])
+                    m.d.sync += job.sel[k].eq(select.sel[k])
                 with m.If(row_last):
                     m.d.sync += chunk.eq(0)
                 with m.Else():
                     m.d.sync += chunk.eq(chunk + 1)
-        m.d.comb += self.done.eq(~self.rows.valid & ~head_valid & ~self.job_valid)
+        m.d.comb += self.done.eq(~self.rows.valid & ~head_valid & ~jobs.valid)
         return m
 
 

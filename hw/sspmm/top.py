@@ -306,8 +306,8 @@ class SSpmmAccelerator(wiring.Component):
         m.submodules.ptr_read = ptr_read = WordReader(LW, len(sched.ptr.addr),
                                                       bits_for(buf.half["indptr"]))
         wiring.connect(m, sched.ptr, ptr_read.word)
-        _read_half(m, ptr_read.row, buf.indptr.read[0], banks)
-        _read_half(m, sched.mask, buf.mask.read[0], banks)
+        banks.connect_reader(m, ptr_read.row, buf.indptr.read[0])
+        banks.connect_reader(m, sched.mask, buf.mask.read[0])
         count_write = buf.count.write[0]
         m.d.comb += [count_write.addr.eq(sched.count_row), count_write.data.eq(sched.count),
                      count_write.en.eq(sched.count_en & running),
@@ -339,7 +339,7 @@ class SSpmmAccelerator(wiring.Component):
             for k, sl in enumerate(slices):
                 wiring.connect(m, sl.fetcher.node, crossbar.req[k])
             for b, ram in enumerate(buf.node):
-                _read_half(m, crossbar.bank[b], ram.read[0], banks, at_start=False)
+                banks.connect_reader(m, crossbar.bank[b], ram.read[0], at_start=False)
         return _Engine(sched, dispatcher, slices, clear, crossbar, work)
 
     def _slice(self, m: Module, k: int, rows, buf: "_Buffers", banks: LoadBanks, flush, work,
@@ -353,17 +353,17 @@ class SSpmmAccelerator(wiring.Component):
         m.submodules[f"emitter{tag}"] = ResetInserter({"sync": flush})(emitter)
         wiring.connect(m, rows, emitter.rows)
         m.submodules[f"fetcher{tag}"] = fetcher = NeighbourFetcher(cfg)
-        m.d.comb += [fetcher.job.eq(emitter.job), fetcher.job_valid.eq(emitter.job_valid),
-                     emitter.job_taken.eq(fetcher.job_taken), fetcher.run.eq(work),
-                     fetcher.clear.eq(clear), fetcher.n_rows.eq(n_cols)]
+        wiring.connect(m, emitter.jobs, fetcher.jobs)
+        m.d.comb += [fetcher.run.eq(work), fetcher.clear.eq(clear), fetcher.n_rows.eq(n_cols)]
+        # (the fetcher issues from the cycle after the clear, never in a start cycle: its reads
+        # take the job's half from the register)
         for j in range(R):
-            port = k * R + j
             index_read = WordReader(LW, len(fetcher.idx[j].addr), bits_for(buf.half["index"]))
             m.submodules[f"index_read{tag}_{j}"] = index_read
             wiring.connect(m, fetcher.idx[j], index_read.word)
-            _read_half(m, index_read.row, buf.index[k].read[j], banks, at_start=False)
+            banks.connect_reader(m, index_read.row, buf.index[k].read[j], at_start=False)
             if not cfg.node_banks:
-                _read_half(m, fetcher.row[j], buf.node[k].read[j], banks, at_start=False)
+                banks.connect_reader(m, fetcher.row[j], buf.node[k].read[j], at_start=False)
         groups = [self._group(m, k, g, tag, fetcher, buf, work, clear, running)
                   for g in range(cfg.groups)]
         if buf.lane_map is not None:
@@ -468,15 +468,6 @@ class SSpmmAccelerator(wiring.Component):
         }, restart=restart)
         # the load cycles before the job's start, and those of them beside the job before
         job_loads(m, start, self.busy, load_transfer, self.cycles_load, self.cycles_load_hidden)
-
-
-def _read_half(m: Module, user, port, banks: LoadBanks, at_start: bool = True) -> None:
-    """Connect a reader (``addr``, ``en`` out; ``data`` in) to a RAM read ``port`` in the
-    half the job reads; ``at_start=False`` for a reader that never reads in the start cycle
-    (the fetchers: they issue from the cycle after the clear), which then takes the half from
-    the register."""
-    addr = banks.read_addr(user.addr) if at_start else banks.run_addr(user.addr)
-    m.d.comb += [port.addr.eq(addr), port.en.eq(user.en), user.data.eq(port.data)]
 
 
 def _write_banked(m: Module, port, rams, banks: LoadBanks, bits: int, addr_bits: int) -> None:

@@ -121,13 +121,14 @@ def _scheduler_bench(indptr, masks, n_features, take_every=1, slices=1, n_edges=
             # 1-cycle read latency: data for the addresses presented before this edge
             a1, am = ctx.get(sched.ptr.addr), ctx.get(sched.mask.addr)
             for k, e in enumerate(emitters):
-                take = ctx.get(e.job_valid) and (cycle + k) % take_every == 0
-                ctx.set(e.job_taken, int(take))
+                take = ctx.get(e.jobs.valid) and (cycle + k) % take_every == 0
+                ctx.set(e.jobs.ready, int(take))
                 if take:
                     lanes = cfg.group_lanes
-                    valid = ctx.get(e.job.lane_valid)
-                    jobs[k].append((ctx.get(e.job.row), ctx.get(e.job.ptr), ctx.get(e.job.deg),
-                                    tuple(ctx.get(e.job.sel[i]) for i in range(lanes)
+                    job = e.jobs.payload
+                    valid = ctx.get(job.lane_valid)
+                    jobs[k].append((ctx.get(job.row), ctx.get(job.ptr), ctx.get(job.deg),
+                                    tuple(ctx.get(job.sel[i]) for i in range(lanes)
                                           if valid >> i & 1)))
             await ctx.tick()
             ctx.set(sched.ptr.data, int(indptr[min(a1, n)]))
@@ -490,9 +491,9 @@ def test_neighbour_fetcher_binds_passes_and_multicasts_each_row_once(bad_column,
         for cycle in range(3000):
             # the emitter leaves gaps now and then (a pass then closes before it is full)
             offer = bool(pending) and (not gaps or rng.random() < 0.7)
-            ctx.set(dut.job_valid, int(offer))
+            ctx.set(dut.jobs.valid, int(offer))
             if pending:
-                ctx.set(dut.job, layout.const(jobs[pending[0]]))
+                ctx.set(dut.jobs.payload, layout.const(jobs[pending[0]]))
             # contexts drain their entries now and then
             for c in range(G * L):
                 if fill[c] and rng.random() < 0.4:
@@ -524,8 +525,8 @@ def test_neighbour_fetcher_binds_passes_and_multicasts_each_row_once(bad_column,
                 assert c not in bound_job or bound_job[c] is None
                 bound_job[c] = pending[0]
                 log["bind"].append((cycle, pending[0], c))
-            assert ctx.get(dut.job_taken) == ctx.get(dut.bind_valid)
-            if ctx.get(dut.job_taken):
+            assert ctx.get(dut.jobs.ready) == ctx.get(dut.bind_valid)
+            if ctx.get(dut.jobs.ready):
                 pending.pop(0)
             reserve = ctx.get(dut.reserve)
             for c in range(G * L):
