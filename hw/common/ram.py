@@ -94,6 +94,13 @@ class VerilogTarget:
 class RamReadSignature(wiring.Signature):
     """A RAM read port as its user sees it.
 
+    Parameters
+    ----------
+    addr_bits : int
+    width : int or shape-castable
+        The word; a layout gives the user a view of its fields (the RAM itself holds plain
+        words of that many bits).
+
     Members
     -------
     addr : Out(addr_bits)

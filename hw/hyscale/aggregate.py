@@ -24,17 +24,19 @@ joins a queue, an S-PE and a G-PE, and the kernel that joins everything.
 from __future__ import annotations
 
 from amaranth.hdl import Array, Cat, Module, Mux, Signal
-from amaranth.lib import wiring
+from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from moagcn.hw.common.bits import bits_for, wire
+from moagcn.hw.common.bits import wire
 from moagcn.hw.common.counters import count_events, counter_members, counters_of
-from moagcn.hw.common.ram import RamWriteSignature
+from moagcn.hw.common.ram import RamReadSignature
 from moagcn.hw.hyscale.config import HyScaleConfig
 from moagcn.hw.hyscale.dispatch import EdgeDispatcher, EdgeQueue
 from moagcn.hw.hyscale.duplicator import FeatureDuplicator, FeatureRing
 from moagcn.hw.hyscale.gather import GatherPE
-from moagcn.hw.hyscale.layouts import Widths, edge_entry_layout
+from moagcn.hw.hyscale.layouts import (EDGE_WORD_LAYOUT, SOURCE_WORD_LAYOUT, RowDoneSignature,
+                                       RowReadSignature, Widths, edge_entry_layout,
+                                       ring_write_signature)
 from moagcn.hw.hyscale.protocol import AGG_COUNTERS, COUNTER_BITS
 from moagcn.hw.hyscale.scatter import ScatterPE
 
@@ -44,80 +46,72 @@ class PEPair(wiring.Component):
     streams their products, the G-PE that accumulates them into the bank's destination rows,
     and the spacing between two edges entering the G-PE.
 
+    Parameters
+    ----------
+    config : HyScaleConfig
+
     Members
     -------
-    push : In(1); entry : In(edge_entry_layout(config))
-        An edge for this bank (taken unless ``full``).
-    full : Out(1)
-        The queue holds ``edge_queue`` edges.
+    edges : In(stream.Signature(edge_entry_layout(config)))
+        The edges dispatched to this bank (``ready``: the queue is not full).
     f_in : In
         Elements per feature row.
     ring : In(RamWriteSignature(ring address bits, 32 * mem_words_per_cycle))
         The duplicator's broadcast write into the S-PE's copy of the feature ring.
     probe : In(slot bits) ; uses_probe : Out(1)
         A queued or held edge reads ring slot ``probe``.
-    edges : Out(1)
+    has_edges : Out(1)
         An edge is queued or held.
     streaming : Out(1)
         The S-PE streams an edge's products.
-    products : Out(1)
+    producing : Out(1)
         A product enters the G-PE this cycle.
     adding : Out(1)
         The G-PE has an addition in flight.
-    act_addr : In ; act_data : Out(32)
+    act : In(RamReadSignature(bank address bits, 32))
         The G-PE bank's second read port (one cycle latency), for the update kernel.
-    row_done, row_done_row : Out
+    row_done : Out(RowDoneSignature(config))
         The G-PE's report of a row's last write (``pipelined`` configurations).
     """
 
     def __init__(self, config: HyScaleConfig):
         self.config = config
         w = Widths(config)
-        ring_depth = config.feature_slots * config.beats_per_row
         super().__init__({
-            "push": In(1), "entry": In(edge_entry_layout(config)), "full": Out(1),
+            "edges": In(stream.Signature(edge_entry_layout(config))),
             "f_in": In(w.feat + 1),
-            "ring": In(RamWriteSignature(bits_for(ring_depth), 32 * w.words)),
+            "ring": In(ring_write_signature(config)),
             "probe": In(w.slot or 1), "uses_probe": Out(1),
-            "edges": Out(1), "streaming": Out(1), "products": Out(1), "adding": Out(1),
-            "act_addr": In(w.bank_addr), "act_data": Out(32),
-            "row_done": Out(1), "row_done_row": Out(max(w.bank_row, 1)),
+            "has_edges": Out(1), "streaming": Out(1), "producing": Out(1), "adding": Out(1),
+            "act": In(RamReadSignature(w.bank_addr, 32)),
+            "row_done": Out(RowDoneSignature(config)),
         })
 
     def elaborate(self, platform):
         m = Module()
         cfg = self.config
-        Q = cfg.edge_queue
-        m.submodules.queue = queue = EdgeQueue(edge_entry_layout(cfg), Q)
+        m.submodules.queue = queue = EdgeQueue(edge_entry_layout(cfg), cfg.edge_queue)
         m.submodules.spe = spe = ScatterPE(cfg)
         m.submodules.gpe = gpe = GatherPE(cfg)
 
-        # -- the queue feeds the S-PE whenever it is free --------------------------------------
-        pop = wire(m, (queue.level != 0) & spe.free, name="pop")
-        head = queue.entries[0]
-        m.d.comb += [queue.push.eq(self.push), queue.entry.eq(self.entry), queue.pop.eq(pop),
-                     self.full.eq(queue.level == Q),
-                     spe.assign_valid.eq(pop), spe.assign_slot.eq(head.slot),
-                     spe.assign_dst.eq(head.dst), spe.assign_weight.eq(head.weight),
-                     spe.assign_first.eq(head.first),
-                     spe.assign_last.eq(head.last if cfg.pipelined else 0),
-                     spe.f_in.eq(self.f_in), spe.mem_addr.eq(self.ring.addr),
-                     spe.mem_data.eq(self.ring.data), spe.mem_en.eq(self.ring.en)]
+        # -- edges into the queue, and from it into the S-PE whenever the S-PE is free ----------
+        wiring.connect(m, wiring.flipped(self.edges), queue.i)
+        wiring.connect(m, queue.o, spe.edges)
+        wiring.connect(m, wiring.flipped(self.ring), spe.ring)
+        m.d.comb += spe.f_in.eq(self.f_in)
 
         # -- the S-PE streams into the G-PE, one edge per gather slot ---------------------------
-        m.d.comb += [spe.grant.eq(self._gather_spacing(m, spe.req)),
-                     gpe.in_valid.eq(spe.out_valid), gpe.in_addr.eq(spe.out_addr),
-                     gpe.in_first.eq(spe.out_first), gpe.in_data.eq(spe.out_data),
-                     gpe.in_done.eq(spe.out_done),
-                     self.row_done.eq(gpe.row_done), self.row_done_row.eq(gpe.row_done_row),
-                     gpe.rd_addr.eq(self.act_addr), self.act_data.eq(gpe.rd_data)]
+        m.d.comb += spe.grant.eq(self._gather_spacing(m, spe.req))
+        wiring.connect(m, spe.products, gpe.products)
+        wiring.connect(m, gpe.row_done, wiring.flipped(self.row_done))
+        wiring.connect(m, wiring.flipped(self.act), gpe.act)
 
         queued_probe = [(queue.level > i) & (entry.slot == self.probe)
                         for i, entry in enumerate(queue.entries)]
         m.d.comb += [self.uses_probe.eq(Cat(spe.holding & (spe.slot == self.probe),
                                             *queued_probe).any()),
-                     self.edges.eq(spe.holding | (queue.level != 0)),
-                     self.streaming.eq(spe.streaming), self.products.eq(spe.out_valid),
+                     self.has_edges.eq(spe.holding | (queue.level != 0)),
+                     self.streaming.eq(spe.streaming), self.producing.eq(spe.products.valid),
                      self.adding.eq(gpe.busy)]
         return m
 
@@ -143,11 +137,15 @@ class AggregateKernel(wiring.Component):
     the banks, and n bank pairs (:class:`PEPair`: queue, S-PE, G-PE) multiply and accumulate
     them.
 
-    Buffers belong to the layer; the kernel reads them through one-cycle read ports:
-    the source list (``src_data``: source index in bits 0-15, out-edge count in bits 16-31), the
-    edge list (``edge_data``: weight in bits 0-31, destination in bits 32-47, last-edge flag in
-    bit 62, first-edge flag in bit 63) and the external feature memory (``mem_data``:
-    ``mem_words_per_cycle`` elements).
+    Buffers belong to the layer; the kernel reads them through one-cycle read ports: the
+    source list (words of :data:`~.layouts.SOURCE_WORD_LAYOUT`: source index, out-edge count),
+    the edge list (words of :data:`~.layouts.EDGE_WORD_LAYOUT`: weight, destination, last- and
+    first-edge flags) and the external feature memory (``mem_words_per_cycle`` elements a
+    beat).
+
+    Parameters
+    ----------
+    config : HyScaleConfig
 
     Members
     -------
@@ -165,10 +163,15 @@ class AggregateKernel(wiring.Component):
     err_source, err_dest, err_edges : Out(1)
         A source index >= ``n_rows``; a destination >= ``n_dst``; the sources' out-edge counts
         disagree with ``n_edges`` (from ``bad_job``, or found while the job runs).
-    act_dst, act_idx : In ; act_data : Out(32)
+    src_list : Out(RamReadSignature(source bits, SOURCE_WORD_LAYOUT))
+    edge_list : Out(RamReadSignature(edge bits, EDGE_WORD_LAYOUT))
+    features : Out(RamReadSignature(row beat bits, 32 * mem_words_per_cycle))
+        The read ports of the source list, the edge list and the external feature memory
+        (``features`` reads every cycle: its ``en`` is always high).
+    act : In(RowReadSignature(config))
         Read port into the aggregated rows (one cycle latency), for the update kernel.
-    row_done : Out(spes) ; row_done_rows : Out
-        With ``pipelined``: bank ``b`` wrote the last sum of its row ``row_done_rows[b]`` (that
+    rows_done : Out(RowDoneSignature(config)).array(spes)
+        With ``pipelined``: bank ``b`` wrote the last sum of its row ``rows_done[b].row`` (that
         is, of destination ``row * spes + b``) this cycle.
     feature_reads, words_read, spe_busy, stall_feature, stall_gather : Out(32)
         Rows read from external memory; elements read; S-PE streaming cycles (summed over
@@ -185,11 +188,11 @@ class AggregateKernel(wiring.Component):
             "n_dst": In(w.dst + 1), "f_in": In(w.feat + 1),
             "done": Out(1), "busy": Out(1), "bad_job": In(3),
             "err_source": Out(1), "err_dest": Out(1), "err_edges": Out(1),
-            "src_addr": Out(w.src), "src_data": In(32),
-            "edge_addr": Out(w.edge), "edge_data": In(64),
-            "mem_addr": Out(w.src + w.beat), "mem_data": In(32 * w.words),
-            "act_dst": In(w.dst), "act_idx": In(w.feat), "act_data": Out(32),
-            "row_done": Out(config.spes), "row_done_rows": Out(config.spes * max(w.bank_row, 1)),
+            "src_list": Out(RamReadSignature(w.src, SOURCE_WORD_LAYOUT)),
+            "edge_list": Out(RamReadSignature(w.edge, EDGE_WORD_LAYOUT)),
+            "features": Out(RamReadSignature(w.src + w.beat, 32 * w.words)),
+            "act": In(RowReadSignature(config)),
+            "rows_done": Out(RowDoneSignature(config)).array(config.spes),
             **counter_members(AGG_COUNTERS, COUNTER_BITS),
         })
 
@@ -208,33 +211,28 @@ class AggregateKernel(wiring.Component):
             m.submodules[f"pe{b}"] = pair
 
         # -- feature duplicator: source rows into the ring -------------------------------------
-        m.d.comb += [dup.start.eq(start), dup.enable.eq(active & ~error), dup.room.eq(ring.room),
+        m.d.comb += [dup.start.eq(start), dup.enable.eq(active & ~error),
                      dup.n_sources.eq(self.n_sources), dup.n_rows.eq(self.n_rows),
-                     dup.f_in.eq(self.f_in),
-                     self.src_addr.eq(dup.src_addr), dup.src_data.eq(self.src_data),
-                     self.mem_addr.eq(dup.mem_addr), dup.mem_data.eq(self.mem_data)]
+                     dup.f_in.eq(self.f_in)]
+        wiring.connect(m, dup.src_list, wiring.flipped(self.src_list))
+        wiring.connect(m, dup.features, wiring.flipped(self.features))
         wiring.connect(m, dup.ring, *[pair.ring for pair in pairs])
 
         # -- the ring's slots ----------------------------------------------------------------
-        wiring.connect(m, dup.fill, ring.fill)
-        m.d.comb += [ring.start.eq(start), ring.active.eq(active), ring.grow.eq(dup.advance),
-                     ring.take.eq(disp.dispatch),
+        wiring.connect(m, dup.slots, ring.slots)
+        m.d.comb += [ring.start.eq(start), ring.active.eq(active),
                      ring.head_busy.eq(Cat(*[pair.uses_probe for pair in pairs]).any())]
 
         # -- dispatcher: each edge, in order, to the queue of the PE that owns its destination --
         m.d.comb += [disp.start.eq(start), disp.active.eq(active),
                      disp.enable.eq(active & ~error),
-                     disp.n_edges.eq(self.n_edges), disp.n_dst.eq(self.n_dst),
-                     self.edge_addr.eq(disp.edge_addr), disp.edge_data.eq(self.edge_data),
-                     disp.slot.eq(ring.disp), disp.slot_avail.eq(ring.disp_avail),
-                     disp.full.eq(Cat(*[pair.full for pair in pairs]))]
-        rb = max(Widths(cfg).bank_row, 1)
+                     disp.n_edges.eq(self.n_edges), disp.n_dst.eq(self.n_dst)]
+        wiring.connect(m, disp.edge_list, wiring.flipped(self.edge_list))
+        wiring.connect(m, ring.edge_slots, disp.edge_slots)
         for b, pair in enumerate(pairs):
-            m.d.comb += [pair.push.eq(disp.dispatch & (disp.bank == b)),
-                         pair.entry.eq(disp.entry), pair.f_in.eq(self.f_in),
-                         pair.probe.eq(ring.head),
-                         self.row_done[b].eq(pair.row_done),
-                         self.row_done_rows[b * rb:(b + 1) * rb].eq(pair.row_done_row)]
+            wiring.connect(m, disp.queues[b], pair.edges)
+            wiring.connect(m, pair.row_done, wiring.flipped(self.rows_done[b]))
+            m.d.comb += [pair.f_in.eq(self.f_in), pair.probe.eq(ring.head)]
 
         self._update_port(m, pairs)
         self._finish(m, active, error, dup, ring, disp, pairs)
@@ -245,12 +243,13 @@ class AggregateKernel(wiring.Component):
         """The read port into the aggregated rows: destination ``v`` is row ``v / n`` of bank
         ``v mod n``."""
         w = Widths(self.config)
-        dst_row = self.act_dst[w.bank:] if w.bank else self.act_dst
+        act = self.act
+        dst_row = act.row[w.bank:] if w.bank else act.row
         bank_sel = Signal(w.bank or 1, reset_less=True)
-        m.d.sync += bank_sel.eq(self.act_dst[:w.bank] if w.bank else 0)
+        m.d.sync += bank_sel.eq(act.row[:w.bank] if w.bank else 0)
         for pair in pairs:
-            m.d.comb += pair.act_addr.eq(Cat(self.act_idx, dst_row[:w.bank_row]))
-        m.d.comb += self.act_data.eq(Array(pair.act_data for pair in pairs)[bank_sel])
+            m.d.comb += pair.act.addr.eq(Cat(act.idx, dst_row[:w.bank_row]))
+        m.d.comb += act.data.eq(Array(pair.act.data for pair in pairs)[bank_sel])
 
     def _finish(self, m: Module, active, error, dup, ring, disp, pairs):
         """Start, completion and the error flags.
@@ -260,9 +259,9 @@ class AggregateKernel(wiring.Component):
         are idle.
         """
         cfg = self.config
-        spe_active = Cat(*[pair.edges for pair in pairs]).any()
+        spe_active = Cat(*[pair.has_edges for pair in pairs]).any()
         gpe_active = Cat(*[pair.adding for pair in pairs]).any()
-        pipe_busy = Cat(*[pair.products for pair in pairs]).any()
+        pipe_busy = Cat(*[pair.producing for pair in pairs]).any()
         tail = Signal(range(cfg.mul_latency + 4))
         drained = active & dup.all_fetched & ring.empty
         finished = drained & ~disp.edges_left & ~spe_active
@@ -292,14 +291,13 @@ class AggregateKernel(wiring.Component):
         """The kernel's counters (cleared at start, counting while active)."""
         w = Widths(self.config)
         beats_used = (self.f_in + (w.words - 1)) >> w.word_bits
-        wr_en, wr_last = dup.written, dup.fill.valid
+        wr_en, wr_last = dup.written, dup.slots.fill.valid
         streaming = Cat(*[pair.streaming for pair in pairs])
         count_events(m, counters_of(self, AGG_COUNTERS), {
             "feature_reads": wr_en & wr_last,
             "words_read": Mux(wr_en, Mux(wr_last, self.f_in - ((beats_used - 1) << w.word_bits),
                                          w.words), 0),
             "spe_busy": sum(streaming[k] for k in range(len(pairs))),
-            "stall_feature": active & disp.edges_left & ~error
-                             & ~ring.disp_avail,
+            "stall_feature": active & disp.edges_left & ~error & ~ring.edge_slots.valid,
             "stall_gather": disp.blocked,
         }, clear=self.start, enable=active)

@@ -10,12 +10,13 @@ bank's queue, in edge order; a full queue stalls the dispatcher.
 from __future__ import annotations
 
 from amaranth.hdl import Array, Module, Mux, Signal
-from amaranth.lib import data, wiring
+from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from moagcn.hw.common.bits import wire
+from moagcn.hw.common.ram import RamReadSignature
 from moagcn.hw.hyscale.config import HyScaleConfig
-from moagcn.hw.hyscale.layouts import Widths, edge_entry_layout
+from moagcn.hw.hyscale.layouts import EDGE_WORD_LAYOUT, Widths, edge_entry_layout
 
 
 class EdgeDispatcher(wiring.Component):
@@ -24,6 +25,10 @@ class EdgeDispatcher(wiring.Component):
 
     A two-entry prefetch buffer sits in front of the dispatcher: the edge buffer's address is
     a register, so its read data never feeds back into the next address in one cycle.
+
+    Parameters
+    ----------
+    config : HyScaleConfig
 
     Members
     -------
@@ -34,15 +39,14 @@ class EdgeDispatcher(wiring.Component):
     n_edges, n_dst : In
         Edges loaded (read at ``start`` and kept); destination rows (a destination at or beyond
         it is an error; held).
-    edge_addr : Out ; edge_data : In(64)
+    edge_list : Out(RamReadSignature(edge bits, EDGE_WORD_LAYOUT))
         Read port of the edge list (one cycle latency).
-    slot, slot_avail : In
-        The ring slot the next edge's source should be in, and whether it holds a row with
-        edges left to dispatch.
-    full : In(spes)
-        Bank b's queue is full.
-    dispatch : Out(1) ; bank : Out ; entry : Out(edge_entry_layout(config))
-        The head edge goes to bank ``bank`` this cycle.
+    edge_slots : In(stream.Signature(slot bits))
+        From the feature ring: the slot the next edge's source row is in, valid while it
+        holds a row with edges left to dispatch; a transfer is a dispatched edge.
+    queues : Out(stream.Signature(edge_entry_layout(config))).array(spes)
+        The head edge, offered to the queue of its destination's bank (``ready``: the queue
+        has room).
     bad_dest : Out(1)
         The head edge's destination is out of range (the edge is dispatched all the same).
     short : Out(1)
@@ -59,11 +63,9 @@ class EdgeDispatcher(wiring.Component):
         super().__init__({
             "start": In(1), "active": In(1), "enable": In(1),
             "n_edges": In(w.edge + 1), "n_dst": In(w.dst + 1),
-            "edge_addr": Out(w.edge), "edge_data": In(64),
-            "slot": In(w.slot or 1), "slot_avail": In(1),
-            "full": In(config.spes),
-            "dispatch": Out(1), "bank": Out(w.bank or 1),
-            "entry": Out(edge_entry_layout(config)),
+            "edge_list": Out(RamReadSignature(w.edge, EDGE_WORD_LAYOUT)),
+            "edge_slots": In(stream.Signature(w.slot or 1)),
+            "queues": Out(stream.Signature(edge_entry_layout(config))).array(config.spes),
             "bad_dest": Out(1), "short": Out(1), "edges_left": Out(1), "blocked": Out(1),
         })
 
@@ -74,17 +76,16 @@ class EdgeDispatcher(wiring.Component):
         rd_ptr = Signal(w.edge + 1)
         inflight = Signal()
         occ = Signal(range(3))
-        stage = [Signal(64, name=f"edge_stage{i}", reset_less=True) for i in range(2)]
+        stage = [Signal(EDGE_WORD_LAYOUT, name=f"edge_stage{i}", reset_less=True)
+                 for i in range(2)]
         edge_valid = occ != 0
         # ``e_ptr < n_edges`` as a register set a cycle ahead (for e_ptr + 1 when this cycle
         # dispatches): the compare's carry chain was the front of the dispatch decision
         edges_left = Signal(name="edges_left_r")
-        e_weight = stage[0][:32]
-        e_dst = stage[0][32:48]
-        e_first = stage[0][63]
-        e_last = stage[0][62]
+        head = stage[0]
+        e_dst = head.dst
         e_bank = e_dst[:w.bank] if w.bank else 0
-        want = self.enable & self.slot_avail
+        want = self.enable & self.edge_slots.valid
         # The destination's range check does not hold the dispatch back (a compare in the
         # dispatch decision, which fans out to the queues, the ring and the edge buffer, was a
         # long path, and so was the same compare on the edge buffer's late read data): a bad
@@ -92,23 +93,28 @@ class EdgeDispatcher(wiring.Component):
         # error stops the dispatcher from the next cycle on and the job with no output. The
         # field's high bits are only tested for zero (n_dst <= 2 ** w.dst), so the compare is
         # w.dst bits long, not 16.
-        dst_high = e_dst[w.dst:].any() if w.dst < 16 else 0
-        bad_dest = want & edge_valid & edges_left & (dst_high | (e_dst[:w.dst] >= self.n_dst))
+        dst_high = e_dst[w.dst:].any() if w.dst < len(e_dst) else 0
+        offer = want & edge_valid & edges_left
+        bad_dest = offer & (dst_high | (e_dst[:w.dst] >= self.n_dst))
         short = want & ~edges_left                 # counts promise more edges than loaded
-        target_full = Array(self.full[b] for b in range(self.config.spes))[e_bank]
-        dispatch = wire(m, want & edge_valid & edges_left & ~target_full,
-                        name="dispatch")
-        m.d.comb += [self.dispatch.eq(dispatch), self.bank.eq(e_bank),
-                     self.entry.slot.eq(self.slot), self.entry.dst.eq(e_dst[:w.dst]),
-                     self.entry.weight.eq(e_weight), self.entry.first.eq(e_first),
-                     *([self.entry.last.eq(e_last)] if self.config.pipelined else []),
+        target_ready = Array(q.ready for q in self.queues)[e_bank]
+        dispatch = wire(m, offer & target_ready, name="dispatch")
+        entry = Signal(edge_entry_layout(self.config), name="head_entry")
+        m.d.comb += [entry.slot.eq(self.edge_slots.payload), entry.dst.eq(e_dst[:w.dst]),
+                     entry.weight.eq(head.weight), entry.first.eq(head.first),
+                     *([entry.last.eq(head.last)] if self.config.pipelined else [])]
+        for b, queue in enumerate(self.queues):
+            m.d.comb += [queue.valid.eq(offer & (e_bank == b) if w.bank else offer),
+                         queue.payload.eq(entry)]
+        m.d.comb += [self.edge_slots.ready.eq(dispatch),
                      self.bad_dest.eq(bad_dest), self.short.eq(short),
                      self.edges_left.eq(edges_left),
-                     self.blocked.eq(want & edge_valid & edges_left & target_full)]
+                     self.blocked.eq(offer & ~target_ready)]
 
         # -- prefetch: keep the two-entry buffer full ------------------------------------------
         n_edges = Signal.like(self.n_edges, name="n_edges_job", reset_less=True)
-        m.d.comb += self.edge_addr.eq(rd_ptr)
+        read = self.edge_list
+        m.d.comb += read.addr.eq(rd_ptr)
         fetch = self.active & (rd_ptr < n_edges) & (occ + inflight - dispatch < 2)
         m.d.sync += inflight.eq(fetch)
         with m.If(fetch):
@@ -119,9 +125,9 @@ class EdgeDispatcher(wiring.Component):
             m.d.sync += stage[0].eq(stage[1])
         with m.If(inflight):
             with m.If(keep == 0):
-                m.d.sync += stage[0].eq(self.edge_data)
+                m.d.sync += stage[0].eq(read.data)
             with m.Else():
-                m.d.sync += stage[1].eq(self.edge_data)
+                m.d.sync += stage[1].eq(read.data)
         m.d.sync += occ.eq(keep + inflight)
         with m.If(dispatch):
             m.d.sync += e_ptr.eq(e_ptr + 1)
@@ -136,15 +142,22 @@ class EdgeQueue(wiring.Component):
     """A shift-register FIFO of ``depth`` entries, every entry visible.
 
     A pop shifts the entries down; a push writes behind the ones that stay. Push and pop may
-    happen in the same cycle; a push into a full queue is the user's error. The place behind
-    the held entries is written every cycle (it is free), so ``push`` only moves the count.
+    happen in the same cycle. The place behind the held entries is written every cycle (it is
+    free), so a push only moves the count.
+
+    Parameters
+    ----------
+    layout : data.Layout
+        An entry.
+    depth : int
+        Entries held (at least one).
 
     Members
     -------
-    push : In(1); entry : In(layout)
-        Append ``entry``.
-    pop : In(1)
-        Drop the head.
+    i : In(stream.Signature(layout))
+        Entries in (``ready``: the queue is not full).
+    o : Out(stream.Signature(layout))
+        The head entry (``valid``: the queue is not empty); a transfer drops it.
     entries : Out(layout).array(depth)
         ``entries[0]`` is the head; ``entries[i]`` holds an entry when ``level > i``.
     level : Out(range(depth + 1))
@@ -152,10 +165,13 @@ class EdgeQueue(wiring.Component):
     """
 
     def __init__(self, layout: data.Layout, depth: int):
-        self.layout, self.depth = layout, depth
+        if not isinstance(depth, int) or depth < 1:
+            raise ValueError(f"EdgeQueue depth={depth!r}: a queue holds at least one entry "
+                             f"(edge_queue >= 1)")
+        self.layout, self.depth = data.Layout.cast(layout), depth
         super().__init__({
-            "push": In(1), "entry": In(layout), "pop": In(1),
-            "entries": Out(layout).array(depth), "level": Out(range(depth + 1)),
+            "i": In(stream.Signature(self.layout)), "o": Out(stream.Signature(self.layout)),
+            "entries": Out(self.layout).array(depth), "level": Out(range(depth + 1)),
         })
 
     def elaborate(self, platform):
@@ -163,18 +179,23 @@ class EdgeQueue(wiring.Component):
         Q = self.depth
         q = [Signal(self.layout, name=f"q{i}", reset_less=True) for i in range(Q)]
         count = Signal(range(Q + 1), name="count")
-        with m.If(self.pop):
+        pop = wire(m, self.o.valid & self.o.ready, name="pop")
+        push = self.i.valid & self.i.ready
+        m.d.comb += [self.i.ready.eq(count != Q), self.o.valid.eq(count != 0),
+                     self.o.payload.eq(q[0])]
+        with m.If(pop):
             for i in range(Q - 1):
                 m.d.sync += q[i].eq(q[i + 1])
-        # ``entry`` is written into the first free place every cycle, pushed or not: that place
-        # holds nothing, and only ``count`` says whether it holds an entry now. The registers'
-        # enables depend on the queue's own pop and count, not on ``push``, which comes late
-        # in the cycle from the dispatcher and would otherwise fan out to every entry's bits.
-        tail = Mux(self.pop, count - 1, count)
+        # ``i.payload`` is written into the first free place every cycle, pushed or not: that
+        # place holds nothing, and only ``count`` says whether it holds an entry now. The
+        # registers' enables depend on the queue's own pop and count, not on the push, which
+        # comes late in the cycle from the dispatcher and would otherwise fan out to every
+        # entry's bits.
+        tail = Mux(pop, count - 1, count)
         for i in range(Q):
             with m.If(tail == i):
-                m.d.sync += q[i].eq(self.entry)
-        m.d.sync += count.eq(count + self.push - self.pop)
+                m.d.sync += q[i].eq(self.i.payload)
+        m.d.sync += count.eq(count + push - pop)
         m.d.comb += [entry.eq(reg) for entry, reg in zip(self.entries, q)]
         m.d.comb += self.level.eq(count)
         return m

@@ -10,18 +10,23 @@ dispatched; a slot is reused once every edge of its source has been streamed.
 from __future__ import annotations
 
 from amaranth.hdl import Array, Cat, Module, Mux, Signal
-from amaranth.lib import wiring
+from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from moagcn.hw.common.bits import bits_for, wire
-from moagcn.hw.common.ram import RamWriteSignature
+from moagcn.hw.common.bits import wire
+from moagcn.hw.common.ram import RamReadSignature
 from moagcn.hw.hyscale.config import HyScaleConfig
-from moagcn.hw.hyscale.layouts import RingFillSignature, Widths
+from moagcn.hw.hyscale.layouts import (SOURCE_WORD_LAYOUT, RingSlotSignature, Widths,
+                                       ring_write_signature)
 
 
 class FeatureDuplicator(wiring.Component):
     """Read each source's feature row once from external memory, ``mem_words_per_cycle``
     words per cycle, into the next free slot of the feature ring of every S-PE.
+
+    Parameters
+    ----------
+    config : HyScaleConfig
 
     Members
     -------
@@ -29,22 +34,19 @@ class FeatureDuplicator(wiring.Component):
         Pulse: begin at source entry 0, ring slot 0.
     enable : In(1)
         The job runs and has no error.
-    room : In(1)
-        The ring has a free slot.
     n_sources, n_rows, f_in : In
         Source entries; feature rows in external memory (a source index at or beyond it is an
         error); elements per row. ``n_sources`` and ``n_rows`` are read at ``start`` and kept
         (the layer loads the next job's buffers while this one runs); ``f_in`` is held.
-    src_addr : Out ; src_data : In(32)
+    src_list : Out(RamReadSignature(source bits, SOURCE_WORD_LAYOUT))
         Read port of the source list (one cycle latency).
-    mem_addr : Out ; mem_data : In(32 * mem_words_per_cycle)
-        External-memory read port (one cycle latency).
+    features : Out(RamReadSignature(row beat bits, 32 * mem_words_per_cycle))
+        External-memory read port (one cycle latency; it reads every cycle).
     ring : Out(RamWriteSignature(ring address bits, 32 * mem_words_per_cycle))
         Broadcast write into the S-PEs' rings.
-    fill : Out(RingFillSignature(config))
-        A row is complete in its slot.
-    advance : Out(1)
-        The last beat of a row is read this cycle (the row takes a slot).
+    slots : Out(RingSlotSignature(config))
+        The ring's slot table: a row takes a slot when its last beat is read (``claim``,
+        only with ``room``), and fills it when that beat is written (``fill``).
     written : Out(1)
         A beat is written into the ring this cycle.
     bad_source : Out(1)
@@ -57,15 +59,14 @@ class FeatureDuplicator(wiring.Component):
     def __init__(self, config: HyScaleConfig):
         self.config = config
         w = Widths(config)
-        ring_depth = config.feature_slots * config.beats_per_row
         super().__init__({
-            "start": In(1), "enable": In(1), "room": In(1),
+            "start": In(1), "enable": In(1),
             "n_sources": In(w.src + 1), "n_rows": In(w.src + 1), "f_in": In(w.feat + 1),
-            "src_addr": Out(w.src), "src_data": In(32),
-            "mem_addr": Out(w.src + w.beat), "mem_data": In(32 * w.words),
-            "ring": Out(RamWriteSignature(bits_for(ring_depth), 32 * w.words)),
-            "fill": Out(RingFillSignature(config)),
-            "advance": Out(1), "written": Out(1), "bad_source": Out(1), "all_fetched": Out(1),
+            "src_list": Out(RamReadSignature(w.src, SOURCE_WORD_LAYOUT)),
+            "features": Out(RamReadSignature(w.src + w.beat, 32 * w.words)),
+            "ring": Out(ring_write_signature(config)),
+            "slots": Out(RingSlotSignature(config)),
+            "written": Out(1), "bad_source": Out(1), "all_fetched": Out(1),
         })
 
     def elaborate(self, platform):
@@ -74,10 +75,11 @@ class FeatureDuplicator(wiring.Component):
         fill_src = Signal(w.src + 1)          # next source entry to fetch
         fill_ptr = Signal(w.slot or 1)
         beat = Signal(w.beat + 1)
-        src_valid = Signal()                   # src_data holds entry fill_src
+        src_valid = Signal()                   # the source list's data holds entry fill_src
         beats_used = (self.f_in + (w.words - 1)) >> w.word_bits
-        src_id = self.src_data[:16]
-        src_count = self.src_data[16:32]
+        src_id = self.src_list.data.index
+        src_count = self.src_list.data.count
+        slots = self.slots
         # Flags and the next source entry kept in registers beside the counters (n_sources
         # and f_in are fixed for the job), so that the next source-list address is a choice
         # between registers: the beat and entry compares and the increment ahead of it ran
@@ -86,7 +88,7 @@ class FeatureDuplicator(wiring.Component):
         row_last = Signal(name="beat_last")          # beat is the row's last
         fill_src_p1 = Signal.like(fill_src, name="fill_src_p1")
         one_beat = beats_used <= 1
-        can_fill = self.enable & src_valid & more & self.room
+        can_fill = self.enable & src_valid & more & slots.room
         # The fetch does not wait for the range check (the source buffer's read data through
         # a 16-bit compare into the fetch and the ring's count was the longest path), and the
         # check runs a cycle later on a registered copy of the index (the buffer's read data,
@@ -110,11 +112,11 @@ class FeatureDuplicator(wiring.Component):
         issue = wire(m, can_fill, name="dup_issue")
         advance = issue & row_last
         # (the next address does not wait for the range check: a bad source stops the job anyway)
-        m.d.comb += [self.src_addr.eq(Mux(self.start, 0, Mux(can_fill & row_last, fill_src_p1,
-                                                             fill_src))),
-                     self.mem_addr.eq(Cat(beat[:w.beat], src_id[:w.src]) if w.beat
-                                      else src_id[:w.src]),
-                     self.bad_source.eq(bad_source), self.advance.eq(advance),
+        next_src = Mux(can_fill & row_last, fill_src_p1, fill_src)
+        m.d.comb += [self.src_list.addr.eq(Mux(self.start, 0, next_src)),
+                     self.features.addr.eq(Cat(beat[:w.beat], src_id[:w.src]) if w.beat
+                                           else src_id[:w.src]),
+                     self.bad_source.eq(bad_source), slots.claim.eq(advance),
                      self.all_fetched.eq(fill_src >= n_sources)]
         # the read data arrives next cycle: write it into every S-PE's ring slot
         wr_en = Signal()
@@ -125,11 +127,10 @@ class FeatureDuplicator(wiring.Component):
         m.d.sync += [wr_en.eq(issue), wr_last.eq(advance), wr_slot.eq(fill_ptr),
                      wr_count.eq(src_count),
                      wr_addr.eq(Cat(beat[:w.beat], fill_ptr) if w.beat else fill_ptr)]
-        m.d.comb += [self.ring.addr.eq(wr_addr), self.ring.data.eq(self.mem_data),
+        m.d.comb += [self.ring.addr.eq(wr_addr), self.ring.data.eq(self.features.data),
                      self.ring.en.eq(wr_en), self.written.eq(wr_en),
-                     self.fill.valid.eq(wr_en & wr_last & ~bad_now & ~bad_seen),
-                     self.fill.slot.eq(wr_slot),
-                     self.fill.count.eq(wr_count)]
+                     slots.fill.valid.eq(wr_en & wr_last & ~bad_now & ~bad_seen),
+                     slots.fill.slot.eq(wr_slot), slots.fill.count.eq(wr_count)]
         with m.If(issue):
             m.d.sync += [beat.eq(beat + 1), row_last.eq(beat + 2 >= beats_used)]
             with m.If(row_last):
@@ -151,37 +152,37 @@ class FeatureRing(wiring.Component):
     edges from slot ``disp`` (passing over a fully dispatched slot), and the head slot is
     released once fully dispatched and no queued or held edge reads it any more.
 
+    Parameters
+    ----------
+    config : HyScaleConfig
+
     Members
     -------
     start : In(1)
         Pulse: empty the ring.
     active : In(1)
         The job runs.
-    fill : In(RingFillSignature(config))
-        A row is complete in its slot.
-    grow : In(1)
-        A row takes a slot (its last beat is read).
-    take : In(1)
-        An edge of slot ``disp`` is dispatched.
+    slots : In(RingSlotSignature(config))
+        The duplicator's side: ``room`` (a slot is free), ``claim`` (a row takes a slot) and
+        ``fill`` (a row is complete in its slot).
+    edge_slots : Out(stream.Signature(slot bits))
+        Slot ``disp``, valid while it holds a row with edges left to dispatch (from a
+        register); each transfer is one of its edges dispatched.
     head_busy : In(1)
         A queued or held edge reads slot ``head``.
-    head, disp : Out(slot bits)
-        The oldest slot; the slot the dispatcher takes edges from.
-    disp_avail : Out(1)
-        Slot ``disp`` holds a row with edges left to dispatch.
-    room, empty : Out(1)
-        A slot is free; no slot is used.
+    head : Out(slot bits)
+        The oldest slot.
+    empty : Out(1)
+        No slot is used.
     """
 
     def __init__(self, config: HyScaleConfig):
         self.config = config
         sb = Widths(config).slot or 1
         super().__init__({
-            "start": In(1), "active": In(1), "fill": In(RingFillSignature(config)),
-            "grow": In(1), "take": In(1), "head_busy": In(1),
-            "head": Out(sb), "disp": Out(sb),
-            "disp_avail": Out(1),
-            "room": Out(1), "empty": Out(1),
+            "start": In(1), "active": In(1), "slots": In(RingSlotSignature(config)),
+            "edge_slots": Out(stream.Signature(sb)),
+            "head_busy": In(1), "head": Out(sb), "empty": Out(1),
         })
 
     def elaborate(self, platform):
@@ -201,8 +202,10 @@ class FeatureRing(wiring.Component):
         spent = Array(Signal(name=f"slot_spent{s}") for s in range(K))
         for s in range(K):
             m.d.comb += [avail[s].eq(ready[s] & nz[s]), spent[s].eq(ready[s] & ~nz[s])]
-        m.d.comb += [self.head.eq(head_ptr), self.disp.eq(disp_ptr),
-                     self.room.eq(used < K), self.empty.eq(used == 0)]
+        fill = self.slots.fill
+        take = self.edge_slots.valid & self.edge_slots.ready
+        m.d.comb += [self.head.eq(head_ptr), self.edge_slots.payload.eq(disp_ptr),
+                     self.slots.room.eq(used < K), self.empty.eq(used == 0)]
         # the pointer passes over a fully dispatched slot only if it is a fresh one (filled
         # since the pointer last passed it): slots not yet released behind the fill point are
         # spent too, and a pointer passing over them would go round the ring while it waits
@@ -210,14 +213,14 @@ class FeatureRing(wiring.Component):
         ahead = Signal(range(K + 1), name="disp_ahead")     # filled slots not yet passed
         fresh = Signal(name="disp_fresh")                   # ahead != 0, as a register
         adv = wire(m, self.active & spent[disp_ptr] & fresh, name="disp_pass")
-        ahead_next = ahead + self.fill.valid - adv
+        ahead_next = ahead + fill.valid - adv
         m.d.sync += [ahead.eq(ahead_next), fresh.eq(ahead_next != 0)]
-        self._avail_ahead(m, disp_ptr, ready, left, avail, spent, adv)
-        with m.If(self.fill.valid):
-            m.d.sync += [ready[self.fill.slot].eq(1), left[self.fill.slot].eq(self.fill.count),
-                         nz[self.fill.slot].eq(self.fill.count != 0)]
+        self._avail_ahead(m, disp_ptr, ready, left, avail, adv, take)
+        with m.If(fill.valid):
+            m.d.sync += [ready[fill.slot].eq(1), left[fill.slot].eq(fill.count),
+                         nz[fill.slot].eq(fill.count != 0)]
         for s in range(K):
-            with m.If(self.take & (disp_ptr == s)):
+            with m.If(take & (disp_ptr == s)):
                 m.d.sync += [left[s].eq(left[s] - 1), nz[s].eq(left[s] != 1)]
         # a fully dispatched slot is passed over (unfilled slots are not ready: the pointer stops)
         with m.If(adv):
@@ -227,14 +230,14 @@ class FeatureRing(wiring.Component):
         release = wire(m, self.active & head_done & ~self.head_busy, name="release")
         with m.If(release):
             m.d.sync += [ready[head_ptr].eq(0), head_ptr.eq(head_ptr + 1)]
-        m.d.sync += used.eq(used + self.grow - release)
+        m.d.sync += used.eq(used + self.slots.claim - release)
         with m.If(self.start):
             m.d.sync += [head_ptr.eq(0), disp_ptr.eq(0), used.eq(0), ahead.eq(0), fresh.eq(0)]
             m.d.sync += [ready[s].eq(0) for s in range(K)]
         return m
 
-    def _avail_ahead(self, m: Module, disp_ptr, ready, left, avail, spent, adv):
-        """``disp_avail`` as a register, set a cycle ahead to what ``ready[disp] & nz[disp]``
+    def _avail_ahead(self, m: Module, disp_ptr, ready, left, avail, adv, take):
+        """``edge_slots.valid`` as a register, set a cycle ahead to what ``ready[disp] & nz[disp]``
         will be: the dispatch decision then starts from one flip-flop instead of the slot
         flags through the pointer's multiplexer (that multiplexer, the decision and the slot
         counts' enables were the longest path at some placements).
@@ -247,7 +250,7 @@ class FeatureRing(wiring.Component):
         multiplexer, because it is the dispatch decision itself.
         """
         K = self.config.feature_slots
-        fill = self.fill
+        fill = self.slots.fill
         filled = [Signal(name=f"fill_to{s}") for s in range(K)]
         avail_nt = Array(Signal(name=f"slot_avail_nt{s}") for s in range(K))   # no take
         more = Array(Signal(name=f"slot_more{s}") for s in range(K))           # left > 1
@@ -256,9 +259,9 @@ class FeatureRing(wiring.Component):
                          avail_nt[s].eq(Mux(filled[s], fill.count != 0, avail[s])),
                          more[s].eq(ready[s] & (left[s] != 1))]
         nxt = (disp_ptr + 1)[:len(disp_ptr)]
-        same = Mux(self.take, more[disp_ptr], avail_nt[disp_ptr])
+        same = Mux(take, more[disp_ptr], avail_nt[disp_ptr])
         avail_r = Signal(name="disp_avail_r")
         m.d.sync += avail_r.eq(Mux(adv, avail_nt[nxt], same))
         with m.If(self.start):
             m.d.sync += avail_r.eq(0)
-        m.d.comb += self.disp_avail.eq(avail_r)
+        m.d.comb += self.edge_slots.valid.eq(avail_r)

@@ -15,26 +15,29 @@ from amaranth.lib.wiring import In, Out
 
 from moagcn.hw.arith import Fp32Adder, Fp32AddConfig
 from moagcn.hw.common.pipeline import delay
-from moagcn.hw.common.ram import Ram
+from moagcn.hw.common.ram import Ram, RamReadSignature
 from moagcn.hw.hyscale.config import HyScaleConfig
-from moagcn.hw.hyscale.layouts import Widths
+from moagcn.hw.hyscale.layouts import ProductSignature, RowDoneSignature, Widths
 
 
 class GatherPE(wiring.Component):
     """One bank of destination rows and its binary32 adder.
 
+    Parameters
+    ----------
+    config : HyScaleConfig
+
     Members
     -------
-    in_valid, in_addr, in_first, in_data : In
-        One product for element ``in_addr`` of the bank; ``in_first``: start from ``+0``.
-    in_done : In(1)
-        The product is its row's last (the last element of the last edge into the row).
-    rd_addr : In, rd_data : Out
+    products : In(ProductSignature(config))
+        The S-PE's products, each added into element ``addr`` of the bank (``first``: into
+        ``+0``).
+    act : In(RamReadSignature(bank address bits, 32))
         Second read port of the bank (one cycle latency), for the update kernel.
     busy : Out(1)
         An addition is in flight.
-    row_done : Out(1) ; row_done_row : Out
-        A row's last sum is written this cycle, and its row in the bank.
+    row_done : Out(RowDoneSignature(config))
+        With ``pipelined``: a row's last sum is written this cycle.
     """
 
     def __init__(self, config: HyScaleConfig):
@@ -42,32 +45,32 @@ class GatherPE(wiring.Component):
         w = Widths(config)
         self.depth = (config.max_destinations // config.spes) * config.max_feature_width
         super().__init__({
-            "in_valid": In(1), "in_addr": In(w.bank_addr), "in_first": In(1), "in_data": In(32),
-            "in_done": In(1),
-            "rd_addr": In(w.bank_addr), "rd_data": Out(32), "busy": Out(1),
-            "row_done": Out(1), "row_done_row": Out(max(w.bank_row, 1)),
+            "products": In(ProductSignature(config)),
+            "act": In(RamReadSignature(w.bank_addr, 32)), "busy": Out(1),
+            "row_done": Out(RowDoneSignature(config)),
         })
 
     def elaborate(self, platform):
         m = Module()
         cfg = self.config
+        product = self.products
         m.submodules.bank = bank = Ram(32, self.depth, read_ports=2)
         old, update = bank.read
-        m.d.comb += [old.addr.eq(self.in_addr), update.addr.eq(self.rd_addr),
-                     self.rd_data.eq(update.data)]
+        m.d.comb += [old.addr.eq(product.addr), update.addr.eq(self.act.addr),
+                     update.en.eq(self.act.en), self.act.data.eq(update.data)]
         # stage 1: the old partial sum is out of the RAM; the product waits one cycle for it
         valid1 = Signal()
         first1 = Signal(reset_less=True)
         data1 = Signal(32, reset_less=True)
-        addr1 = Signal(len(self.in_addr), reset_less=True)
-        m.d.sync += [valid1.eq(self.in_valid), first1.eq(self.in_first), data1.eq(self.in_data),
-                     addr1.eq(self.in_addr)]
+        addr1 = Signal(len(product.addr), reset_less=True)
+        m.d.sync += [valid1.eq(product.valid), first1.eq(product.first), data1.eq(product.data),
+                     addr1.eq(product.addr)]
         # stage 2: both operands registered (the bank's read data, routed across the chip, ran
         # into the adder's first stage in the same cycle: the longest path of the layer)
         valid2 = Signal()
         data2 = Signal(32, reset_less=True)
         old2 = Signal(32, reset_less=True)
-        addr2 = Signal(len(self.in_addr), reset_less=True)
+        addr2 = Signal(len(product.addr), reset_less=True)
         m.d.sync += [valid2.eq(valid1), data2.eq(data1), old2.eq(Mux(first1, 0, old.data)),
                      addr2.eq(addr1)]
         m.submodules.adder = adder = Fp32Adder(Fp32AddConfig(latency=cfg.add_latency))
@@ -78,13 +81,13 @@ class GatherPE(wiring.Component):
         m.d.comb += [write.addr.eq(addr_out), write.data.eq(adder.o.payload),
                      write.en.eq(adder.o.valid)]
         inflight = delay(m, valid2, cfg.add_latency, "gvalid", reset_less=False)
-        m.d.comb += self.busy.eq(self.in_valid | valid1 | Cat(*inflight).any())
+        m.d.comb += self.busy.eq(product.valid | valid1 | Cat(*inflight).any())
         if cfg.pipelined:
             w = Widths(cfg)
             done1, done2 = Signal(), Signal()
-            m.d.sync += [done1.eq(self.in_valid & self.in_done), done2.eq(valid1 & done1)]
+            m.d.sync += [done1.eq(product.valid & product.done), done2.eq(valid1 & done1)]
             done_out = delay(m, done2, cfg.add_latency, "gdone", reset_less=False)[-1]
-            m.d.comb += [self.row_done.eq(adder.o.valid & done_out),
-                         self.row_done_row.eq(addr_out[w.feat:w.feat + w.bank_row]
+            m.d.comb += [self.row_done.valid.eq(adder.o.valid & done_out),
+                         self.row_done.row.eq(addr_out[w.feat:w.feat + w.bank_row]
                                               if w.bank_row else 0)]
         return m

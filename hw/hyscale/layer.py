@@ -23,7 +23,7 @@ from moagcn.hw.common.loader import BufferLoader
 from moagcn.hw.common.ram import Ram
 from moagcn.hw.hyscale.aggregate import AggregateKernel
 from moagcn.hw.hyscale.config import HyScaleConfig
-from moagcn.hw.hyscale.layouts import Widths
+from moagcn.hw.hyscale.layouts import EDGE_WORD_LAYOUT, SOURCE_WORD_LAYOUT, Widths
 from moagcn.hw.hyscale.protocol import (AGG_COUNTERS, COUNTER_BITS, COUNTERS, FLAGS, LAYER_STREAMS,  # noqa: F401
                        STREAMS, UPD_COUNTERS)
 from moagcn.hw.hyscale.update import UpdateKernel
@@ -63,10 +63,12 @@ class HyScaleLayer(wiring.Component):
         Rows of ``X`` in external memory; a source index at or beyond it raises ``err_source``
         (read at ``start``).
     src_in : In(stream.Signature(32))
-        Distinct sources in edge order: index (bits 0-15) and out-edge count (bits 16-31).
+        Distinct sources in edge order: index (bits 0-15) and out-edge count (bits 16-31)
+        (:data:`.protocol.SOURCE_WORD`).
     edge_in : In(stream.Signature(64))
         Edges sorted by source: weight (bits 0-31), destination (32-47), last edge into its
-        destination (bit 62; read with ``pipelined`` only), first edge into it (bit 63).
+        destination (bit 62; read with ``pipelined`` only), first edge into it (bit 63)
+        (:data:`.protocol.EDGE_WORD`).
     dst_in : In(stream.Signature(1))
         One bit per destination: it has at least one in-edge.
     weight_in : In(stream.Signature(32 * macs))
@@ -177,11 +179,9 @@ class HyScaleLayer(wiring.Component):
         with m.If(start):
             m.d.sync += [final.eq(~dst.nonempty), ready.eq(0)]
         with m.Else():
-            rb = max(w.bank_row, 1)
-            for b in range(cfg.spes):
-                row = agg.row_done_rows[b * rb:(b + 1) * rb][:max(w.bank_row, 1)]
-                index = Cat(Const(b, w.bank), row) if w.bank else row
-                with m.If(agg.row_done[b]):
+            for b, done in enumerate(agg.rows_done):
+                index = Cat(Const(b, w.bank), done.row) if w.bank else done.row
+                with m.If(done.valid):
                     m.d.sync += final.bit_select(index, 1).eq(1)
             with m.If(agg_finished & ~agg_error):      # every row final (not after an error)
                 m.d.sync += ready.eq(self.n_dst)
@@ -235,9 +235,9 @@ class HyScaleLayer(wiring.Component):
                         loader.write.data[0])
                 buffers[name].nonempty = bits
         m.d.comb += [self.weight_in.ready.eq(banks.loading),
-                     upd.w_valid.eq(self.weight_in.valid & banks.loading),
-                     upd.w_data.eq(self.weight_in.payload),
-                     upd.w_restart.eq(banks.swap), upd.w_bank.eq(banks.next_load)]
+                     upd.weights.valid.eq(self.weight_in.valid & banks.loading),
+                     upd.weights.data.eq(self.weight_in.payload),
+                     upd.weights.restart.eq(banks.swap), upd.weights.bank.eq(banks.next_load)]
         return buffers
 
     def _summarise(self, m: Module, name: str, loader: BufferLoader, banks: LoadBanks) -> tuple:
@@ -249,7 +249,8 @@ class HyScaleLayer(wiring.Component):
         write = loader.write
         seen = Signal(name=f"{name}_seen")
         top = Signal(16, name=f"{name}_top")
-        value = write.data[:16] if name == "src" else write.data[32:48]
+        value = (SOURCE_WORD_LAYOUT(write.data).index if name == "src"
+                 else EDGE_WORD_LAYOUT(write.data).dst)
         with m.If(banks.swap):
             m.d.sync += [seen.eq(0), top.eq(0)]
         with m.Elif(write.en):
@@ -259,7 +260,7 @@ class HyScaleLayer(wiring.Component):
             with m.If(banks.swap):
                 m.d.sync += total.eq(0)
             with m.Elif(write.en):
-                m.d.sync += total.eq(total + write.data[16:32])
+                m.d.sync += total.eq(total + SOURCE_WORD_LAYOUT(write.data).count)
             return seen, top, total
         return seen, top
 
@@ -277,12 +278,10 @@ class HyScaleLayer(wiring.Component):
         """The aggregate kernel on the source and edge buffers and the memory port; returns
         its end (the kernel is done and was not started this cycle)."""
         src, edge = buffers["src"], buffers["edge"]
-        m.d.comb += [src.ram.read[0].addr.eq(banks.read_addr(agg.src_addr)),
-                     agg.src_data.eq(src.ram.read[0].data),
-                     edge.ram.read[0].addr.eq(banks.read_addr(agg.edge_addr)),
-                     agg.edge_data.eq(edge.ram.read[0].data),
-                     self.mem_addr.eq(banks.read_addr(agg.mem_addr)),
-                     agg.mem_data.eq(self.mem_data),
+        banks.connect_reader(m, agg.src_list, src.ram.read[0])
+        banks.connect_reader(m, agg.edge_list, edge.ram.read[0])
+        m.d.comb += [self.mem_addr.eq(banks.read_addr(agg.features.addr)),
+                     agg.features.data.eq(self.mem_data),
                      agg.n_sources.eq(src.count), agg.n_edges.eq(edge.count),
                      agg.n_rows.eq(self.n_rows), agg.n_dst.eq(self.n_dst),
                      agg.f_in.eq(self.f_in), agg.start.eq(start_agg),
@@ -294,9 +293,9 @@ class HyScaleLayer(wiring.Component):
         """The update kernel on the aggregated rows (a destination without in-edges reads as
         zero), streaming ``Y`` out."""
         dst = dst_buf.ram.read[0]
-        m.d.comb += [agg.act_dst.eq(upd.act_row), agg.act_idx.eq(upd.act_idx),
-                     dst.addr.eq(banks.read_addr(upd.act_row)),
-                     upd.act_data.eq(agg.act_data & dst.data.replicate(32)),
+        m.d.comb += [agg.act.row.eq(upd.act.row), agg.act.idx.eq(upd.act.idx),
+                     dst.addr.eq(banks.read_addr(upd.act.row)),
+                     upd.act.data.eq(agg.act.data & dst.data.replicate(32)),
                      upd.n_rows.eq(self.n_dst), upd.f_in.eq(self.f_in), upd.f_out.eq(self.f_out),
                      upd.relu.eq(self.relu), upd.start.eq(start_upd),
                      # pipelined, the update starts in the start cycle, before the toggle

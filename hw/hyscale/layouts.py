@@ -95,23 +95,26 @@ class ConfigSignature(wiring.Signature):
     """A link between blocks of the HyScale kernels whose widths follow a configuration.
 
     The constructor refuses anything but a :class:`HyScaleConfig` that can be built (see
-    :func:`check_config`); two signatures are equal when they are of one class and one
-    configuration.
+    :func:`check_config`), then takes the members from the subclass's :meth:`members_for`;
+    two signatures are equal when they are of one class and one configuration.
 
     Parameters
     ----------
     config : HyScaleConfig
-    members : dict
-        The members, built by the subclass from ``config``.
     """
 
-    def __init__(self, config: HyScaleConfig, members: dict):
+    def __init__(self, config: HyScaleConfig):
         check_config(config, type(self).__name__)
         self._config = config
-        super().__init__(members)
+        super().__init__(self.members_for(config))
+
+    def members_for(self, config: HyScaleConfig) -> dict:
+        """The members for ``config`` (a checked configuration)."""
+        raise NotImplementedError
 
     @property
     def config(self) -> HyScaleConfig:
+        """The configuration the members are sized by."""
         return self._config
 
     def __eq__(self, other):
@@ -137,9 +140,8 @@ class RingFillSignature(ConfigSignature):
         The source's out-edge count (edges that will read the slot).
     """
 
-    def __init__(self, config: HyScaleConfig):
-        super().__init__(config, {"valid": Out(1), "slot": Out(Widths(config).slot or 1),
-                                  "count": Out(16)})
+    def members_for(self, config):
+        return {"valid": Out(1), "slot": Out(Widths(config).slot or 1), "count": Out(16)}
 
 
 class RingSlotSignature(ConfigSignature):
@@ -155,9 +157,8 @@ class RingSlotSignature(ConfigSignature):
         A row is complete in its slot (a cycle after its last beat is read).
     """
 
-    def __init__(self, config: HyScaleConfig):
-        super().__init__(config, {"room": In(1), "claim": Out(1),
-                                  "fill": Out(RingFillSignature(config))})
+    def members_for(self, config):
+        return {"room": In(1), "claim": Out(1), "fill": Out(RingFillSignature(config))}
 
 
 class ProductSignature(ConfigSignature):
@@ -178,13 +179,10 @@ class ProductSignature(ConfigSignature):
         The binary32 product.
     """
 
-    def __init__(self, config: HyScaleConfig):
-        w = Widths(config)
-        super().__init__(config, {
-            "valid": Out(1), "addr": Out(w.bank_addr), "first": Out(1),
-            **({"done": Out(1)} if config.pipelined else {}),
-            "data": Out(32),
-        })
+    def members_for(self, config):
+        return {"valid": Out(1), "addr": Out(Widths(config).bank_addr), "first": Out(1),
+                **({"done": Out(1)} if config.pipelined else {}),
+                "data": Out(32)}
 
 
 class RowDoneSignature(ConfigSignature):
@@ -198,9 +196,8 @@ class RowDoneSignature(ConfigSignature):
         The row within the bank (destination ``row * spes + bank``).
     """
 
-    def __init__(self, config: HyScaleConfig):
-        super().__init__(config, {"valid": Out(1),
-                                  "row": Out(max(Widths(config).bank_row, 1))})
+    def members_for(self, config):
+        return {"valid": Out(1), "row": Out(max(Widths(config).bank_row, 1))}
 
 
 class RowReadSignature(ConfigSignature):
@@ -216,9 +213,9 @@ class RowReadSignature(ConfigSignature):
         The element, one cycle after the address.
     """
 
-    def __init__(self, config: HyScaleConfig):
+    def members_for(self, config):
         w = Widths(config)
-        super().__init__(config, {"row": Out(w.dst), "idx": Out(w.feat), "data": In(32)})
+        return {"row": Out(w.dst), "idx": Out(w.feat), "data": In(32)}
 
 
 class WeightLoadSignature(ConfigSignature):
@@ -236,6 +233,6 @@ class WeightLoadSignature(ConfigSignature):
     bank : Out(1)
     """
 
-    def __init__(self, config: HyScaleConfig):
-        super().__init__(config, {"valid": Out(1), "data": Out(32 * config.macs),
-                                  "restart": Out(1), "bank": Out(1)})
+    def members_for(self, config):
+        return {"valid": Out(1), "data": Out(32 * config.macs), "restart": Out(1),
+                "bank": Out(1)}

@@ -11,62 +11,66 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal
-from amaranth.lib import wiring
+from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from moagcn.hw.arith import Fp32MulConfig, Fp32Multiplier
-from moagcn.hw.common.bits import bits_for
 from moagcn.hw.common.pipeline import delay
 from moagcn.hw.common.ram import Ram
 from moagcn.hw.hyscale.config import HyScaleConfig
-from moagcn.hw.hyscale.layouts import Widths
+from moagcn.hw.hyscale.layouts import (ProductSignature, Widths, edge_entry_layout, ring_depth,
+                                       ring_write_signature)
 
 
 class ScatterPE(wiring.Component):
     """One scatter PE: a local copy of the feature ring and a binary32 multiplier.
 
-    It takes an edge (``assign_*``) when ``free``, asks its G-PE for the bank with ``req`` /
-    ``bank``, and after ``grant`` reads one element per cycle for ``f_in`` cycles; the products
-    leave on ``out_*`` ``1 + mul_latency`` cycles after each read, tagged with their bank address.
+    It takes an edge from ``edges`` when it holds none (or in the cycle of the held edge's
+    last read), asks its G-PE for a gather slot with ``req``, and after ``grant`` reads one
+    element per cycle for ``f_in`` cycles; the products leave on ``products`` ``1 +
+    mul_latency`` cycles after each read, tagged with their address in the G-PE's bank.
+
+    Parameters
+    ----------
+    config : HyScaleConfig
 
     Members
     -------
-    assign_valid, assign_slot, assign_dst, assign_weight, assign_first, assign_last : In
-    free, req, holding, streaming : Out(1)
-    bank : Out ; slot : Out
-        The bank of the held edge, and the ring slot its source row occupies.
-    grant : In(1)
+    edges : In(stream.Signature(edge_entry_layout(config)))
+        The edges of the bank's queue; ``ready``: the S-PE is free.
+    req : Out(1) ; grant : In(1)
+        The S-PE asks for its G-PE; the G-PE's gather slot starts (the reads begin next
+        cycle).
+    holding, streaming : Out(1)
+        An edge is held; its products are being read.
+    slot : Out(slot bits)
+        The ring slot of the held edge's source row.
     f_in : In
-    mem_addr, mem_data, mem_en : In
-        Broadcast write port of the local feature memory.
-    out_valid, out_bank, out_addr, out_first, out_data : Out
-    out_done : Out(1)
-        The product is its destination's last (last element of the last edge into it).
+        Elements per feature row.
+    ring : In(RamWriteSignature(ring address bits, 32 * mem_words_per_cycle))
+        Broadcast write port of the local copy of the feature ring.
+    products : Out(ProductSignature(config))
+        The products, into the G-PE (``done``: the last element of the last edge into its
+        destination).
     """
 
     def __init__(self, config: HyScaleConfig):
         self.config = config
         w = Widths(config)
-        self.depth = config.feature_slots * config.beats_per_row
+        self.depth = ring_depth(config)
         super().__init__({
-            "assign_valid": In(1), "assign_slot": In(w.slot or 1), "assign_dst": In(w.dst),
-            "assign_weight": In(32), "assign_first": In(1), "assign_last": In(1),
-            "free": Out(1), "req": Out(1), "holding": Out(1), "streaming": Out(1),
-            "bank": Out(w.bank or 1), "slot": Out(w.slot or 1), "grant": In(1),
-            "f_in": In(w.feat + 1),
-            "mem_addr": In(bits_for(self.depth)), "mem_data": In(32 * config.mem_words_per_cycle),
-            "mem_en": In(1),
-            "out_valid": Out(1), "out_bank": Out(w.bank or 1), "out_addr": Out(w.bank_addr),
-            "out_first": Out(1), "out_data": Out(32), "out_done": Out(1),
+            "edges": In(stream.Signature(edge_entry_layout(config))),
+            "req": Out(1), "grant": In(1), "holding": Out(1), "streaming": Out(1),
+            "slot": Out(w.slot or 1), "f_in": In(w.feat + 1),
+            "ring": In(ring_write_signature(config)),
+            "products": Out(ProductSignature(config)),
         })
 
     def elaborate(self, platform):
         m = Module()
         w = Widths(self.config)
         m.submodules.local = local = Ram(32 * w.words, self.depth)
-        write = local.write[0]
-        m.d.comb += [write.addr.eq(self.mem_addr), write.data.eq(self.mem_data),
-                     write.en.eq(self.mem_en)]
+        wiring.connect(m, wiring.flipped(self.ring), local.write[0])
         edge = self._hold_edge(m)
         self._stream_products(m, local, edge)
         return m
@@ -91,10 +95,9 @@ class ScatterPE(wiring.Component):
         # counter through the compare into ``free``, the queue's pop and its register enables
         # was the default preset's longest path
         last = edge.last_read
-        m.d.comb += [self.free.eq(~holding | (streaming & last)),
+        m.d.comb += [self.edges.ready.eq(~holding | (streaming & last)),
                      self.req.eq(waiting), self.holding.eq(holding),
-                     self.streaming.eq(streaming), self.slot.eq(edge.slot),
-                     self.bank.eq(edge.dst[:w.bank] if w.bank else 0)]
+                     self.streaming.eq(streaming), self.slot.eq(edge.slot)]
         with m.If(waiting & self.grant):
             m.d.sync += [waiting.eq(0), streaming.eq(1), j.eq(0), last.eq(self.f_in <= 1)]
         with m.If(streaming):
@@ -103,12 +106,13 @@ class ScatterPE(wiring.Component):
                 # the last read is issued now: the slot may be reused from the next cycle on
                 m.d.sync += [streaming.eq(0), holding.eq(0)]
         # a new edge may arrive in the cycle of the last read (the read uses this cycle's slot)
-        with m.If(self.assign_valid & self.free):
-            m.d.sync += [holding.eq(1), waiting.eq(1), edge.slot.eq(self.assign_slot),
-                         edge.dst.eq(self.assign_dst), edge.weight.eq(self.assign_weight),
-                         edge.first.eq(self.assign_first)]
+        new = self.edges.payload
+        with m.If(self.edges.valid & self.edges.ready):
+            m.d.sync += [holding.eq(1), waiting.eq(1), edge.slot.eq(new.slot),
+                         edge.dst.eq(new.dst), edge.weight.eq(new.weight),
+                         edge.first.eq(new.first)]
             if self.config.pipelined:
-                m.d.sync += edge.last.eq(self.assign_last)
+                m.d.sync += edge.last.eq(new.last)
         return edge
 
     def _stream_products(self, m: Module, local: Ram, edge: "_HeldEdge"):
@@ -132,7 +136,7 @@ class ScatterPE(wiring.Component):
         m.d.comb += read.addr.eq(Cat(beat, edge.slot) if w.beat else edge.slot)
         dst_row = edge.dst[w.bank:] if w.bank else edge.dst
         # every element of the first edge into a destination starts from +0
-        meta0 = Cat(edge.streaming, self.bank, j[:w.feat], dst_row[:w.bank_row], edge.first,
+        meta0 = Cat(edge.streaming, j[:w.feat], dst_row[:w.bank_row], edge.first,
                     *([edge.last & edge.last_read] if cfg.pipelined else []))
         meta1 = Signal(len(meta0))
         weight1 = Signal(32, reset_less=True)
@@ -149,12 +153,11 @@ class ScatterPE(wiring.Component):
         m.d.comb += [mul.i.valid.eq(meta1[0]), mul.i.payload.a.eq(element),
                      mul.i.payload.b.eq(weight1)]
         meta = delay(m, meta1, cfg.mul_latency, "smeta", reset_less=False)[-1]
-        nb = w.bank or 1
-        m.d.comb += [self.out_valid.eq(meta[0]), self.out_bank.eq(meta[1:1 + nb]),
-                     self.out_addr.eq(meta[1 + nb:1 + nb + w.bank_addr]),
-                     self.out_first.eq(meta[1 + nb + w.bank_addr]),
-                     self.out_done.eq(meta[-1] if cfg.pipelined else 0),
-                     self.out_data.eq(mul.o.payload)]
+        out = self.products
+        m.d.comb += [out.valid.eq(meta[0]), out.addr.eq(meta[1:1 + w.bank_addr]),
+                     out.first.eq(meta[1 + w.bank_addr]), out.data.eq(mul.o.payload)]
+        if cfg.pipelined:
+            m.d.comb += out.done.eq(meta[-1])
 
 
 @dataclass

@@ -27,252 +27,14 @@ from amaranth.hdl import Array, Cat, Module, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from moagcn.hw.arith import ADDER_STAGES, Fp32Adder, Fp32AddConfig, Fp32MulConfig, Fp32Multiplier
-from moagcn.hw.arith.adder import adder_stages
 from moagcn.hw.common.bits import bits_for, log2
 from moagcn.hw.common.counters import count_events, counter_members, counters_of
-from moagcn.hw.common.pipeline import StagedPipeline, delay, place_registers
-from moagcn.hw.common.ram import Ram
-from moagcn.hw.hyscale.layouts import Widths
+from moagcn.hw.common.ram import RamReadSignature
 from moagcn.hw.hyscale.config import HyScaleConfig
+from moagcn.hw.hyscale.layouts import RowReadSignature, WeightLoadSignature, Widths
+from moagcn.hw.hyscale.mac import (MacCell, ResultSignature, TokenSignature, bank_base,
+                                   weight_words)
 from moagcn.hw.hyscale.protocol import COUNTER_BITS, UPD_COUNTERS
-
-
-def weight_depth(cfg: HyScaleConfig) -> int:
-    """Words of one job's weights in each MAC: ``ceil(F / m)`` groups of ``F + 1`` rows (bias
-    last)."""
-    return -(-cfg.max_feature_width // cfg.macs) * (cfg.max_feature_width + 1)
-
-
-def bank_base(cfg: HyScaleConfig, bank):
-    """The first word of load bank ``bank`` in a MAC's weight RAM."""
-    return Mux(bank, weight_depth(cfg), 0) if cfg.load_banks > 1 else 0
-
-
-def weight_words(cfg: HyScaleConfig) -> int:
-    """Words of each MAC's weight RAM: one job's weights per load bank (bank ``k`` from word
-    ``k * weight_depth``)."""
-    return cfg.load_banks * weight_depth(cfg)
-
-
-class TokenSignature(wiring.Signature):
-    """A token of the systolic chain, as its sender sees it.
-
-    Members
-    -------
-    valid : Out(1)
-    first, last : Out(1)
-        The item's first and last input element (``i = 0``, ``i = f_in - 1``).
-    row : Out(bits_for(R))
-        The item's slot in its block.
-    par : Out(1)
-        The block's result buffer.
-    act : Out(32)
-        The activation ``A[r, i]``.
-    waddr, baddr : Out(weight address bits)
-        Addresses of the weight and of the bias in every MAC's weight RAM.
-    """
-
-    def __init__(self, config: HyScaleConfig):
-        rbits = bits_for(config.rows_per_block)
-        wbits = bits_for(weight_words(config))
-        super().__init__({
-            "valid": Out(1), "first": Out(1), "last": Out(1), "row": Out(rbits),
-            "par": Out(1), "act": Out(32), "waddr": Out(wbits), "baddr": Out(wbits),
-        })
-
-
-class ResultSignature(wiring.Signature):
-    """A MAC's news that an item's result was written into its result RAM.
-
-    Members
-    -------
-    valid : Out(1)
-    row : Out(bits_for(R))
-        The item's slot in its block.
-    par : Out(1)
-        The block's result buffer.
-    """
-
-    def __init__(self, config: HyScaleConfig):
-        super().__init__({"valid": Out(1), "row": Out(bits_for(config.rows_per_block)),
-                          "par": Out(1)})
-
-
-class AccumulatingAdder(wiring.Component):
-    """A binary32 adder whose second operand is its own result, or ``init`` when an item
-    restarts, chosen in the adder's last stage rather than in front of its first.
-
-    ``o = a + b`` with ``b`` the adder's result at the cycle of ``a`` (the sum issued
-    ``latency`` cycles earlier), except that ``b = init`` where ``restart`` was high ``lead``
-    cycles before ``a``. The choice is made on the last stage's result before its output
-    register and kept in a second register beside it, so the operand enters the first stage
-    straight from a flop (a multiplexer there, driven by a one-bit select fanned out to 32 bits
-    and followed by the magnitude compare, was the fused layer's longest path).
-
-    Members
-    -------
-    valid, a : In
-        The operand (with the same meaning as :class:`~moagcn.hw.arith.Fp32Adder`'s ``i``).
-    restart, init : In
-        ``lead`` cycles ahead of the operand they apply to.
-    o_valid, o : Out
-        The sum, ``latency`` cycles after its operand.
-    """
-
-    def __init__(self, latency: int):
-        self.latency = latency
-        self.lead = self.lead_for(latency)
-        super().__init__({"valid": In(1), "a": In(32), "restart": In(1), "init": In(32),
-                          "o_valid": Out(1), "o": Out(32)})
-
-    @staticmethod
-    def lead_for(latency: int) -> int:
-        """Registers after the adder's last stage: how far ahead ``restart`` and ``init``
-        come."""
-        return place_registers(ADDER_STAGES, latency)[-1]
-
-    def elaborate(self, platform):
-        m = Module()
-        stages = list(adder_stages())
-        name, last = stages[-1]
-
-        def last_with_operand(mm, values):
-            out = dict(last(mm, values))
-            out["fb"] = Mux(self.restart, self.init, out["result"])
-            return out
-
-        stages[-1] = (name, last_with_operand)
-        fb = Signal(32, name="acc_operand")
-        out = StagedPipeline(m, stages, self.latency).build(
-            {"a": self.a, "b": fb, "valid": self.valid})
-        m.d.comb += [fb.eq(out["fb"]), self.o.eq(out["result"]), self.o_valid.eq(out["valid"])]
-        return m
-
-
-class MacCell(wiring.Component):
-    """One MAC of the chain (see the module docstring).
-
-    Members
-    -------
-    tok : In(TokenSignature(config))
-        The token reaching this MAC; it is registered here, one cycle per MAC.
-    next : Out(TokenSignature(config))
-        The token this MAC holds (registered), for the next MAC.
-    relu : In(1)
-    w_en, w_addr, w_data : In
-        Weight RAM write port (loading).
-    res_addr : In ; res_data : Out(32)
-        Result RAM read port (one cycle latency); a row's result is at ``par * R + row``.
-    result : Out(ResultSignature(config))
-        A row's result was written this cycle.
-    """
-
-    def __init__(self, config: HyScaleConfig):
-        self.config = config
-        R = config.rows_per_block
-        self.rbits = bits_for(R)
-        self.wbits = bits_for(weight_words(config))
-        super().__init__({
-            "tok": In(TokenSignature(config)), "next": Out(TokenSignature(config)),
-            "relu": In(1),
-            "w_en": In(1), "w_addr": In(self.wbits), "w_data": In(32),
-            "res_addr": In(bits_for(2 * R)), "res_data": Out(32),
-            "result": Out(ResultSignature(config)),
-        })
-
-    def elaborate(self, platform):
-        m = Module()
-        cfg = self.config
-        m.submodules.weights = wram = Ram(32, weight_words(cfg), read_ports=2)
-        write = wram.write[0]
-        m.d.comb += [write.addr.eq(self.w_addr), write.data.eq(self.w_data),
-                     write.en.eq(self.w_en)]
-        tok = self._hold_token(m)
-        sum_meta, result = self._multiply_add(m, wram, tok)
-        self._store_result(m, sum_meta, result)
-        return m
-
-    def _hold_token(self, m: Module) -> dict:
-        """This MAC's stage of the chain: the token, registered (only ``valid`` is reset);
-        returns the registers by field name."""
-        held = {}
-        fields = zip(self.tok.signature.flatten(self.tok), self.next.signature.flatten(self.next))
-        for (path, member, value), (_, _, passed_on) in fields:
-            name = path[-1]
-            reg = Signal(member.shape, name=f"tok_{name}", reset_less=(name != "valid"))
-            m.d.sync += reg.eq(value)
-            m.d.comb += passed_on.eq(reg)
-            held[name] = reg
-        return held
-
-    def _multiply_add(self, m: Module, wram: Ram, tok):
-        """act * weight, then added to the item's partial sum coming back from the adder (to
-        the bias on the item's first element); returns the bookkeeping beside the sum and the
-        sum."""
-        cfg = self.config
-        weight, bias = wram.read
-        # Both RAM reads are followed by a register before any logic (a block RAM's read data
-        # comes late in the cycle: the bias through its word multiplexers into the adder was
-        # the layer's longest path), and each is issued a cycle earlier, so the MAC's timing
-        # is unchanged: the weight from the token arriving here (the previous MAC's register),
-        # the bias two cycles before it is chosen (below).
-        m.d.comb += weight.addr.eq(self.tok.waddr)
-        weight1 = Signal(32, name="weight_r", reset_less=True)
-        m.d.sync += weight1.eq(weight.data)
-        # stage 1: the weight is out of the RAM
-        meta0 = Cat(tok["valid"], tok["first"], tok["last"], tok["row"], tok["par"],
-                    tok["baddr"])
-        meta1 = Signal(len(meta0))
-        act1 = Signal(32, reset_less=True)
-        m.d.sync += [meta1.eq(meta0), act1.eq(tok["act"])]
-        m.submodules.mul = mul = Fp32Multiplier(Fp32MulConfig(latency=cfg.mul_latency))
-        m.d.comb += [mul.i.valid.eq(meta1[0]), mul.i.payload.a.eq(act1),
-                     mul.i.payload.b.eq(weight1)]
-        line = delay(m, meta1, cfg.mul_latency, "mmeta", reset_less=False)
-        chain = [meta0, *line]                 # chain[k + 1] is chain[k] a cycle later
-        meta = line[-1]
-        valid, first = meta[0], meta[1]
-        bias1 = Signal(32, name="bias_r", reset_less=True)
-        m.d.sync += bias1.eq(bias.data)
-        # The item's first product adds to the bias, every other one to the adder's own result.
-        # Where the multiplier's pipeline is deep enough, the choice is made in the adder's last
-        # stage, ``lead`` cycles ahead (:class:`AccumulatingAdder`), with the bias read that much
-        # earlier; otherwise by a multiplexer in front of the adder.
-        lead = AccumulatingAdder.lead_for(cfg.add_latency)
-        if len(chain) >= 3 + lead:
-            m.submodules.adder = acc = AccumulatingAdder(cfg.add_latency)
-            ahead = chain[-1 - lead]
-            m.d.comb += [bias.addr.eq(chain[-3 - lead][-self.wbits:]),
-                         acc.valid.eq(valid), acc.a.eq(mul.o.payload),
-                         acc.restart.eq(ahead[1]), acc.init.eq(bias1)]
-            total = acc.o
-        else:
-            m.submodules.adder = adder = Fp32Adder(Fp32AddConfig(latency=cfg.add_latency))
-            m.d.comb += [bias.addr.eq(chain[-3][-self.wbits:]),
-                         adder.i.valid.eq(valid), adder.i.payload.a.eq(mul.o.payload),
-                         adder.i.payload.b.eq(Mux(first, bias1, adder.o.payload))]
-            total = adder.o.payload
-        out_meta = delay(m, meta[:3 + self.rbits + 1], cfg.add_latency, "ameta",
-                         reset_less=False)[-1]
-        return out_meta, total
-
-    def _store_result(self, m: Module, out_meta, result):
-        """An item's last sum, ReLU applied, into the result RAM (double buffered by block
-        parity)."""
-        R = self.config.rows_per_block
-        o_valid, o_last = out_meta[0], out_meta[2]
-        o_row = out_meta[3:3 + self.rbits]
-        o_par = out_meta[3 + self.rbits]
-        act = Mux(self.relu & result[31], 0, result)
-        m.submodules.results = rram = Ram(32, 2 * R)
-        write, read = rram.write[0], rram.read[0]
-        written = o_valid & o_last
-        m.d.comb += [write.addr.eq(Mux(o_par, o_row + R, o_row)), write.data.eq(act),
-                     write.en.eq(written),
-                     read.addr.eq(self.res_addr), self.res_data.eq(read.data),
-                     self.result.valid.eq(written), self.result.row.eq(o_row),
-                     self.result.par.eq(o_par)]
 
 
 class BlockFreeSignature(wiring.Signature):
@@ -304,7 +66,7 @@ class TokenGenerator(wiring.Component):
     bank : In(1)
         The load bank holding the job's weights (read at ``start``).
     n_rows, f_in, f_out : In
-    act_row, act_idx : Out ; act_data : In(32)
+    act : Out(RowReadSignature(config))
         Activation read (one cycle latency).
     token : Out(TokenSignature(config))
         The token entering MAC 0.
@@ -323,7 +85,7 @@ class TokenGenerator(wiring.Component):
         super().__init__({
             "start": In(1), "running": In(1), "bank": In(1),
             "n_rows": In(w.dst + 1), "f_in": In(w.feat + 1), "f_out": In(w.feat + 1),
-            "act_row": Out(w.dst), "act_idx": Out(w.feat), "act_data": In(32),
+            "act": Out(RowReadSignature(config)),
             "token": Out(TokenSignature(config)),
             "freed": In(BlockFreeSignature()),
             "rows_ready": In(w.dst + 1), "idle": Out(1),
@@ -405,7 +167,7 @@ class TokenGenerator(wiring.Component):
     def _emit_token(self, m: Module, item: "_Item"):
         """Read the item's activation; one cycle later the token enters MAC 0 with it."""
         wbits = bits_for(weight_words(self.config))
-        m.d.comb += [self.act_row.eq(item.row), self.act_idx.eq(item.i)]
+        m.d.comb += [self.act.row.eq(item.row), self.act.idx.eq(item.i)]
         t_meta = Cat(item.token, item.i == 0, item.i_last, item.slot, item.par)
         t1 = Signal(len(t_meta))
         waddr1 = Signal(wbits, reset_less=True)
@@ -417,7 +179,7 @@ class TokenGenerator(wiring.Component):
         out = self.token
         m.d.comb += [out.valid.eq(t1[0]), out.first.eq(t1[1]), out.last.eq(t1[2]),
                      out.row.eq(t1[3:3 + rb]), out.par.eq(t1[3 + rb]),
-                     out.act.eq(Mux(live1, self.act_data, 0)),
+                     out.act.eq(Mux(live1, self.act.data, 0)),
                      out.waddr.eq(waddr1), out.baddr.eq(baddr1)]
 
 
@@ -450,8 +212,8 @@ class ResultDrain(wiring.Component):
     n_rows, f_out : In
     written : In(ResultSignature(config))
         The last MAC wrote an item's result.
-    res_addr : Out ; res_data : In(32).array(macs)
-        The MACs' result RAM read ports (one cycle latency).
+    results : Out(RamReadSignature(bits_for(2 R), 32)).array(macs)
+        The MACs' result RAM read ports (one cycle latency), all at one address.
     out : Out(stream.Signature(32 * mem_words_per_cycle))
     freed : Out(BlockFreeSignature())
         A result buffer has been sent out.
@@ -471,8 +233,8 @@ class ResultDrain(wiring.Component):
             "start": In(1), "running": In(1),
             "n_rows": In(w.dst + 1), "f_out": In(w.feat + 1),
             "written": In(ResultSignature(config)),
-            "res_addr": Out(bits_for(2 * config.rows_per_block)),
-            "res_data": In(32).array(config.macs),
+            "results": Out(RamReadSignature(bits_for(2 * config.rows_per_block), 32))
+            .array(config.macs),
             "out": Out(stream.Signature(32 * WPB)),
             "freed": Out(BlockFreeSignature()), "finish": Out(1),
             "sent_words": Out(range(WPB + 1)), "stall": Out(1),
@@ -513,12 +275,14 @@ class ResultDrain(wiring.Component):
         block_end = take & q_last & ((d_r == R - 1) | job_end)
         nxt_q = Mux(q_last, 0, d_q + 1)
         addr_r = Mux(take & q_last, d_r + 1, d_r)
-        m.d.comb += self.res_addr.eq(Mux(d_par, addr_r + R, addr_r))
+        res_addr = Mux(d_par, addr_r + R, addr_r)
+        m.d.comb += [port.addr.eq(res_addr) for port in self.results]
         q_reg = Signal.like(d_q)
         m.d.sync += q_reg.eq(Mux(take, nxt_q, d_q))
         n_q = -(-M // WPB)
         for k in range(WPB):
-            options = [self.res_data[q * WPB + k] if q * WPB + k < M else 0 for q in range(n_q)]
+            options = [self.results[q * WPB + k].data if q * WPB + k < M else 0
+                       for q in range(n_q)]
             word = Array(options)[q_reg] if n_q > 1 else options[0]
             m.d.comb += self.out.payload.word_select(k, 32).eq(
                 Mux(d_col + k < self.f_out, word, 0))
@@ -555,13 +319,12 @@ class UpdateKernel(wiring.Component):
     start : In(1)
         Pulse: run ``n_rows`` rows (``f_in`` inputs, ``f_out`` outputs, optional ReLU).
     n_rows, f_in, f_out, relu : In
-    act_row, act_idx : Out ; act_data : In(32)
-        Activation read (one cycle latency): row ``act_row``, element ``act_idx``.
-    w_valid, w_data : In
+    act : Out(RowReadSignature(config))
+        Activation read (one cycle latency): element ``act.idx`` of row ``act.row``.
+    weights : In(WeightLoadSignature(config))
         Weight load: one beat of ``m`` words per cycle, stored at consecutive addresses
-        (group ``g``'s rows ``0 .. f_in - 1`` then its bias row, groups in order).
-    w_restart, w_bank : In(1)
-        Pulse: the next beat is the first of load bank ``w_bank``.
+        (group ``g``'s rows ``0 .. f_in - 1`` then its bias row, groups in order);
+        ``restart``: the next beat is the first of load bank ``bank``.
     bank : In(1)
         The load bank of the job's weights (read at ``start``).
     out : Out(stream.Signature(32 * mem_words_per_cycle))
@@ -580,9 +343,8 @@ class UpdateKernel(wiring.Component):
         super().__init__({
             "start": In(1), "n_rows": In(w.dst + 1), "f_in": In(w.feat + 1),
             "f_out": In(w.feat + 1), "relu": In(1),
-            "act_row": Out(w.dst), "act_idx": Out(w.feat), "act_data": In(32),
-            "w_valid": In(1), "w_data": In(32 * config.macs),
-            "w_restart": In(1), "w_bank": In(1), "bank": In(1),
+            "act": Out(RowReadSignature(config)),
+            "weights": In(WeightLoadSignature(config)), "bank": In(1),
             "out": Out(stream.Signature(32 * config.mem_words_per_cycle)),
             "done": Out(1), "busy": Out(1),
             "rows_ready": In(w.dst + 1), "idle": Out(1),
@@ -605,9 +367,8 @@ class UpdateKernel(wiring.Component):
         m.d.comb += [gen.start.eq(self.start), gen.running.eq(running), gen.bank.eq(self.bank),
                      gen.n_rows.eq(self.n_rows), gen.f_in.eq(self.f_in),
                      gen.f_out.eq(self.f_out), gen.rows_ready.eq(self.rows_ready),
-                     self.idle.eq(gen.idle),
-                     self.act_row.eq(gen.act_row), self.act_idx.eq(gen.act_idx),
-                     gen.act_data.eq(self.act_data)]
+                     self.idle.eq(gen.idle)]
+        wiring.connect(m, gen.act, wiring.flipped(self.act))
         wiring.connect(m, gen.token, cells[0].tok)
         for prev, cell in zip(cells, cells[1:]):
             wiring.connect(m, prev.next, cell.tok)
@@ -618,7 +379,7 @@ class UpdateKernel(wiring.Component):
                      drain.n_rows.eq(self.n_rows), drain.f_out.eq(self.f_out)]
         wiring.connect(m, cells[-1].result, drain.written)
         for c, cell in enumerate(cells):
-            m.d.comb += [cell.res_addr.eq(drain.res_addr), drain.res_data[c].eq(cell.res_data)]
+            wiring.connect(m, drain.results[c], cell.results)
         wiring.connect(m, drain.out, wiring.flipped(self.out))
         wiring.connect(m, drain.freed, gen.freed)
 
@@ -636,11 +397,12 @@ class UpdateKernel(wiring.Component):
 
     def _load_weights(self, m: Module, cells):
         """Weight loading: beat k gives every MAC its word of row k."""
+        load = self.weights
         w_ptr = Signal(self.wbits + 1)
         for c, cell in enumerate(cells):
-            m.d.comb += [cell.w_en.eq(self.w_valid), cell.w_addr.eq(w_ptr),
-                         cell.w_data.eq(self.w_data.word_select(c, 32))]
-        with m.If(self.w_restart):
-            m.d.sync += w_ptr.eq(bank_base(self.config, self.w_bank))
-        with m.Elif(self.w_valid):
+            m.d.comb += [cell.weights.en.eq(load.valid), cell.weights.addr.eq(w_ptr),
+                         cell.weights.data.eq(load.data.word_select(c, 32))]
+        with m.If(load.restart):
+            m.d.sync += w_ptr.eq(bank_base(self.config, load.bank))
+        with m.Elif(load.valid):
             m.d.sync += w_ptr.eq(w_ptr + 1)

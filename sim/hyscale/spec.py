@@ -213,11 +213,17 @@ def pack_job(indptr, indices, data, X, W, b, relu: bool, config: HyScaleConfig) 
     fmax = config.max_feature_width
     feat = np.zeros((X.shape[0], fmax), dtype=np.uint32)
     feat[:, :f_in] = as_bits(X)
-    src = (sched.sources.astype(np.uint64) | (sched.counts.astype(np.uint64) << 16))
+    # the words' fields where protocol.SOURCE_WORD / EDGE_WORD put them (the edge word as two
+    # 32-bit columns: the weight below, the destination and the flags above)
+    src_at = protocol.field_offsets(protocol.SOURCE_WORD)
+    edge_at = {name: at - 32 for name, at in protocol.field_offsets(protocol.EDGE_WORD).items()}
+    src = ((sched.sources.astype(np.uint64) << src_at["index"])
+           | (sched.counts.astype(np.uint64) << src_at["count"]))
     edge = np.zeros((sched.src.size, 2), dtype=np.uint32)
     edge[:, 0] = as_bits(sched.weight)
-    edge[:, 1] = (row_of[sched.dst].astype(np.uint32) | (last << 30)
-                  | (sched.first.astype(np.uint32) << 31))
+    edge[:, 1] = ((row_of[sched.dst].astype(np.uint32) << edge_at["dst"])
+                  | (last.astype(np.uint32) << edge_at["last"])
+                  | (sched.first.astype(np.uint32) << edge_at["first"]))
     M = config.macs
     groups = -(-f_out // M)
     wb = np.zeros((f_in + 1, groups * M), dtype=np.uint32)

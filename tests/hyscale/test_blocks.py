@@ -46,22 +46,22 @@ def test_gather_pe_accumulates_each_element_in_arrival_order():
         for r, vals in zip(rows, values):
             for j in range(max(F, cfg.gather_slot)):
                 live = j < F
-                ctx.set(dut.in_valid, live)
+                ctx.set(dut.products.valid, live)
                 if live:
-                    ctx.set(dut.in_addr, r * F + j)
-                    ctx.set(dut.in_first, r not in seen)
-                    ctx.set(dut.in_data, _bits(vals[j]))
+                    ctx.set(dut.products.addr, r * F + j)
+                    ctx.set(dut.products.first, r not in seen)
+                    ctx.set(dut.products.data, _bits(vals[j]))
                 await ctx.tick()
             seen.add(r)
-        ctx.set(dut.in_valid, 0)
+        ctx.set(dut.products.valid, 0)
         while ctx.get(dut.busy):
             await ctx.tick()
         for r in expect:
             words = []
             for j in range(F):
-                ctx.set(dut.rd_addr, r * F + j)
+                ctx.set(dut.act.addr, r * F + j)
                 await ctx.tick()
-                words.append(ctx.get(dut.rd_data))
+                words.append(ctx.get(dut.act.data))
             got[r] = np.array(words, np.uint32)
 
     _simulate(dut, bench)
@@ -88,37 +88,36 @@ def test_scatter_pe_streams_weighted_products_after_its_grant(words):
         for s in range(cfg.feature_slots):
             for k in range(bpr):
                 word = sum(_bits(rows[s, k * W + i]) << (32 * i) for i in range(W))
-                ctx.set(dut.mem_addr, s * bpr + k)
-                ctx.set(dut.mem_data, word)
-                ctx.set(dut.mem_en, 1)
+                ctx.set(dut.ring.addr, s * bpr + k)
+                ctx.set(dut.ring.data, word)
+                ctx.set(dut.ring.en, 1)
                 await ctx.tick()
-        ctx.set(dut.mem_en, 0)
-        assert ctx.get(dut.free)
-        ctx.set(dut.assign_valid, 1)
-        ctx.set(dut.assign_slot, slot)
-        ctx.set(dut.assign_dst, dst)
-        ctx.set(dut.assign_weight, _bits(weight))
-        ctx.set(dut.assign_first, 1)
+        ctx.set(dut.ring.en, 0)
+        assert ctx.get(dut.edges.ready)
+        ctx.set(dut.edges.valid, 1)
+        ctx.set(dut.edges.payload, {"slot": slot, "dst": dst, "weight": _bits(weight),
+                                    "first": 1, "last": 0})
         await ctx.tick()
-        ctx.set(dut.assign_valid, 0)
+        ctx.set(dut.edges.valid, 0)
+        assert not ctx.get(dut.edges.ready)
         for cycle in range(60):
             # it asks for its G-PE until the grant, then streams and lets go of the request
             assert ctx.get(dut.req) == (cycle <= 4)
             assert ctx.get(dut.holding) == (cycle <= 4 + f_in)
             ctx.set(dut.grant, cycle == 4)
-            if ctx.get(dut.out_valid):
-                log.append((cycle, ctx.get(dut.out_bank), ctx.get(dut.out_addr),
-                            ctx.get(dut.out_first), ctx.get(dut.out_data)))
+            if ctx.get(dut.products.valid):
+                log.append((cycle, ctx.get(dut.products.addr), ctx.get(dut.products.first),
+                            ctx.get(dut.products.done), ctx.get(dut.products.data)))
             await ctx.tick()
-        assert ctx.get(dut.free)
+        assert ctx.get(dut.edges.ready)
 
     _simulate(dut, bench)
     assert len(log) == f_in
     bank_bits = (cfg.spes - 1).bit_length()
-    for j, (cycle, bank, addr, first, data) in enumerate(log):
+    for j, (cycle, addr, first, done, data) in enumerate(log):
         # grant at cycle 4, read j at cycle 5 + j, product 1 + mul_latency cycles later
         assert cycle == 5 + j + 1 + cfg.mul_latency
-        assert bank == dst % cfg.spes and first == 1
+        assert first == 1 and done == 0          # not the last edge into its destination
         assert addr == (dst >> bank_bits) * F + j
         assert data == mul(as_bits(rows[slot, j]), as_bits(weight))
 
@@ -151,10 +150,10 @@ def test_update_kernel_matches_the_golden_mac_order(n_rows, f_in, f_out, relu, s
 
     async def bench(ctx):
         for row in beats_in:
-            ctx.set(dut.w_valid, 1)
-            ctx.set(dut.w_data, sum(int(x) << (32 * k) for k, x in enumerate(row)))
+            ctx.set(dut.weights.valid, 1)
+            ctx.set(dut.weights.data, sum(int(x) << (32 * k) for k, x in enumerate(row)))
             await ctx.tick()
-        ctx.set(dut.w_valid, 0)
+        ctx.set(dut.weights.valid, 0)
         ctx.set(dut.n_rows, n_rows)
         ctx.set(dut.f_in, f_in)
         ctx.set(dut.f_out, f_out)
@@ -170,7 +169,7 @@ def test_update_kernel_matches_the_golden_mac_order(n_rows, f_in, f_out, relu, s
         ctx.set(dut.start, 0)
         cycle = 0
         while not ctx.get(dut.done):
-            r, i = ctx.get(dut.act_row), ctx.get(dut.act_idx)
+            r, i = ctx.get(dut.act.row), ctx.get(dut.act.idx)
             final = r < rows_ready or not pipelined
             ready = not (stall and cycle % stall == 0)
             ctx.set(dut.out.ready, ready)
@@ -182,9 +181,9 @@ def test_update_kernel_matches_the_golden_mac_order(n_rows, f_in, f_out, relu, s
                 rows_ready += 1
                 ctx.set(dut.rows_ready, rows_ready)
             if r >= n_rows or i >= f_in:
-                ctx.set(dut.act_data, 0)
+                ctx.set(dut.act.data, 0)
             else:
-                ctx.set(dut.act_data, _bits(A[r, i]) if final else 0x7FC0DEAD)
+                ctx.set(dut.act.data, _bits(A[r, i]) if final else 0x7FC0DEAD)
             assert cycle < 20_000
 
     _simulate(dut, bench)
@@ -221,13 +220,15 @@ def test_aggregate_kernel_alone_reads_each_source_once_and_sums_in_edge_order():
         ctx.set(dut.start, 1)
         cycle = 0
         while True:
-            sa, ea, ma = ctx.get(dut.src_addr), ctx.get(dut.edge_addr), ctx.get(dut.mem_addr)
+            sa, ea = ctx.get(dut.src_list.addr), ctx.get(dut.edge_list.addr)
+            ma = ctx.get(dut.features.addr)
             await ctx.tick()
             ctx.set(dut.start, 0)
             # one cycle of read latency, like the layer's RAMs
-            ctx.set(dut.src_data, int(src[sa]) if sa < len(src) else 0)
-            ctx.set(dut.edge_data, edge_words[ea] if ea < len(edge_words) else 0)
-            ctx.set(dut.mem_data, mem[ma] if ma < len(mem) else 0)
+            ctx.set(dut.src_list.data.as_value(), int(src[sa]) if sa < len(src) else 0)
+            ctx.set(dut.edge_list.data.as_value(),
+                    edge_words[ea] if ea < len(edge_words) else 0)
+            ctx.set(dut.features.data, mem[ma] if ma < len(mem) else 0)
             cycle += 1
             if ctx.get(dut.done):
                 break
@@ -238,10 +239,10 @@ def test_aggregate_kernel_alone_reads_each_source_once_and_sums_in_edge_order():
         for row in range(job.scalars["n_dst"]):
             words = []
             for i in range(f_in):
-                ctx.set(dut.act_dst, row)
-                ctx.set(dut.act_idx, i)
+                ctx.set(dut.act.row, row)
+                ctx.set(dut.act.idx, i)
                 await ctx.tick()
-                words.append(ctx.get(dut.act_data))
+                words.append(ctx.get(dut.act.data))
             got[row] = words
 
     _simulate(dut, bench)
