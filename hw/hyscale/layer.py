@@ -50,6 +50,11 @@ class HyScaleLayer(wiring.Component):
     between the previous start and this one, and how many of them fell while the previous job
     was busy (overlapped with its compute).
 
+    Parameters
+    ----------
+    config : HyScaleConfig
+        A configuration that can be built (``simulate``).
+
     Members
     -------
     mem_addr : Out ; mem_data : In(32 * mem_words_per_cycle)

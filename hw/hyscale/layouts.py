@@ -39,6 +39,10 @@ def check_config(config, user: str) -> None:
 class Widths:
     """Field widths shared by the kernels of one configuration.
 
+    Parameters
+    ----------
+    cfg : HyScaleConfig
+
     Members
     -------
     words, word_bits : int
@@ -130,6 +134,10 @@ class ConfigSignature(wiring.Signature):
 class RingFillSignature(ConfigSignature):
     """A row complete in its ring slot, as the feature duplicator reports it.
 
+    Parameters
+    ----------
+    config : HyScaleConfig
+
     Members
     -------
     valid : Out(1)
@@ -146,6 +154,10 @@ class RingFillSignature(ConfigSignature):
 
 class RingSlotSignature(ConfigSignature):
     """The feature duplicator's link to the ring's slot table, as the duplicator sees it.
+
+    Parameters
+    ----------
+    config : HyScaleConfig
 
     Members
     -------
@@ -164,6 +176,10 @@ class RingSlotSignature(ConfigSignature):
 class ProductSignature(ConfigSignature):
     """The products an S-PE streams into its G-PE, one element per cycle, as the S-PE sends
     them. There is no ``ready``: the G-PE takes one product every cycle.
+
+    Parameters
+    ----------
+    config : HyScaleConfig
 
     Members
     -------
@@ -188,6 +204,10 @@ class ProductSignature(ConfigSignature):
 class RowDoneSignature(ConfigSignature):
     """A G-PE's report that a destination row's last sum was written (``pipelined``).
 
+    Parameters
+    ----------
+    config : HyScaleConfig
+
     Members
     -------
     valid : Out(1)
@@ -202,6 +222,10 @@ class RowDoneSignature(ConfigSignature):
 
 class RowReadSignature(ConfigSignature):
     """A read of one element of an aggregated row, as the update kernel issues it.
+
+    Parameters
+    ----------
+    config : HyScaleConfig
 
     Members
     -------
@@ -221,6 +245,10 @@ class RowReadSignature(ConfigSignature):
 class WeightLoadSignature(ConfigSignature):
     """The weight load into the update kernel's MACs, as the layer sends it. There is no
     ``ready``: the MACs take one beat every cycle.
+
+    Parameters
+    ----------
+    config : HyScaleConfig
 
     Members
     -------

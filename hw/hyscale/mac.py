@@ -95,6 +95,11 @@ class AccumulatingAdder(wiring.Component):
     straight from a flop (a multiplexer there, driven by a one-bit select fanned out to 32 bits
     and followed by the magnitude compare, was the fused layer's longest path).
 
+    Parameters
+    ----------
+    latency : int
+        Pipeline depth of the adder (``add_latency``).
+
     Members
     -------
     valid, a : In
@@ -137,6 +142,10 @@ class AccumulatingAdder(wiring.Component):
 
 class MacCell(wiring.Component):
     """One MAC of the chain (see :mod:`.update`).
+
+    Parameters
+    ----------
+    config : HyScaleConfig
 
     Members
     -------

@@ -57,6 +57,10 @@ class TokenGenerator(wiring.Component):
     A block starts only when its result buffer (by parity) has been drained; it reads the
     activations one cycle ahead of its tokens.
 
+    Parameters
+    ----------
+    config : HyScaleConfig
+
     Members
     -------
     start : In(1)
@@ -203,6 +207,10 @@ class ResultDrain(wiring.Component):
     Blocks complete in the order they were fed; the drain walks the same items:
     ``ceil(columns / words)`` beats per item, so ``Y`` leaves row-major. Padding words are zero.
 
+    Parameters
+    ----------
+    config : HyScaleConfig
+
     Members
     -------
     start : In(1)
@@ -313,6 +321,10 @@ class ResultDrain(wiring.Component):
 class UpdateKernel(wiring.Component):
     """m MACs in a chain (:class:`MacCell`), the :class:`TokenGenerator` that feeds it and the
     :class:`ResultDrain` that sends the results out.
+
+    Parameters
+    ----------
+    config : HyScaleConfig
 
     Members
     -------
