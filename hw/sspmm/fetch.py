@@ -1,4 +1,9 @@
-"""Neighbour fetcher: the node-wise selection of the hybrid index module."""
+"""Neighbour fetcher: the node-wise selection of the hybrid index module.
+
+One module: its blocks (the context binder, the pass table, the row readers and the fetcher
+that joins them) share the pass and issue signatures defined here and are used only together,
+by :class:`NeighbourFetcher`.
+"""
 
 from __future__ import annotations
 
