@@ -1,7 +1,7 @@
 """DEAL's SpMM primitive, pipelined against sequential (Sec. 3.5, Fig. 19), on real processes.
 
 ``moagcn bench deal-spmm [--rmat-scale 17] [--grid 2x2,2x1] [--width 64] [--fanout 10]
-[--groups 4] [--repeats 7] [--device cpu] [--out DIR]``
+[--subgroups 4] [--repeats 7] [--device cpu] [--out DIR]``
 
 For each ``P x M`` of ``--grid``, ``P M`` torch.distributed processes sample layer 0's graph of
 an R-MAT power-law graph (``2**rmat-scale`` nodes) once, exchange the row ids once, and then run
@@ -146,8 +146,9 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--width", type=int, default=64, help="feature columns (default 64)")
     ap.add_argument("--fanout", type=int, default=10, metavar="K",
                     help="neighbours sampled per node of the one layer (default 10)")
-    ap.add_argument("--groups", type=int, default=4,
+    ap.add_argument("--subgroups", type=int, default=4, metavar="S", dest="groups",
                     help="SpMM sub-groups per owning range (default 4)")
+    add_renamed(ap, "--groups", "--subgroups")
     ap.add_argument("--repeats", type=int, default=7, dest="reps",
                     help="runs of each schedule, pipelined and sequential; the median is "
                          "reported (default 7)")

@@ -229,7 +229,7 @@ class InferConfig:
         if self.gemm not in GEMMS:
             raise UserError(f"--gemm {self.gemm!r}: choose one of {', '.join(GEMMS)}")
         if self.groups < 1:
-            raise UserError(f"--groups {self.groups}: use at least 1 sub-group per owner")
+            raise UserError(f"--subgroups {self.groups}: use at least 1 sub-group per owner")
         if n_nodes is not None and self.partitions > n_nodes:
             raise UserError(f"--partitions {self.partitions} is more than the graph's "
                             f"{n_nodes} nodes; use at most {n_nodes}")

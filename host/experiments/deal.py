@@ -497,7 +497,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--repeats", type=int, default=3,
                         help="compare() runs per dataset and P x M; rows are the median "
                              "(default 3)")
-    parser.add_argument("--groups", type=int, default=4, help="SpMM sub-groups (default 4)")
+    parser.add_argument("--subgroups", type=int, default=4, metavar="S", dest="groups",
+                        help="SpMM sub-groups per owning range (default 4)")
+    add_renamed(parser, "--groups", "--subgroups")
     parser.add_argument("--batch-size", type=int, default=1024,
                         help="targets per ego-network batch (default 1024)")
     parser.add_argument("--device", default="cpu", choices=DEVICE_KINDS,
@@ -521,7 +523,7 @@ def main(argv=None) -> int:
     fanout = parse_fanout(args.fanout, LAYERS)
     for flag, v, lo in (("--hidden", args.hidden, 1), ("--epochs", args.epochs, 1),
                         ("--rmat-epochs", args.rmat_epochs, 0), ("--seeds", args.seeds, 1),
-                        ("--repeats", args.repeats, 1), ("--groups", args.groups, 1),
+                        ("--repeats", args.repeats, 1), ("--subgroups", args.groups, 1),
                         ("--batch-size", args.batch_size, 1), ("--threads", args.threads, 1)):
         if v < lo:
             raise UserError(f"{flag} {v}: use at least {lo}")

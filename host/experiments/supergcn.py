@@ -172,8 +172,10 @@ def build_parser() -> argparse.ArgumentParser:
                         help="worker counts of the volume table, comma-separated, each at "
                              "least 2 (default 2,4,8)")
     add_renamed(parser, "--workers", "--worker-list")
-    parser.add_argument("--widths", default="16,256",
-                        help="message widths of the volume table (default 16,256)")
+    parser.add_argument("--width-list", default="16,256", metavar="F,...", dest="widths",
+                        help="message widths of the volume table, comma-separated "
+                             "(default 16,256)")
+    add_renamed(parser, "--widths", "--width-list")
     parser.add_argument("--datasets", default="cora,citeseer",
                         help="datasets of the accuracy table (default cora,citeseer)")
     parser.add_argument("--seeds", type=int, default=3,
@@ -204,13 +206,13 @@ def main(argv=None) -> int:
         widths = [int(x) for x in args.widths.split(",") if x]
         pl_nodes = [int(x) for x in args.powerlaw_nodes.split(",") if x]
     except ValueError:
-        raise UserError("--worker-list, --widths and --powerlaw-nodes take comma-separated "
+        raise UserError("--worker-list, --width-list and --powerlaw-nodes take comma-separated "
                         "integers") from None
     if any(n < max(workers, default=2) * 10 for n in pl_nodes):
         raise UserError(f"--powerlaw-nodes {args.powerlaw_nodes}: use at least 10 nodes per "
                         "worker")
     if not workers or min(workers) < 2 or not widths or min(widths) < 1:
-        raise UserError("--worker-list: use counts of at least 2; --widths: at least 1")
+        raise UserError("--worker-list: use counts of at least 2; --width-list: at least 1")
     out = output_dir(args.out)
     vol = []
     for name, g in graphs(powerlaw_nodes=pl_nodes).items():

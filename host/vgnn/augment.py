@@ -199,10 +199,10 @@ def check_keeps(keeps: Sequence[float]) -> list[float]:
 def check_widths(widths: Sequence[int]) -> None:
     """Raise UserError unless ``widths`` is a non-empty list of feature widths >= 1."""
     if not len(widths):
-        raise UserError("--widths is empty: give feature widths, e.g. 16,32,64,100,128")
+        raise UserError("--width-list is empty: give feature widths, e.g. 16,32,64,100,128")
     for w in widths:
         if int(w) < 1:
-            raise UserError(f"--widths: {w} is not a feature width; use integers >= 1")
+            raise UserError(f"--width-list: {w} is not a feature width; use integers >= 1")
 
 
 def load_graph(name: str, seed: int = 0, undirected: bool = False) -> CSRGraph:

@@ -17,7 +17,7 @@ import numpy as np
 
 from moagcn.cli.common import (accelerator_choice, add_accelerator_args, add_undirected_arg,
                                one_line_warnings, output_path, report_path, write_json)
-from moagcn.core.options import deprecated
+from moagcn.core.options import add_renamed, deprecated
 from moagcn.errors import UserError
 
 DEFAULT_EMB = "reports/infer/embeddings.npy"
@@ -156,8 +156,9 @@ def register(subparsers) -> None:
                    help="deal: ring exchange of row tiles; cagnet: feature-partitioned GEMM "
                         "with a reduce-scatter (the baseline); auto: per layer, whichever "
                         "receives fewer bytes (default deal)")
-    p.add_argument("--groups", type=int, default=4, metavar="S",
+    p.add_argument("--subgroups", type=int, default=4, metavar="S", dest="groups",
                    help="SpMM sub-groups per owning range (default 4)")
+    add_renamed(p, "--groups", "--subgroups")
     p.add_argument("--no-pipeline", action="store_true",
                    help="fetch each SpMM sub-group, then aggregate it (no overlap)")
     p.add_argument("--compare", action="store_true",

@@ -115,7 +115,7 @@ def cmd_fit(args) -> int:
     out = _json_path(args.out, "--out")
     devices = parse_devices(args.devices)
     ratios = _numbers(args.ratios, "--ratios", float)
-    widths = _numbers(args.widths, "--widths", int)
+    widths = _numbers(args.widths, "--width-list", int)
     keeps = _numbers(args.keeps, "--keeps", float)
     pma.check_ratios(ratios)
     pma.check_widths(widths)
@@ -243,8 +243,11 @@ def register(subparsers) -> None:
     f.add_argument("--out", required=True, metavar="M.json", help="the model; M.csv beside it")
     f.add_argument("--ratios", default=",".join(f"{r:g}" for r in pma.DEFAULT_RATIOS),
                    metavar="R,...", help="node ratios of the sub-graphs (default 0.1,...,1)")
-    f.add_argument("--widths", default=",".join(map(str, pma.DEFAULT_WIDTHS)), metavar="F,...",
-                   help="feature widths (default 16,32,64,100,128; 100: no lane multiple)")
+    f.add_argument("--width-list", default=",".join(map(str, pma.DEFAULT_WIDTHS)),
+                   metavar="F,...", dest="widths",
+                   help="feature widths, comma-separated (default 16,32,64,100,128; 100: no "
+                        "lane multiple)")
+    add_renamed(f, "--widths", "--width-list")
     f.add_argument("--keeps", default=",".join(f"{k:g}" for k in pma.DEFAULT_KEEPS),
                    metavar="K,...",
                    help="kept fractions of a random output mask every run is timed with "

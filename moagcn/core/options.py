@@ -10,9 +10,11 @@ A flag name means one thing in every command (the CLI, every ``moagcn bench NAME
 - ``--fanout K1,K2,...``: neighbours per node and layer, input layer first;
 - ``--batch-size B``: targets per mini-batch; ``--repeats R``: runs of a measurement;
 - ``--features H.npy``: an input file of features; ``--width F``: a count of feature columns;
+  ``--width-list A,B,...``: the widths of a sweep;
 - ``--workers M``: a count of workers; ``--worker-list A,B,...``: the counts of a sweep;
 - ``--model``: the GNN (gcn, sage, gin); ``--perf-model M.json``: a performance-model file;
-- ``--grid PxM[,PxM...]``: DEAL's P row ranges x M feature groups;
+- ``--grid PxM[,PxM...]``: DEAL's P row ranges x M feature groups; ``--subgroups S``: DEAL's
+  SpMM sub-groups per owning range (``groups`` is a field of S-SpMM's configuration);
 - ``--device``, ``--simulator``, ``--design``, ``--preset``, ``--param KEY=VALUE``: the
   accelerator (``moagcn.cli.common``); a field of its configuration is set with ``--param``
   (a bench that sweeps a field takes a comma list: ``--param spes=2,4,8``), not with a flag of
@@ -20,11 +22,12 @@ A flag name means one thing in every command (the CLI, every ``moagcn bench NAME
 
 An old name (``--scale`` where it meant 2^K nodes, ``--seeds`` as a list, ``--batch``,
 ``--fanouts``, ``--repeat``, ``--reps``, ``--train-scale``, ``--features`` as a count,
-``--workers`` as a list, ``perfmodel predict --model``) is a hidden alias of the new one
-(:func:`add_renamed`) and prints one line on stderr when used: ``moagcn: --scale is now
---rmat-scale; the old name will be removed``. An old form whose value changes shape (``--lanes
-8`` for ``--param lanes=8``, ``--clock-mhz 20`` for ``--param clock_mhz=20``, ``--partitions
-2 --feature-groups 2`` for ``--grid 2x2``, ``--pipeline none`` for ``--pipeline layers``)
+``--workers`` as a list, ``--widths``, DEAL's ``--groups``, ``perfmodel predict --model``) is a
+hidden alias of the new one (:func:`add_renamed`) and prints one line on stderr when used:
+``moagcn: --scale is now --rmat-scale; the old name will be removed``. An old form whose value
+changes shape (``--lanes 8`` for ``--param lanes=8``, ``--clock-mhz 20`` for ``--param
+clock_mhz=20``, ``--split-degree 32`` for ``--param split_degree=32``, ``--partitions 2
+--feature-groups 2`` for ``--grid 2x2``, ``--pipeline none`` for ``--pipeline layers``)
 prints :func:`deprecated`'s line.
 
 Plain Python and argparse: the benches and experiments (below the CLI) use it too.

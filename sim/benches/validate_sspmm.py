@@ -1,20 +1,23 @@
 """The S-SpMM cycle model against the RTL over slices and lanes.
 
 ``moagcn bench sspmm-model [--param slices=1,2,4,8] [--param lanes=4,8,16] [--nodes 1200]
-[--seed 0] [--split-degree D] [--node-banks B] [--simulator verilator] [--out DIR]`` builds the
-default preset's buffers with every (S, P) pair (two groups, one node-buffer read per slice and cycle,
-so that P = 4 has two lanes per group and the design stays small enough to build 12 times), runs
-held-out-style jobs on its RTL and on the cycle model, and prints the error of each counter:
+[--seed 0] [--param split_degree=D] [--param node_banks=B] [--simulator verilator] [--out DIR]``
+builds the default preset's buffers with every (S, P) pair (two groups, one node-buffer read
+per slice and cycle, so that P = 4 has two lanes per group and the design stays small enough to
+build 12 times), runs held-out-style jobs on its RTL and on the cycle model, and prints the
+error of each counter:
 
 - a power-law graph with a hub row, 10 % isolated rows, self loops and duplicate indices, a
   width that is not a multiple of the lanes, a random 50 % mask;
 - the same graph without a mask (all ones);
 - a denser graph (average degree 16) with a 90 % mask and a width of 33.
 
-``--split-degree D``: the configurations with S > 1 split rows longer than D across their
-slices (the golden model then sums those rows in the same pieces). ``--node-banks B``: the
-configurations with S > 1 share one node buffer of B banks through the crossbar (the table
-then also gives the rows read from the banks and the refused requests, RTL and model).
+``--param split_degree=D``: the configurations with S > 1 split rows longer than D across their
+slices (the golden model then sums those rows in the same pieces). ``--param node_banks=B``:
+the configurations with S > 1 share one node buffer of B banks through the crossbar (the table
+then also gives the rows read from the banks and the refused requests, RTL and model). Both
+take one value (not swept) and leave the S = 1 configurations as they are (0); the old
+``--split-degree D`` and ``--node-banks B`` still work, with a deprecation line.
 
 Every job's output is checked bit for bit against the golden model. RTL results are cached by
 the Verilog's hash and the job's parameters (re-running the table re-runs only what changed).
@@ -188,16 +191,15 @@ def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="moagcn bench sspmm-model",
                                  description=__doc__.split("\n")[0])
     ap.add_argument("--param", action="append", metavar="KEY=VALUE[,VALUE...]",
-                    help="the swept fields, each a comma list; every (slices, lanes) pair is "
-                         "built and run (default slices=1,2,4,8 and lanes=4,8,16)")
+                    help="slices and lanes, each a comma list: every (slices, lanes) pair is "
+                         "built and run (default slices=1,2,4,8 and lanes=4,8,16); "
+                         "split_degree=D and node_banks=B, one value each, apply to the S > 1 "
+                         "configurations only (default 0: no split, a node buffer per slice)")
     add_field_flags(ap, {"--slices": "slices", "--lanes": "lanes"}, type=str)
+    add_field_flags(ap, {"--split-degree": "split_degree", "--node-banks": "node_banks"})
     ap.add_argument("--nodes", type=int, default=1200,
                     help="nodes of the power-law jobs (default 1200)")
     ap.add_argument("--seed", type=int, default=0, help="graph, feature and mask seed")
-    ap.add_argument("--split-degree", type=int, default=0,
-                    help="with S > 1, split rows longer than this across the slices")
-    ap.add_argument("--node-banks", type=int, default=0,
-                    help="with S > 1, one node buffer of this many banks shared by the slices")
     ap.add_argument("--simulator", default="verilator", choices=("verilator", "icarus"),
                     help="what runs the RTL (default verilator)")
     ap.add_argument("--out", type=Path, default=None, metavar="DIR",
@@ -216,17 +218,27 @@ def main(argv=None) -> int:
             sweep[key] = _ints(text)
         except argparse.ArgumentTypeError as exc:
             raise UserError(f"--param {key}={text}: {exc}") from None
+    fixed = {}
+    for key in ("split_degree", "node_banks"):
+        text = params.pop(key, "0")
+        try:
+            fixed[key] = int(text)
+        except ValueError:
+            raise UserError(f"--param {key}={text}: give one integer (it applies to the "
+                            "S > 1 configurations)") from None
     if params:
         raise UserError(f"--param {next(iter(params))}: this bench sweeps slices and lanes "
-                        "only (the rest is its own configuration)")
+                        "and takes split_degree and node_banks (the rest is its own "
+                        "configuration)")
     args.slices, args.lanes = sweep["slices"], sweep["lanes"]
-    if args.split_degree < 0:
-        ap.error(f"--split-degree {args.split_degree}: must be >= 0 (0: never split)")
-    if args.node_banks < 0 or args.node_banks & (args.node_banks - 1):
-        ap.error(f"--node-banks {args.node_banks}: must be 0 (a node buffer per slice) or a "
-                 "power of two")
+    split_degree, node_banks = fixed["split_degree"], fixed["node_banks"]
+    if split_degree < 0:
+        raise UserError(f"--param split_degree={split_degree}: must be >= 0 (0: never split)")
+    if node_banks < 0 or node_banks & (node_banks - 1):
+        raise UserError(f"--param node_banks={node_banks}: must be 0 (a node buffer per slice) "
+                        "or a power of two")
     rows = table(args.slices, args.lanes, args.nodes, args.seed, args.simulator,
-                 args.split_degree, args.node_banks)
+                 split_degree, node_banks)
     result = {"summary": summary(rows), "rows": rows}
     print(json.dumps(result["summary"], indent=2))
     for r in rows:

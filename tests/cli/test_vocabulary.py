@@ -44,7 +44,8 @@ SYNONYMS = {
 #: the same old words as the last part of a longer flag (``--paper-fanouts``)
 SUFFIXES = ("-batch", "-fanouts", "-repeat", "-reps")
 #: counts: an integer wherever they appear
-COUNTS = ("--seeds", "--repeats", "--batch-size", "--rmat-scale", "--workers", "--width")
+COUNTS = ("--seeds", "--repeats", "--batch-size", "--rmat-scale", "--workers", "--width",
+          "--subgroups")
 #: help text that describes a log2 node count (an R-MAT scale)
 LOG2 = re.compile(r"2\s*\^|log2|R-MAT scale", re.IGNORECASE)
 
@@ -151,6 +152,17 @@ def _is_gnn(action) -> bool:
     return bool(action.choices) and set(action.choices) <= set(MODELS)
 
 
+def _never(action) -> bool:
+    """A flag no command shows (its meaning went to other names)."""
+    return False
+
+
+def _not_a_field(option: str):
+    """Shown only while no design's configuration has the field ``option`` names (which
+    ``--param`` sets)."""
+    return lambda action: option not in _field_flags()
+
+
 #: flag -> (what it means in every command, the check); the second meaning of each gave way
 #: to another name (see RENAMED below)
 MEANINGS = {
@@ -161,9 +173,18 @@ MEANINGS = {
                 _is_gnn),
     "--worker-list": ("worker counts, comma-separated", _is_list),
     "--seed-list": ("seeds, comma-separated", _is_list),
+    "--width-list": ("feature widths, comma-separated; a count of feature columns is --width",
+                     _is_list),
+    "--widths": ("not a visible flag (a list of widths is --width-list, a count of columns "
+                 "--width)", _never),
+    "--groups": ("not a visible flag while a design's configuration has a groups field "
+                 "(--param groups=...; DEAL's SpMM sub-groups are --subgroups)",
+                 _not_a_field("--groups")),
     **{option: ("a count (an int); a list needs another name, e.g. --seed-list, --worker-list",
                 _is_count) for option in COUNTS},
 }
+#: MEANINGS flags that no command may show
+HIDDEN = {"--widths", "--groups"}
 
 
 def test_every_flag_means_one_thing():
@@ -177,7 +198,7 @@ def test_every_flag_means_one_thing():
                            f"{getattr(action.type, '__name__', action.type)}, choices "
                            f"{action.choices}) is {meaning} in every command")
     assert not bad, "\n".join(bad)
-    assert seen == set(MEANINGS), f"no command has {sorted(set(MEANINGS) - seen)}"
+    assert seen == set(MEANINGS) - HIDDEN, f"no command has {sorted(set(MEANINGS) - seen)}"
 
 
 def _field_flags() -> dict[str, list[str]]:
@@ -192,12 +213,7 @@ def _field_flags() -> dict[str, list[str]]:
 #: flags named like a configuration field that are something else, or that still await
 #: --param: (command, flag) -> why
 FIELD_NAMED_FLAGS = {
-    ("moagcn infer", "--groups"): "DEAL's SpMM sub-groups per owning range, not S-SpMM groups",
-    ("moagcn bench deal-spmm", "--groups"): "DEAL's SpMM sub-groups, not S-SpMM groups",
-    ("moagcn experiment deal", "--groups"): "DEAL's SpMM sub-groups, not S-SpMM groups",
     ("moagcn arith", "--latency"): "the unit's latency; arith takes no --preset or --param",
-    ("moagcn bench sspmm-model", "--split-degree"): "applies to the S > 1 configurations only",
-    ("moagcn bench sspmm-model", "--node-banks"): "applies to the S > 1 configurations only",
 }
 
 
@@ -221,8 +237,13 @@ def test_the_meaning_checks_see_a_planted_second_meaning():
     p.add_argument("--workers", metavar="M,...", help="worker counts")
     p.add_argument("--model", metavar="M.json", help="a performance model")
     a = {x.option_strings[0]: x for x in p._actions if x.option_strings}
-    assert not any(MEANINGS[o][1](a[o]) for o in ("--features", "--workers", "--model"))
-    assert "--clock-mhz" in _field_flags()
+    p.add_argument("--width-list", type=int, help="feature widths")
+    p.add_argument("--widths", metavar="F,...", help="feature widths")
+    p.add_argument("--groups", type=int, help="SpMM sub-groups")
+    a = {x.option_strings[0]: x for x in p._actions if x.option_strings}
+    planted = ("--features", "--workers", "--model", "--width-list", "--widths", "--groups")
+    assert not any(MEANINGS[o][1](a[o]) for o in planted)
+    assert "--clock-mhz" in _field_flags() and "--groups" in _field_flags()
 
 
 def test_no_choice_has_a_synonym():
@@ -294,6 +315,12 @@ RENAMED = [
      "--workers is now --worker-list"),
     (("experiment", "supergcn"), ["--workers", "2,4"], ["--worker-list", "2,4"],
      "--workers is now --worker-list"),
+    (("experiment", "supergcn"), ["--widths", "8,16"], ["--width-list", "8,16"],
+     "--widths is now --width-list"),
+    (("bench", "deal-spmm"), ["--groups", "2"], ["--subgroups", "2"],
+     "--groups is now --subgroups"),
+    (("experiment", "deal"), ["--groups", "2"], ["--subgroups", "2"],
+     "--groups is now --subgroups"),
 ]
 
 
@@ -332,6 +359,23 @@ def test_perfmodel_predict_model_is_now_perf_model(capsys):
     assert "--perf-model is required" in capsys.readouterr().err
     usage = dict(PARSERS)["moagcn perfmodel predict"].format_usage()
     assert " --perf-model M.json " in usage and "[--perf-model" not in usage
+
+
+@pytest.mark.parametrize("old,new,notice", [
+    (["infer", "--checkpoint", "c.pt", "--groups", "2"],
+     ["infer", "--checkpoint", "c.pt", "--subgroups", "2"], "--groups is now --subgroups"),
+    (["perfmodel", "fit", "--devices", "sspmm", "--dataset", "cora", "--out", "m.json",
+      "--widths", "8,16"],
+     ["perfmodel", "fit", "--devices", "sspmm", "--dataset", "cora", "--out", "m.json",
+      "--width-list", "8,16"], "--widths is now --width-list"),
+], ids=["infer--groups", "perfmodel-fit--widths"])
+def test_a_cli_old_name_sets_what_the_new_one_sets(old, new, notice, capsys):
+    p = build_parser()
+    want = p.parse_args(new)
+    assert capsys.readouterr().err == ""
+    got = p.parse_args(old)
+    assert vars(got) == vars(want)
+    assert capsys.readouterr().err == f"moagcn: {notice}; the old name will be removed\n"
 
 
 def test_old_names_are_hidden_from_help():
@@ -381,6 +425,10 @@ def test_infer_partitions_and_feature_groups_are_now_grid(capsys):
      ["--param", "slices=1,2", "--param", "lanes=4"],
      ["--slices is deprecated; use --param slices=1,2",
       "--lanes is deprecated; use --param lanes=4"]),
+    ("sspmm-model", ["--split-degree", "32", "--node-banks", "16"],
+     ["--param", "split_degree=32", "--param", "node_banks=16"],
+     ["--split-degree is deprecated; use --param split_degree=32",
+      "--node-banks is deprecated; use --param node_banks=16"]),
     ("sspmm", ["--fetch-rows", "2"], ["--param", "fetch_rows=2"],
      ["--fetch-rows is deprecated; use --param fetch_rows=2"]),
     ("experiment table4", ["--clock-mhz", "30"], ["--param", "clock_mhz=30.0"],
@@ -400,7 +448,14 @@ def test_a_bench_field_flag_is_now_a_param(where, old, new, notices, capsys):
 
 def test_the_sweep_bench_names_a_field_it_does_not_sweep():
     from moagcn.sim.benches import validate_sspmm
-    with pytest.raises(UserError, match="--param node_banks: this bench sweeps slices and lanes"):
-        validate_sspmm.main(["--param", "node_banks=4"])
+    with pytest.raises(UserError, match="--param fetch_rows: this bench sweeps slices and "
+                                        "lanes and takes split_degree and node_banks"):
+        validate_sspmm.main(["--param", "fetch_rows=2"])
     with pytest.raises(UserError, match="--param lanes=x"):
         validate_sspmm.main(["--param", "lanes=x"])
+    with pytest.raises(UserError, match="--param split_degree=4,8: give one integer"):
+        validate_sspmm.main(["--param", "split_degree=4,8"])
+    with pytest.raises(UserError, match="--param node_banks=3: must be 0 .* or a power of two"):
+        validate_sspmm.main(["--param", "node_banks=3"])
+    with pytest.raises(UserError, match="--param split_degree=-1: must be >= 0"):
+        validate_sspmm.main(["--split-degree", "-1"])

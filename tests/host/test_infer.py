@@ -154,6 +154,7 @@ def test_infer_writes_embeddings_equal_to_the_reference(checkpoint, tmp_path):
     (["--out", "e.txt"], "path ending in .npy"),
     (["--grid", "1x0"], "must be at least 1"),
     (["--grid", "1x99"], "use P <= 2708 and M <= 7"),
+    (["--subgroups", "0"], "--subgroups 0: use at least 1 sub-group"),
 ])
 def test_bad_input_is_one_line(checkpoint, tmp_path, args, message):
     argv = ["infer", "--checkpoint", checkpoint, "--device", "cpu", "--out",

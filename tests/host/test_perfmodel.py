@@ -348,7 +348,7 @@ def _cli(argv):
 def test_cli_fit_and_predict(tmp_path, capsys):
     out = tmp_path / "m.json"
     assert _cli(["perfmodel", "fit", "--devices", "sspmm,sspmm:lanes=32", "--dataset", "sbm",
-                 "--ratios", "0.3,0.6,1", "--widths", "16,20", "--seeds", "2", "--out",
+                 "--ratios", "0.3,0.6,1", "--width-list", "16,20", "--seeds", "2", "--out",
                  str(out), "--regressors", "cost_terms,linear,decision_tree",
                  "--holdout", "powerlaw", "--keeps", "1,0.5", "--quiet"]) == 0
     text = capsys.readouterr().out
@@ -385,7 +385,7 @@ def test_cli_fit_on_several_graphs(tmp_path, capsys):
     each (sub-graphs and their worker blocks)."""
     out = tmp_path / "m.json"
     assert _cli(["perfmodel", "fit", "--devices", "sspmm", "--dataset", "powerlaw,sbm",
-                 "--ratios", "0.5,1", "--widths", "8", "--seeds", "1", "--out", str(out),
+                 "--ratios", "0.5,1", "--width-list", "8", "--seeds", "1", "--out", str(out),
                  "--regressors", "cost_terms,linear", "--quiet"]) == 0
     assert "powerlaw: 3000 nodes" in capsys.readouterr().out
     state = json.loads(out.read_text())
@@ -398,7 +398,7 @@ def test_cli_fit_on_several_graphs(tmp_path, capsys):
 @pytest.mark.parametrize("extra, says", [
     (["--devices", "sspmm", "--dataset", "sbm,sbm"], "several distinct ones"),
     (["--devices", "sspmm:lanes=0"], "lanes=0 is not supported"),
-    (["--devices", "sspmm", "--widths", "16,x"], "--widths"),
+    (["--devices", "sspmm", "--width-list", "16,x"], "--width-list"),
     (["--devices", "sspmm", "--ratios", "0,1"], "--ratios"),
     (["--devices", "sspmm", "--regressors", "magic"], "unknown regressor 'magic'"),
     (["--devices", "sspmm", "--keeps", "1,1"], "--keeps"),

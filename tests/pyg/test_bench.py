@@ -20,7 +20,7 @@ def test_bench_pyg_writes_its_tables(tmp_path, capsys):
 
 def test_experiment_supergcn_volume_table(tmp_path, capsys):
     assert main(["experiment", "supergcn", "--skip-accuracy", "--worker-list", "2",
-                 "--widths", "16", "--powerlaw-nodes", "3000", "--out", str(tmp_path)]) == 0
+                 "--width-list", "16", "--powerlaw-nodes", "3000", "--out", str(tmp_path)]) == 0
     printed = capsys.readouterr().out
     assert "post / prepost at 2 workers on power-law 3k" in printed
     assert "prepost <= post and <= pre on every graph and worker count: met" in printed
