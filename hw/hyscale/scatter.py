@@ -128,8 +128,8 @@ class ScatterPE(wiring.Component):
         # is a RAM of 128 bits or more spread over several block RAMs, and its read data
         # through the word multiplexer into the multiplier's first stage was the default
         # preset's longest path. With 2 words the read-ahead's increment and register cost
-        # more than they save (the small preset: 81.68 MHz mean over seeds 1-3 with it, 91.17
-        # without). Either way the products keep their cycles.
+        # more than they save (docs/hyscale.md has the synthesis runs). Either way the products
+        # keep their cycles.
         ahead = w.words >= 4
         j_read = Mux(edge.streaming, j + 1, 0) if ahead else j
         beat = j_read[w.word_bits:w.word_bits + w.beat] if w.beat else Const(0, 1)

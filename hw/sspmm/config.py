@@ -92,13 +92,12 @@ class SSpmmConfig:
         streams, as the RTL does (overlapped with the job before with ``load_banks`` 2).
     index_register : bool
         True (the default): each column index read is registered before it addresses the node
-        buffer (the index buffer's read, 5.8 ns of clock-to-out on ECP5, straight into the
-        node buffer's address was the longest path: S = 1, P = 4 from 91.8 to 94.1 MHz), at a
+        buffer (the index buffer's read, straight into the node buffer's address, was the
+        longest path on ECP5; docs/sspmm.md has the synthesis runs), at a
         cycle more from a neighbour's issue to its row (``issue_to_root``). Only from
         ``adder_latency`` 4 on (:attr:`registered_index`): a ring of 2 or 3 contexts turns
-        faster than a row read comes back, so the extra cycle shows on every short job (the
-        tiny preset's test jobs: 1.4 % more cycles on average, up to 6.8 %, against at most
-        0.6 % with 4 contexts and 0.2 % with 5 or 7).
+        faster than a row read comes back, so the extra cycle shows on every short job
+        (docs/sspmm.md, "Why index_register is on").
     row_order : str
         The order in which the host driver gives a job's rows to the accelerator (a
         scheduling choice of the host, not of the RTL; the output is the same bits in the
