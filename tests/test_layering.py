@@ -18,6 +18,7 @@ architecture). The rules are the ones docs/architecture.md states:
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -123,9 +124,11 @@ def imports_of(name: str, path: Path, known) -> list[Import]:
     return [i for i in out if i.target != name]
 
 
-def all_imports() -> list[Import]:
+@functools.lru_cache(maxsize=1)
+def all_imports() -> tuple:
+    """Every moagcn import of the source tree (read once per test session)."""
     known = modules()
-    return [i for name, path in known.items() for i in imports_of(name, path, known)]
+    return tuple(i for name, path in known.items() for i in imports_of(name, path, known))
 
 
 def layer(name: str) -> int:
