@@ -1,30 +1,9 @@
 """Mini-batch training input: a feature loader and two-stage feature prefetching (HyScale-GNN,
 Sec. III-A and IV-B), over the batches of :mod:`moagcn.host.graphs.minibatch`'s sampler.
 
-A mini-batch is built top-down from its targets, the DGL "block" / PyG ``NeighborLoader``
-layout. A model of ``L`` layers gets ``L`` blocks, ``blocks[l]`` for layer ``l`` with **layer 0
-the input layer** (the one reading the features) and layer ``L - 1`` the one producing the
-batch's outputs:
-
-- layer ``L - 1``'s targets are the batch; every layer's targets are the rows of its block;
-- a block's sources ``src`` are its targets and their sampled neighbours (global ids, sorted,
-  unique), and they are the next layer down's targets; ``blocks[0].src`` are the
-  :attr:`MiniBatch.input_nodes` whose features are loaded;
-- the block's local CSR has one row per target (in target order; each row's sampled neighbours
-  in stored order) and columns that are positions in ``src``; ``dst_pos`` is where each target
-  sits in ``src`` (``src[dst_pos] == targets``), for the self term and the next layer's rows.
-
-**Fanouts** ``fanouts[l]`` is the fanout of layer ``l``, first layer (input) first: the order of
-:func:`~moagcn.host.graphs.sampling.parse_fanout`, of DEAL and of DGL's ``NeighborSampler``; PyG's
-``num_neighbors`` lists the hops from the targets first, so PyG ``[25, 10]`` is ``[10, 25]``
-here. ``None`` keeps every neighbour.
-
-Neighbours come from :func:`~moagcn.host.graphs.sampling.sample_rows` (without replacement, ``O(k)``
-per row, deterministic per seed, layer and node). A *salt* (an int or a tuple of ints: an epoch,
-``(epoch, iteration)``) is folded into the seed so that each epoch or iteration draws afresh,
-reproducibly; without a salt the draw is exactly the one DEAL and the ego-network inference of
-:mod:`moagcn.host.deal.ego` make with that seed. Within one draw a node met twice (as the target of
-two layers) draws independently per layer, as in GraphSAGE.
+The batches' layout (blocks, fanouts, salts) is described once, in
+:mod:`moagcn.host.graphs.minibatch`; stage A's loader and process pool are
+:mod:`moagcn.host.hyscale.stage_a`.
 
 :class:`Prefetcher` overlaps the stages (Fig. 7): while the caller trains on batch ``i``, stage
 B ("transfer": a copy onto the trainer's device, a real copy into a fresh buffer on the CPU)
