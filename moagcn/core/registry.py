@@ -161,7 +161,7 @@ class Design:
 
 
 _DESIGNS: dict[str, Design] = {}
-#: names of an earlier release -> (current name, what the old name meant)
+#: names of an earlier release -> the current name
 _RENAMED: dict[str, str] = {}
 
 
