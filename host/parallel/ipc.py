@@ -2,16 +2,15 @@
 
 A stage-A batch is a few megabytes of numpy arrays (the blocks' indices, the features, the
 prepared operators) in a handful of Python objects. Pickled whole, the receiving process
-rebuilds every array with its interpreter lock held (2 ms for 2.5 MB here, most of it page
-faults on the fresh buffers), and ``ProcessPoolExecutor`` adds two threads of its own; both
-run in the trainer's process while it trains (a process delivering batches that way beside
-training slowed the trainer's steps by about 45 % on a two-core host, this module's way by
-about 30 %). Here the object is pickled with protocol 5 and its large buffers kept *out of band*
-(:func:`pack`): they are written, in one ``writev``, to an anonymous shared-memory file
-(``memfd``), whose descriptor travels over a Unix socket beside the small pickle
-(:func:`send`). The receiver maps the file (pre-faulted, with its lock released) and unpickles
-the arrays as views of the mapping (:func:`unpack`, :func:`recv`: about 0.1 ms of Python for
-the same batch); the memory is returned when the last array of the object is gone.
+rebuilds every array with its interpreter lock held (most of the cost is page faults on the
+fresh buffers), and ``ProcessPoolExecutor`` adds two threads of its own; both run in the
+trainer's process while it trains and slow its steps. Here the object is pickled with protocol
+5 and its large buffers kept *out of band* (:func:`pack`): they are written, in one ``writev``,
+to an anonymous shared-memory file (``memfd``), whose descriptor travels over a Unix socket
+beside the small pickle (:func:`send`). The receiver maps the file (pre-faulted, with its lock
+released) and unpickles the arrays as views of the mapping (:func:`unpack`, :func:`recv`); the
+memory is returned when the last array of the object is gone. The measured costs of both ways
+are in docs/hyscale.md ("Batches from the stage-A processes through shared memory").
 
 Buffers under :data:`IN_BAND_BYTES` stay in the pickle (a file per small task costs more than
 copying it). Where the platform has no ``memfd_create`` everything is pickled in band.
