@@ -1,13 +1,19 @@
-"""Training: device backends against the plain torch reference, counters in the report."""
+"""Training: device backends against the plain torch reference and against the formulas
+(tests/host/plain_gnn.py: the operators built from the graph's entries, dense torch
+forward and backward), counters in the report."""
 
 import dataclasses
 
 import numpy as np
 import pytest
+import torch
 
 from moagcn.errors import UserError
 from moagcn.host.graphs.generators import sbm
+from moagcn.host.nn.models import GNN
 from moagcn.host.training.fullgraph import TrainConfig, train, train_reference
+
+from . import plain_gnn
 
 
 @pytest.fixture(scope="module")
@@ -24,6 +30,27 @@ def test_model_backend_follows_the_torch_reference(data, kind):
     assert dev.train_loss[-1] < 0.8 * dev.train_loss[0]
     assert dev.val_acc > 0.3  # 5 classes: chance is 0.2
     assert abs(dev.test_acc - ref.test_acc) <= 0.02
+
+
+@pytest.mark.parametrize("kind, device, workers, dropout_at", [
+    ("gcn", "model", 1, "aggregate"), ("gcn", "cpu", 2, "input"),
+    ("sage", "model", 2, "aggregate"), ("sage", "cpu", 1, "input"),
+    ("gin", "model", 1, "input"), ("gin", "cpu", 2, "aggregate")])
+def test_training_equals_the_formula_reference(data, kind, device, workers, dropout_at):
+    """Losses and final weights of ``train`` against full-graph training written from the
+    formulas (D^-1/2 (A + I) D^-1/2, D^-1 A, A + I as dense matrices built here; dense torch
+    forward and backward; Adam), from the same initial weights and dropout masks."""
+    cfg = TrainConfig(model=kind, epochs=8, device=device, workers=workers, lr=0.05,
+                      dropout_at=dropout_at)
+    got = train(data, cfg)
+    torch.manual_seed(cfg.seed)
+    init = GNN(kind, data.n_features, cfg.hidden, data.n_classes, cfg.layers)
+    losses, W = plain_gnn.train(data, init, cfg.epochs, cfg.lr, cfg.weight_decay, cfg.dropout,
+                                cfg.seed, dropout_at)
+    np.testing.assert_allclose(got.train_loss, losses, rtol=1e-5)
+    for k, v in W.items():
+        np.testing.assert_allclose(got.model_state[k].double().numpy(), v.numpy(),
+                                   rtol=1e-4, atol=1e-5, err_msg=k)
 
 
 def test_cpu_backend_and_report_fields(data):
