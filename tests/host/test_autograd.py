@@ -1,4 +1,5 @@
-"""Aggregation autograd: forward and backward on the sparse device against float64 and torch."""
+"""Aggregation autograd: forward and backward on the sparse device against float64 formulas
+(the operators built here from the graph's entries, tests/host/plain_gnn.py) and torch."""
 
 import numpy as np
 import pytest
@@ -8,6 +9,8 @@ from moagcn.errors import UserError
 from moagcn.host.nn.autograd import AggregationOp, PhaseTimer, aggregate, reference_aggregate
 from moagcn.host.devices.select import make_device
 from moagcn.host.graphs.ops import CSRGraph
+
+from . import plain_gnn
 
 
 def directed_graph(n=60, m=300, seed=0):
@@ -38,7 +41,7 @@ def test_forward_and_backward_match_float64(backend, kind, relu_input):
     Z = aggregate(op, Pt, dev, torch.from_numpy(M), s, relu_input=relu_input, timer=timer)
     (Z * torch.from_numpy(R)).sum().backward()
 
-    A = op.dense()
+    A = plain_gnn.operator(kind, g)   # from the formula, not from the operator under test
     H = np.maximum(P, 0) if relu_input else P
     Z64 = s * (A @ H.astype(np.float64)) * M
     dP64 = A.T @ (s * R.astype(np.float64) * M)
