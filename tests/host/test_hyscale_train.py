@@ -1,4 +1,10 @@
-"""HyScale-GNN as a training system: hybrid trainers, synchronous SGD, DRM (Alg. 1)."""
+"""HyScale-GNN as a training system: hybrid trainers, synchronous SGD, DRM (Alg. 1).
+
+The references of the training steps share no code with the trainers: one trainer step on
+sampled blocks against the gradients computed here from the blocks' entries and the documented
+mini-batch GCN scaling (docs/hyscale.md: each node ``1 / sqrt(min(deg, fanout) + 1)``) or the
+neighbour mean, in dense float64 torch; full-neighbourhood hybrid training against full-graph
+training from the formulas (tests/host/plain_gnn.py)."""
 
 import dataclasses
 import json
@@ -11,7 +17,14 @@ import torch
 from moagcn.errors import UserError
 from moagcn.host.graphs.datasets import load_dataset
 from moagcn.host.graphs.generators import sbm
+from moagcn.host.devices.select import AcceleratorChoice
+from moagcn.host.graphs.minibatch import NeighborSampler
+from moagcn.host.hyscale.minibatch import LoadedBatch
 from moagcn.host.hyscale.train import DRM, HybridConfig, parse_trainers, train_hybrid
+from moagcn.host.hyscale.trainers import Trainer
+from moagcn.host.nn.models import GNN
+
+from . import plain_gnn
 
 
 def test_trainer_specs():
@@ -49,6 +62,75 @@ def test_split_training_equals_one_trainer():
     for k, v in one["model_state"].items():
         assert torch.allclose(v, two["model_state"][k], rtol=1e-4, atol=1e-6), k
     assert two["devices"][1]["cycles_total"] > 0 and two["devices"][0]["cycles_total"] == 0
+
+
+def block_operator(kind, block, degrees, fanout):
+    """A block's aggregation as a dense (targets x sources) float64 matrix, from its entries:
+    GCN ``A + I`` scaled on both sides by ``1 / sqrt(min(deg, fanout) + 1)`` of each node's
+    degree in the whole graph; SAGE the mean over the sampled neighbours (0 without any)."""
+    n_dst, n_src = block.dst_pos.size, block.src.size
+    rows, cols = plain_gnn.entries(block.graph)
+    A = plain_gnn.adjacency(rows, cols, n_dst, n_src)
+    A[np.arange(n_dst), block.dst_pos] = 0.0                 # a stored self loop is dropped
+    if kind == "sage":
+        deg = A.sum(axis=1, keepdims=True)
+        return np.divide(A, deg, out=np.zeros_like(A), where=deg > 0)
+    A[np.arange(n_dst), block.dst_pos] = 1.0
+    d = degrees[block.src].astype(np.float64)
+    if fanout is not None:
+        d = np.minimum(d, fanout)
+    s = 1.0 / np.sqrt(d + 1.0)
+    return s[block.dst_pos][:, None] * A * s[None, :]
+
+
+@pytest.mark.parametrize("kind, kinds", [("gcn", "cpu"), ("gcn", "accel"), ("sage", "cpu")])
+def test_a_trainer_step_on_sampled_blocks_equals_the_step_by_hand(kind, kinds):
+    """Fanouts 3 and 4 (below most degrees): a trainer's gradients of its share of the loss
+    equal those computed here from the blocks' entries with the documented scaling."""
+    d = sbm(n_nodes=150, n_classes=3, n_features=20, seed=6)
+    fanouts = [3, 4]
+    degrees = d.graph.degrees().astype(np.int64)
+    assert (degrees > 4).mean() > 0.5                       # the caps bind on most rows
+    targets = np.nonzero(d.train_mask)[0][:12]
+    mb = NeighborSampler(d.graph, fanouts, seed=4).sample(targets, salt=(0, 1))
+    X = plain_gnn.row_normalised(d.features).astype(np.float32)
+    lb = LoadedBatch(0, mb, torch.from_numpy(X[mb.input_nodes]),
+                     torch.from_numpy(d.labels[mb.targets]), [])
+    torch.manual_seed(3)
+    model = GNN(kind, d.n_features, 7, d.n_classes, 2)
+    choice = AcceleratorChoice("model" if kinds == "accel" else "cpu")
+    tr = Trainer(0, kinds, model, choice, torch.device("cpu"), fanouts, 0.0, 0, degrees,
+                 update_on="host")
+    got = tr.step(lb, 20, 0)                                # 12 of a batch of 20
+    W = plain_gnn.weights(model)
+    ops = [block_operator(kind, b, degrees, k) for b, k in zip(mb.blocks, fanouts)]
+    logits = plain_gnn.forward(kind, W, ops, X[mb.input_nodes].astype(np.float64),
+                               rows=[b.dst_pos for b in mb.blocks])
+    y = torch.from_numpy(d.labels[mb.targets])
+    loss = torch.nn.functional.cross_entropy(logits, y, reduction="sum") / 20
+    loss.backward()
+    assert got["loss"] == pytest.approx(float(loss.detach()) * 20, rel=1e-5)
+    for (name, _), g in zip(tr.model.named_parameters(), got["grads"]):
+        np.testing.assert_allclose(g.double().numpy(), W[name].grad.numpy(), rtol=1e-4,
+                                   atol=1e-6, err_msg=name)
+
+
+def test_full_neighbourhood_hybrid_training_equals_full_graph_training():
+    """Fanout ``all`` at both layers, the whole training set as one batch, no dropout: every
+    iteration of a CPU and an accelerator trainer is one full-graph training step, so the
+    losses and weights equal full-graph training from the formulas."""
+    d = sbm(n_nodes=150, n_classes=3, seed=1)
+    cfg = HybridConfig(model="gcn", hidden=8, fanouts="all,all", batch=int(d.train_mask.sum()),
+                       epochs=4, dropout=0.0, drm=False, lr=0.01, cpu_share=0.4,
+                       trainers="cpu:1,accel:1")
+    got = train_hybrid(d, cfg)
+    torch.manual_seed(cfg.seed)
+    init = GNN("gcn", d.n_features, cfg.hidden, d.n_classes, 2)
+    losses, W = plain_gnn.train(d, init, cfg.epochs, cfg.lr, cfg.weight_decay, 0.0, cfg.seed)
+    np.testing.assert_allclose([r["loss"] for r in got["iterations"]], losses, rtol=1e-5)
+    for k, v in W.items():
+        np.testing.assert_allclose(got["model_state"][k].double().numpy(), v.numpy(),
+                                   rtol=1e-4, atol=1e-5, err_msg=k)
 
 
 def test_hybrid_cora_accuracy_matches_cpu_only():
