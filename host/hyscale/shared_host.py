@@ -237,4 +237,6 @@ def host_shared(pred: dict, pipe: dict, cores: float, accel_sim_s: list | None =
             "iteration_median_s": em["median"] + pred["T_sync"],
             "iteration_mean_s": em["mean"] + pred["T_sync"],
             "stage_cv": {"A": A_cv, "T": T_cv}, "cores": cores,
+            "trainer_s": [{"sample": samp[i], "load": load[i], "transfer": copy[i],
+                           "train": T[i]} for i in range(n)],
             "wall_s": max(sp[1] for th in spans for sp in th if sp is not None)}

@@ -174,13 +174,44 @@ def model_split(dataset, cfg, shares=SPLIT_SHARES, samples: int = 2, progress=No
     variant = "cycles/host" if cfg.prefetch else "cycles/pipeline"
     memo: dict = {}
     by_share = {}
+    runs = []
     for share in shares:
         run = dataclasses.replace(even, cpu_share=float(share))
-        by_share[float(share)] = predict_run(dataset, run, cal, plat, samples, cfg.seed,
-                                             memo)["epoch_s"][variant]
+        runs.append(predict_run(dataset, run, cal, plat, samples, cfg.seed, memo))
+        by_share[float(share)] = runs[-1]["epoch_s"][variant]
     best = min(by_share, key=by_share.get)
     say(f"initial split: CPU share {best:.2f} (predicted epoch {by_share[best]:.3f} s; "
         f"calibrated in {cal['calibration_s']:.1f} s)")
     return {"cpu_share": best, "predicted_epoch_s": by_share[best],
             "predicted_epoch_s_by_share": by_share, "variant": variant,
+            "table": model_table(runs, variant, kinds, cfg.prefetch),
             "calibration_s": cal["calibration_s"], "seconds": time.perf_counter() - t0}
+
+
+def model_table(runs: list, variant: str, kinds: list, prefetch: bool) -> dict:
+    """What the re-check during training needs of :func:`predict_run`'s predictions at the
+    grid's shares (``runs``, one per share): per batch size of an epoch and per share, the
+    ``variant``'s iteration time and every trainer's stage times (``sample``, ``load``,
+    ``transfer``, ``train``); read by :class:`~moagcn.host.hyscale.recheck.ModelTable`."""
+    name, view = variant.split("/")
+    batches = []
+    for k, pb0 in enumerate(runs[0]["batches"]):
+        rows = []
+        for pr in runs:
+            pb = pr["batches"][k]
+            v = pb["variants"][name]
+            if view == "host":
+                it, trainers = v["host"]["iteration_mean_s"], v["host"]["trainer_s"]
+            else:
+                pipe, ts = v["pipeline"], v["eq6"]["t_samp"]
+                it = pipe["iteration_s"]
+                trainers = [{"sample": ts[i], "load": pipe["A"][i] - ts[i],
+                             "transfer": pipe["B"][i], "train": pipe["T"][i]}
+                            for i in range(len(kinds))]
+            rows.append({"iteration_s": float(it),
+                         "trainers": [{s: float(t[s]) for s in ("sample", "load", "transfer",
+                                                                 "train")} for t in trainers]})
+        batches.append({"batch": int(pb0["batch"]), "count": int(pb0["count"]),
+                        "by_share": rows})
+    return {"variant": variant, "kinds": list(kinds), "prefetch": bool(prefetch),
+            "shares": [float(pr["cpu_share"]) for pr in runs], "batches": batches}

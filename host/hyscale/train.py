@@ -87,6 +87,7 @@ from moagcn.host.graphs.minibatch import NeighborSampler, check_fanouts, trainin
 from moagcn.host.graphs.ops import row_normalize
 from moagcn.host.graphs.sampling import parse_fanout
 from moagcn.host.hyscale.minibatch import Prefetcher
+from moagcn.host.hyscale.recheck import RECALIBRATE_ABOVE, ModelCheck, ModelTable
 from moagcn.host.hyscale.split import model_split
 from moagcn.host.hyscale.stage_a import FeatureLoader, StageAProcesses, can_fork
 from moagcn.host.hyscale.trainers import BlockOperators, Trainer, batch_sizes, epoch_batches
@@ -172,6 +173,12 @@ class HybridConfig:
     #: run: ``device`` on a design with a dense datapath (HyScale's systolic array; the S-SpMM
     #: has none, so its trainers update on the host), or ``host`` (torch)
     update_on: str = "device"
+    #: with the initial split from the performance model: re-check its prediction every epoch
+    #: against the measured stage times, re-calibrate it where an epoch's relative error
+    #: exceeds ``recheck_threshold`` (``inf``: report the prediction, never re-calibrate) and
+    #: let the DRM re-split from it (:mod:`~moagcn.host.hyscale.recheck`)
+    recheck: bool = True
+    recheck_threshold: float = RECALIBRATE_ABOVE
 
     def kinds(self) -> list[str]:
         return parse_trainers(self.trainers)
@@ -204,6 +211,10 @@ class HybridConfig:
         if self.stage_a == "process" and self.prefetch and not can_fork():
             raise UserError("--stage-a process forks the samplers, which this platform cannot; "
                             "use --stage-a thread")
+        if not (isinstance(self.recheck_threshold, (int, float))
+                and self.recheck_threshold > 0):
+            raise UserError(f"--recheck-threshold {self.recheck_threshold}: give a relative "
+                            "error above 0, e.g. 0.1 (inf: report, never re-calibrate)")
         if self.update_on not in ("device", "host"):
             raise UserError(f"update_on = {self.update_on!r}: choose device or host")
         if self.device not in ("model", "rtl"):
@@ -395,6 +406,22 @@ class DRM:
         how = self.balance_trainers(t_cpu, t_acc)
         return f"balance_work({names}) (no thread to move; {how})"
 
+    def resplit(self, iteration: int, share: float, why: str) -> dict:
+        """Move the split to ``share`` (the re-calibrated system model's best, as the
+        initial split is the calibrated model's): the batches not sampled yet are cut there
+        and Alg. 1 goes on from it. Logged as a decision after ``iteration``; nothing moves
+        while the engine is off."""
+        before = self.cpu_share
+        if self.enabled:
+            self.cpu_share = float(np.clip(share, 0.02, 0.98))
+        if self.cpu_share != before:
+            self._avg = None
+        entry = {"iteration": iteration, "action": f"resplit ({why})" if self.enabled else
+                 f"none (DRM off; {why})", "cpu_share_before": before,
+                 "cpu_share": self.cpu_share, "threads": dict(self.threads)}
+        self.log.append(entry)
+        return entry
+
     def update(self, iteration: int, T: dict, has_cpu: bool, has_acc: bool,
                share_used: float | None = None) -> dict:
         """One step of Alg. 1 on the stage times ``T`` of an iteration that ran with the CPU
@@ -515,7 +542,7 @@ def resolve_split(dataset: Dataset, cfg: HybridConfig, progress=None):
 
 
 def train_hybrid(dataset: Dataset, cfg: HybridConfig, on_iteration=None,
-                 rank: int | None = None, progress=None) -> dict:
+                 rank: int | None = None, progress=None, split: dict | None = None) -> dict:
     """Train with the configured trainers; returns the report (see the module docstring).
 
     In one process (``rank`` None) every trainer runs here and the synchronizer sums their
@@ -523,10 +550,20 @@ def train_hybrid(dataset: Dataset, cfg: HybridConfig, on_iteration=None,
     :func:`train_hybrid_distributed`) only that trainer runs, its gradients are all-reduced,
     and the stage times are all-gathered so that every rank takes the same DRM decisions.
     ``cpu_share="model"`` first calibrates the performance model here and takes its best
-    split (:func:`resolve_split`; ``progress`` gets its lines).
+    split (:func:`resolve_split`; ``progress`` gets its lines); ``split``: a split already
+    resolved (:func:`resolve_split`'s ``info``; ``cfg.cpu_share`` is then its share). Where the
+    split came from the model (``split["table"]``) and ``cfg.recheck``, the model's prediction is
+    re-checked every epoch (:class:`~moagcn.host.hyscale.recheck.ModelCheck`, on the stage
+    times the DRM gets; the report's ``model_check``, and ``predicted_iteration_s`` beside each
+    iteration's ``iteration_s``), re-calibrated where an epoch is off by more than
+    ``cfg.recheck_threshold``, and the DRM moved to the re-calibrated model's best share
+    (``DRM.resplit``).
     """
     cfg.validate(dataset)
-    cfg, split = resolve_split(dataset, cfg, progress)
+    if split is None:
+        cfg, split = resolve_split(dataset, cfg, progress)
+    else:
+        cfg = dataclasses.replace(cfg, cpu_share=float(split["cpu_share"]))
     kinds, fanouts = cfg.kinds(), cfg.fanout_list()
     local = list(range(len(kinds))) if rank is None else [rank]
     X = row_normalize(dataset.features) if cfg.normalize_features else \
@@ -551,6 +588,8 @@ def train_hybrid(dataset: Dataset, cfg: HybridConfig, on_iteration=None,
     # process must cut the same batch the same way whenever it gets there
     history = [drm.cpu_share]
     lag = cfg.depth + 1 if cfg.prefetch and cfg.depth > 0 else 1
+    check = ModelCheck(ModelTable(split["table"]), cfg.recheck_threshold) \
+        if cfg.recheck and split.get("table") else None
 
     def share_at(i: int) -> float:
         k = max(0, i - lag + 1)
@@ -638,6 +677,20 @@ def train_hybrid(dataset: Dataset, cfg: HybridConfig, on_iteration=None,
                     T = _stage_times(kinds, res, times, overlap)
                     iteration_s = _iteration_time(kinds, res, times, overlap)
                     decision = drm.update(it, T, n_cpu > 0, n_acc > 0, share_at(it))
+                    predicted = check.observe(b.size, share_at(it), T, iteration_s) \
+                        if check is not None else None
+                    checked = None
+                    if check is not None and it % run.per_epoch == run.per_epoch - 1:
+                        checked = check.end_epoch(epoch, drm.cpu_share)
+                        if checked["resplit"] and n_cpu and n_acc:
+                            drm.resplit(it, checked["best_share"],
+                                        f"model re-calibrated (epoch {epoch} off by "
+                                        f"{100 * checked['error']:+.1f} %)")
+                        if progress is not None:
+                            progress(f"epoch {epoch}: predicted {checked['predicted_s']:.4f} s, "
+                                     f"measured {checked['measured_s']:.4f} s "
+                                     f"({100 * checked['error']:+.1f} %)"
+                                     + ("; re-calibrated" if checked["recalibrated"] else ""))
                     history.append(drm.cpu_share)
                     rec = {"epoch": epoch, "iteration": it, "targets": int(b.size),
                            "loss": sum(r["loss"] for r in res) / b.size,
@@ -650,7 +703,9 @@ def train_hybrid(dataset: Dataset, cfg: HybridConfig, on_iteration=None,
                            "edges_per_s": (sum(r["edges"] for r in res) / iteration_s
                                            if iteration_s else 0.0),
                            "wall_s": time.perf_counter() - t0, "stage_s": T,
-                           "drm": decision}
+                           "predicted_iteration_s": predicted, "drm": decision}
+                    if checked is not None:
+                        rec["model_check"] = checked
                     records.append(rec)
                     if on_iteration is not None:
                         on_iteration(rec)
@@ -666,6 +721,7 @@ def train_hybrid(dataset: Dataset, cfg: HybridConfig, on_iteration=None,
             "test_acc": acc["test"], "val_acc": acc["val"], "train_acc": acc["train"],
             "iterations": records, "prefetch": stats, "drm_log": drm.log,
             "initial_split": split, "final_cpu_share": drm.cpu_share,
+            "model_check": None if check is None else check.report(),
             "threads": drm.threads,
             "stage_a_cores": [None if c is None else {"trainers": list(c[0]), "stage_a": list(c[1])}
                               for c in cores],
