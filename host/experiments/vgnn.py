@@ -676,10 +676,18 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--threads", type=int, default=1,
                         help="torch threads (default 1: the CPU device is timed on one)")
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
+    parser.add_argument("--held-out", action="store_true",
+                        help="instead: vgnn against uniform, spec and a sweep of static splits "
+                             "on graphs and fleets this experiment never uses (its own options: "
+                             "moagcn experiment vgnn --held-out --help)")
     return parser
 
 
 def main(argv=None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if "--held-out" in argv:      # graphs and fleets this experiment never uses
+        from moagcn.host.experiments import vgnn_heldout
+        return vgnn_heldout.main([a for a in argv if a != "--held-out"])
     args = build_parser().parse_args(argv)
     datasets = _names(args.datasets, "--datasets", DATASETS)
     pars = _names(args.parallelism, "--parallelism", PARALLELISMS)

@@ -33,7 +33,8 @@ from moagcn.host.parallel.comm import COMM_BITS, Communicator
 from moagcn.host.parallel.runtime import DROPOUT_PLACES
 from moagcn.host.supergcn.partition import AGGREGATIONS
 from moagcn.host.training.runtimes import PARALLELISMS, make_runtime
-from moagcn.host.vgnn.fleet import BALANCES, fleet, step_keeps, work_shares
+from moagcn.host.vgnn.adjust import DEFAULT_BUDGET, DEFAULT_WARMUP, EQUAL, ShareAdjuster
+from moagcn.host.vgnn.fleet import BALANCES, fleet, predicted_times, step_keeps, work_shares
 from moagcn.host.vgnn.perfmodel import PerfModel
 
 REORDERS = ("none", "rcm")
@@ -81,8 +82,15 @@ class TrainConfig:
     devices: str | None = None
     #: each worker's share of the work: ``uniform``, ``spec`` (peak capability) or ``vgnn``
     balance: str = "uniform"
-    #: the fitted performance model of ``--balance vgnn`` (``moagcn perfmodel fit``)
+    #: the fitted performance model of ``--balance vgnn`` (``moagcn perfmodel fit``); with
+    #: another balance it only predicts the devices' times for the report
     perf_model: str | None = None
+    #: re-partitions from the measured device times after warm-up (``--adjust``;
+    #: :mod:`moagcn.host.vgnn.adjust`): None is the balance's default (``vgnn``: 3, the others:
+    #: none), 0 a static split
+    adjust: int | None = None
+    #: epochs trained on a split before its device times are read (``--warmup``)
+    warmup: int = DEFAULT_WARMUP
     #: MoP's executed fine-grain pipeline: ``none`` (whole layers), ``off`` (batches, no
     #: overlap), ``natural`` or ``rcm`` (node order); ``stages`` batches (None: Prop. 3.5)
     pipeline: str = "none"
@@ -134,6 +142,18 @@ class TrainConfig:
             (self.balance != "vgnn" or self.perf_model is not None,
              "--balance vgnn needs a fitted performance model: run moagcn perfmodel fit "
              "--devices ... --dataset D --out M.json, then pass --perf-model M.json"),
+            (self.adjust is None or (isinstance(self.adjust, int) and self.adjust >= 0),
+             f"--adjust {self.adjust}: the adjustment budget must be a whole number >= 1 "
+             "(re-partitions after warm-up; 0: a static split)"),
+            (not self.adjust or self.balance in ("vgnn", "spec"),
+             f"--adjust needs --balance vgnn or spec (it corrects their split from the "
+             f"measured device times); --balance {self.balance} is fixed"),
+            (not self.adjust or self.devices,
+             "--adjust needs a mixed fleet (--devices): with one design every worker is "
+             "the same device"),
+            (isinstance(self.warmup, int) and self.warmup >= 1,
+             f"--warmup {self.warmup}: give the epochs trained on a split before its device "
+             "times are read, a whole number >= 1"),
         ]
         for ok, msg in checks:
             if not ok:
@@ -147,6 +167,12 @@ class TrainConfig:
             else:
                 self.accelerators().config()  # a bad design, preset or parameter is named
         return self
+
+    def adjust_budget(self) -> int:
+        """Re-partitions after warm-up this run may make (0: a static split)."""
+        if self.adjust is not None:
+            return int(self.adjust)
+        return DEFAULT_BUDGET if self.balance == "vgnn" and self.devices else 0
 
     def fleet_specs(self):
         """The parsed ``devices`` (one spec per worker; None without a mixed fleet)."""
@@ -180,6 +206,12 @@ class EpochRecord:
     sim_cycles_max_device: int
     #: of ``comm_bytes``, the quantiser's per-row zero points and scales
     comm_param_bytes: int = 0
+    #: a mixed fleet: each device's time in this step (cycles at its clock, or wall time),
+    #: the performance model's prediction for the same blocks (None without a model) and the
+    #: split the step ran
+    device_time_s: list | None = None
+    predicted_device_time_s: list | None = None
+    shares: list | None = None
 
 
 @dataclass
@@ -201,8 +233,11 @@ class TrainResult:
     processes: int = 1
     dense_device: str = "cpu"
     clock_mhz: float = 200.0
-    #: each worker's fraction of the work (None: equal)
+    #: each worker's fraction of the work (None: equal); the last split, and the first
     shares: list | None = None
+    initial_shares: list | None = None
+    #: the re-partitions from measured device times (:class:`~moagcn.host.vgnn.adjust.Adjustment`)
+    adjustments: list = field(default_factory=list)
     #: the executed pipeline's timeline of the last training step (--pipeline)
     pipeline: dict | None = None
     #: the trained weights (CPU tensors) and what :func:`moagcn.host.nn.checkpoint.save` needs
@@ -281,6 +316,38 @@ class TrainResult:
             "fleet": self.config.devices,
             "balance": self.config.balance,
             "shares": self.shares,
+            **self._fleet_report(),
+        }
+
+    def _fleet_report(self) -> dict:
+        """A mixed fleet's split over the run: the first and last shares, every re-partition,
+        and per epoch the devices' times beside the performance model's prediction of them
+        with its error (predicted / measured - 1 per device, and their mean absolute value)."""
+        if not self.config.devices:
+            return {}
+        h = self.history
+        pred = h[-1].predicted_device_time_s
+
+        def errors(r):
+            if r.predicted_device_time_s is None:
+                return None
+            return [p / t - 1.0 if t > 0 else float("nan")
+                    for p, t in zip(r.predicted_device_time_s, r.device_time_s)]
+        errs = [errors(r) for r in h]
+        return {
+            "predicted_device_time_s": pred,
+            "predicted_makespan_s": None if pred is None else max(pred),
+            "initial_shares": self.initial_shares,
+            "adjust": {"budget": self.config.adjust_budget(), "warmup": self.config.warmup,
+                       "used": sum(a["reason"] == "correct" for a in self.adjustments),
+                       "log": self.adjustments},
+            "device_time_s_curve": [r.device_time_s for r in h],
+            "predicted_device_time_s_curve": [r.predicted_device_time_s for r in h],
+            "prediction_error_curve": errs,
+            "prediction_mape_curve": [None if e is None else float(np.mean(np.abs(e)))
+                                      for e in errs],
+            "makespan_s_curve": [max(r.device_time_s, default=0.0) for r in h],
+            "shares_curve": [r.shares for r in h],
         }
 
 
@@ -299,6 +366,28 @@ def work_shares_of(cfg: TrainConfig, dataset: Dataset, widths) -> np.ndarray | N
     return work_shares(cfg.balance, specs, dataset.graph, widths, cfg.parallelism, perf,
                        partition=cfg.partition, operator=op, keep=keeps[0],
                        back_keep=keeps[1])
+
+
+def device_predictor(cfg: TrainConfig, dataset: Dataset, widths):
+    """``predict(shares)`` -> the seconds the performance model (``cfg.perf_model``) predicts
+    each device needs for one training step on the blocks the runtime builds for ``shares``
+    (:func:`~moagcn.host.vgnn.fleet.predicted_times`: the model's operator, the halo columns,
+    the dropout and ReLU masks, the backward aggregations); None without a fleet or a model."""
+    specs = cfg.fleet_specs()
+    if specs is None or cfg.perf_model is None:
+        return None
+    perf = PerfModel.load(cfg.perf_model, specs)
+    op = aggregation_op(cfg.model, dataset.graph).adj
+    keep, back_keep = step_keeps(cfg.dropout, cfg.dropout_at, relu=not cfg.layer_norm)
+    if cfg.aggregation != "post":
+        return None      # pre / prepost aggregation builds other blocks than the solver's
+
+    def predict(shares):
+        return predicted_times(perf, specs, dataset.graph, widths, cfg.parallelism,
+                               None if shares is None else np.asarray(shares),
+                               cfg.partition, exact=True, operator=op, keep=keep,
+                               back_keep=back_keep)
+    return predict
 
 
 def device_times(devices: list[dict]) -> list[float]:
@@ -344,11 +433,14 @@ def prepare(dataset: Dataset, cfg: TrainConfig):
 
 def train(dataset: Dataset, cfg: TrainConfig, comm: Communicator | None = None,
           on_epoch: Callable[[EpochRecord], None] | None = None,
-          dense: torch.device | None = None) -> TrainResult:
+          dense: torch.device | None = None,
+          on_adjust: Callable | None = None, shares=None) -> TrainResult:
     """Train ``cfg.model`` on ``dataset`` with aggregation on ``cfg.device`` devices.
 
     ``comm`` selects where the workers run (default: all in this process). ``on_epoch`` is
-    called after every epoch (progress bars). Every process of a distributed run returns the
+    called after every epoch (progress bars), ``on_adjust`` with every re-partition of a
+    mixed fleet's split (:class:`~moagcn.host.vgnn.adjust.Adjustment`). ``shares``: a fixed
+    split to run instead of ``cfg.balance``'s (a sweep of static splits). Every process of a distributed run returns the
     same result.
     """
     cfg.validate()
@@ -365,15 +457,41 @@ def train(dataset: Dataset, cfg: TrainConfig, comm: Communicator | None = None,
     X = model.pad_input(X)   # the label columns of masked label propagation (zeros: no label)
     timer = PhaseTimer()
     choice = cfg.accelerators()
-    shares = work_shares_of(cfg, dataset, model.dims[:-1])
+    if shares is None:
+        shares = work_shares_of(cfg, dataset, model.dims[:-1])
+    else:
+        shares = np.asarray(shares, dtype=np.float64) / np.sum(shares)
     if shares is not None and comm is not None:   # every process uses rank 0's (measured) split
         shares = comm.gather(shares)[0]
-    runtime = make_runtime(cfg.parallelism, model, dataset.graph, X, cfg.workers, choice,
-                           comm=comm, dense=dense, timer=timer,
-                           partition=cfg.partition, dropout_at=cfg.dropout_at,
-                           aggregation=cfg.aggregation, layer_norm=cfg.layer_norm,
-                           shares=shares, pipeline=cfg.pipeline, stages=cfg.stages)
+    predict = device_predictor(cfg, dataset, model.dims[:-1])
+    budget = cfg.adjust_budget()
+    adjuster = None
+    if budget:
+        # warm-up also measures the simpler splits: the capability ratio's and the equal one
+        probes = [EQUAL]
+        if cfg.balance == "vgnn":
+            probes.insert(0, work_shares("spec", cfg.fleet_specs(), dataset.graph,
+                                         model.dims[:-1], cfg.parallelism))
+        adjuster = ShareAdjuster(shares, predict, budget, cfg.warmup, probes=probes)
+
+    def build(shares, comm):
+        return make_runtime(cfg.parallelism, model, dataset.graph, X, cfg.workers, choice,
+                            comm=comm, dense=dense, timer=timer,
+                            partition=cfg.partition, dropout_at=cfg.dropout_at,
+                            aggregation=cfg.aggregation, layer_norm=cfg.layer_norm,
+                            shares=shares, pipeline=cfg.pipeline, stages=cfg.stages)
+
+    runtime = build(shares, comm)
     comm = runtime.comm
+    predicted = {}       # shares (tuple; None: equal) -> the predictor's device times
+
+    def predicted_now():
+        if predict is None:
+            return None
+        key = None if shares is None else tuple(float(x) for x in shares)
+        if key not in predicted:
+            predicted[key] = [float(x) for x in predict(shares)]
+        return predicted[key]
     comm.set_wire(cfg.comm_bits, cfg.seed)
     labels = torch.from_numpy(dataset.labels).to(dense)
     split = {"train": dataset.train_mask, "val": dataset.val_mask, "test": dataset.test_mask}
@@ -406,13 +524,18 @@ def train(dataset: Dataset, cfg: TrainConfig, comm: Communicator | None = None,
                          dense_device=str(dense),
                          clock_mhz=(first.spec.clock_mhz(first.config())
                                     if first.device != "cpu" else 0.0))
-    result.shares = None if shares is None else [float(x) for x in shares]
-    result.comm_bytes_analytic = runtime.comm_bytes_analytic(backward=True)
-    result.feature_bytes = runtime.feature_bytes()
-    result.halo_sizes = runtime.halo_sizes() if hasattr(runtime, "halo_sizes") else None
-    result.partition = runtime.quality() if hasattr(runtime, "quality") else None
-    result.exchange = runtime.exchange_summary() if hasattr(runtime, "exchange_summary") \
-        else None
+    result.initial_shares = None if shares is None else [float(x) for x in shares]
+
+    def describe_runtime():
+        result.shares = None if shares is None else [float(x) for x in shares]
+        result.comm_bytes_analytic = runtime.comm_bytes_analytic(backward=True)
+        result.feature_bytes = runtime.feature_bytes()
+        result.halo_sizes = runtime.halo_sizes() if hasattr(runtime, "halo_sizes") else None
+        result.partition = runtime.quality() if hasattr(runtime, "quality") else None
+        result.exchange = runtime.exchange_summary() if hasattr(runtime, "exchange_summary") \
+            else None
+
+    describe_runtime()
     for epoch in range(cfg.epochs):
         runtime.reset_counters()
         timer.reset()
@@ -443,6 +566,7 @@ def train(dataset: Dataset, cfg: TrainConfig, comm: Communicator | None = None,
         phases["update"] = max(0.0, step_s - phases["aggregate"] - phases["communicate"])
         counters = runtime.device_counters()
         cycles = [c.cycles_total for c in counters.values()]
+        step_counters = {i: c.as_dict() for i, c in counters.items()}   # before evaluating
         comm_bytes = comm.counters.bytes_total
         comm_params = comm.counters.param_bytes_forward + comm.counters.param_bytes_backward
         loss_value = float(loss.detach())
@@ -466,9 +590,29 @@ def train(dataset: Dataset, cfg: TrainConfig, comm: Communicator | None = None,
         record = EpochRecord(epoch, float(loss_value), float(acc[0]), float(acc[1]),
                              float(acc[2]), step_s, eval_s, phases, comm_bytes, cycle_sum,
                              int(max_cycles), int(totals[-1]))
+        if cfg.devices:
+            # every process's devices, in worker order: cycles at each clock, or wall time
+            merged = {}
+            for part in comm.gather(step_counters):
+                merged.update(part)
+            record.device_time_s = device_times([merged[i] for i in sorted(merged)])
+            record.predicted_device_time_s = predicted_now()
+            record.shares = None if shares is None else [float(x) for x in shares]
         result.history.append(record)
         if on_epoch is not None:
             on_epoch(record)
+        if adjuster is not None and epoch < cfg.epochs - 1:
+            new = adjuster.observe(epoch, record.device_time_s)
+            if new is not None:
+                new = comm.gather(new)[0]          # every process takes rank 0's split
+                shares = None if isinstance(new, str) else new
+                runtime = build(shares, comm)
+                comm.set_wire(cfg.comm_bits, cfg.seed)
+                train_rows, n_train = loss_rows(no_labels)
+                describe_runtime()
+                result.adjustments.append(adjuster.log[-1].as_dict())
+                if on_adjust is not None:
+                    on_adjust(adjuster.log[-1])
     result.model_state = {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
     result.model_meta = {"model": cfg.model, "in_features": dataset.n_features,
                          "hidden": cfg.hidden, "n_classes": dataset.n_classes,

@@ -132,6 +132,17 @@ def cmd_train(args) -> int:
         raise UserError("--devices needs --device model or rtl (what runs the accelerators)")
     if args.distributed and args.workers < 2 and not _under_torchrun():
         raise UserError("--distributed runs one process per worker: give --workers 2 or more")
+    adjust = None
+    if args.adjust is not None:
+        # lazy: keeps the host runtime out of this module's import
+        from moagcn.host.vgnn.adjust import check_budget
+        adjust = check_budget(args.adjust)
+        if args.no_adjust:
+            raise UserError("--adjust and --no-adjust contradict each other; give one")
+    elif args.no_adjust:
+        adjust = 0
+    if (args.adjust is not None or args.no_adjust) and not args.devices:
+        raise UserError("--adjust / --no-adjust need a mixed fleet (--devices SPEC,SPEC,...)")
     cfg = TrainConfig(model=args.model, layers=args.layers, hidden=args.hidden,
                       dropout=args.dropout, dropout_at=args.dropout_at, lr=args.lr,
                       weight_decay=args.weight_decay,
@@ -143,6 +154,7 @@ def cmd_train(args) -> int:
                       comm_bits=args.comm_bits, label_prop=args.label_prop,
                       layer_norm=args.layer_norm, reorder=args.reorder,
                       devices=args.devices, balance=args.balance, perf_model=args.perf_model,
+                      adjust=adjust, warmup=args.warmup,
                       pipeline=pipeline_mode(args.pipeline), stages=args.stages,
                       normalize_features=not args.raw_features).validate()
     with one_line_warnings():
@@ -183,7 +195,8 @@ def cmd_train(args) -> int:
             else:
                 result = train_distributed(dataset, cfg, on_epoch=on_epoch)
         else:
-            result = train(dataset, cfg, on_epoch=on_epoch)
+            result = train(dataset, cfg, on_epoch=on_epoch,
+                           on_adjust=lambda a: bar.write("re-partition, " + a.line()))
     finally:
         bar.close()
     wall = time.perf_counter() - t0
@@ -225,6 +238,18 @@ def cmd_train(args) -> int:
         shares = ", ".join(f"{x:.3f}" for x in report["shares"]) if report["shares"] else "equal"
         print(f"fleet {report['fleet']}: shares {shares}; device time per epoch (ms) {times}; "
               f"makespan {report['makespan_s'] * 1e3:.2f} ms")
+        pred = report.get("predicted_device_time_s")
+        if pred is not None:
+            print("predicted device time (ms) " + ", ".join(f"{t * 1e3:.2f}" for t in pred)
+                  + f"; error {100 * report['prediction_mape_curve'][-1]:.1f}% (mean over the "
+                    "devices, last epoch)")
+        adj = report.get("adjust") or {}
+        if adj.get("log"):
+            first = ", ".join(f"{x:.3f}" for x in report["initial_shares"]) \
+                if report["initial_shares"] else "equal"
+            print(f"split corrected {len(adj['log'])} time(s) from the measured device times "
+                  f"(budget {adj['budget']}, warm-up {adj['warmup']} epoch(s)): shares "
+                  f"{first} -> {shares}")
     print(f"epoch time {report['epoch_time_s'] * 1e3:.1f} ms; accelerator cycles per epoch "
           f"{sc['per_epoch']:,} (busiest device {sc['per_epoch_max_device']:,}); "
           f"all-to-all bytes per epoch {report['comm_bytes']:,}")
@@ -400,7 +425,17 @@ def register(subparsers) -> None:
                     help="each worker's share of the work: equal, by peak capability (lanes x "
                          "clock), or by the fitted performance model (--perf-model)")
     tr.add_argument("--perf-model", default=None, metavar="M.json",
-                    help="a model from moagcn perfmodel fit, for --balance vgnn")
+                    help="a model from moagcn perfmodel fit, for --balance vgnn (with another "
+                         "balance it predicts the devices' times for the report)")
+    tr.add_argument("--adjust", type=int, default=None, metavar="K",
+                    help="after warm-up, correct the split from the measured device times and "
+                         "re-partition, at most K times (>= 1; the default for --balance vgnn "
+                         "is 3, --balance spec does it only when asked; docs/vgnn.md)")
+    tr.add_argument("--no-adjust", action="store_true",
+                    help="--balance vgnn: keep the performance model's split for the whole run")
+    tr.add_argument("--warmup", type=int, default=1, metavar="W",
+                    help="epochs trained on a split before its device times are read (the "
+                         "median of W; default 1)")
     tr.add_argument("--pipeline", default="layers", choices=(*PIPELINES, "none"),
                     metavar="{" + ",".join(PIPELINES) + "}",
                     help="MoP's executed fine-grain pipeline: layers (the default) runs no "
