@@ -6,6 +6,7 @@ The ``sspmm`` command group belongs to :mod:`moagcn.cli.sspmm`, whose ``register
 
 from __future__ import annotations
 
+import argparse
 import sys
 import time
 from pathlib import Path
@@ -90,9 +91,11 @@ def cmd_sspmm_compare(args) -> int:
     n = _check_square(args.graph, indptr, indices, n_cols)
     unmasked = unmasked_counts(n, args.width, args.mask_density, seed=args.seed)
     say = None if args.quiet else (lambda s: print(f"compare: {s} ...", file=sys.stderr))
+    if args.closed_form:
+        print("moagcn: --closed-form is ignored: the S-SpMM has one cycle model "
+              "(docs/sspmm.md, 'Cycle model')", file=sys.stderr)
     result = compare(indptr, indices, args.width, unmasked, config, systems,
-                     repeats=args.repeats, threads=args.threads, progress=say,
-                     replay=not args.closed_form)
+                     repeats=args.repeats, threads=args.threads, progress=say)
     wall = time.perf_counter() - t0
     report = {"graph": args.graph, "nodes": n, "entries": int(indptr[-1]), "width": args.width,
               "mask": (f"random, density {args.mask_density}" if args.mask_density is not None
@@ -141,8 +144,7 @@ def register(sp_sub) -> None:
     c.add_argument("--report", required=True, metavar="R.json",
                    help="the comparison as JSON (the command's output)")
     c.add_argument("--plot", metavar="P.png", help="bar chart of time and energy")
-    c.add_argument("--closed-form", action="store_true",
-                   help="the SPU's closed-form cycle model (faster) instead of the replay the "
-                        "RTL checks (docs/sspmm.md, 'Two tiers of the model')")
+    # the second cycle model is gone: the flag is accepted, with a notice, and does nothing
+    c.add_argument("--closed-form", action="store_true", help=argparse.SUPPRESS)
     c.add_argument("--quiet", action="store_true", help="no progress lines")
     c.set_defaults(func=cmd_sspmm_compare)

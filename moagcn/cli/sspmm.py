@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import sys
 import time
 
@@ -114,8 +115,10 @@ def cmd_sspmm_estimate(args) -> int:
     if not args.quiet and n > config.max_nodes:
         from tqdm import tqdm
         progress = lambda blocks: tqdm(blocks, unit="block", desc="estimate")  # noqa: E731
-    r = estimate_graph(indptr, indices, args.width, unmasked, config, progress,
-                       replay=not args.closed_form)
+    if args.closed_form:
+        print("moagcn: --closed-form is ignored: the S-SpMM has one cycle model "
+              "(docs/sspmm.md, 'Cycle model')", file=sys.stderr)
+    r = estimate_graph(indptr, indices, args.width, unmasked, config, progress)
     wall = time.perf_counter() - t0
     report = {"graph": args.graph, "nodes": n, "entries": int(indices.size), "width": args.width,
               "mask": args.mask or (f"random, density {args.mask_density}"
@@ -170,10 +173,8 @@ def register(sub) -> None:
                    help="set one configuration field on top of --preset (repeatable)")
     e.add_argument("--report", required=True, metavar="R.json",
                    help="the estimate as JSON (the command's output)")
-    e.add_argument("--closed-form", action="store_true",
-                   help="the closed-form tier of the cycle model (what the bit-exact model "
-                        "device uses; about 4x faster on Reddit) instead of the replay the RTL "
-                        "checks (docs/sspmm.md, 'Two tiers of the model')")
+    # the second cycle model is gone: the flag is accepted, with a notice, and does nothing
+    e.add_argument("--closed-form", action="store_true", help=argparse.SUPPRESS)
     e.add_argument("--quiet", action="store_true", help="no progress bar")
     e.set_defaults(func=cmd_sspmm_estimate)
     r.add_argument("--vcd", metavar="FILE",

@@ -502,12 +502,10 @@ def spu_sram_traffic(indptr, indices, width: int, unmasked, config, hbm_bytes: i
             "row_tile_pairs": pairs, "sram_read_bytes_pass_words": reads_pass}
 
 
-def spu(indptr, indices, width: int, unmasked, config, progress=None,
-        replay: bool = True) -> dict:
-    """The SPU: :func:`moagcn.sim.sspmm.memory.estimate_graph` in the common counters
-    (``replay``: its tier, see there)."""
+def spu(indptr, indices, width: int, unmasked, config, progress=None) -> dict:
+    """The SPU: :func:`moagcn.sim.sspmm.memory.estimate_graph` in the common counters."""
     indptr = _check(indptr, indices, width)
-    r = estimate_graph(indptr, indices, width, unmasked, config, progress, replay=replay)
+    r = estimate_graph(indptr, indices, width, unmasked, config, progress)
     t = spu_sram_traffic(indptr, indices, width, unmasked, config, r["hbm_bytes"])
     cycles = r["cycles_total"]
     return {"system": "spu", "clock_mhz": config.clock_mhz, "units": config.adders,
@@ -554,16 +552,15 @@ def _ratio(a, b):
 def compare(indptr, indices, width: int, unmasked, spu_config, systems=SYSTEMS, *,
             repeats: int = 5, threads: int | None = None,
             energy_model: EnergyModel = TECH_28NM, hygcn_config: HyGCNConfig | None = None,
-            awbgcn_config: AWBGCNConfig | None = None, progress=None,
-            replay: bool = True) -> dict:
+            awbgcn_config: AWBGCNConfig | None = None, progress=None) -> dict:
     """One row per system with ``time_s``, ``energy_j``, ``speedup_vs_cpu`` (over the
     measured CPU: the faster of one thread and all threads), ``speedup_vs_server`` (over the
     server roofline), ``spu_speedup`` (this system's time over the SPU's) and
     ``spu_energy_gain`` (its energy over the SPU's).
 
     The baselines take the SPU configuration's units, buffers and HBM (:func:`memory_of`);
-    ``progress(name)`` (optional) is called before each system; ``replay``: the SPU cycle
-    model's tier (:func:`moagcn.sim.sspmm.memory.estimate_graph`)."""
+    ``progress(name)`` (optional) is called before each system; the SPU's figures are the
+    S-SpMM cycle model's (:func:`moagcn.sim.sspmm.memory.estimate_graph`)."""
     systems = parse_systems(systems)
     indptr = _check(indptr, indices, width)
     n = indptr.size - 1
@@ -576,7 +573,7 @@ def compare(indptr, indices, width: int, unmasked, spu_config, systems=SYSTEMS, 
         if progress:
             progress(name)
         if name == "spu":
-            r = spu(indptr, indices, width, unmasked, spu_config, replay=replay)
+            r = spu(indptr, indices, width, unmasked, spu_config)
         elif name == "hygcn":
             r = hygcn(indptr, indices, width, hy)
         elif name == "awbgcn":

@@ -1,9 +1,9 @@
 """The S-SpMM accelerator on graphs larger than its buffers: tiles through HBM.
 
 :func:`estimate_graph` runs the cycle model (:func:`moagcn.sim.sspmm.model.estimate_rows`) on
-any graph, without feature values, in bounded memory: by default its replayed tier, the one
-checked against the RTL (within 3 % on every slice job), for every preset, ``paper`` included
-(``replay=False``: the closed form the bit-exact model device uses, about 4x faster on Reddit).
+any graph, without feature values, in bounded memory, for every preset, ``paper`` included: the
+one cycle model, the one the bit-exact model device counts with and docs/sspmm.md checks
+against the RTL.
 
 *Configurations without HBM* (``hbm_gb_per_s = 0``: every configuration that can be built) are
 fed by the host through the load streams, as the RTL is: a graph that does not fit is cut into
@@ -69,7 +69,7 @@ def hbm_bytes_per_cycle(config: SSpmmConfig) -> float:
 
 
 def estimate_graph(indptr, indices, width: int, unmasked, config: SSpmmConfig,
-                   progress=None, replay: bool = True) -> dict:
+                   progress=None) -> dict:
     """The cycle model of ``Z = (A H) ⊙ M`` on a graph of any size (see the module docstring).
 
     ``unmasked``: per row, its unmasked features (:func:`unmasked_counts`). Returns the report's
@@ -78,7 +78,7 @@ def estimate_graph(indptr, indices, width: int, unmasked, config: SSpmmConfig,
     ``work_adds``, ``adders``, ``utilization`` (over ``cycles_compute``, as
     :class:`~moagcn.core.counters.Counters` defines it), ``utilization_total`` (over
     ``cycles_total``), ``hbm_bytes``, ``bound``, ``time_s``,
-    ``tiles``, ``model`` (``replay`` or ``closed form``).
+    ``tiles``, ``model`` (``replay``: the one cycle model).
     """
     indptr = np.asarray(indptr, dtype=np.int64)
     if width < 1:
@@ -91,10 +91,10 @@ def estimate_graph(indptr, indices, width: int, unmasked, config: SSpmmConfig,
     deg = np.diff(indptr)
     work = int(np.dot(deg, unmasked))
     if config.hbm_gb_per_s > 0:
-        r = _tiled_hbm(indptr, indices, width, unmasked, config, progress, replay)
+        r = _tiled_hbm(indptr, indices, width, unmasked, config, progress)
     else:
-        r = _tiled_streams(indptr, indices, width, unmasked, config, replay)
-    r["model"] = "replay" if replay else "closed form"
+        r = _tiled_streams(indptr, indices, width, unmasked, config)
+    r["model"] = "replay"
     r["work_adds"] = work
     r["adders"] = config.adders
     r["utilization"] = work / (config.adders * r["cycles_compute"]) if r["cycles_compute"] \
@@ -105,8 +105,7 @@ def estimate_graph(indptr, indices, width: int, unmasked, config: SSpmmConfig,
     return r
 
 
-def _tiled_streams(indptr, indices, width, unmasked, config: SSpmmConfig,
-                   replay: bool = True) -> dict:
+def _tiled_streams(indptr, indices, width, unmasked, config: SSpmmConfig) -> dict:
     """Row tiles fed by the load streams, back to back (what the RTL does): with two load
     banks each tile's loads beside the tile before. ``cycles_memory`` is every load cycle,
     ``cycles_memory_hidden`` those that ran beside a tile's compute and output."""
@@ -120,7 +119,7 @@ def _tiled_streams(indptr, indices, width, unmasked, config: SSpmmConfig,
                        SPEC.limits(None, config))
     overlap = SPEC.loads_overlap(config)
     total, _ = back_to_back((SPEC.tile_cycles(t, np.minimum(unmasked[t.rows_start:t.rows_stop],
-                                                            t.width), config, replay)
+                                                            t.width), config)
                              for t in tiles), overlap)
     hidden = total.extra.get("cycles_load_hidden", 0)
     loads = total.cycles_load + hidden
@@ -137,8 +136,7 @@ def _tiled_streams(indptr, indices, width, unmasked, config: SSpmmConfig,
             "tiles": len(tiles)}
 
 
-def _tiled_hbm(indptr, indices, width, unmasked, config: SSpmmConfig, progress,
-               replay: bool = True) -> dict:
+def _tiled_hbm(indptr, indices, width, unmasked, config: SSpmmConfig, progress) -> dict:
     """Output-stationary 2-D tiles through HBM (module docstring)."""
     n = indptr.size - 1
     words = config.max_nodes * config.max_feature_width        # node (and output) buffer
@@ -192,8 +190,7 @@ def _tiled_hbm(indptr, indices, width, unmasked, config: SSpmmConfig, progress,
                 # source rows, for the crossbar's model
                 ent = by_src[bounds[k]:bounds[k + 1]]
                 columns = (np.concatenate([[0], np.cumsum(deg)]), cols[ent] - k * src_rows)
-            tile = estimate_rows(deg, um, e, width, config, n_cols=src_rows, replay=replay,
-                                 columns=columns)
+            tile = estimate_rows(deg, um, e, width, config, n_cols=src_rows, columns=columns)
             comps.append(tile.cycles_compute
                          + config.adder_latency * (tile.extra["max_pieces"] - 1))
             for key in reads:

@@ -21,7 +21,7 @@ to the slice with the fewest turns assigned so far), each slice's rows are estim
 with their own rates, and the job ends with the slowest slice (one more cycle of latency for
 the slice queues).
 
-The fourth term (:func:`_slice_schedule`) follows the passes through the contexts: a job takes
+The fourth term (:func:`slice_schedule`) follows the passes through the contexts: a job takes
 one turn per ring period of L = ``adder_latency`` cycles, so a hub row of degree d needs d * L
 cycles however idle the other contexts are, and it starts only when contexts in the groups its
 passes need come free, which the rows before it (and its own earlier passes) hold. A local
@@ -54,6 +54,7 @@ from moagcn.sim.sspmm.golden import normalise_mask, piece_sizes
 from moagcn.sim.sspmm.crossbar import CrossbarRates, drawn_sequences, pass_sequence, read_weights
 from moagcn.sim.sspmm.crossbar import replay as crossbar_replay
 from moagcn.sim.sspmm.crossbar import replay_sequences as crossbar_sequences
+from moagcn.sim.sspmm.schedule import slice_schedules
 
 
 def streamed_elements(indptr, mask, n_features: int) -> np.ndarray:
@@ -91,15 +92,14 @@ def turn_gap(config: SSpmmConfig, issue_to_root: float | None = None) -> float:
 
 
 def estimate(indptr, mask, n_features: int, config: SSpmmConfig,
-             n_cols: int | None = None, replay: bool = True, indices=None) -> Counters:
+             n_cols: int | None = None, indices=None) -> Counters:
     """Predicted cycles of a job that fits ``config`` (mask ``None``: all ones); ``n_cols``: the
     feature rows loaded (default: as many as rows, a square job).
 
-    ``replay`` (default here): the detailed model, :func:`_slice_schedule` replaying the context
-    binding pass by pass (the one compared with the RTL, a few microseconds per job);
-    ``replay=False``: the closed-form bounds the model *device* and the paper-scale estimate
-    use (vectorised, about 100x cheaper; 1-9 % low on four-group and multi-slice jobs, see
-    docs/sspmm.md).
+    The one cycle model of the design: throughput bounds and :func:`slice_schedule`, the
+    pass-by-pass replay of the context binding (compiled, :mod:`moagcn.sim.sspmm.schedule`).
+    The model device, ``sspmm estimate`` / ``compare``, the benchmarks and the performance
+    model's measurements all come from it; docs/sspmm.md gives its error against the RTL.
 
     ``indices``: the column indices, for the shared node buffer's crossbar (``node_banks`` >
     0: which rows the slices ask for; without them every feature row is taken as read
@@ -113,7 +113,7 @@ def estimate(indptr, mask, n_features: int, config: SSpmmConfig,
     n = indptr.size - 1
     mask = normalise_mask(mask, (n, n_features))
     return estimate_rows(degrees(indptr), mask.sum(axis=1), int(indptr[-1]), n_features, config,
-                         n_cols=n_cols, replay=replay,
+                         n_cols=n_cols,
                          columns=None if indices is None else (indptr, indices))
 
 
@@ -144,17 +144,17 @@ def row_order(deg, config: SSpmmConfig) -> np.ndarray | None:
 
 def estimate_rows(deg, unmasked, n_edges: int, n_features: int,
                   config: SSpmmConfig, n_cols: int | None = None,
-                  replay: bool = False, columns=None, order="auto") -> Counters:
+                  columns=None, order="auto") -> Counters:
     """:func:`estimate` from per-row figures: the degrees and the unmasked features (below
     ``n_features``) of the job's rows, and its stored entries. Tiles are estimated from slices
     of the whole job's figures, without copying their masks.
 
-    ``columns``: the job's ``(indptr, indices)``, only used with ``node_banks``. The replayed
-    tier then replays the crossbar with the rows each slice asks for, in the order its pass
+    ``columns``: the job's ``(indptr, indices)``, only used with ``node_banks``. The model
+    then replays the crossbar with the rows each slice asks for, in the order its pass
     table asks (rows not split, at most ``_SEQUENCE_LIMIT`` requests), or else with rows drawn
     with the job's read frequencies; without ``columns`` every feature row is taken as read
-    equally often. Beyond ``_SEQUENCE_LIMIT`` requests, and in the closed form, every slice
-    asks every cycle (:func:`~moagcn.sim.sspmm.crossbar.replay`).
+    equally often. Beyond ``_SEQUENCE_LIMIT`` requests every slice asks every cycle
+    (:func:`~moagcn.sim.sspmm.crossbar.replay`).
 
     The rows are taken in the graph's order rearranged by :func:`row_order`, as the driver
     gives them to the accelerator (``order``: that order when the caller has it, e.g. a
@@ -186,7 +186,7 @@ def estimate_rows(deg, unmasked, n_edges: int, n_features: int,
     reads = int(np.dot(deg, passes))
     if config.slices == 1:
         fetch = _FetchTiming(config)
-        issue = _slice_issue(deg, jobs, passes, arrival, config, replay, fetch)
+        issue = _slice_issues([(deg, jobs, passes, arrival)], config, [fetch])[0]
     else:
         # each slice works on the rows the dispatcher gives it; its queue is deep enough that
         # the dispatcher practically never waits (see hw/sspmm/scheduler.py)
@@ -194,7 +194,7 @@ def estimate_rows(deg, unmasked, n_edges: int, n_features: int,
         slice_rows = list(_rows_of(owner, config.slices))
         parts = [(deg[rows], jobs[rows], passes[rows], arrival[rows]) for rows in slice_rows]
         fetches = None
-        if config.node_banks and replay:
+        if config.node_banks:
             # the shared node buffer: each slice's rate from a replay of the crossbar with
             # the slices' own reads (a slice left alone at the end fetches at full rate)
             if reads <= _SEQUENCE_LIMIT:
@@ -212,18 +212,10 @@ def estimate_rows(deg, unmasked, n_edges: int, n_features: int,
         if fetches is None:
             fetches = [_FetchTiming(config, weights, k_cols)] * len(parts)
         fetch = fetches[0] if fetches else _FetchTiming(config)
-        issue = max((_slice_issue(*part, config, replay, f) for part, f in zip(parts, fetches)),
-                    default=0)
+        issue = max(_slice_issues(parts, config, fetches), default=0)
     # the scheduler walks every row, those without work too, before the job can end
     issue = max(issue, -(-n // config.walk_rows))
-    # fill and drain: a row's check stage and the emitter's head register, a row read's way
-    # to a local buffer, the wait for its context's turn (half a ring on average), the buffer
-    # read and the operand register, the adders, the write
-    fill = (ROW_CHECK_LATENCY + ROW_HEAD_LATENCY + fetch.issue_to_root
-            + tree_depth(config.groups, config.tree_radix) + 1 + config.adder_latency // 2
-            + FRONT_END_LATENCY + config.adder_latency + 1
-            + (1 if config.slices > 1 else 0)         # the dispatcher's slice queues
-            + (1 if config.split_degree else 0))      # and its row register when it splits
+    fill = _fill(config, fetch)
     compute = issue + (int(np.ceil(fill)) if n_jobs else 0) + 1
     # the load streams fill in parallel, one beat per stream per cycle: the longest one counts
     lw = config.load_width
@@ -244,23 +236,23 @@ def estimate_rows(deg, unmasked, n_edges: int, n_features: int,
                            "merge_cycles": merge, "max_pieces": int(pieces.max(initial=1))})
 
 
-def closed_form_applies(config: SSpmmConfig) -> bool:
-    """Whether :func:`closed_form_tiles` models ``config`` (one slice, no split rows, no
-    shared node buffer: the default preset's kind)."""
+def tiles_at_once(config: SSpmmConfig) -> bool:
+    """Whether :func:`estimate_tiles` models ``config`` (one slice, no split rows, no shared
+    node buffer: the default preset's kind)."""
     return config.slices == 1 and not config.split_degree and not config.node_banks
 
 
-def closed_form_tiles(deg, unmasked, bounds, n_edges, n_features, n_cols,
-                      config: SSpmmConfig, orders) -> list[Counters]:
-    """:func:`estimate_rows`'s closed form (``replay=False``) of many tiles at once, the same
-    counters to the cycle (the model device's path: a large graph is hundreds of tiles per
-    call, and this costs a few numpy passes over all their rows instead of a dozen calls per
-    tile). Tile ``i`` is rows ``bounds[i]:bounds[i + 1]`` of ``deg`` and ``unmasked`` (in the
-    tile's own order), with ``n_edges[i]`` entries, ``n_features[i]`` features and
-    ``n_cols[i]`` feature rows; ``orders[i]`` its :func:`row_order` (None: as it is). Only
-    for :func:`closed_form_applies` configurations."""
-    if not closed_form_applies(config):
-        raise ValueError("closed_form_tiles models one slice without split rows or a shared "
+def estimate_tiles(deg, unmasked, bounds, n_edges, n_features, n_cols,
+                   config: SSpmmConfig, orders) -> list[Counters]:
+    """:func:`estimate_rows` of many tiles at once, the same counters to the cycle (the model
+    device's path: a large graph is hundreds of tiles per call; the throughput bounds are a few
+    numpy passes over all their rows and the replay one call of the compiled loop). Tile ``i``
+    is rows ``bounds[i]:bounds[i + 1]`` of ``deg`` and ``unmasked`` (in the tile's own order),
+    with ``n_edges[i]`` entries, ``n_features[i]`` features and ``n_cols[i]`` feature rows;
+    ``orders[i]`` its :func:`row_order` (None: as it is). Only for :func:`tiles_at_once`
+    configurations."""
+    if not tiles_at_once(config):
+        raise ValueError("estimate_tiles models one slice without split rows or a shared "
                          "node buffer; use estimate_rows")
     deg = np.asarray(deg, dtype=np.int64)
     unmasked = np.asarray(unmasked, dtype=np.int64)
@@ -268,7 +260,7 @@ def closed_form_tiles(deg, unmasked, bounds, n_edges, n_features, n_cols,
     m = bounds.size - 1
     size = np.diff(bounds)
     if (size < 1).any():
-        raise ValueError("closed_form_tiles: every tile needs at least one row")
+        raise ValueError("estimate_tiles: every tile needs at least one row")
     seg = np.repeat(np.arange(m), size)             # each row's tile
     # the rows as the driver gives them: each tile's own order
     perm = np.arange(deg.size)
@@ -287,31 +279,18 @@ def closed_form_tiles(deg, unmasked, bounds, n_edges, n_features, n_cols,
     def per_tile(x):                                 # the sum over each tile's rows
         return np.add.reduceat(x, bounds[:-1]) if x.size else np.zeros(m, dtype=x.dtype)
 
-    def before(x):              # per row, the sum over its tile's rows before it
-        c = np.cumsum(x)
-        start = np.concatenate([[0], c])[bounds[:-1]]
-        return c - x - start[seg]
-
     fetch = _FetchTiming(config)
     G, R, L = config.groups, fetch.rate, config.adder_latency
     gap = turn_gap(config, fetch.issue_to_root)
     t_turns, t_jobs, t_reads = per_tile(turns), per_tile(jobs), per_tile(reads)
-    has = jobs > 0
     issue = np.maximum(np.maximum(np.ceil(t_turns * gap / (L * G)).astype(np.int64),
                                   np.ceil(t_reads / R).astype(np.int64)), t_jobs)
-    row_time = d * gap * -(-passes // L)
-    start = np.maximum(np.maximum(before(turns) * gap / (L * G), before(reads) / R),
-                       np.maximum(before(jobs), arrival))
-    end = np.maximum.reduceat(np.where(has, start + row_time, -np.inf), bounds[:-1]) \
-        if deg.size else np.full(m, -np.inf)
+    ends = _schedules(bounds, d, jobs, arrival, config, [fetch] * m)
     busy = t_jobs > 0
-    latency = np.where(busy, np.ceil(np.where(busy, end, 0.0)), 0).astype(np.int64)
+    latency = np.where(busy, np.ceil(ends), 0).astype(np.int64)
     issue = np.where(busy, np.maximum(issue, latency), 0)
     issue = np.maximum(issue, -(-size // config.walk_rows))
-    fill = (ROW_CHECK_LATENCY + ROW_HEAD_LATENCY + fetch.issue_to_root
-            + tree_depth(config.groups, config.tree_radix) + 1 + config.adder_latency // 2
-            + FRONT_END_LATENCY + config.adder_latency + 1)
-    compute = issue + np.where(busy, int(np.ceil(fill)), 0) + 1
+    compute = issue + np.where(busy, int(np.ceil(_fill(config, fetch))), 0) + 1
     lw = config.load_width
     n_edges, n_features = np.asarray(n_edges, np.int64), np.asarray(n_features, np.int64)
     n_cols = np.asarray(n_cols, np.int64)
@@ -326,6 +305,17 @@ def closed_form_tiles(deg, unmasked, bounds, n_edges, n_features, n_cols,
                             "rows_fetched": int(t_reads[i]), "rows_read": int(t_reads[i]),
                             "stall_bank": 0, "merge_cycles": 0, "max_pieces": 1})
             for i in range(m)]
+
+
+def _fill(config: SSpmmConfig, fetch: "_FetchTiming") -> float:
+    """Fill and drain: a row's check stage and the emitter's head register, a row read's way
+    to a local buffer, the wait for its context's turn (half a ring on average), the buffer
+    read and the operand register, the adders, the write."""
+    return (ROW_CHECK_LATENCY + ROW_HEAD_LATENCY + fetch.issue_to_root
+            + tree_depth(config.groups, config.tree_radix) + 1 + config.adder_latency // 2
+            + FRONT_END_LATENCY + config.adder_latency + 1
+            + (1 if config.slices > 1 else 0)         # the dispatcher's slice queues
+            + (1 if config.split_degree else 0))      # and its row register when it splits
 
 
 def split_rows(deg, jobs, arrival, split: int, slices: int, rate: int = 1):
@@ -458,42 +448,62 @@ def _rows_of(owner: np.ndarray, slices: int):
         yield order[bounds[k]:bounds[k + 1]]
 
 
-def _slice_issue(deg, jobs, passes, arrival, config: SSpmmConfig, replay: bool = True,
-                 fetch: "_FetchTiming | None" = None) -> int:
-    """Cycles until one slice (or the whole engine, with one slice) has issued its last turn.
-
-    The larger of the throughput bounds (turns over the contexts, reads over the fetcher's R
-    reads per cycle, one job per cycle) and, with ``replay``, :func:`_slice_schedule`, which
-    replays how the slice's contexts are bound to passes and how the passes share the fetcher:
-    a hub row, or a row queued behind one, can only start when contexts in the groups its
-    passes need come free (see there). Without ``replay``, the closed form instead: its longest
-    row's latency (its passes side by side, at most L per group) from when the rows before it
-    have been issued at the slice's rates.
-    """
-    fetch = fetch or _FetchTiming(config)
-    G, R, L = config.groups, fetch.rate, config.adder_latency
-    gap = turn_gap(config, fetch.issue_to_root)
-    turns = deg * jobs
-    if not (jobs > 0).any():
-        return 0
-    issue = max(int(np.ceil(turns.sum() * gap / (L * G))),
-                int(np.ceil(int(np.dot(deg, passes)) / R)), int(jobs.sum()))
-    if replay:
-        return max(issue, int(np.ceil(_slice_schedule(deg, jobs, arrival, config, fetch))))
-    has = jobs > 0
-
-    def before(x):      # per row, the sum over the rows before it
-        return np.cumsum(x) - x
-
-    row_time = deg * gap * -(-passes // L)
-    start = np.maximum(np.maximum(before(turns) * gap / (L * G), before(deg * passes) / R),
-                       np.maximum(before(jobs), arrival))
-    return max(issue, int(np.ceil((start + row_time)[has].max())))
+def _slice_issues(parts, config: SSpmmConfig, fetches) -> list[int]:
+    """Per slice (``parts``: each slice's degrees, jobs, passes and arrivals; ``fetches``: its
+    read timing), the cycles until it has issued its last turn: the larger of the throughput
+    bounds (turns over the contexts, reads over the fetcher's R reads per cycle, one job per
+    cycle) and :func:`slice_schedule`, which replays how the slice's contexts are bound to
+    passes and how the passes share the fetcher: a hub row, or a row queued behind one, can
+    only start when contexts in the groups its passes need come free (see there)."""
+    if not parts:
+        return []
+    bounds = np.concatenate([[0], np.cumsum([p[0].size for p in parts])])
+    cat = [np.concatenate([p[k] for p in parts]) for k in range(4)]
+    ends = _schedules(bounds, cat[0], cat[1], cat[3], config, fetches)
+    out = []
+    for (deg, jobs, passes, _), fetch, end in zip(parts, fetches, ends.tolist()):
+        if not (jobs > 0).any():
+            out.append(0)
+            continue
+        G, R, L = config.groups, fetch.rate, config.adder_latency
+        gap = turn_gap(config, fetch.issue_to_root)
+        issue = max(int(np.ceil(int(np.dot(deg, jobs)) * gap / (L * G))),
+                    int(np.ceil(int(np.dot(deg, passes)) / R)), int(jobs.sum()))
+        out.append(max(issue, int(np.ceil(end))))
+    return out
 
 
-def _slice_schedule(deg, jobs, arrival, config: SSpmmConfig,
-                    fetch: "_FetchTiming | None" = None) -> float:
+def _schedule_terms(config: SSpmmConfig, fetch: "_FetchTiming") -> tuple[float, float, float]:
+    """The replay's rates for a slice with read timing ``fetch``: reads per cycle, the turn
+    rate of one pass (neighbours per cycle) and the hold (:func:`slice_schedule`)."""
+    cap = 1.0 / turn_gap(config, fetch.issue_to_root)
+    hold = (fetch.issue_to_root + tree_depth(config.groups, config.tree_radix) + 1) * cap
+    return fetch.rate, cap, hold
+
+
+def _schedules(bounds, deg, jobs, arrival, config: SSpmmConfig, fetches,
+               compiled: bool = True) -> np.ndarray:
+    """:func:`slice_schedule` of each segment ``s`` (rows ``bounds[s]:bounds[s + 1]``) with
+    read timing ``fetches[s]``: the compiled loop (:mod:`moagcn.sim.sspmm.schedule`), or the
+    Python one where it is not available (or ``compiled`` is False); the same numbers."""
+    bounds = np.asarray(bounds, dtype=np.int64)
+    terms = np.array([_schedule_terms(config, f) for f in fetches], dtype=np.float64
+                     ).reshape(-1, 3)
+    if compiled:
+        ends = slice_schedules(bounds, deg, jobs, arrival, config.groups, config.adder_latency,
+                               terms[:, 0], config.local_depth, terms[:, 1], terms[:, 2])
+        if ends is not None:
+            return ends
+    return np.array([slice_schedule(deg[lo:hi], jobs[lo:hi], arrival[lo:hi], config, f)
+                     for lo, hi, f in zip(bounds[:-1].tolist(), bounds[1:].tolist(), fetches)],
+                    dtype=np.float64)
+
+
+def slice_schedule(deg, jobs, arrival, config: SSpmmConfig,
+                   fetch: "_FetchTiming | None" = None) -> float:
     """When a slice issues its last turn, from a replay of its context binding and fetching.
+    This is the reference loop in Python; :mod:`moagcn.sim.sspmm.schedule` compiles the same
+    loop, which :func:`estimate_rows` runs (tests/sim/test_cycle_model.py: equal results).
 
     The design (``hw/sspmm/fetch.py``), at the granularity of passes:
 
@@ -518,12 +528,11 @@ def _slice_schedule(deg, jobs, arrival, config: SSpmmConfig,
     is a few microseconds per job.
     """
     fetch = fetch or _FetchTiming(config)
-    G, L, R = config.groups, config.adder_latency, fetch.rate
+    G, L = config.groups, config.adder_latency
     lead = config.local_depth
-    cap = 1.0 / turn_gap(config, fetch.issue_to_root)
     # a context is released when its pass's last entry reaches its local buffer: the issue's
     # way there after the last issue, in turns at the adders' pace
-    hold = (fetch.issue_to_root + tree_depth(config.groups, config.tree_radix) + 1) * cap
+    R, cap, hold = _schedule_terms(config, fetch)
     # per group, the contexts free to bind, each as (pass, member) it last served (None: none)
     pool = [[None] * L for _ in range(G)]
     done = {}               # (pass, member) -> when that context's last turn of it was

@@ -23,8 +23,8 @@ from moagcn.hw.sspmm.config import SSpmmConfig
 
 from moagcn.sim.sspmm import golden
 from moagcn.sim.arith.golden import as_bits, as_float
-from moagcn.sim.sspmm.model import (closed_form_applies, closed_form_tiles, estimate_rows, row_order,
-                           streamed_elements)
+from moagcn.sim.sspmm.model import (estimate_rows, estimate_tiles, row_order, streamed_elements,
+                                    tiles_at_once)
 
 
 @dataclass
@@ -214,24 +214,23 @@ class SSpmmSpec(AcceleratorSpec):
                 SSpmmJob(t.indptr, t.indices, t.features(job.H), t.mask(job.M)), order)))
         return parts
 
-    def part_cycles(self, part: Part, job: SSpmmJob, config, replay: bool = False) -> Counters:
-        """The cycle model of one part (``replay``: the replayed tier, see
-        :func:`moagcn.sim.sspmm.model.estimate`; the model device runs the closed form)."""
+    def part_cycles(self, part: Part, job: SSpmmJob, config) -> Counters:
+        """The cycle model of one part (:func:`moagcn.sim.sspmm.model.estimate`)."""
         t = part.tile
         if t is None:
-            return self.cycles(job, config, replay)
+            return self.cycles(job, config)
         # the model reads the tile's slice of the job's mask counts: no feature rows or mask
         # copied
         return self.tile_cycles(t, np.count_nonzero(
-            job.M[t.rows_start:t.rows_stop, t.feat_start:t.feat_stop], axis=1), config, replay)
+            job.M[t.rows_start:t.rows_stop, t.feat_start:t.feat_stop], axis=1), config)
 
     def parts_cycles(self, parts, job: SSpmmJob, config: SSpmmConfig) -> list[Counters]:
-        """:meth:`part_cycles` (the closed form) of every part; a tiled job on a configuration
-        the vectorised closed form covers (:func:`~moagcn.sim.sspmm.model.closed_form_tiles`)
-        in one pass over all its tiles' rows, the same counters."""
+        """:meth:`part_cycles` of every part; a tiled job on a configuration
+        :func:`~moagcn.sim.sspmm.model.estimate_tiles` covers in one pass over all its tiles'
+        rows, the same counters."""
         tiles = [p.tile for p in parts]
         if (len(parts) < 2 or any(t is None or t.indptr.size < 2 for t in tiles)
-                or not closed_form_applies(config)):        # (a job of no rows: tiles of none)
+                or not tiles_at_once(config)):        # (a job of no rows: tiles of none)
             return super().parts_cycles(parts, job, config)
         M = np.asarray(job.M, dtype=bool)
         chunks: dict = {}                    # unmasked counts per feature chunk, every row
@@ -243,7 +242,7 @@ class SSpmmSpec(AcceleratorSpec):
             deg.append(np.diff(t.indptr))
             unmasked.append(chunks[key][t.rows_start:t.rows_stop])
             bounds.append(bounds[-1] + t.indptr.size - 1)
-        cycles = closed_form_tiles(
+        cycles = estimate_tiles(
             np.concatenate(deg), np.concatenate(unmasked), bounds,
             [t.indices.size for t in tiles], [t.width for t in tiles],
             [t.cols.size for t in tiles], config, [_tile_order(t, config) for t in tiles])
@@ -253,8 +252,9 @@ class SSpmmSpec(AcceleratorSpec):
         return cycles
 
     def replayed_cycles(self, job: SSpmmJob, config: SSpmmConfig) -> Counters:
-        """The replayed cycle model of ``job`` as the RTL runs it: split into the same parts as
-        the driver splits it, each part replayed, the counters summed, with the job's work.
+        """The cycle model of ``job`` as the RTL runs it: split into the same parts as the
+        driver splits it, each part modelled, the counters summed, with the job's work (the
+        model device's counters of the same job, without computing Z).
 
         This is what an RTL run's counters compare with. :func:`estimate` of a job that does
         not fit the buffers models one job the hardware never runs: a graph with rows of
@@ -265,16 +265,16 @@ class SSpmmSpec(AcceleratorSpec):
         run_job, _ = self.expand(job, config)
         parts = self.split(run_job, config)
         counters.tiles = len(parts)
-        cycles, _ = back_to_back((self.part_cycles(part, run_job, config, replay=True)
-                                  for part in parts), self.loads_overlap(config))
+        cycles, _ = back_to_back(self.parts_cycles(parts, run_job, config),
+                                 self.loads_overlap(config))
         counters.add(cycles)
         return counters
 
-    def tile_cycles(self, t, unmasked, config: SSpmmConfig, replay: bool = False) -> Counters:
+    def tile_cycles(self, t, unmasked, config: SSpmmConfig) -> Counters:
         """The cycle model of tile ``t`` whose rows have ``unmasked`` features in its chunk
-        (``replay``: the replayed tier, see :func:`moagcn.sim.sspmm.model.estimate`)."""
+        (:func:`moagcn.sim.sspmm.model.estimate`)."""
         return self._modelled(np.diff(t.indptr), unmasked, int(t.indices.size), t.width,
-                              int(t.cols.size), config, replay, (t.indptr, t.indices),
+                              int(t.cols.size), config, (t.indptr, t.indices),
                               _tile_order(t, config))
 
     def empty_output(self, job: SSpmmJob) -> np.ndarray:
@@ -308,19 +308,19 @@ class SSpmmSpec(AcceleratorSpec):
                             pieces=config.slices)
         return golden.merge_pieces(part, first, count, mask)
 
-    def cycles(self, job: SSpmmJob, config: SSpmmConfig, replay: bool = False) -> Counters:
+    def cycles(self, job: SSpmmJob, config: SSpmmConfig) -> Counters:
         return self._modelled(np.diff(np.asarray(job.indptr, dtype=np.int64)),
                               np.count_nonzero(np.asarray(job.M, dtype=bool), axis=1),
                               int(job.indices.size), job.n_features, int(job.H.shape[0]), config,
-                              replay, (job.indptr, job.indices))
+                              (job.indptr, job.indices))
 
     def _modelled(self, deg, unmasked, n_edges: int, n_features: int, n_cols: int,
-                  config, replay: bool = False, columns=None, order="auto") -> Counters:
+                  config, columns=None, order="auto") -> Counters:
         """The cycle model's counters with the part's traffic (the driver counts the work once,
         for the whole job); ``columns``: the part's ``(indptr, indices)``, for the shared node
         buffer's crossbar."""
         c = estimate_rows(deg, unmasked, n_edges, n_features, config, n_cols=n_cols,
-                          replay=replay, columns=columns, order=order)
+                          columns=columns, order=order)
         c.bytes_read, c.bytes_written = _traffic(deg, unmasked, n_edges, n_features, n_cols,
                                                  config)
         c.work_adds = 0

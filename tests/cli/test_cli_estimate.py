@@ -94,15 +94,14 @@ def test_estimate_of_a_job_that_fits_is_the_cycle_model(tmp_path):
                  "--preset", "multi", "--report", tmp_path / "r.json")
     assert out.returncode == 0, out.stderr
     r = json.loads((tmp_path / "r.json").read_text())
-    # the replayed model, the one the RTL checks, by default; --closed-form the other tier
-    for tier, replay in ((r, True), (None, False)):
-        if tier is None:
-            out = moagcn("sspmm", "estimate", "--graph", tmp_path / "g.npz", "--width", width,
-                         "--preset", "multi", "--closed-form", "--report", tmp_path / "c.json")
-            assert out.returncode == 0, out.stderr
-            tier = json.loads((tmp_path / "c.json").read_text())
-        c = estimate(indptr, None, width, preset("multi"), replay=replay)
-        assert tier["model"] == ("replay" if replay else "closed form")
+    # one cycle model: --closed-form, the flag of the second one (gone), only prints a notice
+    out = moagcn("sspmm", "estimate", "--graph", tmp_path / "g.npz", "--width", width,
+                 "--preset", "multi", "--closed-form", "--report", tmp_path / "c.json")
+    assert out.returncode == 0, out.stderr
+    assert "--closed-form is ignored" in out.stderr
+    c = estimate(indptr, None, width, preset("multi"))
+    for tier in (r, json.loads((tmp_path / "c.json").read_text())):
+        assert tier["model"] == "replay"
         assert tier["cycles_compute"] == c.cycles_compute and tier["tiles"] == 1
         assert tier["cycles_total"] == c.cycles_load + c.cycles_compute + c.cycles_output
 
@@ -122,7 +121,7 @@ def test_estimate_of_a_tiled_job_overlaps_loads_as_the_driver_runs_it(tmp_path):
     reports = {}
     for banks in (1, 2):
         out = moagcn("sspmm", "estimate", "--graph", tmp_path / "g.npz", "--width", width,
-                     "--preset", "tiny", "--param", f"load_banks={banks}", "--closed-form",
+                     "--preset", "tiny", "--param", f"load_banks={banks}",
                      "--report", tmp_path / f"r{banks}.json")
         assert out.returncode == 0, out.stderr
         r = reports[banks] = json.loads((tmp_path / f"r{banks}.json").read_text())

@@ -39,7 +39,7 @@ def test_model_is_within_the_fp32_bound_and_counts_cycles(job):
     exact = g.to_scipy(np.float64) @ H.astype(np.float64) * M
     assert (np.abs(Z - exact) <= 2 * float64_bound(g.indptr, g.indices, H, M) + 1e-30).all()
     assert (Z[~M] == 0).all()
-    est = estimate(g.indptr, M, 40, SSPMM.config(), replay=False)   # the device: closed form
+    est = estimate(g.indptr, M, 40, SSPMM.config())
     c = dev.counters
     assert c.calls == 1 and c.tiles == 1
     assert (c.cycles_load, c.cycles_compute, c.cycles_output) == \

@@ -110,7 +110,7 @@ def test_model_time_is_the_cycle_model_over_the_clock():
     spec = parse_device("sspmm:lanes=8:clock_mhz=150")
     config = SSpmmConfig(lanes=8, clock_mhz=150.0)
     for width in (16, 20, 64):
-        cycles = estimate(g.indptr, None, width, config, replay=False).cycles_total
+        cycles = estimate(g.indptr, None, width, config).cycles_total
         assert pma.aggregation_time(spec.on("model").make(), g, width) == cycles / 150e6
 
 

@@ -63,8 +63,8 @@ def test_model_device_tiles_the_same_way(big_job):
     res = drive(TINY, "model", indptr, indices, H, M)
     assert res.tiles == len(tiles)
     assert np.array_equal(res.output.view(np.uint32), sspmm(indptr, indices, H, M).view(np.uint32))
-    per_tile = [estimate(t.indptr, t.mask(M), t.feat_stop - t.feat_start, TINY, n_cols=t.cols.size,
-                         replay=False) for t in tiles]      # the device runs the closed form
+    per_tile = [estimate(t.indptr, t.mask(M), t.feat_stop - t.feat_start, TINY, n_cols=t.cols.size)
+                for t in tiles]
     c = res.counters
     assert c.cycles_compute == sum(e.cycles_compute for e in per_tile)
     # two load banks: each tile's loads run beside the tile before (its compute and output)
@@ -83,7 +83,7 @@ def test_a_job_that_fits_is_one_tile_as_before():
     indptr, indices, H, M = power_law_job(100, 16, seed=4, hub=200)
     res = drive(TINY, "model", indptr, indices, H, M)
     assert res.tiles == 1
-    est = estimate(indptr, M, 16, TINY, replay=False)      # the device runs the closed form
+    est = estimate(indptr, M, 16, TINY)
     for key in ("cycles_load", "cycles_compute", "cycles_output", "work_adds"):
         assert getattr(res.counters, key) == getattr(est, key), key
     assert res.counters.extra == est.extra
