@@ -15,6 +15,7 @@ flags. Without a compiler the Python loop runs (same numbers, slower), with one 
 
 from __future__ import annotations
 
+import collections
 import ctypes
 import fcntl
 import functools
@@ -331,17 +332,41 @@ def slice_schedules(bounds, deg, jobs, arrival, groups: int, latency: int, rates
     ``arrival``), the end :func:`~moagcn.sim.sspmm.model.slice_schedule` returns for those rows
     with read rate ``rates[s]``, turn rate ``caps[s]`` and hold ``holds[s]``; None where the
     compiled loop is not available (or, which the Python loop would raise on, it found no
-    event to wait for)."""
+    event to wait for). Replays of at least ``_REMEMBER_ROWS`` rows are remembered by a hash of
+    their inputs: training aggregates the same graph under the same mask every step."""
     fn = library()
     if fn is None:
         return None
-    bounds = np.ascontiguousarray(bounds, dtype=np.int64)
+    args = [np.ascontiguousarray(bounds, dtype=np.int64),
+            np.ascontiguousarray(deg, dtype=np.int64), np.ascontiguousarray(jobs, dtype=np.int64),
+            np.ascontiguousarray(arrival, dtype=np.float64),
+            np.ascontiguousarray(rates, dtype=np.float64),
+            np.ascontiguousarray(caps, dtype=np.float64),
+            np.ascontiguousarray(holds, dtype=np.float64)]
+    key = None
+    if args[1].size >= _REMEMBER_ROWS:
+        # the model device aggregates one graph under one mask step after step: the same rows
+        h = hashlib.blake2b(repr((int(groups), int(latency), int(lead))).encode(), digest_size=16)
+        for a in args:
+            h.update(a.tobytes())
+        key = h.digest()
+        if key in _REMEMBERED:
+            _REMEMBERED.move_to_end(key)
+            return _REMEMBERED[key].copy()
+    bounds, deg, jobs, arrival, rates, caps, holds = args
     m = bounds.size - 1
     out = np.zeros(m, dtype=np.float64)
-    err = fn(m, bounds, np.ascontiguousarray(deg, dtype=np.int64),
-             np.ascontiguousarray(jobs, dtype=np.int64),
-             np.ascontiguousarray(arrival, dtype=np.float64), int(groups), int(latency),
-             np.ascontiguousarray(rates, dtype=np.float64), int(lead),
-             np.ascontiguousarray(caps, dtype=np.float64),
-             np.ascontiguousarray(holds, dtype=np.float64), out)
-    return None if err else out
+    err = fn(m, bounds, deg, jobs, arrival, int(groups), int(latency), rates, int(lead), caps,
+             holds, out)
+    if err:
+        return None
+    if key is not None:
+        _REMEMBERED[key] = out.copy()
+        while len(_REMEMBERED) > 32:
+            _REMEMBERED.popitem(last=False)
+    return out
+
+
+#: replays of many rows, remembered by a hash of their inputs (the last 32)
+_REMEMBER_ROWS = 20_000
+_REMEMBERED: "collections.OrderedDict[bytes, np.ndarray]" = collections.OrderedDict()
