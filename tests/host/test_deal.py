@@ -1,7 +1,9 @@
 """DEAL all-node inference (host/deal/engine.py, host/graphs/sampling.py, host/deal/ego.py).
 
 References share no code with what they check: the sampler is checked against the rows' stored
-neighbours and by frequency; the engine against the model's own aggregate-then-update forward
+neighbours, by frequency and against its rule written here one row at a time in plain Python;
+the engine against a layer-wise forward from the formulas (tests/host/plain_gnn.py) on those
+samples; the engine against the model's own aggregate-then-update forward
 (:func:`layerwise_forward`, and for full neighbourhoods the training reference
 ``reference_forward``) on an awkward graph; the byte counts against DEAL's Table 1 formula and
 against needed rows counted here with numpy sets.
@@ -20,6 +22,8 @@ from moagcn.host.graphs.sampling import (LayerSampler, parse_fanout, permute_pos
 from moagcn.host.nn.layerwise import layer_graphs, layerwise_forward
 from moagcn.host.nn.models import GNN, reference_forward
 from moagcn.host.parallel.comm import LocalComm
+
+from . import plain_gnn
 
 
 def awkward(n=64, seed=5):
@@ -159,6 +163,101 @@ def test_full_neighbourhood_equals_the_training_forward(kind):
         ref = reference_forward(model, model.aggregation(g), torch.from_numpy(X), None).numpy()
     out, _ = run(model, g, X, partitions=2, feature_groups=2, fanout=None, groups=2)
     assert np.abs(out - ref).max() / np.abs(ref).max() < 1e-5
+
+
+# -- the engine against the formulas and the sampling rule written here ------------------------------
+
+_M64 = (1 << 64) - 1
+
+
+def _splitmix(x: int) -> int:
+    """SplitMix64's finaliser on a Python int (Steele et al.)."""
+    z = (x + 0x9E3779B97F4A7C15) & _M64
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _M64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _M64
+    return z ^ (z >> 31)
+
+
+def _slot(i: int, d: int, key: int) -> int:
+    """``π(i)`` of ``[0, d)``: four Feistel rounds on the smallest even number of bits covering
+    ``d``, applied again until the value is inside ``[0, d)`` (cycle walking)."""
+    half = (max(1, (max(d, 2) - 1).bit_length()) + 1) // 2
+    mask = (1 << half) - 1
+    x = i
+    while True:
+        left, right = x >> half, x & mask
+        for rnd in range(4):
+            f = _splitmix((key + (right << 3) + rnd) & _M64) & mask
+            left, right = right, left ^ f
+        x = (left << half) | right
+        if x < d:
+            return x
+
+
+def sampled_rows_by_hand(g, k, layer, seed):
+    """Every row's sample by the rule of host/graphs/sampling.py's docstring, one row at a
+    time in plain Python: a row with ``d > k`` stored entries keeps slots ``π(0) .. π(k-1)`` in
+    stored order, keyed by (seed, layer, row); other rows keep every entry."""
+    base = _splitmix(((seed & 0xFFFFFFFF) << 20) | (layer & 0xFFFFF))
+    rows = []
+    for v in range(g.n_rows):
+        stored = [int(u) for u in g.indices[g.indptr[v]:g.indptr[v + 1]]]
+        d = len(stored)
+        if k is None or d <= k:
+            rows.append(stored)
+            continue
+        key = _splitmix(((v * 0x94D049BB133111EB) & _M64) ^ base)
+        rows.append([stored[s] for s in sorted(_slot(i, d, key) for i in range(k))])
+    return rows
+
+
+def as_graph(rows, n):
+    """Rows of neighbour lists as the (indptr, indices, n_rows) that plain_gnn reads."""
+    from types import SimpleNamespace
+    indptr = np.r_[0, np.cumsum([len(r) for r in rows])]
+    return SimpleNamespace(indptr=indptr, n_rows=n,
+                           indices=np.array([u for r in rows for u in r], dtype=np.int64))
+
+
+def test_the_sampler_follows_the_rule_row_by_row():
+    """The vectorised sampler (whole graph, a row range, arbitrary rows) against the rule
+    computed one row at a time here, at fanouts below, at and above the degrees."""
+    g = awkward()
+    for k, layer, seed in ((1, 0, 0), (3, 2, 9), (5, 1, 2 ** 31 + 7), (40, 3, 1)):
+        want = sampled_rows_by_hand(g, k, layer, seed)
+        whole = sample_graph(g, k, layer, seed)
+        assert [list(whole.indices[whole.indptr[v]:whole.indptr[v + 1]])
+                for v in range(g.n_rows)] == want, (k, layer, seed)
+        part = LayerSampler(g, 7, 50, seed=seed).sample(k, layer)
+        assert [list(part.indices[part.indptr[v]:part.indptr[v + 1]])
+                for v in range(43)] == want[7:50]
+        rows = np.array([1, 63, 2, 1, 11])
+        indptr, idx = sample_rows(g, rows, k, layer, seed)
+        assert [list(idx[indptr[i]:indptr[i + 1]]) for i in range(rows.size)] == \
+            [want[v] for v in rows]
+
+
+@pytest.mark.parametrize("kind", ["gcn", "sage", "gin"])
+def test_embeddings_equal_the_formulas_on_the_rule_s_samples(kind):
+    """All-node embeddings against a layer-wise forward written from the formulas (dense
+    operators from each layer's entries, tests/host/plain_gnn.py), full neighbourhoods and
+    samples drawn by the rule written here: no engine, operator or sampler code."""
+    g = awkward()
+    X = features(g.n_rows, 10, seed=4)
+    torch.manual_seed(4)
+    model = GNN(kind, 10, 9, 4, 2).eval()
+    W = plain_gnn.weights(model)
+    for fanout in ([None, None], [3, 2]):
+        graphs = [as_graph(sampled_rows_by_hand(g, k, layer, 6), g.n_rows)
+                  for layer, k in enumerate(fanout)]
+        with torch.no_grad():
+            ref = plain_gnn.forward(kind, W, [plain_gnn.operator(kind, h) for h in graphs],
+                                    X).numpy()
+        for P, M in ((1, 1), (2, 2), (3, 2)):
+            out, _ = run(model, g, X, partitions=P, feature_groups=M, fanout=fanout, groups=3,
+                         seed=6)
+            err = np.abs(out - ref).max() / np.abs(ref).max()
+            assert err < 1e-5, (fanout, P, M, err)
 
 
 def test_ego_network_baseline_equals_deal_and_recomputes_shared_nodes():
