@@ -1,7 +1,7 @@
 """HyScale-GNN's system model re-checked during training, on a graph no other bench uses.
 
-``moagcn bench hyscale-recheck [--load none|busy-core] [--runs 3] [--epochs 20]
-[--threshold 0.1] [--out DIR]``
+``moagcn bench hyscale-recheck [--load none|busy-core] [--repeats 3] [--epochs 20]
+[--recheck-threshold 0.1] [--out DIR]``
 
 Trains GraphSAGE (fanouts 10,5, batch 64, one CPU and one accelerator trainer, the S-SpMM cycle
 model; the initial split from the model calibrated at the start, DRM on) on a held-out
@@ -11,7 +11,7 @@ and prints every epoch's predicted and measured time (the sum of its iterations'
 True: pass'``, a process of its own bound to core ``--busy-core``, by default the last one:
 where the stage-A process runs) for the whole run, calibration included; ``none`` runs beside
 whatever else the machine runs (the load averages before and after are printed and saved).
-``--threshold inf`` reports the calibrated model's prediction without re-calibrating (the
+``--recheck-threshold inf`` reports the calibrated model's prediction without re-calibrating (the
 prediction never revisited). The target: every epoch within 15 % (``none``) or 25 %
 (``busy-core``); the first epoch is the calibration's prediction alone, so the summary gives
 it apart.
@@ -34,7 +34,6 @@ from pathlib import Path
 
 import numpy as np
 
-from moagcn.core.options import add_renamed
 from moagcn.errors import UserError
 from moagcn.host.graphs.generators import sbm
 from moagcn.host.hyscale.recheck import RECALIBRATE_ABOVE, RESPLIT_GAIN
@@ -144,15 +143,14 @@ def build_parser() -> argparse.ArgumentParser:
                     help="none, or busy-core: a busy loop on one core for the whole run")
     ap.add_argument("--busy-core", type=int, default=None, metavar="C",
                     help="the core of the busy loop (default: the last core)")
-    ap.add_argument("--runs", type=int, default=1, help="training runs (default 1)")
+    ap.add_argument("--repeats", type=int, default=1, help="training runs (default 1)")
     ap.add_argument("--epochs", type=int, default=20, help="epochs per run (default 20)")
     ap.add_argument("--batch-size", type=int, default=64, dest="batch",
                     help="targets per mini-batch (default 64)")
-    add_renamed(ap, "--batch", "--batch-size")
     ap.add_argument("--fanout", default="10,5", help="fanouts, input layer first (default 10,5)")
     ap.add_argument("--trainers", default="cpu:1,accel:1",
                     help="trainers (default cpu:1,accel:1)")
-    ap.add_argument("--threshold", type=float, default=RECALIBRATE_ABOVE,
+    ap.add_argument("--recheck-threshold", type=float, default=RECALIBRATE_ABOVE,
                     help=f"re-calibrate where an epoch is off by more than this (default "
                          f"{RECALIBRATE_ABOVE}; inf: never, the calibrated model alone)")
     ap.add_argument("--no-drm", action="store_true", help="keep the initial split")
@@ -167,20 +165,20 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
-    if args.runs < 1 or args.epochs < 2:
-        raise UserError("--runs must be at least 1 and --epochs at least 2")
+    if args.repeats < 1 or args.epochs < 2:
+        raise UserError("--repeats must be at least 1 and --epochs at least 2")
     if args.load == "busy-core":
         n = os.cpu_count() or 1
         if args.busy_core is not None and not 0 <= args.busy_core < n:
             raise UserError(f"--busy-core {args.busy_core}: this machine has cores 0..{n - 1}")
     cfg = HybridConfig(model="sage", fanouts=args.fanout, batch=args.batch,
                        trainers=args.trainers, epochs=args.epochs, cpu_share="model",
-                       drm=not args.no_drm, recheck_threshold=args.threshold, seed=0)
-    res = run(cfg, args.load, args.busy_core, args.runs, args.nodes, args.seed,
+                       drm=not args.no_drm, recheck_threshold=args.recheck_threshold, seed=0)
+    res = run(cfg, args.load, args.busy_core, args.repeats, args.nodes, args.seed,
               args.train_per_class, progress=lambda s: print(f"  {s}", flush=True))
     print(f"\nload {args.load}"
           + (f" (a busy loop on core {res['busy_core']})" if args.load == "busy-core" else "")
-          + f"; threshold {args.threshold}; target {100 * res['target']:.0f} % per epoch")
+          + f"; threshold {args.recheck_threshold}; target {100 * res['target']:.0f} % per epoch")
     print("| run | epoch | CPU share | model | predicted (s) | measured (s) | error | "
           "re-calibrated |")
     print("|---|---|---|---|---|---|---|---|")

@@ -255,8 +255,8 @@ class ModelCheck:
             if share is not None:
                 now = self.predict_epoch(share)
                 entry.update(share=float(share), predicted_epoch_at_share_s=now,
-                             resplit=entry["predicted_epoch_at_best_s"]
-                             < (1.0 - RESPLIT_GAIN) * now)
+                             resplit=bool(entry["predicted_epoch_at_best_s"]
+                                          < (1.0 - RESPLIT_GAIN) * now))
         self.epochs.append(entry)
         return entry
 

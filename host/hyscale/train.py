@@ -415,7 +415,7 @@ class DRM:
         if self.enabled:
             self.cpu_share = float(np.clip(share, 0.02, 0.98))
         if self.cpu_share != before:
-            self._avg = None
+            self._avg = None              # the times were measured at the old split
         entry = {"iteration": iteration, "action": f"resplit ({why})" if self.enabled else
                  f"none (DRM off; {why})", "cpu_share_before": before,
                  "cpu_share": self.cpu_share, "threads": dict(self.threads)}
@@ -562,8 +562,9 @@ def train_hybrid(dataset: Dataset, cfg: HybridConfig, on_iteration=None,
     cfg.validate(dataset)
     if split is None:
         cfg, split = resolve_split(dataset, cfg, progress)
-    else:
-        cfg = dataclasses.replace(cfg, cpu_share=float(split["cpu_share"]))
+    elif cfg.cpu_share == "model":
+        cfg = dataclasses.replace(cfg, cpu_share=None if split["source"] == "one group"
+                                  else float(split["cpu_share"]))
     kinds, fanouts = cfg.kinds(), cfg.fanout_list()
     local = list(range(len(kinds))) if rank is None else [rank]
     X = row_normalize(dataset.features) if cfg.normalize_features else \
@@ -682,7 +683,7 @@ def train_hybrid(dataset: Dataset, cfg: HybridConfig, on_iteration=None,
                     checked = None
                     if check is not None and it % run.per_epoch == run.per_epoch - 1:
                         checked = check.end_epoch(epoch, drm.cpu_share)
-                        if checked["resplit"] and n_cpu and n_acc:
+                        if checked["resplit"] and drm.enabled and n_cpu and n_acc:
                             drm.resplit(it, checked["best_share"],
                                         f"model re-calibrated (epoch {epoch} off by "
                                         f"{100 * checked['error']:+.1f} %)")
@@ -749,8 +750,8 @@ def _synchronize(master: GNN, opt, trainers: dict, results: dict, distributed: b
         tr.model.load_state_dict(state)
 
 
-def _hybrid_worker(rank, world, dense, emit, dataset, cfg):
-    report = train_hybrid(dataset, cfg, emit if rank == 0 else None, rank=rank)
+def _hybrid_worker(rank, world, dense, emit, dataset, cfg, split):
+    report = train_hybrid(dataset, cfg, emit if rank == 0 else None, rank=rank, split=split)
     return report if rank == 0 else None
 
 
@@ -768,7 +769,8 @@ def train_hybrid_distributed(dataset: Dataset, cfg: HybridConfig, on_iteration=N
     # the split decided once, here, so that every rank starts from the same one (calibrated
     # unbound: the ranks do not bind their stage-A processes to cores)
     cfg, split = resolve_split(dataset, dataclasses.replace(cfg, pin_cores=False), progress)
-    report = launch(_hybrid_worker, world, (dataset, cfg), on_event=on_iteration,
+    # every rank re-checks the model on the same all-gathered stage times: the same decisions
+    report = launch(_hybrid_worker, world, (dataset, cfg, split), on_event=on_iteration,
                     backend="gloo", what="distributed hybrid training", timeout_s=timeout_s)[0]
     report["initial_split"] = split
     return report

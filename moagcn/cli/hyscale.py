@@ -91,6 +91,7 @@ def cmd_hyscale_train(args) -> int:
                        cpu_share=_cpu_share(args.cpu_share),
                        drm=not args.no_drm, prefetch=not args.no_prefetch,
                        update_on=args.update_on, pin_cores=not args.no_pin_cores,
+                       recheck=not args.no_recheck, recheck_threshold=args.recheck_threshold,
                        **({"stage_a": args.stage_a} if args.stage_a else {}))
     cfg.validate(dataset)
     where = "processes" if cfg.stage_a == "process" else "threads"
@@ -137,6 +138,14 @@ def cmd_hyscale_train(args) -> int:
           f"targets/s over the second half; CPU share {report['final_cpu_share']:.3f} "
           f"(initial {report['initial_split']['cpu_share']:.3f}, "
           f"{report['initial_split']['source']})")
+    mc = report.get("model_check")
+    if mc and mc["epochs"]:
+        errs = [e["error"] for e in mc["epochs"]]
+        print(f"system model: epoch predicted {mc['epochs'][-1]['predicted_s']:.4f} s against "
+              f"{mc['epochs'][-1]['measured_s']:.4f} s measured in the last epoch; error per "
+              f"epoch {100 * min(errs):+.1f} .. {100 * max(errs):+.1f} % (median |error| "
+              f"{100 * float(np.median(np.abs(errs))):.1f} %), re-calibrated "
+              f"{mc['recalibrations']} time(s) (threshold {100 * mc['threshold']:g} %)")
     print(f"report: {rpath}")
     return 0
 
@@ -193,6 +202,13 @@ def register(sub) -> None:
                         "paper's design-time mapping does; a few seconds) or 'even' (equal "
                         "per trainer)")
     t.add_argument("--no-drm", action="store_true", help="keep the initial split")
+    t.add_argument("--recheck-threshold", type=float, default=0.1, metavar="E",
+                   help="with the split from the model: re-calibrate the model from the run's "
+                        "stage times where an epoch's predicted time is off by more than this "
+                        "relative error (default 0.1; inf: report the error, never "
+                        "re-calibrate), and let the DRM re-split from it")
+    t.add_argument("--no-recheck", action="store_true",
+                   help="do not re-check the model's prediction during training")
     t.add_argument("--distributed", action="store_true",
                    help="one torch.distributed process per trainer (gradients all-reduced)")
     t.add_argument("--timeout", type=float, default=300.0, metavar="S",

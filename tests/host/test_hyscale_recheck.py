@@ -2,6 +2,7 @@
 below is worked out by hand from the tables written here."""
 
 import dataclasses
+import json
 import math
 
 import pytest
@@ -183,6 +184,7 @@ def test_training_reports_predicted_and_measured_epochs_and_re_splits_the_drm():
              "table": _decreasing_table(["cpu", "accel"], 20, 3)}
     r = train_hybrid(d, cfg, split=split)
     mc = r["model_check"]
+    json.dumps(mc)                         # the report is written as JSON
     its = r["iterations"]
     assert len(its) == 9 and len(mc["epochs"]) == 3
     first = mc["epochs"][0]
