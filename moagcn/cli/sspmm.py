@@ -11,6 +11,7 @@ import numpy as np
 from moagcn.cli.common import (add_accelerator_args, add_undirected_arg, job_driver, load_array,
                                load_float32, load_graph, output_path, write_json)
 from moagcn.cli.compare import register as register_compare
+from moagcn.cli.sspmm_area import register as register_area
 from moagcn.config import config_dict, parse_params
 from moagcn.core.spec import get_spec
 from moagcn.errors import UserError
@@ -181,3 +182,4 @@ def register(sub) -> None:
                    help="write a waveform (one per tile, FILE.tileK.vcd, for a tiled job)")
     r.set_defaults(func=cmd_sspmm_run)
     register_compare(sp_sub)
+    register_area(sp_sub)

@@ -1,0 +1,199 @@
+"""U250 resources of a configuration too large to synthesise whole, from its units.
+
+HyScale-GNN's (n, m) = (8, 2048) design (the ``u250`` preset) has 2,048 MACs: its Verilog alone
+would take longer to write than a user waits, and yosys would need hours. The design is a few
+kinds of unit repeated, so the report is assembled:
+
+    resources = sum over units (count x unit's logic) + the memories, each mapped by capacity
+
+- **units** (:func:`hyscale_units`): each synthesised alone with ``synth_xilinx`` at the
+  configuration's own fields: the PE pair (an S-PE and a G-PE with their edge queue) n times,
+  the MAC m times, the result drain and the token generator once (both grow with m), and the
+  *shell* once: the layer with those units left as empty boxes (the load buffers' loaders, the
+  dispatcher, the feature duplicator and ring, the counters, the pipelining vector);
+- **memories**: every ``moagcn_ram`` instance of the units (the units' RAMs are empty boxes in
+  their synthesis) goes through :func:`moagcn.synth.xilinx.memory_blocks`: one copy per read
+  port, distributed RAM up to 64 words, else the cheaper of block RAM (best RAMB18 / RAMB36
+  mode) and URAM288 as a share of the device.
+
+The RTL is built only for m in (4, 16, 64); a unit of a model-only configuration (``simulate``
+false) is elaborated with that check lifted (every field else as configured: the units take
+m only as a size). The shell does not grow with m (the weight bus and the MAC chain are
+wires), so it is synthesised at the smallest buildable m that carries the memory port's
+words. :func:`assemble` on a configuration small enough to synthesise whole is compared with
+the whole synthesis in ``tests/synth/test_xilinx.py`` and docs/hyscale.md.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import json
+import re
+import time
+from dataclasses import dataclass
+from fnmatch import fnmatch
+from pathlib import Path
+from typing import Any, Callable
+
+from moagcn.errors import UserError
+from moagcn.synth.xilinx import (U250, check_fit, classify, memory_blocks, run_yosys,
+                                 utilization, yosys_script)
+
+#: report fields summed over units and memories
+FIELDS = ("luts", "luts_as_memory", "ffs", "dsps", "bram36", "ramb36", "ramb18", "urams",
+          "carry")
+
+_RAM_MODULE = re.compile(r"^module (moagcn_ram\w*) #\(.*?^endmodule\n", re.S | re.M)
+_RAM_STUB = """(* blackbox *)
+module {name} #(
+  parameter WIDTH = 32, parameter DEPTH = 16, parameter AW = 4, parameter GRAN = 32,
+  parameter NR = 1, parameter NW = 1
+) (
+  input clk,
+  input [NW*AW-1:0] w_addr,
+  input [NW*WIDTH-1:0] w_data,
+  input [NW*(WIDTH/GRAN)-1:0] w_en,
+  input [NR*AW-1:0] r_addr,
+  input [NR-1:0] r_en,
+  output [NR*WIDTH-1:0] r_data
+);
+endmodule
+"""
+_MODULE = re.compile(r"^module \\?([^\s(]+)", re.M)
+_RAM_INSTANCE = re.compile(r"moagcn_ram\w* #\((?P<params>[^;]*?)\)\s*\\?(?P<inst>\S+)\s*\(")
+_PARAM = re.compile(r"\.(\w+)\(\d+'d(\d+)\)")
+
+
+@dataclass
+class Unit:
+    """A unit of a design: what to synthesise, how many the design holds, and which of its
+    modules (name patterns) are other units, left as empty boxes."""
+
+    name: str
+    count: int
+    build: Callable[[], Any]
+    boxes: tuple[str, ...] = ()
+
+
+def ram_stubs(text: str) -> str:
+    """``text`` with every moagcn RAM module an empty box with the same ports."""
+    return _RAM_MODULE.sub(lambda m: _RAM_STUB.format(name=m.group(1)), text)
+
+
+def memories(text: str, boxes: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+    """The RAM instances of a generated Verilog text (``module``, ``instance``, ``width``,
+    ``depth``, ``read_ports``), leaving out those inside modules matching ``boxes``."""
+    found = []
+    starts = [(m.start(), m.group(1)) for m in _MODULE.finditer(text)] + [(len(text), "")]
+    for (begin, name), (end, _) in zip(starts, starts[1:]):
+        if name.startswith("moagcn_ram") or any(fnmatch(name, pattern) for pattern in boxes):
+            continue
+        for inst in _RAM_INSTANCE.finditer(text, begin, end):
+            params = {k: int(v) for k, v in _PARAM.findall(inst.group("params"))}
+            found.append({"module": name, "instance": inst.group("inst"),
+                          "width": params["WIDTH"], "depth": params["DEPTH"],
+                          "read_ports": params.get("NR", 1)})
+    return found
+
+
+def buildable(config):
+    """``config`` as the RTL builds it: a model-only configuration (``simulate`` false) with
+    the build check lifted, every other field unchanged."""
+    if config.simulate:
+        return config
+    lifted = copy.copy(config)
+    object.__setattr__(lifted, "simulate", True)
+    return lifted
+
+
+def hyscale_units(config) -> list[Unit]:
+    """The units of a HyScale layer at ``config`` (see the module docstring)."""
+    # lazy: keeps the gateware (amaranth) out of this module's import
+    from moagcn.hw.hyscale.aggregate import PEPair
+    from moagcn.hw.hyscale.layer import HyScaleLayer
+    from moagcn.hw.hyscale.mac import MacCell
+    from moagcn.hw.hyscale.update import ResultDrain, TokenGenerator
+    unit_cfg = buildable(config)
+    if config.simulate:
+        shell_cfg = config
+    else:
+        macs = next(m for m in (4, 16, 64) if m >= config.mem_words_per_cycle)
+        shell_cfg = dataclasses.replace(config, macs=macs, simulate=True)
+    return [
+        Unit("pe_pair", config.spes, lambda: PEPair(unit_cfg)),
+        Unit("mac", config.macs, lambda: MacCell(unit_cfg)),
+        Unit("result_drain", 1, lambda: ResultDrain(unit_cfg)),
+        Unit("token_generator", 1, lambda: TokenGenerator(unit_cfg)),
+        Unit("shell", 1, lambda: HyScaleLayer(shell_cfg),
+             ("*.agg.pe*", "*.upd.mac*", "*.upd.drain*", "*.upd.tokens*")),
+    ]
+
+
+#: designs whose report can be assembled, by name
+UNITS = {"hyscale-layer": hyscale_units}
+
+
+def synthesize_unit(unit: Unit, out_dir: Path, timeout: float | None) -> dict[str, Any]:
+    """One unit alone: its logic (yosys, its RAMs and boxed units empty) and its memories."""
+    # lazy: keeps the gateware (amaranth) out of this module's import
+    from moagcn.sim.rtl.build import verilog_text
+    out_dir.mkdir(parents=True, exist_ok=True)
+    top = f"unit_{unit.name}"
+    text, _ = verilog_text(unit.build(), top)
+    (out_dir / f"{top}.v").write_text(ram_stubs(text))
+    boxes = [pattern for pattern in unit.boxes]
+    t0 = time.perf_counter()
+    cells = run_yosys(out_dir, yosys_script(f"{top}.v", top, boxes), timeout)
+    logic = classify(cells)
+    mems = []
+    for mem in memories(text, unit.boxes):
+        mems.append({**mem, **memory_blocks(mem["depth"], mem["width"], mem["read_ports"])})
+    return {"name": unit.name, "count": unit.count, "logic": logic, "memories": mems,
+            "yosys_cells": cells, "time_s": round(time.perf_counter() - t0, 2)}
+
+
+def assemble(design, config, target, out_dir: Path, timeout: float | None = None,
+             check: bool = True) -> dict[str, Any]:
+    """The U250 report of ``design`` at ``config``, from its units (see the module
+    docstring); written to ``report.json`` in ``out_dir`` (each unit's run in
+    ``units/<name>/``). With ``check``, a design beyond the U250 is a :class:`UserError`
+    after the report is written."""
+    if design.name not in UNITS:
+        raise UserError(f"{design.name} has no unit list to assemble its report from; "
+                        f"{', '.join(UNITS)} has one (synthesise {design.name} whole instead)")
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    units = [synthesize_unit(unit, out_dir / "units" / unit.name, timeout)
+             for unit in UNITS[design.name](config)]
+    totals: dict[str, Any] = {field: 0 for field in FIELDS}
+    for unit in units:
+        for field in FIELDS:
+            totals[field] += unit["count"] * unit["logic"][field]
+        for mem in unit["memories"]:
+            for field in ("luts", "luts_as_memory", "bram36", "urams"):
+                totals[field] += unit["count"] * mem[field]
+    report: dict[str, Any] = {"design": design.name, "target": target.name,
+                              "config": dataclasses.asdict(config), "method": "units",
+                              "pre_route": True, **totals}
+    report["utilization"] = utilization(report)
+    report["totals"] = dict(U250)
+    report["units"] = units
+    (out_dir / "report.json").write_text(json.dumps(report, indent=2) + "\n")
+    if check:
+        check_fit(report, target.name, out_dir / "report.json")
+    return report
+
+
+def breakdown(report: dict[str, Any]) -> list[dict[str, Any]]:
+    """Per unit kind: count, and the logic and memory resources of all of them together."""
+    rows = []
+    for unit in report["units"]:
+        n = unit["count"]
+        row = {"unit": unit["name"], "count": n,
+               **{f: n * unit["logic"][f] for f in ("luts", "ffs", "dsps")}}
+        row["luts"] += n * sum(mem["luts"] for mem in unit["memories"])
+        row["bram36"] = n * sum(mem["bram36"] for mem in unit["memories"])
+        row["urams"] = n * sum(mem["urams"] for mem in unit["memories"])
+        rows.append(row)
+    return rows
