@@ -686,6 +686,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if "--held-out" in argv:      # graphs and fleets this experiment never uses
+        # lazy: the held-out study's module is loaded only when it is asked for
         from moagcn.host.experiments import vgnn_heldout
         return vgnn_heldout.main([a for a in argv if a != "--held-out"])
     args = build_parser().parse_args(argv)
