@@ -26,11 +26,13 @@ from moagcn.config import apply_params, parse_params
 from moagcn.core.generators import power_law_graph
 from moagcn.core.options import add_field_flags, add_renamed, field_params
 from moagcn.core.spec import get_spec
+from moagcn.host.graphs.minibatch import NeighborSampler
+from moagcn.host.graphs.ops import CSRGraph
 from moagcn.hw.hyscale import preset
 from moagcn.sim.arith.golden import as_bits
 from moagcn.sim.driver import Driver
 from moagcn.sim.hyscale import golden
-from moagcn.sim.hyscale.minibatch import sample_layers
+from moagcn.sim.hyscale.minibatch import layer_jobs
 
 SPEC = get_spec("hyscale")
 
@@ -49,10 +51,13 @@ def sample_jobs(n_jobs: int, seed: int, config, graph_nodes: int, targets: int,
     """Both layers of ``n_jobs`` sampled mini-batches that fit ``config``'s buffers."""
     indptr, indices = power_law_graph(graph_nodes, seed, avg=8.0)
     rng = np.random.default_rng(seed + 1)
+    sampler = NeighborSampler(CSRGraph(indptr, indices), fanouts, seed + 1)
     jobs = []
+    draw = 0
     while len(jobs) < 2 * n_jobs:
-        layers = sample_layers(indptr, indices, rng.choice(graph_nodes, targets, replace=False),
-                               fanouts, rng)
+        batch = sampler.sample(rng.choice(graph_nodes, targets, replace=False), salt=draw)
+        draw += 1
+        layers = layer_jobs(batch)
         fits = all(j.indptr.size - 1 <= config.max_destinations
                    and j.sources.size <= config.max_sources and j.edges <= config.max_edges
                    for j in layers)

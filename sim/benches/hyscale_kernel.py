@@ -27,11 +27,13 @@ import numpy as np
 
 from moagcn.config import apply_params, parse_params
 from moagcn.core.generators import power_law_graph
+from moagcn.host.graphs.minibatch import NeighborSampler
+from moagcn.host.graphs.ops import CSRGraph
 from moagcn.hw.hyscale import preset
 from moagcn.sim.arith.golden import as_bits
 from moagcn.sim.driver import Driver
 from moagcn.sim.hyscale import golden
-from moagcn.sim.hyscale.minibatch import sample_layers
+from moagcn.sim.hyscale.minibatch import layer_jobs
 from moagcn.sim.hyscale.spec import SPEC
 
 
@@ -107,7 +109,8 @@ def make_job(shape: Shape, config):
     if shape.kind == "sampled":
         indptr, indices = power_law_graph(shape.graph_nodes, shape.seed, avg=8.0)
         targets = rng.choice(shape.graph_nodes, shape.targets, replace=False)
-        job = sample_layers(indptr, indices, targets, shape.fanouts, rng)[shape.layer]
+        sampler = NeighborSampler(CSRGraph(indptr, indices), shape.fanouts, shape.seed)
+        job = layer_jobs(sampler.sample(targets))[shape.layer]
         indptr, indices, n_rows = job.indptr, job.indices, job.sources.size
     else:
         indptr, indices = synthetic_layer(shape.seed, shape.n_dst, shape.n_src, shape.hub)

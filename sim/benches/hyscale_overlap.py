@@ -27,10 +27,12 @@ from moagcn.core.generators import power_law_graph
 from moagcn.core.options import add_renamed
 from moagcn.core.reports import output_dir, pyplot
 from moagcn.errors import UserError
+from moagcn.host.graphs.minibatch import NeighborSampler
+from moagcn.host.graphs.ops import CSRGraph
 from moagcn.hw.hyscale import preset
 from moagcn.sim.arith.golden import as_bits
 from moagcn.sim.driver import Driver
-from moagcn.sim.hyscale.minibatch import sample_layers
+from moagcn.sim.hyscale.minibatch import layer_jobs
 from moagcn.sim.hyscale.spec import SPEC
 
 
@@ -40,7 +42,7 @@ def sampled_job(graph_nodes: int, targets: int, fanouts: tuple, layer: int, f_in
     rng = np.random.default_rng(seed)
     indptr, indices = power_law_graph(graph_nodes, seed)
     chosen = rng.choice(graph_nodes, targets, replace=False)
-    lj = sample_layers(indptr, indices, chosen, fanouts, rng)[layer]
+    lj = layer_jobs(NeighborSampler(CSRGraph(indptr, indices), fanouts, seed).sample(chosen))[layer]
     X = rng.standard_normal((lj.sources.size, f_in)).astype(np.float32)
     W = (rng.standard_normal((f_in, f_out)) / np.sqrt(f_in)).astype(np.float32)
     b = rng.standard_normal(f_out).astype(np.float32)

@@ -1,10 +1,14 @@
-"""Neighbour-sampled mini-batches (GraphSAGE style) as fused-layer jobs for the HyScale kernels.
+"""Sampled mini-batches as fused-layer jobs for the HyScale kernels.
 
-``sample_layers(indptr, indices, targets, fanouts, rng)`` samples, from the output layer
-backwards, up to ``fanouts[l]`` in-neighbours of every node of the current frontier (without
-replacement; all of them when there are fewer) and returns one :class:`LayerJob` per layer, input
-layer first. A job's destinations are its frontier, its sources (the rows of its ``X``) the next
-frontier, which also holds the destinations themselves (the self loops of GCN).
+The sampling itself is the toolkit's one neighbour sampler
+(:class:`moagcn.host.graphs.minibatch.NeighborSampler`); :func:`layer_jobs` turns the blocks it
+draws into one :class:`LayerJob` per layer, input layer first. A job's destinations are a
+block's targets and its sources (the rows of its ``X``) the block's sources, which hold the
+destinations themselves: with ``self_loops`` each destination's row starts with its own position
+(the self term of GCN), then its sampled neighbours in the sampler's order.
+
+The blocks are read by their fields (``graph.indptr``, ``graph.indices``, ``src``, ``dst_pos``),
+so this module, below the host in the layering, does not import the sampler.
 """
 
 from __future__ import annotations
@@ -32,32 +36,25 @@ class LayerJob:
         return int(self.indices.size)
 
 
-def sample_layer(indptr, indices, frontier: np.ndarray, fanout: int,
-                 rng: np.random.Generator, self_loops: bool = True) -> LayerJob:
-    """Sample up to ``fanout`` in-neighbours of each node of ``frontier``."""
-    picked = []
-    for v in frontier:
-        nbrs = indices[indptr[v]:indptr[v + 1]]
-        if nbrs.size > fanout:
-            nbrs = rng.choice(nbrs, fanout, replace=False)
-        if self_loops:
-            nbrs = np.concatenate([[v], nbrs])
-        picked.append(np.asarray(nbrs, dtype=np.int64))
-    sources = np.unique(np.concatenate([frontier, *picked]) if picked else frontier)
-    local = [np.searchsorted(sources, p) for p in picked]
-    deg = np.array([p.size for p in local], dtype=np.int64)
-    job_indptr = np.concatenate([[0], np.cumsum(deg)])
-    job_indices = np.concatenate(local) if local else np.zeros(0, np.int64)
-    return LayerJob(job_indptr, job_indices, np.asarray(frontier), sources)
+def layer_job(block, self_loops: bool = True) -> LayerJob:
+    """The fused-layer job of one sampled block (see the module docstring)."""
+    indptr = np.asarray(block.graph.indptr, dtype=np.int64)
+    indices = np.asarray(block.graph.indices, dtype=np.int64)
+    dst_pos = np.asarray(block.dst_pos, dtype=np.int64)
+    src = np.asarray(block.src, dtype=np.int64)
+    if self_loops:
+        deg = np.diff(indptr) + 1
+        job_indptr = np.concatenate([[0], np.cumsum(deg)]).astype(np.int64)
+        job_indices = np.empty(int(job_indptr[-1]), dtype=np.int64)
+        job_indices[job_indptr[:-1]] = dst_pos
+        rest = np.ones(job_indices.size, dtype=bool)
+        rest[job_indptr[:-1]] = False
+        job_indices[rest] = indices
+    else:
+        job_indptr, job_indices = indptr.copy(), indices.copy()
+    return LayerJob(job_indptr, job_indices, src[dst_pos], src)
 
 
-def sample_layers(indptr, indices, targets, fanouts, rng: np.random.Generator,
-                  self_loops: bool = True) -> list[LayerJob]:
-    """Jobs of every layer, input layer first; ``fanouts`` lists the output layer last."""
-    jobs = []
-    frontier = np.asarray(targets, dtype=np.int64)
-    for fanout in reversed(list(fanouts)):
-        job = sample_layer(indptr, indices, frontier, fanout, rng, self_loops)
-        jobs.append(job)
-        frontier = job.sources
-    return jobs[::-1]
+def layer_jobs(batch, self_loops: bool = True) -> list[LayerJob]:
+    """The jobs of every layer of a sampled mini-batch (its ``blocks``), input layer first."""
+    return [layer_job(b, self_loops) for b in batch.blocks]

@@ -3,7 +3,9 @@
 import numpy as np
 
 from moagcn.core.generators import power_law_graph
-from moagcn.sim.hyscale.minibatch import sample_layers
+from moagcn.host.graphs.minibatch import NeighborSampler
+from moagcn.host.graphs.ops import CSRGraph
+from moagcn.sim.hyscale.minibatch import layer_jobs
 
 
 def sampled_job(seed, n_targets, fanouts, f_in, f_out, n_graph=300, layer=0):
@@ -11,7 +13,7 @@ def sampled_job(seed, n_targets, fanouts, f_in, f_out, n_graph=300, layer=0):
     rng = np.random.default_rng(seed)
     indptr, indices = power_law_graph(n_graph, seed)
     targets = rng.choice(n_graph, n_targets, replace=False)
-    job = sample_layers(indptr, indices, targets, fanouts, rng)[layer]
+    job = layer_jobs(NeighborSampler(CSRGraph(indptr, indices), fanouts, seed).sample(targets))[layer]
     X = rng.standard_normal((job.sources.size, f_in)).astype(np.float32)
     X[rng.random(X.shape) < 0.02] = -0.0
     W = (rng.standard_normal((f_in, f_out)) / np.sqrt(f_in)).astype(np.float32)
