@@ -229,6 +229,10 @@ register(Design(
     gateware="moagcn.hw.hyscale.layer:HyScaleLayer", top="hyscale-layer",
     sim_gateware="moagcn.hw.hyscale.layer:HyScaleSystem", sim_top="hyscale-system",
     spec="moagcn.sim.hyscale.spec:SPEC"))
+register(Design(
+    "sddmm", "SDDMM: S = (Q K^T) at the stored entries, per head, through a binary adder tree",
+    config="moagcn.hw.sddmm.config:SddmmConfig", presets="moagcn.hw.sddmm.config:PRESETS",
+    gateware="moagcn.hw.sddmm.top:SddmmAccelerator", spec="moagcn.sim.sddmm.spec:SPEC"))
 _RENAMED.update({"hyscale-layer": "hyscale", "hyscale-system": "hyscale"})
 #: earlier names that meant a design's simulation top level (``hw generate`` keeps writing it)
 _SIMULATION_NAMES = {"hyscale-system"}
