@@ -198,3 +198,41 @@ def test_relu_turns_negative_zero_into_positive_zero(simulator):
             assert (empty == 0).all()                                    # +0 everywhere
         else:
             assert (empty[:, :2] == 0x80000000).all() and (empty[:, 2] == 0).all()
+
+
+def dense_loop(X, W, b, width, bias_last=False):
+    """``X W + b`` as the device's dense products are documented (``AcceleratorDevice.linear``,
+    docs/hyscale.md "Order of operations"): the inner dimension in chunks of ``width``, each
+    chunk a layer whose aggregate of row v is ``+0 + X[v, i]`` (one edge of weight 1) and whose
+    output starts from the bias (first chunk only; +0 in the others) and adds
+    ``float32(z_i * W[i, c])`` for ascending i; the chunks' outputs added in ascending order."""
+    n, k = X.shape
+    Z = np.float32(0.0) + X                        # +0 + x: -0 becomes +0, the rest unchanged
+    Y = None
+    with np.errstate(all="ignore"):
+        for k0 in range(0, k, width):
+            here = k0 == (width * ((k - 1) // width) if bias_last else 0)
+            acc = np.broadcast_to(b if here else np.zeros_like(b), (n, b.size)).copy()
+            for i in range(k0, min(k, k0 + width)):
+                acc = acc + Z[:, i:i + 1] * W[i]
+            Y = acc if Y is None else Y + acc
+    return Y
+
+
+@pytest.mark.parametrize("n,k,f", [(64, 16, 16), (65, 33, 17)])
+def test_dense_products_at_the_chunk_limits_on_verilator(n, k, f):
+    """The dense product a trainer's update runs on the systolic array, cut by the device into
+    inner and output chunks of exactly 16 (and one more: 17 outputs, 33 inner) and by the
+    driver into tiles of exactly 64 rows (and one more), against the loop."""
+    from moagcn.host.devices.select import AcceleratorChoice
+    rng = np.random.default_rng(n + k + f)
+    X = (rng.standard_normal((n, k)) * 2.0 ** rng.integers(-6, 7, (n, k))).astype(np.float32)
+    X[rng.random(X.shape) < 0.05] = -0.0
+    W = rng.standard_normal((k, f)).astype(np.float32)
+    b = rng.standard_normal(f).astype(np.float32)
+    want = dense_loop(X, W, b, TINY.max_feature_width)
+    Y = AcceleratorChoice("rtl", "hyscale", "tiny").make().linear(X, W, b)
+    assert np.array_equal(as_bits(Y), as_bits(want))
+    if k > TINY.max_feature_width:             # the job tells the bias's chunk apart
+        last = dense_loop(X, W, b, TINY.max_feature_width, bias_last=True)
+        assert not np.array_equal(as_bits(last), as_bits(want))
