@@ -16,7 +16,8 @@ import numpy as np
 
 from moagcn import __version__
 from moagcn.cli import (graph as cli_graph, hyscale as cli_hyscale, infer as cli_infer,
-                        perfmodel as cli_perfmodel, sspmm as cli_sspmm, train as cli_host)
+                        perfmodel as cli_perfmodel, sddmm as cli_sddmm, sspmm as cli_sspmm,
+                        train as cli_host)
 from moagcn.cli.common import add_simulator_arg, load_float32, simulator
 from moagcn.config import parse_params
 from moagcn.core.registry import design_names, get_design, names_simulation_top
@@ -293,6 +294,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     cli_graph.register(sub)
     cli_sspmm.register(sub)
+    cli_sddmm.register(sub)
     cli_hyscale.register(sub)
     cli_host.register(sub)
     cli_infer.register(sub)

@@ -291,3 +291,32 @@ class SddmmSpec(AcceleratorSpec):
 
 
 SPEC = SddmmSpec()
+
+
+def estimate_graph(indptr, indices, n_cols: int, width: int, heads: int, mask,
+                   config: SddmmConfig) -> Counters:
+    """The cycle model of a whole job from its structure alone (no Q and K values): cut into
+    parts exactly as :meth:`SddmmSpec.split` cuts it, each part's counters summed, with the
+    job's work. ``mask``: (entries x heads) bool or None."""
+    spec = SPEC
+    indptr = np.asarray(indptr, dtype=np.int64)
+    indices = np.asarray(indices, dtype=np.int64)
+    n_rows = indptr.size - 1
+    dummy = SddmmJob(indptr, indices, np.empty((n_rows, width), np.float32),
+                     np.empty((n_cols, width), np.float32), heads, mask)
+    C = spec._fits(dummy, config)
+    pairs = dummy.pair_mask()
+    kept = pairs.any(axis=1)
+    total = spec.work(dummy, config)
+    total.calls, total.lanes, total.clock_mhz = 1, config.lanes, config.clock_mhz
+    if (kept.all() and n_rows <= config.max_rows and n_cols <= config.max_cols
+            and indices.size <= config.max_edges):
+        plans = [(indices.size, n_rows, n_cols, int(pairs.sum()))]
+    else:
+        rows = np.repeat(np.arange(n_rows, dtype=np.int64), np.diff(indptr))
+        plans = [(p.size, np.unique(rows[p]).size, np.unique(indices[p]).size,
+                  int(pairs[p].sum())) for p in plan_parts(rows, indices, kept, config)]
+    for entries, r, k, n in plans:
+        total.add(part_counters(entries, r, k, n, C, heads, config))
+    total.tiles = len(plans)
+    return total
