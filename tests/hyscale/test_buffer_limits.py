@@ -4,13 +4,14 @@ plain loops.
 The expected outputs come from loops written from docs/hyscale.md ("Order of operations",
 "Use": long rows in pieces of ``min(max_edges, max_sources)`` edges in source order, added in
 order on the host; a fused layer with such a row runs as its aggregation, then the update of
-whole aggregates), ``plain_loop`` and ``reference_update`` of the other HyScale tests (scalar
-float32 loops that share no code with the golden model or the driver, whose cut and merge
-use the golden module's ``row_pieces`` and ``sum_pieces``). The jobs sit on the limits of the
+whole aggregates): :func:`plain_loop` here and ``reference_update`` of test_golden.py, float32
+loops that share no code with the golden model or the driver (whose cut and merge use the
+golden module's ``row_pieces`` and ``sum_pieces``, so that comparing the RTL with the golden
+model cannot see a wrong cut there). The jobs sit on the limits of the
 ``tiny`` preset (512 sources, 1,024 edges, 64 destinations, 16 features): rows of exactly
 ``max_edges`` edges and one more, of exactly ``max_sources`` distinct sources and one more
 (with and without duplicates), tiles filled to exactly 64 destinations, 512 sources and 1,024
-edges, feature chunks of an aggregation.
+edges, feature chunks of an aggregation, and the dense products' inner and output chunks.
 """
 
 import numpy as np
