@@ -38,25 +38,6 @@ def wire(m: Module, value: Value, name: str | None = None) -> Signal:
     return sig
 
 
-def select_word(m: Module, value: Value, index: Value, width: int = 32,
-                name: str | None = None) -> Signal:
-    """Word ``index`` of ``value`` (words of ``width`` bits; out of range gives 0), as a case
-    statement.
-
-    ``value.word_select(index, width)`` becomes ``value >> (index * width)`` in Verilog, and
-    Verilator computes that as a shift of the whole vector into a temporary: for a 2,048-bit
-    feature row, a 256-byte copy per selected word per cycle. A ``case`` over the words copies
-    one word.
-    """
-    value = Value.cast(value)
-    sig = Signal(width, name=name)
-    with m.Switch(index):
-        for i in range(len(value) // width):
-            with m.Case(i):
-                m.d.comb += sig.eq(value[i * width:(i + 1) * width])
-    return sig
-
-
 def lowest_set(m: Module, value: Value, name: str = "lowest") -> Value:
     """Index of the lowest set bit of ``value`` (0 when it is zero; test ``value.any()``).
 

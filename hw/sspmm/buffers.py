@@ -8,7 +8,7 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from moagcn.hw.arith.adder import Fp32AddConfig, Fp32Adder
-from moagcn.hw.common.bits import select_word
+from moagcn.hw.common.wordsel import select_word
 from moagcn.hw.common.ram import RamReadSignature, RamWriteSignature
 from moagcn.hw.sspmm.config import SSpmmConfig
 from moagcn.hw.sspmm.layouts import chunks, widths

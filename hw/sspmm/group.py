@@ -9,7 +9,7 @@ from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
 from moagcn.hw.arith import Fp32AddConfig, Fp32Adder
-from moagcn.hw.common.bits import select_word
+from moagcn.hw.common.wordsel import select_word
 from moagcn.hw.common.ram import Ram
 from moagcn.hw.sspmm.config import SSpmmConfig
 from moagcn.hw.sspmm.layouts import RowLinkSignature, chunks, entry_layout, job_layout, widths

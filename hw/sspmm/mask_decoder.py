@@ -14,7 +14,7 @@ state passed from one job to the next.
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Const, Module, Signal
+from amaranth.hdl import Cat, Const, Module, Mux
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -122,14 +122,29 @@ class ChunkSelect(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         F, W = self._width, self._lanes
-        hit = Signal(F)
-        for f in range(F):
-            m.d.comb += hit[f].eq(self.mask[f] & (self.chunk_of[f] == self.chunk))
+        # the compares run on bit planes (plane b: bit b of every feature's chunk or lane, one
+        # bit per feature), so that each step is a few operations on F-bit words: the same
+        # gates as a compare per feature, which a simulator evaluated bit by bit (every cycle,
+        # for every feature and lane: most of the job emitter's simulation time)
+        def planes(values, name):
+            return [wire(m, Cat(*[v[b] for v in values]), name=f"{name}_plane_{b}")
+                    for b in range(len(values[0]))]
+        chunk_planes = planes(self.chunk_of, "chunk")
+        lane_planes = planes(self.lane_of, "lane")
+        ones = Const((1 << F) - 1, F)
+        differ = Const(0, F)
+        for b, plane in enumerate(chunk_planes):
+            differ = differ | (plane ^ Mux(self.chunk[b], ones, 0))
+        # a chunk past the widest a feature can have (bits above the planes) matches nothing
+        above = self.chunk[len(chunk_planes):]
+        hit = wire(m, self.mask & ~differ & Mux(above.any(), 0, ones) if len(above) else
+                   self.mask & ~differ, name="hit")
         for k in range(W):
-            on = Signal(F, name=f"lane{k}_hit")
-            for f in range(F):
-                m.d.comb += on[f].eq(hit[f] & (self.lane_of[f] == k))
-            bits = [Cat(*[on[f] for f in range(F) if f >> b & 1]).any()
+            on = hit
+            for b, plane in enumerate(lane_planes):
+                on = on & (plane if k >> b & 1 else ~plane)
+            on = wire(m, on, name=f"lane{k}_hit")
+            bits = [(on & Const(sum(1 << f for f in range(F) if f >> b & 1), F)).any()
                     for b in range(len(self.sel[k]))]
             m.d.comb += [self.valid[k].eq(on.any()), self.sel[k].eq(Cat(*bits))]
         return m

