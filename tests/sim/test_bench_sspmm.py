@@ -22,6 +22,9 @@ def test_benchmark_reports_exact_runs_speeds_and_the_model_sweep(tmp_path, capsy
         assert r["rows_fetched"] == r["model_rows_fetched"]
         assert r["cycles_output"] == r["model_cycles_output"]
         assert 0 < r["utilization"] <= 1
+        # docs/sspmm.md: compute within 5 % of the model on the tiny preset (measured here
+        # +3.3 % with the 50 % mask, +4.2 % with all ones)
+        assert r["cycles_compute"] == pytest.approx(r["model_cycles_compute"], rel=0.05)
     assert out["mask_speedup"] > 1
     # the turns (the cycle model's count): every row's neighbours times its jobs of W = 2
     # lanes (tiny: 4 lanes, 2 groups), counted here row by row with the graph and 50 % mask
@@ -55,7 +58,9 @@ def test_benchmark_reports_exact_runs_speeds_and_the_model_sweep(tmp_path, capsy
         assert row["bit_exact"], row["job"]
         assert row["rows_fetched"] == row["model_rows_fetched"], row["job"]
         assert row["cycles_output"] == row["model_cycles_output"], row["job"]
-        assert row["cycles_compute"] == pytest.approx(row["model_cycles_compute"], rel=0.25)
+        # the documented bound (docs/sspmm.md: within 5 %; measured +1.4 % to +3.7 %)
+        assert row["cycles_compute"] == pytest.approx(row["model_cycles_compute"], rel=0.05), \
+            row["job"]
     saved = json.loads((tmp_path / "sspmm-bench.json").read_text())
     assert saved["sweep"] == sweep
     csv_lines = (tmp_path / "sspmm-sweep.csv").read_text().splitlines()
