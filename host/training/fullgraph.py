@@ -95,6 +95,9 @@ class TrainConfig:
     #: overlap), ``natural`` or ``rcm`` (node order); ``stages`` batches (None: Prop. 3.5)
     pipeline: str = "none"
     stages: int | None = None
+    #: early stopping (Kipf & Welling's window): stop once an epoch's validation loss exceeds
+    #: the mean of the ``early_stop`` epochs before it; 0 trains every epoch
+    early_stop: int = 0
 
     def validate(self) -> "TrainConfig":
         """Raise :class:`UserError` naming the first bad field."""
@@ -151,6 +154,9 @@ class TrainConfig:
             (not self.adjust or self.devices,
              "--adjust needs a mixed fleet (--devices): with one design every worker is "
              "the same device"),
+            (isinstance(self.early_stop, int) and self.early_stop >= 0,
+             f"--early-stop {self.early_stop}: give the window of epochs whose mean validation "
+             "loss an epoch must not exceed, a whole number >= 1 (0: no early stopping)"),
             (isinstance(self.warmup, int) and self.warmup >= 1,
              f"--warmup {self.warmup}: give the epochs trained on a split before its device "
              "times are read, a whole number >= 1"),
@@ -212,6 +218,8 @@ class EpochRecord:
     device_time_s: list | None = None
     predicted_device_time_s: list | None = None
     shares: list | None = None
+    #: mean cross-entropy of the validation nodes in the evaluation after the step
+    val_loss: float | None = None
 
 
 @dataclass
@@ -240,6 +248,8 @@ class TrainResult:
     adjustments: list = field(default_factory=list)
     #: the executed pipeline's timeline of the last training step (--pipeline)
     pipeline: dict | None = None
+    #: ``early_stop`` ended the run before ``epochs`` (its last epoch is the history's)
+    stopped_early: bool = False
     #: the trained weights (CPU tensors) and what :func:`moagcn.host.nn.checkpoint.save` needs
     model_state: dict | None = None
     model_meta: dict | None = None
@@ -282,6 +292,9 @@ class TrainResult:
             "train_acc": h[-1].train_acc,
             "train_loss": [r.loss for r in h],
             "val_acc_curve": [r.val_acc for r in h],
+            "val_loss_curve": [r.val_loss for r in h],
+            "epochs_run": epochs,
+            "stopped_early": self.stopped_early,
             "test_acc_curve": [r.test_acc for r in h],
             "epoch_time_s": sum(r.time_s for r in h) / epochs,
             "epoch_time_s_curve": [r.time_s for r in h],
@@ -418,6 +431,29 @@ def _split_counts(logits: dict, runtime, labels: torch.Tensor, masks: dict[str, 
                 total += sel.size
         out += [correct, total]
     return out
+
+
+def _val_loss_sum(logits: dict, runtime, labels: torch.Tensor, val_mask: np.ndarray) -> float:
+    """Summed cross-entropy of the validation nodes among the local workers' rows."""
+    total = 0.0
+    for j, lg in logits.items():
+        rows = runtime.rows(j)
+        sel = np.nonzero(val_mask[rows])[0]
+        if sel.size:
+            idx = torch.from_numpy(sel).to(lg.device)
+            y = labels[torch.from_numpy(rows[sel]).to(lg.device)]
+            total += float(F.cross_entropy(lg[idx], y, reduction="sum"))
+    return total
+
+
+def should_stop(history: list, window: int) -> bool:
+    """Kipf & Welling's early stopping: from epoch ``window + 2`` on, stop when the last
+    epoch's validation loss is above the mean of the ``window`` epochs before it."""
+    if window <= 0 or len(history) <= window + 1:
+        return False
+    last = history[-1].val_loss
+    before = [r.val_loss for r in history[-window - 1:-1]]
+    return last > sum(before) / window
 
 
 def prepare(dataset: Dataset, cfg: TrainConfig):
@@ -558,7 +594,8 @@ def train(dataset: Dataset, cfg: TrainConfig, comm: Communicator | None = None,
         timer.add("communicate", time.perf_counter() - t_comm)
         opt.step()
         step_s = time.perf_counter() - t0
-        if cfg.pipeline != "none" and epoch == cfg.epochs - 1:
+        may_end = epoch == cfg.epochs - 1 or cfg.early_stop > 0
+        if cfg.pipeline != "none" and may_end:
             result.pipeline = runtime.timeline()
         phases = dict(timer.seconds)
         phases.setdefault("aggregate", 0.0)
@@ -570,7 +607,7 @@ def train(dataset: Dataset, cfg: TrainConfig, comm: Communicator | None = None,
         comm_bytes = comm.counters.bytes_total
         comm_params = comm.counters.param_bytes_forward + comm.counters.param_bytes_backward
         loss_value = float(loss.detach())
-        if epoch == cfg.epochs - 1:
+        if may_end:
             ops = runtime.worker_ops()
             dev = {i: c.as_dict() for i, c in counters.items()}
         # evaluation (no dropout; not part of the step's counters or phases)
@@ -581,15 +618,17 @@ def train(dataset: Dataset, cfg: TrainConfig, comm: Communicator | None = None,
             eval_logits = runtime.forward(None, count_ops=False,
                                           inputs=label_inputs(dataset.train_mask))
         counts = _split_counts(eval_logits, runtime, labels, split)
+        val_loss_sum = _val_loss_sum(eval_logits, runtime, labels, dataset.val_mask)
         eval_s = time.perf_counter() - t1
         totals = comm.sum(np.array([loss_value, comm_bytes, sum(cycles)] + counts
-                                   + [comm_params], dtype=np.float64))
+                                   + [comm_params, val_loss_sum], dtype=np.float64))
         max_cycles = max(c for c in comm.gather(max(cycles, default=0)))
         loss_value, comm_bytes, cycle_sum = totals[0], int(totals[1]), int(totals[2])
         acc = [totals[3 + 2 * k] / max(totals[4 + 2 * k], 1) for k in range(3)]
         record = EpochRecord(epoch, float(loss_value), float(acc[0]), float(acc[1]),
                              float(acc[2]), step_s, eval_s, phases, comm_bytes, cycle_sum,
-                             int(max_cycles), int(totals[-1]))
+                             int(max_cycles), int(totals[-2]))
+        record.val_loss = float(totals[-1] / max(totals[6], 1))
         if cfg.devices:
             # every process's devices, in worker order: cycles at each clock, or wall time
             merged = {}
@@ -601,6 +640,9 @@ def train(dataset: Dataset, cfg: TrainConfig, comm: Communicator | None = None,
         result.history.append(record)
         if on_epoch is not None:
             on_epoch(record)
+        if should_stop(result.history, cfg.early_stop):
+            result.stopped_early = epoch < cfg.epochs - 1
+            break
         if adjuster is not None and epoch < cfg.epochs - 1:
             new = adjuster.observe(epoch, record.device_time_s)
             if new is not None:
@@ -662,12 +704,18 @@ def train_reference(dataset: Dataset, cfg: TrainConfig,
         t1 = time.perf_counter()
         model.eval()
         with torch.no_grad():
-            pred = reference_forward(model, op, Xt, None).argmax(dim=1).numpy()
+            out = reference_forward(model, op, Xt, None)
+        pred = out.argmax(dim=1).numpy()
         acc = [float((pred[m] == dataset.labels[m]).mean()) for m in splits]
         record = EpochRecord(epoch, float(loss.detach()), acc[0], acc[1], acc[2], step_s,
                              time.perf_counter() - t1, {"update": step_s}, 0, 0, 0)
+        va = torch.from_numpy(np.nonzero(dataset.val_mask)[0])
+        record.val_loss = float(F.cross_entropy(out[va], y[va])) if va.numel() else 0.0
         result.history.append(record)
         if on_epoch is not None:
             on_epoch(record)
+        if should_stop(result.history, cfg.early_stop):
+            result.stopped_early = epoch < cfg.epochs - 1
+            break
     return result
 

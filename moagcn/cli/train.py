@@ -50,14 +50,15 @@ def _train_plots(report: dict, path: Path) -> list[Path]:
     ax1.plot(epochs, report["train_loss"], label=f"{report['device']} device")
     ref = report.get("reference")
     if ref:
-        ax1.plot(epochs, ref["train_loss"], "--", label="plain torch reference")
+        ref_epochs = range(1, len(ref["train_loss"]) + 1)
+        ax1.plot(ref_epochs, ref["train_loss"], "--", label="plain torch reference")
     ax1.set_xlabel("epoch")
     ax1.set_ylabel("training loss")
     ax1.legend()
     ax2.plot(epochs, report["val_acc_curve"], label="validation")
     ax2.plot(epochs, report["test_acc_curve"], label="test")
     if ref:
-        ax2.plot(epochs, ref["test_acc_curve"], "--", label="test (reference)")
+        ax2.plot(ref_epochs, ref["test_acc_curve"], "--", label="test (reference)")
     ax2.set_xlabel("epoch")
     ax2.set_ylabel("accuracy")
     ax2.legend()
@@ -146,7 +147,8 @@ def cmd_train(args) -> int:
     cfg = TrainConfig(model=args.model, layers=args.layers, hidden=args.hidden,
                       dropout=args.dropout, dropout_at=args.dropout_at, lr=args.lr,
                       weight_decay=args.weight_decay,
-                      epochs=args.epochs, seed=args.seed, device=choice.device,
+                      epochs=args.epochs, early_stop=args.early_stop, seed=args.seed,
+                      device=choice.device,
                       design=choice.design, preset=choice.preset, params=dict(choice.params),
                       simulator=choice.simulator,
                       workers=args.workers, parallelism=args.parallelism,
@@ -218,8 +220,10 @@ def cmd_train(args) -> int:
         print(f"checkpoint: {save}")
     plots = _train_plots(report, rpath)
     sc = report["sim_cycles"]
+    stop = (f" (early stop after epoch {report['epochs_run']}: validation loss above the mean of "
+            f"the {cfg.early_stop} epochs before)" if report["stopped_early"] else "")
     print(f"done in {wall:.1f} s: test accuracy {report['test_acc']:.4f}, validation "
-          f"{report['val_acc']:.4f}, final loss {report['train_loss'][-1]:.4f}")
+          f"{report['val_acc']:.4f}, final loss {report['train_loss'][-1]:.4f}{stop}")
     if args.reference:
         print(f"plain torch reference (same seed): test accuracy "
               f"{report['reference']['test_acc']:.4f}")
@@ -360,7 +364,8 @@ def register(subparsers) -> None:
                     "backward: ReLU mask) on S-SpMM devices and the node updates on torch, "
                     "under Mixture of Parallelism or partition parallelism. Defaults follow "
                     "Kipf & Welling (hidden 16, dropout 0.5, Adam lr 0.01, weight decay 5e-4, "
-                    "200 epochs, row-normalised features).")
+                    "at most 200 epochs with early stopping on the validation loss, window "
+                    "10, row-normalised features).")
     tr.add_argument("--dataset", default="sbm", metavar="sbm|rmat|cora|citeseer|PATH",
                     help="built-in synthetic graph (sbm, rmat), bundled Planetoid data (cora, "
                          "citeseer), an .npz dataset or a PyG Data .pt "
@@ -391,7 +396,12 @@ def register(subparsers) -> None:
                          "sent (--parallelism partition; SuperGCN uses it with --comm-bits 2)")
     tr.add_argument("--distributed", action="store_true",
                     help="one torch.distributed process per worker (spawned, or torchrun's)")
-    tr.add_argument("--epochs", type=int, default=200, help="training epochs (default 200)")
+    tr.add_argument("--epochs", type=int, default=200,
+                    help="training epochs at most (default 200)")
+    tr.add_argument("--early-stop", type=int, default=10, metavar="W",
+                    help="stop once an epoch's validation loss exceeds the mean of the W "
+                         "epochs before it (Kipf & Welling's window; default 10, 0: train "
+                         "every epoch)")
     tr.add_argument("--layers", type=int, default=2, help="GNN layers (default 2)")
     tr.add_argument("--hidden", type=int, default=16, help="hidden units (default 16)")
     tr.add_argument("--lr", type=float, default=0.01, help="Adam learning rate (default 0.01)")
