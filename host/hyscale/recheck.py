@@ -44,7 +44,7 @@ import numpy as np
 #: an epoch predicted further than this from its measurement (relative error) re-calibrates
 RECALIBRATE_ABOVE = 0.10
 #: the measured iterations a re-calibration fits (the last ones; at least the last epoch's)
-RECALIBRATE_WINDOW = 8
+RECALIBRATE_WINDOW = 24
 #: a re-calibrated model is trusted this far (in CPU share) from the shares it was fitted at:
 #: the DRM's re-split is the best grid share within it
 TRUST_RADIUS = 0.1

@@ -125,6 +125,14 @@ def test_group_factors_and_spread_come_from_the_groups_measured_times():
     assert c.rho == 0.0
     assert mc.predict_iteration(8, 0.25) == pytest.approx(
         2 * 0.0013499 + 5 * 0.9986501 + 0.0044318, abs=1e-6)
+    # the CPU group's time measured 6 where its stages make 2: group factor 3, steady
+    mc = ModelCheck(ModelTable(TABLE), threshold=0.01, skip=0)
+    for _ in range(2):
+        mc.observe(8, 0.25, _stage(1, 3, 1.5, 0.5, 2, 5, 6, 5), 6.0)
+    assert mc.end_epoch(0, 0.25)["recalibrated"]
+    assert mc.correction.group == pytest.approx({"C": 3.0, "A": 1.0})
+    assert mc.predict_iteration(8, 0.25) == pytest.approx(6.0)       # max(3 x 2, 5)
+    assert mc.predict_iteration(8, 0.75) == pytest.approx(18.0)      # max(3 x 6, 2)
 
 
 def _slow_accelerator_training(mc, shares):
@@ -220,6 +228,7 @@ def test_without_the_drm_the_check_reports_and_the_split_stays():
     assert r["model_check"]["epochs"][0]["recalibrated"]
     assert {x["cpu_share_used"] for x in r["iterations"]} == {0.5}
     assert r["final_cpu_share"] == 0.5
+    assert not [x for x in r["drm_log"] if "re-calibrated" in x["action"]]
     # never re-calibrated with an infinite threshold; nothing checked when asked not to
     r = train_hybrid(d, dataclasses.replace(cfg, recheck_threshold=math.inf), split=split)
     assert r["model_check"]["recalibrations"] == 0
