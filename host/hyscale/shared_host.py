@@ -171,7 +171,9 @@ def host_shared(pred: dict, pipe: dict, cores: float, accel_sim_s: list | None =
     letter itself standing for "alone") each stage gets its class's spread in each mix
     weighted by the time the replay spends in it, and ``iteration_median_s`` /
     ``iteration_mean_s`` are :func:`expected_max`'s (the median to compare with a median, the
-    mean for epochs)."""
+    mean for epochs). ``trainer_s``: every trainer's replayed stage times (``sample``,
+    ``load``, ``transfer``, ``train``), what the re-check during training scales
+    (:mod:`~moagcn.host.hyscale.recheck`)."""
     kinds = pred["kinds"]
     n = len(kinds)
     dev = [0.0] * n

@@ -143,8 +143,9 @@ def model_split(dataset, cfg, shares=SPLIT_SHARES, samples: int = 2, progress=No
     (sampling timed at design time, as the paper times it), predict an epoch of ``cfg`` at
     every CPU share of ``shares`` with the variant that follows this machine (``cycles/host``
     with prefetching, ``cycles/pipeline`` without), and return the fastest:
-    ``{"cpu_share", "predicted_epoch_s", "predicted_epoch_s_by_share", "variant",
-    "calibration_s", "seconds"}``. With only CPU or only accelerator trainers there is
+    ``{"cpu_share", "predicted_epoch_s", "predicted_epoch_s_by_share", "variant", "table",
+    "calibration_s", "seconds"}`` (``table``: :func:`model_table`, what ``train_hybrid``
+    re-checks the model with during training). With only CPU or only accelerator trainers there is
     nothing to split (share 1 or 0, no calibration). The calibration measures the trainers
     at the parts of the even split and of the grid's two extreme shares. ``cal``: a
     calibration of this dataset and model to use instead of a new one."""
