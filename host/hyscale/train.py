@@ -21,7 +21,8 @@ replica of the model, and a sparse device:
   there too, the update and both of its backward products
   (:func:`~moagcn.host.nn.autograd.linears_on_device`; ``update_on="host"``: torch), so the
   whole training step is the accelerator's; on the S-SpMM they run in torch on the host;
-- ``gpu`` trainers are ``cpu`` trainers whose torch work runs on CUDA when there is one.
+- ``gpu`` trainers are ``cpu`` trainers whose torch work runs on CUDA (refused without a CUDA
+  GPU: no trainer silently runs elsewhere than asked).
 
 The trainers run one after another, each timed alone (``concurrent=True``: at the same time, in
 threads; :func:`train_hybrid_distributed`: one torch.distributed process each, gradients
@@ -222,6 +223,9 @@ class HybridConfig:
                             "rtl")
         if "accel" in kinds:
             AcceleratorChoice(self.device, self.design, self.preset, dict(self.params)).config()
+        if "gpu" in kinds and not torch.cuda.is_available():
+            raise UserError(f"--trainers {self.trainers}: a gpu trainer runs torch on CUDA, and "
+                            "torch sees no CUDA GPU here; use cpu:K for torch on the host")
         if dataset is not None:
             ids = training_ids(dataset.train_mask, labels=dataset.labels)
             if self.batch > ids.size:
@@ -574,7 +578,7 @@ def train_hybrid(dataset: Dataset, cfg: HybridConfig, on_iteration=None,
     opt = torch.optim.Adam(master.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     accel = AcceleratorChoice(cfg.device, cfg.design, cfg.preset, dict(cfg.params))
     cpu = AcceleratorChoice("cpu")
-    cuda = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    cuda = torch.device("cuda") if "gpu" in kinds else None    # validate: CUDA is there
     degrees = dataset.graph.degrees().astype(np.int64)
     trainers = {t: Trainer(t, kinds[t], master, accel if kinds[t] == "accel" else cpu,
                            cuda if kinds[t] == "gpu" else torch.device("cpu"), fanouts,
