@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from moagcn.hw.arith.adder import ADDER_STAGES
-from moagcn.hw.arith.multiplier import MULTIPLIER_STAGES
-
 LANE_CHOICES = (2, 4, 8, 16, 32)
+#: the binary32 units' natural stages (``moagcn.hw.arith``: ``MULTIPLIER_STAGES``,
+#: ``ADDER_STAGES``), written here so that the configuration loads without the gateware
+UNIT_STAGES = 7
 
 
 @dataclass(frozen=True)
@@ -44,8 +44,8 @@ class SddmmConfig:
     max_edges: int = 4096
     max_chunks: int = 8
     max_heads: int = 8
-    mul_latency: int = MULTIPLIER_STAGES
-    add_latency: int = ADDER_STAGES
+    mul_latency: int = UNIT_STAGES
+    add_latency: int = UNIT_STAGES
     clock_mhz: float = 100.0
     simulate: bool = True
 

@@ -13,6 +13,7 @@ from moagcn.cli.common import (add_accelerator_args, add_undirected_arg, job_dri
 from moagcn.config import config_dict, parse_params
 from moagcn.core.spec import get_spec
 from moagcn.errors import UserError
+from moagcn.sim.sddmm.spec import estimate_graph
 
 
 def _heads(value: int, width: int | None) -> int:
@@ -109,8 +110,6 @@ def cmd_sddmm_run(args) -> int:
 
 
 def cmd_sddmm_estimate(args) -> int:
-    # lazy: the model module imports the golden model's numpy code only
-    from moagcn.sim.sddmm.spec import estimate_graph
     report_path(args.report)
     spec = get_spec("sddmm")
     config = spec.config(args.preset, parse_params(args.param))
