@@ -29,6 +29,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
+import math
 import re
 import time
 from dataclasses import dataclass
@@ -68,12 +69,15 @@ _PARAM = re.compile(r"\.(\w+)\(\d+'d(\d+)\)")
 @dataclass
 class Unit:
     """A unit of a design: what to synthesise, how many the design holds, and which of its
-    modules (name patterns) are other units, left as empty boxes."""
+    modules (name patterns) are other units, left as empty boxes. ``scale``: a unit too wide to
+    build at the configuration (over Amaranth's 65,536 port bits) is synthesised narrower and
+    its resources multiplied by this factor (used where they grow linearly)."""
 
     name: str
     count: int
     build: Callable[[], Any]
     boxes: tuple[str, ...] = ()
+    scale: float = 1.0
 
 
 def ram_stubs(text: str) -> str:
@@ -120,15 +124,23 @@ def hyscale_units(config) -> list[Unit]:
     else:
         macs = next(m for m in (4, 16, 64) if m >= config.mem_words_per_cycle)
         shell_cfg = dataclasses.replace(config, macs=macs, simulate=True)
+    # the drain reads every MAC's result port (36 bits each): beyond 1,024 MACs its ports pass
+    # Amaranth's limit, so it is built for 1,024 and scaled (a mux of m words: linear in m)
+    drain_macs = min(config.macs, DRAIN_MACS)
+    drain_cfg = buildable(dataclasses.replace(config, macs=drain_macs, simulate=False))
     return [
         Unit("pe_pair", config.spes, lambda: PEPair(unit_cfg)),
         Unit("mac", config.macs, lambda: MacCell(unit_cfg)),
-        Unit("result_drain", 1, lambda: ResultDrain(unit_cfg)),
+        Unit("result_drain", 1, lambda: ResultDrain(drain_cfg),
+             scale=config.macs / drain_macs),
         Unit("token_generator", 1, lambda: TokenGenerator(unit_cfg)),
         Unit("shell", 1, lambda: HyScaleLayer(shell_cfg),
              ("*.agg.pe*", "*.upd.mac*", "*.upd.drain*", "*.upd.tokens*")),
     ]
 
+
+#: the most MACs a result drain is built for (see :func:`hyscale_units`)
+DRAIN_MACS = 1024
 
 #: designs whose report can be assembled, by name
 UNITS = {"hyscale-layer": hyscale_units}
@@ -141,15 +153,22 @@ def synthesize_unit(unit: Unit, out_dir: Path, timeout: float | None) -> dict[st
     out_dir.mkdir(parents=True, exist_ok=True)
     top = f"unit_{unit.name}"
     text, _ = verilog_text(unit.build(), top)
-    (out_dir / f"{top}.v").write_text(ram_stubs(text))
-    boxes = [pattern for pattern in unit.boxes]
+    vfile, script = out_dir / f"{top}.v", yosys_script(f"{top}.v", top, list(unit.boxes))
     t0 = time.perf_counter()
-    cells = run_yosys(out_dir, yosys_script(f"{top}.v", top, boxes), timeout)
+    done = out_dir / "cells.json"
+    if (done.exists() and vfile.exists() and vfile.read_text() == ram_stubs(text)
+            and (out_dir / "synth.ys").read_text() == script):
+        cells = json.loads(done.read_text())      # this unit, synthesised before: reused
+    else:
+        vfile.write_text(ram_stubs(text))
+        cells = run_yosys(out_dir, script, timeout)
+        done.write_text(json.dumps(cells))
     logic = classify(cells)
     mems = []
     for mem in memories(text, unit.boxes):
         mems.append({**mem, **memory_blocks(mem["depth"], mem["width"], mem["read_ports"])})
-    return {"name": unit.name, "count": unit.count, "logic": logic, "memories": mems,
+    return {"name": unit.name, "count": unit.count, "scale": unit.scale, "logic": logic,
+            "memories": mems,
             "yosys_cells": cells, "time_s": round(time.perf_counter() - t0, 2)}
 
 
@@ -168,11 +187,16 @@ def assemble(design, config, target, out_dir: Path, timeout: float | None = None
              for unit in UNITS[design.name](config)]
     totals: dict[str, Any] = {field: 0 for field in FIELDS}
     for unit in units:
+        n = unit["count"] * unit["scale"]
         for field in FIELDS:
-            totals[field] += unit["count"] * unit["logic"][field]
+            totals[field] += n * unit["logic"][field]
         for mem in unit["memories"]:
             for field in ("luts", "luts_as_memory", "bram36", "urams"):
-                totals[field] += unit["count"] * mem[field]
+                totals[field] += n * mem[field]
+    for field in FIELDS:
+        # whole cells (a scaled unit can leave fractions); RAMB36 equivalents keep halves
+        totals[field] = (math.ceil(2 * totals[field]) / 2 if field == "bram36"
+                         else math.ceil(totals[field]))
     report: dict[str, Any] = {"design": design.name, "target": target.name,
                               "config": dataclasses.asdict(config), "method": "units",
                               "pre_route": True, **totals}
@@ -189,11 +213,11 @@ def breakdown(report: dict[str, Any]) -> list[dict[str, Any]]:
     """Per unit kind: count, and the logic and memory resources of all of them together."""
     rows = []
     for unit in report["units"]:
-        n = unit["count"]
-        row = {"unit": unit["name"], "count": n,
-               **{f: n * unit["logic"][f] for f in ("luts", "ffs", "dsps")}}
-        row["luts"] += n * sum(mem["luts"] for mem in unit["memories"])
+        n = unit["count"] * unit.get("scale", 1.0)
+        row = {"unit": unit["name"], "count": unit["count"], "scale": unit.get("scale", 1.0),
+               **{f: round(n * unit["logic"][f]) for f in ("luts", "ffs", "dsps")}}
+        row["luts"] += round(n * sum(mem["luts"] for mem in unit["memories"]))
         row["bram36"] = n * sum(mem["bram36"] for mem in unit["memories"])
-        row["urams"] = n * sum(mem["urams"] for mem in unit["memories"])
+        row["urams"] = math.ceil(n * sum(mem["urams"] for mem in unit["memories"]))
         rows.append(row)
     return rows

@@ -140,9 +140,10 @@ def _synth_xilinx(args, target) -> int:
     else:
         report = assemble(design, config, target, out, timeout=args.timeout, check=False)
         for row in breakdown(report):
+            scaled = f" (x {row['scale']:g}, built narrower)" if row["scale"] != 1 else ""
             print(f"  {row['count']:>6,} x {row['unit']:<16s} {row['luts']:>10,} LUTs "
                   f"{row['ffs']:>10,} FFs {row['dsps']:>6,} DSPs {row['bram36']:>8,.1f} BRAM36 "
-                  f"{row['urams']:>6,} URAM")
+                  f"{row['urams']:>6,} URAM{scaled}")
     print(f"{summary_line(report)} -> {out / 'report.json'}")
     # after the figures: a design that does not fit says which resources and by how much
     check_fit(report, target.name, out / "report.json")
