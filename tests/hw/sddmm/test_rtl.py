@@ -77,7 +77,7 @@ def test_tiny_on_pysim():
     cfg = SPEC.config("tiny")
     indptr = np.array([0, 2, 2, 5, 6])
     indices = np.array([1, 1, 0, 3, 2, 2])
-    Q, K = operands(4, 4, 6, seed=5)
+    Q, K = operands(4, 4, 14, seed=5)           # D = 7: two chunks of 4 lanes per head
     mask = np.array([[1, 0], [1, 1], [0, 0], [0, 1], [1, 1], [1, 0]], dtype=bool)
     check_rtl(cfg, "pysim", indptr, indices, Q, K, 2, mask)
 
