@@ -155,6 +155,7 @@ def _synth_xilinx(args, target) -> int:
 #: the benchmark module of each design that has one
 BENCHES = {"sspmm": "moagcn.sim.benches.sspmm", "sspmm-model": "moagcn.sim.benches.validate_sspmm",
            "hyscale": "moagcn.sim.benches.hyscale", "pyg": "moagcn.host.benches.pyg",
+           "sddmm": "moagcn.sim.benches.sddmm",
            "hyscale-model-kernel": "moagcn.sim.benches.hyscale_kernel",
            "hyscale-overlap": "moagcn.sim.benches.hyscale_overlap",
            "hyscale-model": "moagcn.host.benches.hyscale_model",
@@ -166,6 +167,8 @@ BENCH_HELP = {
     "sspmm": "the S-SpMM on a power-law job: utilisation, mask skipping, model error, "
              "co-simulation speed",
     "sspmm-model": "the S-SpMM cycle model against the RTL over slices x lanes",
+    "sddmm": "the SDDMM RTL against its cycle and golden models on held-out-style patterns, "
+             "utilisation at F = 64",
     "hyscale": "the HyScale fused layer on the RTL against its models",
     "hyscale-model-kernel": "the HyScale kernels' cycle model on held-out shapes",
     "hyscale-overlap": "a tiled HyScale mini-batch with and without ping-pong load buffers",
