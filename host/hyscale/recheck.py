@@ -31,7 +31,9 @@ the maximum of fluctuating stages adds, and what else the stages leave out). An 
 for the slower group: its predicted time is the expected maximum of the two groups' times,
 each normal with the spread measured over the window (the relative residuals of ``G_C`` and
 ``G_A`` against the re-calibrated model) and their correlation (Clark's formula,
-:func:`expected_max2`). A stage the model or the window has at zero keeps factor 1.
+:func:`expected_max2`), times a last factor that makes the window's iterations as predicted
+sum to those measured (what the normal approximation leaves, e.g. a spread inflated by a
+drifting load). A stage the model or the window has at zero keeps factor 1.
 """
 
 from __future__ import annotations
@@ -140,11 +142,15 @@ class Correction:
     cv: dict                          # {"C"|"A": relative spread}
     rho: float = 0.0
     iterations: int = 0
+    #: the window's measured iterations over their predictions by the above (what the normal
+    #: approximation of the two groups' maximum leaves)
+    scale: float = 1.0
     extra: dict = field(default_factory=dict)
 
     def as_dict(self) -> dict:
         return {"stage_factors": self.stage, "group_factors": self.group, "cv": self.cv,
-                "rho": self.rho, "iterations": self.iterations, **self.extra}
+                "rho": self.rho, "scale": self.scale, "iterations": self.iterations,
+                **self.extra}
 
 
 def _group_of(kind: str) -> str:
@@ -197,6 +203,9 @@ class ModelCheck:
         c = self.correction
         if c is None:
             return self.table.iteration_s(batch, share)
+        return c.scale * self._max_of_groups(batch, share, c)
+
+    def _max_of_groups(self, batch: int, share: float, c: Correction) -> float:
         G = self.groups(batch, share, c)
         mu = {g: G.get(g, 0.0) * c.group.get(g, 1.0) for g in ("C", "A")}
         return expected_max2(mu["C"], c.cv.get("C", 0.0) * mu["C"],
@@ -298,6 +307,9 @@ class ModelCheck:
         a, b = resid["C"], resid["A"]
         if a.size == b.size and a.size > 2 and a.std() > 0 and b.std() > 0:
             c.rho = float(np.corrcoef(a, b)[0, 1])
+        m = sum(self._max_of_groups(r["batch"], r["share"], c) for r in window)
+        x = sum(r["iteration_s"] for r in window)
+        c.scale = x / m if m > 0 and x > 0 else 1.0
         c.extra = {"measured_s": {k: meas_sum[k] / len(window) for k in DRM_STAGES},
                    "model_s": {k: model_sum[k] / len(window) for k in DRM_STAGES}}
         return c

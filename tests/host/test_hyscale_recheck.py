@@ -114,17 +114,21 @@ def test_an_epoch_is_predicted_by_the_model_as_it_stood_at_its_start():
 def test_group_factors_and_spread_come_from_the_groups_measured_times():
     """Stages as modelled, but the accelerator group's own time measured 4 and 6 around the
     modelled 5 (and the CPU group's 2 as modelled): group factors 1, spreads 0.2 and 0; the
-    iteration is then E[max(2, N(5, 1))] = 2 Phi(-3) + 5 Phi(3) + phi(3)."""
+    iteration is then E[max(2, N(5, 1))] = 2 Phi(-3) + 5 Phi(3) + phi(3) = 5.000382, scaled
+    to the measured mean of 5 (the iterations took max(2, 4) and max(2, 6)). At 0.5 the
+    groups take 4 and 3.5 (spread 0.7): E[max(4, N(3.5, 0.7))] = 4.097618 (by numerical
+    integration), times the same 5 / 5.000382."""
     mc = ModelCheck(ModelTable(TABLE), threshold=0.01, skip=0)
     for ga in (4.0, 6.0):
-        mc.observe(8, 0.25, _stage(1, 3, 1.5, 0.5, 2, 5, 2, ga), 4.0)
+        mc.observe(8, 0.25, _stage(1, 3, 1.5, 0.5, 2, 5, 2, ga), ga)
     assert mc.end_epoch(0, 0.25)["recalibrated"]
     c = mc.correction
     assert c.group == pytest.approx({"C": 1.0, "A": 1.0})
     assert c.cv == pytest.approx({"C": 0.0, "A": 0.2})
     assert c.rho == 0.0
-    assert mc.predict_iteration(8, 0.25) == pytest.approx(
-        2 * 0.0013499 + 5 * 0.9986501 + 0.0044318, abs=1e-6)
+    assert c.scale == pytest.approx(5 / 5.000382, abs=1e-6)
+    assert mc.predict_iteration(8, 0.25) == pytest.approx(5.0)
+    assert mc.predict_iteration(8, 0.5) == pytest.approx(4.097618 * 5 / 5.000382, abs=1e-5)
     # the CPU group's time measured 6 where its stages make 2: group factor 3, steady
     mc = ModelCheck(ModelTable(TABLE), threshold=0.01, skip=0)
     for _ in range(2):
