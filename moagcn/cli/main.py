@@ -112,6 +112,10 @@ def cmd_synth(args) -> int:
         raise UserError(f"--units assembles a U250 report (--target xcup-u250); {args.target} "
                         "runs place and route on the whole design")
     design, config = _design_and_config(args.design, args.param, args.preset)
+    if not getattr(config, "simulate", True):
+        raise UserError(f"this {args.design} configuration is for the models only and cannot "
+                        f"be built for {args.target}; --target xcup-u250 assembles its resources "
+                        "from synthesised units where the design has a unit list (hyscale)")
     report = synthesize(design, config, args.target, Path(args.out), seed=args.seed,
                         freq_mhz=args.freq, timeout=args.timeout)
     print(f"{design.name} on {args.target}: {report['luts']} LUTs, {report['ffs']} FFs, "
@@ -129,11 +133,17 @@ def _synth_xilinx(args, target) -> int:
     design or, for a configuration that can only be modelled (or with ``--units``), assembled
     from its synthesised units (:mod:`moagcn.synth.assemble`)."""
     # lazy: keeps the gateware (amaranth) out of this module's import
-    from moagcn.synth.assemble import assemble, breakdown
+    from moagcn.synth.assemble import UNITS, assemble, breakdown
     from moagcn.synth.xilinx import check_fit, summary_line, synthesize_xilinx
     design, config = _design_and_config(args.design, args.param, args.preset)
     whole = getattr(config, "simulate", True) and not args.units
     out = Path(args.out)
+    if not whole and not getattr(config, "simulate", True) and design.name not in UNITS:
+        raise UserError(f"this {args.design} configuration is for the models only and cannot "
+                        f"be built, and only {', '.join(UNITS)} has a unit list to assemble "
+                        "its resources from"
+                        + ("; for the S-SpMM's area see `moagcn sspmm area`"
+                           if args.design == "sspmm" else ""))
     if whole:
         report = synthesize_xilinx(design, config, target, out, timeout=args.timeout,
                                    check=False)

@@ -132,6 +132,15 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys):
     assert main(["synth", "fp32-add", "--target", "ecp5-25k", "--units",
                  "--out", str(tmp_path)]) == 2
     assert "--units" in capsys.readouterr().err
+    # model-only configurations: not buildable for ECP5; on the U250 only HyScale's assembles
+    assert main(["synth", "hyscale", "--preset", "u250", "--target", "ecp5-85k",
+                 "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "models only" in err and "xcup-u250" in err
+    assert main(["synth", "sspmm", "--preset", "paper", "--target", "xcup-u250",
+                 "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "sspmm area" in err
 
 
 @pytest.mark.slow
