@@ -283,8 +283,9 @@ def estimate_tiles(deg, unmasked, bounds, n_edges, n_features, n_cols,
     G, R, L = config.groups, fetch.rate, config.adder_latency
     gap = turn_gap(config, fetch.issue_to_root)
     t_turns, t_jobs, t_reads = per_tile(turns), per_tile(jobs), per_tile(reads)
+    port = t_reads + _pass_read_cost(config, fetch) * per_tile(passes)
     issue = np.maximum(np.maximum(np.ceil(t_turns * gap / (L * G)).astype(np.int64),
-                                  np.ceil(t_reads / R).astype(np.int64)), t_jobs)
+                                  np.ceil(port / R).astype(np.int64)), t_jobs)
     ends = _schedules(bounds, d, jobs, arrival, config, [fetch] * m)
     busy = t_jobs > 0
     latency = np.where(busy, np.ceil(ends), 0).astype(np.int64)
@@ -467,10 +468,29 @@ def _slice_issues(parts, config: SSpmmConfig, fetches) -> list[int]:
             continue
         G, R, L = config.groups, fetch.rate, config.adder_latency
         gap = turn_gap(config, fetch.issue_to_root)
+        reads = int(np.dot(deg, passes)) + _pass_read_cost(config, fetch) * int(passes.sum())
         issue = max(int(np.ceil(int(np.dot(deg, jobs)) * gap / (L * G))),
-                    int(np.ceil(int(np.dot(deg, passes)) / R)), int(jobs.sum()))
+                    int(np.ceil(reads / R)), int(jobs.sum()))
         out.append(max(issue, int(np.ceil(end))))
     return out
+
+
+#: read-port cycles a pass costs beyond its reads, per cycle by which a row read's round trip
+#: (issue to the turn that frees its entry) exceeds the ring period, over that period: fitted on
+#: 24 jobs of the tiny preset (ring 3, round trip 6; seeds 800-823 of
+#: ``validate_sspmm.held_out_job``), checked on its held-out jobs (docs/sspmm.md, "Cycle
+#: model"). Zero where the round trip fits in a ring (multi, paper), 0.05 on the default preset
+PASS_PORT_LOSS = 0.35
+
+
+def _pass_read_cost(config: SSpmmConfig, fetch: "_FetchTiming") -> float:
+    """Read-port cycles each pass costs beyond its reads (:data:`PASS_PORT_LOSS`): with a ring
+    shorter than a read's round trip a pass that starts cannot keep its contexts' turns fed
+    from its first reads, and when the port is what bounds the slice (one read per cycle, every
+    pass at its ring's pace) the port idles for part of a cycle at each pass's start."""
+    L = config.adder_latency
+    round_trip = fetch.issue_to_root + tree_depth(config.groups, config.tree_radix) + 2
+    return PASS_PORT_LOSS * max(0.0, round_trip - L) / L
 
 
 def _schedule_terms(config: SSpmmConfig, fetch: "_FetchTiming") -> tuple[float, float, float]:
