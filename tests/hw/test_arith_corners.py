@@ -9,7 +9,8 @@ lowest one at a chosen distance from the alignment. The vectors here are built f
 
 - products landing from below the smallest subnormal to just above the smallest normal, from
   sparse significands (``1 + 2^-i + ...``), so that the guard bit and the sticky bit are set by
-  single far bits; subnormal operands; ties to even at the subnormal boundary; products that
+  single far bits; subnormal products whose only ones below the guard bit lie more than 23
+  places below it (:func:`far_sticky_products`); subnormal operands; ties to even at the subnormal boundary; products that
   round up into the smallest normal; products at the overflow threshold;
 - sums whose smaller operand has one low bit at every distance below the guard bit, in both
   operand orders, added and subtracted; massive cancellation, into the subnormal range too;
@@ -24,6 +25,8 @@ an exact zero sum of operands of opposite signs ``+0`` and ``(-0) + (-0) = -0``,
 
 from __future__ import annotations
 
+import functools
+import math
 from fractions import Fraction
 
 import numpy as np
@@ -195,6 +198,44 @@ SPARSE = [1 << 23, (1 << 23) | 1, (1 << 23) | 2, (1 << 23) | 3, (1 << 23) | (1 <
           (1 << 23) | (1 << 11) | 1, (1 << 24) - 1]
 
 
+@functools.lru_cache(maxsize=None)
+def far_sticky_products() -> tuple[tuple, tuple]:
+    """Subnormal products whose only ones below the guard bit lie more than 23 places below
+    it, above a significand of even last bit: a tie unless those far bits are counted (in a
+    48-bit product denormalised by a right shift, they are the bits shifted out).
+
+    Significands ``2^23 + u`` and ``2^23 + w`` multiply to ``P = 2^46 + 2^23 (u + w) + u w``.
+    With ``u + w = 2^s - c`` and ``u w = c 2^23 + L``, ``0 < L < 2^s``, P is ``2^46 + 2^(s + 23)
+    + L``: scaled so that ``k = s + 24`` of its bits fall below the subnormal quantum, its guard
+    bit is bit ``s + 23``, bits ``s .. s + 22`` are zero and ``L`` holds the far ones. ``u`` and
+    ``w`` are the integer roots of ``z^2 - (2^s - c) z + c 2^23 + L``, found near the real ones
+    for ``c < 1024``; one pair per ``(s, highest far bit)``: the far ones from just below the
+    23 zeros down to bit 0."""
+    found = {}
+    for s in range(1, 23):
+        for c in range(0, 1024):
+            total = (1 << s) - c
+            disc = total * total - 4 * c * (1 << 23)
+            if total < 2:
+                break
+            if disc < 0:
+                continue
+            r = math.isqrt(disc)
+            for u0 in ((total - r) // 2, (total + r) // 2):
+                for u in range(max(u0 - 2, 0), u0 + 3):
+                    w = total - u
+                    low = u * w - c * (1 << 23)
+                    if 0 <= w < (1 << 23) and u < (1 << 23) and 0 < low < (1 << s) \
+                            and not ((((1 << 23) + u) * ((1 << 23) + w)) >> (s + 24)) & 1:
+                        found.setdefault((s, low.bit_length()), (u, w))
+    a, b = [], []
+    for n, ((s, _), (u, w)) in enumerate(sorted(found.items())):
+        fields = 127 - s                       # field_a + field_b: value P * 2^-(173 + s)
+        a.append(word(n & 1, fields // 2, u))
+        b.append(word(0, fields - fields // 2, w))
+    return tuple(a), tuple(b)
+
+
 def mul_vectors() -> tuple[np.ndarray, np.ndarray]:
     a, b = [], []
     # normal operands of sparse significands, the exact product's exponent from 2^-152 (below
@@ -214,6 +255,9 @@ def mul_vectors() -> tuple[np.ndarray, np.ndarray]:
             for eb in range(-1, 28, 2):
                 a.append(fa)
                 b.append(word(eb & 1, eb + 127, mb - (1 << 23)))
+    a_far, b_far = far_sticky_products()
+    a += a_far
+    b += b_far
     # the overflow threshold: products around (2 - 2^-24) 2^127
     for ma in SPARSE:
         for mb in SPARSE:
