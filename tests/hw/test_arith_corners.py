@@ -179,8 +179,8 @@ HAND = {
         (0x1F800001, 0x1F800001, 0x00000000, 0x00200001),
         # ... and then cancels against -0x00200000 exactly: the smallest subnormal
         (0x1F800001, 0x1F800001, 0x80200000, 0x00000001),
-        # fused, 2^-128 (1 + 2^-23)^2 - 2^-128 would be 2^-150 + 2^-174: 0x00000001 too, but
-        # with the tie product 0x00400000 - 0x00400000 = +0 where a fused unit gives 2^-150 -> 0
+        # the tie product 2^-127 + 2^-150 rounds to 2^-127 (even), which cancels -2^-127
+        # exactly: +0 (an exact zero sum of operands of opposite signs)
         (0x00400000, 0x3F800001, 0x80400000, 0x00000000),
     ],
 }
