@@ -115,8 +115,11 @@ def hyscale_units(config) -> list[Unit]:
     """The units of a HyScale layer at ``config`` (see the module docstring)."""
     # lazy: keeps the gateware (amaranth) out of this module's import
     from moagcn.hw.hyscale.aggregate import PEPair
+    # lazy: the gateware, as above
     from moagcn.hw.hyscale.layer import HyScaleLayer
+    # lazy: the gateware, as above
     from moagcn.hw.hyscale.mac import MacCell
+    # lazy: the gateware, as above
     from moagcn.hw.hyscale.update import ResultDrain, TokenGenerator
     unit_cfg = buildable(config)
     if config.simulate:

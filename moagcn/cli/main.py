@@ -102,6 +102,7 @@ def cmd_arith(args) -> int:
 def cmd_synth(args) -> int:
     # lazy: keeps the gateware (amaranth) out of this module's import
     from moagcn.synth import synthesize
+    # lazy: the gateware, as above (the flow module builds Verilog)
     from moagcn.synth.flow import get_target
     if args.timeout is not None and args.timeout <= 0:
         raise UserError(f"--timeout {args.timeout:g}: give a positive number of seconds")
@@ -134,6 +135,7 @@ def _synth_xilinx(args, target) -> int:
     from its synthesised units (:mod:`moagcn.synth.assemble`)."""
     # lazy: keeps the gateware (amaranth) out of this module's import
     from moagcn.synth.assemble import UNITS, assemble, breakdown
+    # lazy: keeps the synthesis flows out of this module's import
     from moagcn.synth.xilinx import check_fit, summary_line, synthesize_xilinx
     design, config = _design_and_config(args.design, args.param, args.preset)
     whole = getattr(config, "simulate", True) and not args.units

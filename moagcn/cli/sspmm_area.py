@@ -7,11 +7,12 @@ from moagcn.cli.common import output_path, write_json
 from moagcn.config import config_dict, parse_params
 from moagcn.core.spec import get_spec
 from moagcn.errors import UserError
-from moagcn.synth.asic import comparison, sspmm_area
 
 
 def cmd_sspmm_area(args) -> int:
     """Area and power at 28 nm from cited per-unit figures, beside MixGCN's SPU."""
+    # lazy: the synth package's import brings the synthesis flows and the gateware build
+    from moagcn.synth.asic import comparison, sspmm_area
     if args.report:
         output_path(args.report, "--report")
     if not 0.0 <= args.activity <= 1.0:
