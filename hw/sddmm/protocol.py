@@ -35,8 +35,8 @@ def tree_depth(lanes: int) -> int:
 
 def pipeline_latency(config) -> int:
     """Cycles from a chunk issued to its (entry, head)'s sum leaving the accumulating adder:
-    the buffer read, the multipliers, the tree, the accumulator."""
-    return 1 + config.mul_latency + tree_depth(config.lanes) * config.add_latency + \
+    the buffer read, the operand registers, the multipliers, the tree, the accumulator."""
+    return 2 + config.mul_latency + tree_depth(config.lanes) * config.add_latency + \
         config.add_latency
 
 

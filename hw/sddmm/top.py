@@ -89,7 +89,6 @@ class SddmmAccelerator(wiring.Component):
         m = Module()
         P, L = c.lanes, c.add_latency
         cbits = (c.max_chunks - 1).bit_length()        # chunk address bits of a row
-        hbits = max((c.max_heads - 1).bit_length(), 1)
         ent = Memory(shape=32 + c.max_heads, depth=c.max_edges, init=[])
         qbuf = Memory(shape=32 * P, depth=c.max_rows * c.max_chunks, init=[])
         kbuf = Memory(shape=32 * P, depth=c.max_cols * c.max_chunks, init=[])
@@ -100,12 +99,12 @@ class SddmmAccelerator(wiring.Component):
 
         # -- loading: the entries in order; Q and K row by row, ``row_chunks`` beats a row
         taken = []
-        port = ent.write_port()
+        ent_w = ent.write_port()
         addr = Signal(range(c.max_edges + 1), name="ent_waddr")
         beats = self.entries_in
-        m.d.comb += [beats.ready.eq(~running & ~stopped), port.addr.eq(addr),
-                     port.data.eq(beats.payload[:32 + c.max_heads]),
-                     port.en.eq(beats.valid & beats.ready & (addr < c.max_edges))]
+        m.d.comb += [beats.ready.eq(~running & ~stopped), ent_w.addr.eq(addr),
+                     ent_w.data.eq(beats.payload[:32 + c.max_heads]),
+                     ent_w.en.eq(beats.valid & beats.ready & (addr < c.max_edges))]
         with m.If(beats.valid & beats.ready):
             m.d.sync += addr.eq(addr + 1)
         taken.append(beats.valid & beats.ready)
@@ -124,24 +123,40 @@ class SddmmAccelerator(wiring.Component):
                     m.d.sync += k.eq(k + 1)
             taken.append(beats.valid & beats.ready)
 
-        # -- the walker: one (entry, head) pair per cycle into the next-pair register
+        # -- the walker: one (entry, head) pair per cycle into the next-pair register. The
+        # entry it works on is a register (``cur``): the buffer's read port, whose output is
+        # slow, only feeds registers. It reads ahead: it always shows entry ``ptr + 1``.
         ptr = Signal(range(c.max_edges + 1))
         seen = Signal(c.max_heads)                     # heads of this entry already emitted
-        rd = ent.read_port()
+        # transparent: an entry written in the cycle before ``start`` is read as written
+        rd = ent.read_port(transparent_for=(ent_w,))
         advance = Signal()
-        # read ahead: the read port always shows entry ``ptr``
-        m.d.comb += rd.addr.eq(ptr + advance)
-        e_row, e_col, e_mask = rd.data[:16], rd.data[16:32], rd.data[32:32 + c.max_heads]
+        cur_entry = Signal(32 + c.max_heads)
+        # while idle the port shows entry 0; from ``start`` on, entry ``ptr + 1``
+        with m.If(running | self.start):
+            m.d.comb += rd.addr.eq(ptr + 1 + advance)
+        with m.Else():
+            m.d.comb += rd.addr.eq(0)
+        e_row, e_col = cur_entry[:16], cur_entry[16:32]
+        e_mask = cur_entry[32:32 + c.max_heads]
+        # per head, registered from the scalars while idle: its first chunk in a row (head x
+        # chunks) and whether the job has it
+        first_chunk = [Signal(cbits + 1, name=f"head{h}_chunk") for h in range(c.max_heads)]
+        in_job = Signal(c.max_heads)
+        with m.If(~running):
+            m.d.sync += [first_chunk[h].eq(h * self.chunks[:cbits + 1])
+                         for h in range(c.max_heads)]
+            m.d.sync += [in_job[h].eq(self.heads > h) for h in range(c.max_heads)]
         has = Signal()
         m.d.comb += has.eq(running & (ptr < self.n_entries))
         remaining = Signal(c.max_heads)
         lowest = Signal(c.max_heads)
         m.d.comb += [remaining.eq(e_mask & ~seen),
                      lowest.eq(remaining & (~remaining + 1))]
-        head = Signal(hbits)
-        for h in range(c.max_heads):
-            with m.If(lowest[h]):
-                m.d.comb += head.eq(h)
+        offset_of_lowest = Signal(cbits + 1)
+        m.d.comb += offset_of_lowest.eq(
+            Cat(*[Cat(*[lowest[h] & first_chunk[h][b] for h in range(c.max_heads)]).any()
+                  for b in range(cbits + 1)]))
         single = Signal()
         m.d.comb += single.eq((remaining & (remaining - 1)) == 0)
 
@@ -153,17 +168,16 @@ class SddmmAccelerator(wiring.Component):
         m.d.comb += fill.eq(~nxt_valid | take)
         bad = Signal()
         m.d.comb += bad.eq((e_row >= self.n_rows) | (e_col >= self.n_cols)
-                           | (head >= self.heads))
+                           | (lowest & ~in_job).any())
         with m.If(fill & running):
             m.d.sync += nxt_valid.eq(has & remaining.any())
-            m.d.sync += [nxt_row.eq(e_row), nxt_col.eq(e_col),
-                         nxt_off.eq(head * self.chunks[:cbits + 1])]
+            m.d.sync += [nxt_row.eq(e_row), nxt_col.eq(e_col), nxt_off.eq(offset_of_lowest)]
             with m.If(has):
                 with m.If(remaining.any() & bad):
                     m.d.sync += self.err_index.eq(1)
                 with m.If(single):
                     m.d.comb += advance.eq(1)
-                    m.d.sync += [ptr.eq(ptr + 1), seen.eq(0)]
+                    m.d.sync += [ptr.eq(ptr + 1), seen.eq(0), cur_entry.eq(rd.data)]
                 with m.Else():
                     m.d.sync += seen.eq(seen | lowest)
 
@@ -211,15 +225,18 @@ class SddmmAccelerator(wiring.Component):
             m.d.comb += [q_rd.addr.eq(cur["row"]), k_rd.addr.eq(cur["col"])]
 
         # -- multipliers, the binary adder tree, the accumulating adder
-        tag = Signal(3, name="tag")                     # valid, first chunk, last chunk
-        m.d.sync += tag.eq(Cat(issue, first, last))
+        # the operands registered after the reads (the buffers' outputs are slow), the tags
+        # beside them: valid, first chunk, last chunk
+        tag = _delay(m, Cat(issue, first, last), 2, "tag")
+        q_data = _delay(m, q_rd.data, 1, "q_operands")
+        k_data = _delay(m, k_rd.data, 1, "k_operands")
         level = []
         for k in range(P):
             mul = Fp32Multiplier(Fp32MulConfig(latency=c.mul_latency))
             m.submodules[f"mul{k}"] = mul
             m.d.comb += [mul.i.valid.eq(tag[0]),
-                         mul.i.payload.a.eq(q_rd.data[32 * k:32 * (k + 1)]),
-                         mul.i.payload.b.eq(k_rd.data[32 * k:32 * (k + 1)])]
+                         mul.i.payload.a.eq(q_data[32 * k:32 * (k + 1)]),
+                         mul.i.payload.b.eq(k_data[32 * k:32 * (k + 1)])]
             level.append(mul.o)
         d = 0
         while len(level) > 1:
@@ -258,7 +275,8 @@ class SddmmAccelerator(wiring.Component):
         with m.FSM():
             with m.State("IDLE"):
                 with m.If(self.start):
-                    m.d.sync += [ptr.eq(0), seen.eq(0)]
+                    # the read port shows entry 0 (address 0 while idle): it becomes ``cur``
+                    m.d.sync += [cur_entry.eq(rd.data), ptr.eq(0), seen.eq(0)]
                     m.next = "RUN"
             with m.State("RUN"):
                 m.d.comb += running.eq(1)
