@@ -147,7 +147,8 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys):
 def test_units_times_counts_against_the_whole_design(tmp_path):
     """HyScale tiny (n = 2, m = 4) synthesised whole and assembled from its units: the logic
     within 5 %, the DSPs equal, the memories within 5 RAMB36 (yosys maps some small memories
-    to distributed RAM or other modes than the capacity rule's). About 8 minutes here."""
+    to distributed RAM or other modes than the capacity rule's). 10-18 minutes on this shared
+    two-core machine."""
     # lazy: keeps the gateware (amaranth) out of the collection
     from moagcn.core.registry import get_design
     from moagcn.synth.assemble import assemble
