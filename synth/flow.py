@@ -10,6 +10,10 @@
   ``critical_path`` (the longest path's first and last cell, its length, logic and routing
   ns, logic steps), ``target``, ``design``, ``config`` and the raw cell counts.
 
+``xcup-u250`` (the Alveo U250) runs yosys alone: resource counts before place and route, no
+Fmax (:mod:`moagcn.synth.xilinx`; a configuration too large to synthesise whole is assembled
+from its units, :mod:`moagcn.synth.assemble`).
+
 ECP5 runs out of context (no I/O buffers), so a design's port count never limits what can be
 measured and the reported logic is the design's own. nextpnr's iCE40 flow has no such mode, so
 an iCE40 run needs the ports to fit the package.
