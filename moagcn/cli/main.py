@@ -172,6 +172,7 @@ BENCHES = {"sspmm": "moagcn.sim.benches.sspmm", "sspmm-model": "moagcn.sim.bench
            "hyscale-overlap": "moagcn.sim.benches.hyscale_overlap",
            "hyscale-model": "moagcn.host.benches.hyscale_model",
            "deal-spmm": "moagcn.host.benches.deal", "hyscale-drm": "moagcn.host.benches.hyscale_train",
+           "hyscale-recheck": "moagcn.host.benches.hyscale_recheck",
            "model-device": "moagcn.host.benches.model_device",
            "dense-device": "moagcn.host.benches.dense"}
 #: what each benchmark measures, for ``moagcn bench --help``
@@ -186,6 +187,8 @@ BENCH_HELP = {
     "hyscale-overlap": "a tiled HyScale mini-batch with and without ping-pong load buffers",
     "hyscale-model": "the HyScale system model (Eq. 5-13) against measured training runs",
     "hyscale-drm": "HyScale's DRM and two-stage prefetching on this machine",
+    "hyscale-recheck": "the HyScale system model re-checked during training: predicted and "
+                       "measured epochs (--load busy-core)",
     "deal-spmm": "DEAL's SpMM, pipelined against sequential, on torch.distributed processes",
     "pyg": "moagcn's layers and training against PyTorch Geometric",
     "model-device": "the bit-exact model device against scipy, and in training against cpu",
