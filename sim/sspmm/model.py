@@ -10,7 +10,9 @@ and reads ``fetch_rows`` rows per cycle. Hence
 
     turns          = sum_v deg(v) * ceil(|S_v| / W)
     rows fetched   = sum_v deg(v) * ceil(ceil(|S_v| / W) / G)
-    cycles_compute ~ max(turns / G, rows fetched / fetch_rows, jobs bound at one per cycle,
+    cycles_compute ~ max(turns / G, (rows fetched + a charge per pass where a read's round
+                         trip exceeds the ring, :func:`_pass_read_cost`) / fetch_rows,
+                         jobs bound at one per cycle,
                          a pass-by-pass replay of the context binding and the fetcher)
                      + pipeline fill and drain
     utilisation    = work_adds / (S * lanes * cycles_compute)
