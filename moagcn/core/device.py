@@ -107,6 +107,78 @@ class SparseDevice(ABC):
                  ) -> tuple[np.ndarray, Counters]:
         """Return Z (float32) and the counters of this call (cycles, tiles, bytes)."""
 
+    # -- per-entry operations: weighted aggregation and SDDMM ------------------------------------
+    #
+    # A weighted graph (GCN with edge weights) and attention (GAT) need two more products, one
+    # value per stored entry and head: ``Z[v, h] = sum_k values[k, h] X[col_k, h]`` (a weighted
+    # SpMM) and ``S[k, h] = <Q[row_k, h], K[col_k, h]>`` (an SDDMM). A device that runs them
+    # names them in ``entry_ops``; the others refuse in one line (the binary S-SpMM has no
+    # multipliers), never falling back silently.
+
+    #: the per-entry operations this device runs: ``"weighted"`` (:meth:`spmm_weighted`),
+    #: ``"sddmm"`` (:meth:`sddmm`)
+    entry_ops: frozenset = frozenset()
+
+    def cannot(self, op: str, what: str) -> UserError:
+        """The one-line refusal of ``op`` (``weighted`` or ``sddmm``) on this device; ``what``
+        says what asked for it (``edge weights``, ``GAT attention``)."""
+        product = {"weighted": "a weighted aggregation (one value per edge)",
+                   "sddmm": "per-edge attention scores (an SDDMM)"}[op]
+        return UserError(f"device {self.name}: {what} need {product}, which this device "
+                         "cannot run (its S-SpMM multiplies by a binary adjacency; the "
+                         "weighted S-SpMM is not built yet); use the cpu device "
+                         "(--device cpu, or device='cpu')")
+
+    def spmm_weighted(self, csr: CSRGraph, values: torch.Tensor, X: torch.Tensor,
+                      what: str = "edge weights") -> torch.Tensor:
+        """``Z[v, h, :] = sum over row v's entries k of values[k, h] X[col_k, h, :]``.
+
+        ``values`` is ``nnz x heads`` (one value per stored entry in CSR order and head),
+        ``X`` is ``n_cols x heads x C``; returns ``n_rows x heads x C`` (float32, torch, no
+        autograd: callers wrap it)."""
+        if "weighted" not in self.entry_ops:
+            raise self.cannot("weighted", what)
+        if values.dim() != 2 or values.shape[0] != csr.nnz:
+            raise UserError(f"weighted SpMM: values have shape {tuple(values.shape)}; expected "
+                            f"({csr.nnz}, heads), one per stored entry")
+        if X.dim() != 3 or X.shape[0] != csr.n_cols or X.shape[1] != values.shape[1]:
+            raise UserError(f"weighted SpMM: features have shape {tuple(X.shape)}; expected "
+                            f"({csr.n_cols}, {values.shape[1]}, C)")
+        t0 = time.perf_counter()
+        Z = self._spmm_weighted(csr, values.detach(), X.detach())
+        self._count(csr.nnz * X.shape[1] * X.shape[2], Z.numel(), t0)
+        return Z
+
+    def sddmm(self, csr: CSRGraph, Q: torch.Tensor, K: torch.Tensor,
+              what: str = "GAT attention") -> torch.Tensor:
+        """``S[k, h] = <Q[row_k, h, :], K[col_k, h, :]>`` for every stored entry ``k``.
+
+        ``Q`` is ``n_rows x heads x D``, ``K`` is ``n_cols x heads x D``; returns
+        ``nnz x heads`` (float32, torch, no autograd)."""
+        if "sddmm" not in self.entry_ops:
+            raise self.cannot("sddmm", what)
+        if Q.dim() != 3 or K.dim() != 3 or Q.shape[0] != csr.n_rows \
+                or K.shape[0] != csr.n_cols or Q.shape[1:] != K.shape[1:]:
+            raise UserError(f"SDDMM: operands of shape {tuple(Q.shape)} and "
+                            f"{tuple(K.shape)}; expected ({csr.n_rows}, heads, D) and "
+                            f"({csr.n_cols}, heads, D)")
+        t0 = time.perf_counter()
+        S = self._sddmm(csr, Q.detach(), K.detach())
+        self._count(csr.nnz * Q.shape[1] * Q.shape[2], S.numel(), t0)
+        return S
+
+    def _count(self, adds: int, elements: int, t0: float) -> None:
+        counts = Counters(calls=1, work_adds=adds, spmm_adds=adds, elements=elements,
+                          unmasked=elements, lanes=self.lanes, clock_mhz=self.clock_mhz)
+        counts.wall_s = time.perf_counter() - t0
+        self.counters.add(counts)
+
+    def _spmm_weighted(self, csr, values, X):
+        raise self.cannot("weighted", "edge weights")
+
+    def _sddmm(self, csr, Q, K):
+        raise self.cannot("sddmm", "GAT attention")
+
     def reset(self) -> None:
         """Zero the counters."""
         self.counters = self._fresh()
@@ -125,6 +197,7 @@ class CpuDevice(SparseDevice):
 
     kind = "cpu"
     takes_no_mask = True
+    entry_ops = frozenset({"weighted", "sddmm"})
 
     def __init__(self, fmt: str = "fp32"):
         if fmt not in ("fp32", "bf16"):
@@ -157,3 +230,21 @@ class CpuDevice(SparseDevice):
         else:
             Z = (csr._cache[key] @ torch.from_numpy(H)).numpy()
         return (Z if M is None else np.where(M, Z, np.float32(0.0))), Counters()
+
+    def _rows_cols(self, csr):
+        if "coo_t" not in csr._cache:
+            csr._cache["coo_t"] = (torch.from_numpy(csr.row_ids().copy()),
+                                   torch.from_numpy(csr.indices.copy()))
+        return csr._cache["coo_t"]
+
+    def _spmm_weighted(self, csr, values, X):
+        rows, cols = self._rows_cols(csr)
+        if self.fmt == "bf16":
+            X = X.to(torch.bfloat16).to(torch.float32)
+        Z = X.new_zeros((csr.n_rows,) + tuple(X.shape[1:]))
+        Z.index_add_(0, rows.to(X.device), values.unsqueeze(-1) * X[cols.to(X.device)])
+        return Z.to(torch.bfloat16).to(torch.float32) if self.fmt == "bf16" else Z
+
+    def _sddmm(self, csr, Q, K):
+        rows, cols = self._rows_cols(csr)
+        return (Q[rows.to(Q.device)] * K[cols.to(K.device)]).sum(-1)

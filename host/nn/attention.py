@@ -1,0 +1,107 @@
+"""The two per-entry products of weighted aggregation and attention, with autograd.
+
+A weighted or attention layer needs, beyond the binary S-SpMM, two sparse products with one
+value per stored entry ``k`` (row ``v``, column ``u``) and head ``h``:
+
+- **weighted SpMM** ``Z[v, h] = Σ_k values[k, h] · X[u, h]`` (the aggregation ``Σ_u α_vu h_u``
+  of GAT, ``A_w H`` of a weighted GCN), :func:`spmm_weighted`;
+- **SDDMM** ``S[k, h] = <Q[v, h], K[u, h]>`` (attention scores), :func:`sddmm`.
+
+Each one's backward is made of the two again::
+
+    Z = A_w X          dX = A_wᵀ G           dvalues[k] = <G[v], X[u]>      (an SDDMM)
+    S = SDDMM(Q, K)    dQ = A_dS K           dK = A_dSᵀ Q                   (weighted SpMMs)
+
+so a sparse device that runs both (``SparseDevice.entry_ops``) takes over every sparse product
+of a GAT layer, forward and backward; the per-edge softmax, LeakyReLU and dropout stay on the
+dense worker (here: torch on the host). A device that does not run them refuses in one line
+(``SparseDevice.cannot``). The transposed products use ``csr.transpose()`` with the values
+reordered to its entries (:func:`transpose_order`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from moagcn.core.device import SparseDevice
+from moagcn.core.graph import CSRGraph
+
+
+def transpose_order(csr: CSRGraph) -> torch.Tensor:
+    """Positions ``p`` such that entry ``j`` of ``csr.transpose()`` is entry ``p[j]`` of
+    ``csr`` (``CSRGraph.transpose`` orders by column, then row, stably)."""
+    if "T_order" not in csr._cache:
+        order = np.lexsort((csr.row_ids(), csr.indices))
+        csr._cache["T_order"] = torch.from_numpy(order.astype(np.int64))
+    return csr._cache["T_order"]
+
+
+class _WeightedSpMM(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, values, X, csr, device, what):
+        ctx.csr, ctx.device, ctx.what = csr, device, what
+        ctx.save_for_backward(values, X)
+        return device.spmm_weighted(csr, values, X, what)
+
+    @staticmethod
+    def backward(ctx, G):
+        values, X = ctx.saved_tensors
+        csr, device, what = ctx.csr, ctx.device, ctx.what
+        G = G.contiguous()
+        dvalues = dX = None
+        if ctx.needs_input_grad[0]:
+            dvalues = device.sddmm(csr, G, X, what)
+        if ctx.needs_input_grad[1]:
+            order = transpose_order(csr).to(values.device)
+            dX = device.spmm_weighted(csr.transpose(), values[order], G, what)
+        return dvalues, dX, None, None, None
+
+
+class _SDDMM(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, Q, K, csr, device, what):
+        ctx.csr, ctx.device, ctx.what = csr, device, what
+        ctx.save_for_backward(Q, K)
+        return device.sddmm(csr, Q, K, what)
+
+    @staticmethod
+    def backward(ctx, dS):
+        Q, K = ctx.saved_tensors
+        csr, device, what = ctx.csr, ctx.device, ctx.what
+        dS = dS.contiguous()
+        dQ = dK = None
+        if ctx.needs_input_grad[0]:
+            dQ = device.spmm_weighted(csr, dS, K, what)
+        if ctx.needs_input_grad[1]:
+            order = transpose_order(csr).to(dS.device)
+            dK = device.spmm_weighted(csr.transpose(), dS[order], Q, what)
+        return dQ, dK, None, None, None
+
+
+def spmm_weighted(csr: CSRGraph, values: torch.Tensor, X: torch.Tensor,
+                  device: SparseDevice, what: str = "edge weights") -> torch.Tensor:
+    """``Z[v, h] = Σ_k values[k, h] X[col_k, h]`` on ``device``, differentiable in ``values``
+    (``nnz x heads``) and ``X`` (``n_cols x heads x C``)."""
+    return _WeightedSpMM.apply(values.contiguous(), X.contiguous(), csr, device, what)
+
+
+def sddmm(csr: CSRGraph, Q: torch.Tensor, K: torch.Tensor, device: SparseDevice,
+          what: str = "GAT attention") -> torch.Tensor:
+    """``S[k, h] = <Q[row_k, h], K[col_k, h]>`` on ``device``, differentiable in ``Q``
+    (``n_rows x heads x D``) and ``K`` (``n_cols x heads x D``)."""
+    return _SDDMM.apply(Q.contiguous(), K.contiguous(), csr, device, what)
+
+
+def row_softmax(scores: torch.Tensor, csr: CSRGraph) -> torch.Tensor:
+    """Softmax of ``scores`` (``nnz x heads``) over each row's entries, exactly as PyG's
+    ``torch_geometric.utils.softmax``: the row maximum (not differentiated) subtracted,
+    ``exp``, divided by the row sum plus ``1e-16``. A row without entries has none."""
+    rows = torch.from_numpy(csr.row_ids().copy()).to(scores.device)
+    n = csr.n_rows
+    idx = rows.view(-1, 1).expand_as(scores)
+    top = scores.new_full((n, scores.shape[1]), float("-inf"))
+    top = top.scatter_reduce(0, idx, scores.detach(), reduce="amax", include_self=True)
+    out = (scores - top[rows]).exp()
+    total = scores.new_zeros((n, scores.shape[1])).index_add(0, rows, out) + 1e-16
+    return out / total[rows]
