@@ -5,8 +5,12 @@ support) and PyG's call ``conv(x, edge_index)``, and keep PyG's parameter names,
 ``state_dict`` loads into the moagcn layer unchanged. The neighbour sum of every layer, forward
 and backward, runs on a sparse device (:mod:`moagcn.host.devices.select`): ``cpu`` (torch), ``model``
 (an accelerator's bit-exact golden model and cycle model) or ``rtl`` (its RTL in a simulator),
-through :func:`moagcn.host.nn.autograd.aggregate`. The device only ever sees the binary adjacency;
-degree normalisation is a pair of row scalings on the host, exactly as in ``moagcn train``.
+through :func:`moagcn.host.nn.autograd.aggregate`. Without edge weights the device only sees the
+binary adjacency; degree normalisation is a pair of row scalings on the host, exactly as in
+``moagcn train``. ``GCNConv(x, edge_index, edge_weight)`` normalises as PyG's ``gcn_norm`` does
+(weighted degrees, added self loops of weight 1) and aggregates with a weighted SpMM
+(:mod:`moagcn.host.nn.attention`): the ``cpu`` device runs it, differentiable in the weights too;
+``model`` / ``rtl`` of the binary S-SpMM refuse it in one line.
 
 Conventions are PyG's: ``edge_index[0]`` are sources, ``edge_index[1]`` targets, and a target
 sums its incoming messages (repeated edges count twice). ``GCNConv`` adds a self loop to every
@@ -24,7 +28,7 @@ Example::
     h = conv2(torch.relu(conv1(x, edge_index)), edge_index)
     conv1.sparse_device.counters                                    # cycles, adds, tiles
 
-Options PyG has and these layers do not (edge weights, ``improved``, lazy ``in_channels=-1``,
+Options PyG has and these layers do not (``improved``, lazy ``in_channels=-1``,
 bipartite ``(x_src, x_dst)`` inputs, aggregations other than mean/sum, a ``flow`` other than
 ``source_to_target``) raise a :class:`~moagcn.errors.UserError` (a ``ValueError``) naming the
 option and what to do instead.
@@ -46,7 +50,8 @@ from moagcn.errors import UserError
 from moagcn.host.nn.autograd import AggregationOp, aggregate
 from moagcn.host.devices.select import AcceleratorChoice
 from moagcn.host.graphs.ops import CSRGraph, mean_scaling
-from moagcn.host.graphs.pyg import from_edge_index
+from moagcn.host.graphs.pyg import check_edge_index, from_edge_index
+from moagcn.host.nn.attention import spmm_weighted
 
 __all__ = ["GCNConv", "SAGEConv", "GINConv", "make_sparse_device"]
 
@@ -122,9 +127,8 @@ class _DeviceConv(nn.Module):
                             f"{type(edge_index).__name__} (a torch_sparse SparseTensor is not "
                             "supported; use edge_index)")
         if edge_weight is not None:
-            raise UserError(f"{name}: edge_weight is not supported; the sparse devices "
-                            "multiply by the binary adjacency (drop the weights, or fold them "
-                            "into the features)")
+            raise UserError(f"{name}: edge_weight is not supported (PyG's {name} takes none "
+                            "either); use GCNConv(..., edge_weight) for a weighted graph")
         return int(x.shape[0])
 
     def _operator(self, edge_index, n: int) -> AggregationOp:
@@ -152,7 +156,7 @@ class GCNConv(_DeviceConv):
     ----------
     in_channels, out_channels : int
     improved : bool
-        Must be False (a self loop of weight 2 is not a binary adjacency).
+        Must be False (self loops of weight 2 are not supported).
     cached : bool
         Accepted for compatibility; the operator is always reused while ``edge_index`` is the
         same unmodified tensor.
@@ -209,9 +213,74 @@ class GCNConv(_DeviceConv):
         return AggregationOp(graph, d, d, "gcn")
 
     def forward(self, x: torch.Tensor, edge_index, edge_weight=None) -> torch.Tensor:
-        n = self._check_input(x, edge_index, edge_weight)
-        out = self._aggregate(self.lin(x), edge_index, n)
+        n = self._check_input(x, edge_index)
+        if edge_weight is None:
+            out = self._aggregate(self.lin(x), edge_index, n)
+        else:
+            out = self._aggregate_weighted(self.lin(x), edge_index, edge_weight, n)
         return out if self.bias is None else out + self.bias
+
+    def _weighted_edges(self, edge_index, n: int):
+        """``(csr, order, src, dst, loops, loop_nodes)`` of ``edge_index`` for weighted aggregation: the
+        edges as PyG's ``gcn_norm`` arranges them (with ``add_self_loops``: the edges that are
+        not loops, then one loop per node), the CSR the device multiplies by and ``order``
+        (CSR entry k is edge ``order[k]``); ``loops`` the given edges that are loops, ``loop_nodes`` their nodes."""
+        version = getattr(edge_index, "_version", None)
+        key = (id(edge_index), version, n)
+        cached = getattr(self, "_wedges", None)
+        if cached is not None and cached[0] == key and cached[1] is edge_index:
+            return cached[2]
+        src, dst, n = check_edge_index(edge_index, n, "GCNConv: edge_index")
+        loops = src == dst
+        loop_nodes = dst[loops]
+        if self.add_self_loops:
+            src = np.concatenate([src[~loops], np.arange(n)])
+            dst = np.concatenate([dst[~loops], np.arange(n)])
+        order = np.lexsort((src, dst))
+        csr = CSRGraph.from_edges(dst, src, n, dedupe=False, what="GCNConv: edge_index")
+        value = (csr, torch.from_numpy(order), torch.from_numpy(src), torch.from_numpy(dst),
+                 torch.from_numpy(loops), torch.from_numpy(loop_nodes))
+        self._wedges = (key, edge_index, value)
+        return value
+
+    def _aggregate_weighted(self, h, edge_index, edge_weight, n):
+        """PyG's ``gcn_norm`` with weights, then the weighted SpMM on the sparse device:
+        ``add_remaining_self_loops`` (a node's loop keeps its weight, the last one where it has
+        several; the others get 1), ``deg`` the weighted in-degree, ``dis[src] w dis[dst]``."""
+        if not isinstance(edge_weight, torch.Tensor) or not torch.is_floating_point(edge_weight):
+            raise UserError("GCNConv: edge_weight must be a float tensor with one weight per "
+                            f"edge, got {type(edge_weight).__name__}"
+                            + (f" of dtype {edge_weight.dtype}"
+                               if isinstance(edge_weight, torch.Tensor) else ""))
+        csr, order, src, dst, loops, loop_nodes = self._weighted_edges(edge_index, n)
+        E = loops.numel()
+        if tuple(edge_weight.shape) != (E,):
+            raise UserError(f"GCNConv: edge_weight has shape {tuple(edge_weight.shape)}; "
+                            f"expected ({E},), one weight per edge of edge_index")
+        if not bool(torch.isfinite(edge_weight).all()):
+            k = int(torch.nonzero(~torch.isfinite(edge_weight))[0])
+            raise UserError(f"GCNConv: edge_weight[{k}] = {float(edge_weight[k])} is not "
+                            "finite; give finite weights")
+        dev = h.device
+        w = edge_weight.to(dev, h.dtype)
+        loops, src, dst = loops.to(dev), src.to(dev), dst.to(dev)
+        if self.add_self_loops:
+            loop_w = torch.ones(n, dtype=w.dtype, device=dev)
+            loop_w[loop_nodes.to(dev)] = w[loops]
+            w = torch.cat([w[~loops], loop_w])
+        if self.normalize:
+            deg = torch.zeros(n, dtype=w.dtype, device=dev).index_add(0, dst, w)
+            if bool((deg < 0).any()):
+                v = int(torch.nonzero(deg < 0)[0])
+                raise UserError(f"GCNConv: node {v} has weighted in-degree {float(deg[v]):g} "
+                                "(< 0), so D^-1/2 is undefined; give weights whose in-degree "
+                                "sums are >= 0")
+            dis = deg.pow(-0.5)
+            dis = dis.masked_fill(dis == float("inf"), 0.0)
+            w = dis[src] * w * dis[dst]
+        out = spmm_weighted(csr, w[order.to(dev)].unsqueeze(-1), h.unsqueeze(1),
+                            self.sparse_device, "edge weights")
+        return out.squeeze(1)
 
     def __repr__(self) -> str:
         return (f"GCNConv({self.in_channels}, {self.out_channels}, "
