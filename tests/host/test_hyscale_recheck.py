@@ -271,3 +271,28 @@ def test_the_bench_prints_and_writes_every_epoch(tmp_path, monkeypatch, capsys):
     rows = (tmp_path / "recheck.csv").read_text().splitlines()
     assert len(rows) == 4 and rows[2].split(",")[8] == "+0.1000"
     assert (tmp_path / "recheck.json").exists()
+
+
+def test_the_split_s_table_is_the_model_s_epoch_at_every_share():
+    """What ``train_hybrid`` re-checks is the model that chose the split: the table
+    ``model_split`` returns gives, summed over an epoch's batches, the epoch it predicted at
+    every share of its grid, with prefetching and without; its stage rows are the trainers'
+    (two, both with work)."""
+    from moagcn.host.hyscale import calibrate as hcal
+    from moagcn.host.hyscale import split as hsplit
+    d = sbm(n_nodes=300, n_classes=3, seed=2)
+    d = dataclasses.replace(d, train_mask=(d.labels >= 0) & ~d.val_mask & ~d.test_mask)
+    cal = hcal.calibrate(d, [5, 3], "sage", 16, batch_sizes=(16, 48), repeats=2,
+                         trainer_steps=1)
+    base = HybridConfig(model="sage", hidden=16, fanouts="5,3", batch=60, drm=False)
+    for prefetch in (True, False):
+        r = hsplit.model_split(d, dataclasses.replace(base, prefetch=prefetch), cal=cal)
+        t = ModelTable(r["table"])
+        assert r["table"]["variant"] == r["variant"] and t.prefetch is prefetch
+        n_train = int(d.train_mask.sum())
+        assert sum(n * b for n, b in t.epoch_batches()) == n_train
+        for share, epoch in r["predicted_epoch_s_by_share"].items():
+            assert sum(n * t.iteration_s(b, share) for n, b in t.epoch_batches()) == \
+                pytest.approx(epoch, rel=1e-9)
+            st = t.trainer_stages(60, share)
+            assert st.shape == (2, 4) and (st[:, 0] > 0).all() and (st[:, 3] > 0).all()
