@@ -153,7 +153,7 @@ def test_units_times_counts_against_the_whole_design(tmp_path):
     from moagcn.core.registry import get_design
     from moagcn.synth.assemble import assemble
     from moagcn.synth.flow import get_target
-    design = gateware("hyscale-layer")
+    design = gateware("hyscale")
     config = get_design("hyscale").configure("tiny", {})
     target = get_target("xcup-u250")
     whole = synthesize(design, config, "xcup-u250", tmp_path / "whole")
