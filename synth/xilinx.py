@@ -195,6 +195,13 @@ def synthesize_xilinx(design, config, target, out_dir: Path, timeout: float | No
     return report
 
 
+def _split(report: dict[str, Any]) -> str:
+    """`` [a RAMB36 + b RAMB18]`` where yosys placed the block RAMs itself."""
+    if report.get("method") == "units" or not report["bram36"]:
+        return ""
+    return f" [{report['ramb36']:,} RAMB36 + {report['ramb18']:,} RAMB18]"
+
+
 def summary_line(report: dict[str, Any]) -> str:
     """One line of a U250 report: the counts and their share of the device."""
     util = report["utilization"]
@@ -202,5 +209,6 @@ def summary_line(report: dict[str, Any]) -> str:
     return (f"{report['design']} on {report['target']} (pre-route, {how}): "
             f"{report['luts']:,} LUTs ({util['luts']:.1f} %), {report['ffs']:,} FFs "
             f"({util['ffs']:.1f} %), {report['dsps']:,} DSPs ({util['dsps']:.1f} %), "
-            f"{_num(report['bram36'])} BRAM36 ({util['bram36']:.1f} %), {report['urams']:,} URAM "
+            f"{_num(report['bram36'])} BRAM36{_split(report)} ({util['bram36']:.1f} %), "
+            f"{report['urams']:,} URAM "
             f"({util['urams']:.1f} %)")
