@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value
 
+from moagcn.hw.common.wordsel import sim_form
+
 
 def bits_for(count: int) -> int:
     """Bits of an index ``0 .. count - 1`` (at least one): a RAM's address for ``count`` words.
@@ -69,7 +71,8 @@ def lowest_onehot(m: Module, value: Value, name: str = "lowest_onehot") -> Signa
     """
     value = Value.cast(value)
     bits = [value[0]] + [value[e] & ~value[:e].any() for e in range(1, len(value))]
-    return wire(m, Cat(*bits), name=name)
+    # Verilog simulations compute ``value & -value`` instead (:mod:`.wordsel`)
+    return sim_form(m, "lowest", value, Cat(*bits), name=name)
 
 
 def above_onehot(m: Module, onehot: Value, name: str = "above_onehot") -> Signal:
@@ -77,7 +80,8 @@ def above_onehot(m: Module, onehot: Value, name: str = "above_onehot") -> Signal
     the OR of the bits below it, where ``~((onehot << 1) - 1)`` maps to a carry chain."""
     onehot = Value.cast(onehot)
     bits = [Const(0, 1)] + [onehot[:e].any() for e in range(1, len(onehot))]
-    return wire(m, Cat(*bits), name=name)
+    # Verilog simulations subtract instead (:mod:`.wordsel`)
+    return sim_form(m, "above", onehot, Cat(*bits), name=name)
 
 
 def leading_zeros(m: Module, value: Value) -> Value:
@@ -201,4 +205,7 @@ def popcount(m: Module, value: Value, name: str = "popcount") -> Value:
         if len(terms) % 2:
             nxt.append(terms[-1])
         terms = nxt
-    return terms[0]
+    if width == 1:
+        return terms[0]
+    # Verilog simulations count with one instruction instead (:mod:`.wordsel`)
+    return sim_form(m, "popcount", value, terms[0], name=f"{name}_count")

@@ -18,6 +18,7 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from moagcn.hw.common.bits import bits_for
+from moagcn.hw.common.target import VerilogTarget
 
 RAM_MODULE = "moagcn_ram"
 #: the same RAM for designs that never read a word in the cycle they write it (see
@@ -85,10 +86,6 @@ VERILOG_RAM_BLOCK = _RAM_TEMPLATE.format(
 #: every RAM module a design may instantiate, with its Verilog
 VERILOG_RAMS = {RAM_MODULE: VERILOG_RAM, RAM_MODULE_NO_COLLISIONS: VERILOG_RAM_NO_COLLISIONS,
                 RAM_MODULE_BLOCK: VERILOG_RAM_BLOCK}
-
-
-class VerilogTarget:
-    """Platform marker passed to ``verilog.convert``: elaborate RAMs as :data:`VERILOG_RAM`."""
 
 
 class RamReadSignature(wiring.Signature):

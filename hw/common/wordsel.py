@@ -27,10 +27,23 @@ from amaranth.hdl import Instance, Module, Signal, Value
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from moagcn.hw.common.ram import VerilogTarget
+from moagcn.hw.common.target import VerilogTarget
 
 MODULE_PREFIX = "moagcn_word_select"
 _NAME = re.compile(rf"\b{MODULE_PREFIX}_w(\d+)_n(\d+)_s(\d+)\b")
+SIM_FORM_PREFIX = "moagcn_sim_form"
+_CHUNK_NAME = re.compile(rf"\b{SIM_FORM_PREFIX}_chunksel_f(\d+)_l(\d+)_c(\d+)_s(\d+)\b")
+_SIM_NAME = re.compile(rf"\b{SIM_FORM_PREFIX}_(popcount|lowest|above)_n(\d+)_w(\d+)\b")
+#: what a simulator computes instead of the gates, per operation: ``a`` the input (``n`` bits),
+#: ``y`` the output (``w`` bits); ``low`` is ``a``'s lowest set bit
+_SIM_FORMS = {
+    # one population count (an instruction) instead of the 4-bit tables and their adder tree
+    "popcount": "y = $countones(a);",
+    # two operations instead of an AND with the OR below it per bit
+    "lowest": "y = a & (~a + 1'b1);",
+    # the bits above the lowest set bit: everything above its one-hot, by one subtraction
+    "above": "y = ~(((a & (~a + 1'b1)) << 1) - 1'b1);",
+}
 
 
 def module_name(width: int, words: int, index_bits: int) -> str:
@@ -73,10 +86,127 @@ endmodule
 """
 
 
+def sim_form_verilog(op: str, n: int, w: int) -> str:
+    """Verilog of the simulation form of ``op`` on ``n`` bits with a ``w``-bit result: ports
+    ``a`` (the input), ``t`` (the design's own gates' result), ``y``. Synthesis passes ``t``
+    through (and drops nothing of the design's logic); simulators compute ``y`` from ``a`` by
+    ``_SIM_FORMS[op]``, so ``t`` and the gates behind it have no reader and Verilator removes
+    them."""
+    return f"""
+// Simulation form of a moagcn operation (see moagcn.hw.common.wordsel): synthesis takes the
+// design's gates (t), simulators the same function in a few operations.
+module {SIM_FORM_PREFIX}_{op}_n{n}_w{w}(a, t, y);
+  input [{n - 1}:0] a;
+  input [{w - 1}:0] t;
+  output reg [{w - 1}:0] y;
+`ifdef SYNTHESIS
+  always @* y = t;
+`else
+  always @* {_SIM_FORMS[op]}
+`endif
+endmodule
+"""
+
+
+def chunk_select_module(features: int, lanes: int, chunk_bits: int, sel_bits: int) -> str:
+    """Name of the simulation form of :class:`~moagcn.hw.sspmm.mask_decoder.ChunkSelect`."""
+    return f"{SIM_FORM_PREFIX}_chunksel_f{features}_l{lanes}_c{chunk_bits}_s{sel_bits}"
+
+
+def chunk_select_verilog(features: int, lanes: int, chunk_bits: int, sel_bits: int) -> str:
+    """Verilog of :func:`chunk_select_module`: ``a`` = {chunk, mask}, ``t`` the gates' {valid,
+    sel[lanes - 1], ..., sel[0]}, ``y`` the same fields. Simulators compute lane k's feature
+    as the set bit of ``mask`` of rank ``chunk * lanes + k`` (a binary search: in a window of
+    2^b bits from ``pos``, the lower half holds ``cnt`` set bits; the bit lies above them when
+    the rank left is at least ``cnt``), 0 and not valid when the mask has no such bit."""
+    F, L, C, S = features, lanes, chunk_bits, sel_bits
+    out = L * S + L
+    return f"""
+// Simulation form of the S-SpMM chunk select (see moagcn.hw.common.wordsel): synthesis takes
+// the design's gates (t), simulators each lane's feature by a search of population counts.
+module {chunk_select_module(F, L, C, S)}(a, t, y);
+  input [{F + C - 1}:0] a;
+  input [{out - 1}:0] t;
+  output reg [{out - 1}:0] y;
+`ifdef SYNTHESIS
+  always @* y = t;
+`else
+  reg [{F - 1}:0] mask, window;
+  integer k, b, total, rank, pos, cnt, ge;
+  always @* begin
+    mask = a[{F - 1}:0];
+    total = $countones(mask);
+    y = {out}'h0;
+    for (k = 0; k < {L}; k = k + 1) begin
+      rank = a[{F + C - 1}:{F}] * {L} + k;
+      pos = 0;
+      for (b = {S - 1}; b >= 0; b = b - 1) begin
+        window = (mask >> pos) & ~({{{F}{{1'b1}}}} << (1 << b));
+        cnt = $countones(window);
+        ge = rank >= cnt;
+        pos = pos + (ge << b);
+        rank = rank - (ge ? cnt : 0);
+      end
+      if (a[{F + C - 1}:{F}] * {L} + k < total) begin
+        y[k * {S} +: {S}] = pos[{S - 1}:0];
+        y[{L * S} + k] = 1'b1;
+      end
+    end
+  end
+`endif
+endmodule
+"""
+
+
 def word_select_modules(text: str) -> str:
-    """The Verilog of every word-select module that ``text`` instantiates (once each)."""
+    """The Verilog of every word-select and simulation-form module that ``text`` instantiates
+    (once each)."""
     seen = dict.fromkeys(_NAME.findall(text))
-    return "".join(word_select_verilog(int(w), int(n), int(s)) for w, n, s in seen)
+    forms = dict.fromkeys(_SIM_NAME.findall(text))
+    chunks = dict.fromkeys(_CHUNK_NAME.findall(text))
+    return ("".join(word_select_verilog(int(w), int(n), int(s)) for w, n, s in seen)
+            + "".join(sim_form_verilog(op, int(n), int(w)) for op, n, w in forms)
+            + "".join(chunk_select_verilog(*map(int, c)) for c in chunks))
+
+
+class SimForm(wiring.Component):
+    """``gates`` (the design's logic for ``op`` of ``value``) as synthesis sees it, and in
+    Verilog simulations the same function in a few operations (:data:`_SIM_FORMS`); in the
+    Amaranth simulator, ``gates``.
+
+    Members
+    -------
+    value : In(n)
+    gates : In(w)
+    result : Out(w)
+    """
+
+    def __init__(self, op: str, n: int, w: int):
+        if op not in _SIM_FORMS:
+            raise ValueError(f"no simulation form for {op!r}")
+        self.op, self.n, self.w = op, n, w
+        super().__init__({"value": In(n), "gates": In(w), "result": Out(w)})
+
+    def elaborate(self, platform):
+        m = Module()
+        if isinstance(platform, VerilogTarget):
+            m.submodules.form = Instance(f"{SIM_FORM_PREFIX}_{self.op}_n{self.n}_w{self.w}",
+                                         i_a=self.value, i_t=self.gates, o_y=self.result)
+        else:
+            m.d.comb += self.result.eq(self.gates)
+        return m
+
+
+def sim_form(m: Module, op: str, value: Value, gates: Value, name: str) -> Signal:
+    """``gates`` (``op`` of ``value`` as the design's logic computes it) through a
+    :class:`SimForm` submodule of ``m`` (unnamed: helpers may be called several times with one
+    name); returns the result as a signal ``name``."""
+    value, gates = Value.cast(value), Value.cast(gates)
+    form = SimForm(op, len(value), len(gates))
+    m.submodules += form
+    sig = Signal(len(gates), name=name)
+    m.d.comb += [form.value.eq(value), form.gates.eq(gates), sig.eq(form.result)]
+    return sig
 
 
 class WordSelect(wiring.Component):

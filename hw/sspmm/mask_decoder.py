@@ -14,11 +14,13 @@ state passed from one job to the next.
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Const, Module, Mux
+from amaranth.hdl import Cat, Const, Instance, Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from moagcn.hw.common.bits import wire
+from moagcn.hw.common.target import VerilogTarget
+from moagcn.hw.common.wordsel import chunk_select_module
 
 
 def _check(width: int, lanes: int) -> None:
@@ -122,29 +124,27 @@ class ChunkSelect(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         F, W = self._width, self._lanes
-        # the compares run on bit planes (plane b: bit b of every feature's chunk or lane, one
-        # bit per feature), so that each step is a few operations on F-bit words: the same
-        # gates as a compare per feature, which a simulator evaluated bit by bit (every cycle,
-        # for every feature and lane: most of the job emitter's simulation time)
-        def planes(values, name):
-            return [wire(m, Cat(*[v[b] for v in values]), name=f"{name}_plane_{b}")
-                    for b in range(len(values[0]))]
-        chunk_planes = planes(self.chunk_of, "chunk")
-        lane_planes = planes(self.lane_of, "lane")
-        ones = Const((1 << F) - 1, F)
-        differ = Const(0, F)
-        for b, plane in enumerate(chunk_planes):
-            differ = differ | (plane ^ Mux(self.chunk[b], ones, 0))
-        # a chunk past the widest a feature can have (bits above the planes) matches nothing
-        above = self.chunk[len(chunk_planes):]
-        hit = wire(m, self.mask & ~differ & Mux(above.any(), 0, ones) if len(above) else
-                   self.mask & ~differ, name="hit")
+        hit = Signal(F)
+        for f in range(F):
+            m.d.comb += hit[f].eq(self.mask[f] & (self.chunk_of[f] == self.chunk))
+        sels, valids = [], []
         for k in range(W):
-            on = hit
-            for b, plane in enumerate(lane_planes):
-                on = on & (plane if k >> b & 1 else ~plane)
-            on = wire(m, on, name=f"lane{k}_hit")
-            bits = [(on & Const(sum(1 << f for f in range(F) if f >> b & 1), F)).any()
-                    for b in range(len(self.sel[k]))]
-            m.d.comb += [self.valid[k].eq(on.any()), self.sel[k].eq(Cat(*bits))]
+            on = Signal(F, name=f"lane{k}_hit")
+            for f in range(F):
+                m.d.comb += on[f].eq(hit[f] & (self.lane_of[f] == k))
+            sels.append(Cat(*[Cat(*[on[f] for f in range(F) if f >> b & 1]).any()
+                              for b in range(len(self.sel[k]))]))
+            valids.append(on.any())
+        # Verilog simulations find each lane's feature from the mask instead (the set bit of
+        # rank chunk * W + k, by a binary search of population counts: a few dozen operations
+        # where these gates, evaluated bit by bit every cycle, were most of the job emitter's
+        # simulation time); synthesis and the Amaranth simulator take the gates
+        gates = Cat(*sels, *valids)
+        out = Cat(*self.sel, *self.valid)
+        if isinstance(platform, VerilogTarget):
+            m.submodules.sim_form = Instance(
+                chunk_select_module(F, W, len(self.chunk), len(self.sel[0])),
+                i_a=Cat(self.mask, self.chunk), i_t=gates, o_y=out)
+        else:
+            m.d.comb += out.eq(gates)
         return m
