@@ -23,7 +23,7 @@ group without a pair are idle.
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Const, Module, Signal
+from amaranth.hdl import Cat, Module, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -133,8 +133,12 @@ class SddmmAccelerator(wiring.Component):
         advance = Signal()
         cur_entry = Signal(32 + c.max_heads)
         # while idle the port shows entry 0; from ``start`` on, entry ``ptr + 1``
+        # ``ptr + 1`` and ``ptr + 2`` kept in registers: only a multiplexer lies between the
+        # walker's decision and the buffer's address
+        ptr1 = Signal(range(c.max_edges + 2), init=1)
+        ptr2 = Signal(range(c.max_edges + 3), init=2)
         with m.If(running | self.start):
-            m.d.comb += rd.addr.eq(ptr + 1 + advance)
+            m.d.comb += rd.addr.eq(Mux(advance, ptr2, ptr1))
         with m.Else():
             m.d.comb += rd.addr.eq(0)
         e_row, e_col = cur_entry[:16], cur_entry[16:32]
@@ -147,8 +151,9 @@ class SddmmAccelerator(wiring.Component):
             m.d.sync += [first_chunk[h].eq(h * self.chunks[:cbits + 1])
                          for h in range(c.max_heads)]
             m.d.sync += [in_job[h].eq(self.heads > h) for h in range(c.max_heads)]
+        # whether entry ``ptr`` is one of the job's: a register, updated as ``ptr`` moves
+        n_entries = self.n_entries[:len(ptr) + 1]
         has = Signal()
-        m.d.comb += has.eq(running & (ptr < self.n_entries))
         remaining = Signal(c.max_heads)
         lowest = Signal(c.max_heads)
         m.d.comb += [remaining.eq(e_mask & ~seen),
@@ -177,7 +182,9 @@ class SddmmAccelerator(wiring.Component):
                     m.d.sync += self.err_index.eq(1)
                 with m.If(single):
                     m.d.comb += advance.eq(1)
-                    m.d.sync += [ptr.eq(ptr + 1), seen.eq(0), cur_entry.eq(rd.data)]
+                    m.d.sync += [ptr.eq(ptr1), ptr1.eq(ptr2), ptr2.eq(ptr2 + 1),
+                                 has.eq(ptr1 < n_entries), seen.eq(0),
+                                 cur_entry.eq(rd.data)]
                 with m.Else():
                     m.d.sync += seen.eq(seen | lowest)
 
@@ -189,9 +196,9 @@ class SddmmAccelerator(wiring.Component):
         chunk = Signal(range(c.max_chunks + 1))
         depth = protocol.output_depth(c)
         inflight = Signal(range(depth + L + 1))
+        room = Signal(init=1)                          # inflight + L <= depth, registered
         go = Signal()
-        m.d.comb += go.eq(running & ~self.err_index
-                          & (active | (nxt_valid & (inflight <= depth - L))))
+        m.d.comb += go.eq(running & ~self.err_index & (active | (nxt_valid & room)))
         first = Signal()
         last = Signal()
         m.d.comb += [first.eq(chunk == 0), last.eq(chunk + 1 >= self.chunks)]
@@ -269,14 +276,16 @@ class SddmmAccelerator(wiring.Component):
         m.d.comb += sent.eq(self.out.valid & self.out.ready)
         entered = Signal()
         m.d.comb += entered.eq(issue & first)
-        m.d.sync += inflight.eq(inflight + entered - sent)
+        after = Signal.like(inflight)
+        m.d.comb += after.eq(inflight + entered - sent)
+        m.d.sync += [inflight.eq(after), room.eq(after <= depth - L)]
 
         # -- control
         with m.FSM():
             with m.State("IDLE"):
                 with m.If(self.start):
                     # the read port shows entry 0 (address 0 while idle): it becomes ``cur``
-                    m.d.sync += [cur_entry.eq(rd.data), ptr.eq(0), seen.eq(0)]
+                    m.d.sync += [cur_entry.eq(rd.data), has.eq(self.n_entries != 0)]
                     m.next = "RUN"
             with m.State("RUN"):
                 m.d.comb += running.eq(1)
