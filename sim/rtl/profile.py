@@ -33,7 +33,12 @@ from pathlib import Path
 
 import numpy as np
 
-from moagcn.config import parse_params
+from moagcn.config import apply_params, parse_params
+from moagcn.core.generators import pareto_graph
+from moagcn.core.spec import get_spec
+from moagcn.hw.sspmm import preset
+from moagcn.sim.rtl.build import generate_verilog, verilator_env
+from moagcn.sim.rtl.lean import WRAPPER, generate_harness, generate_wrapper, lean_args
 
 _IDENT = re.compile(r"moagcn_lean_top__DOT__(?:dut__DOT__dut__DOT__)?(\w+)")
 _SAMPLE = re.compile(r"\s*([\d.]+)%\s+(\S+):(\d+)")
@@ -42,14 +47,6 @@ _SAMPLE = re.compile(r"\s*([\d.]+)%\s+(\S+):(\d+)")
 def prepare(out: Path, preset_name: str, params: dict, nodes: int, width: int,
             seed: int) -> None:
     """The benchmark's 50 % job and the lean harness's sources in ``out``."""
-    # lazy: keeps the gateware (amaranth) out of this module's import
-    from moagcn.config import apply_params
-    from moagcn.core.generators import pareto_graph
-    from moagcn.core.spec import get_spec
-    from moagcn.hw.sspmm import preset
-    from moagcn.sim.rtl.build import generate_verilog
-    from moagcn.sim.rtl.lean import generate_harness, generate_wrapper
-
     spec = get_spec("sspmm")
     cfg = apply_params(preset(preset_name), params)
     n = min(nodes, cfg.max_nodes)
@@ -81,10 +78,6 @@ def prepare(out: Path, preset_name: str, params: dict, nodes: int, width: int,
 
 def build(out: Path) -> Path:
     """The harness, built with the lean options and ``-g``; keeps the generated C++."""
-    # lazy: keeps the gateware (amaranth) out of this module's import
-    from moagcn.sim.rtl.build import verilator_env
-    from moagcn.sim.rtl.lean import WRAPPER, lean_args
-
     args = lean_args()
     args[args.index("-CFLAGS") + 1] += " -g"
     shutil.rmtree(out / "obj", ignore_errors=True)
