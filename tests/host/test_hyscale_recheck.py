@@ -277,7 +277,7 @@ def test_the_split_s_table_is_the_model_s_epoch_at_every_share():
     """What ``train_hybrid`` re-checks is the model that chose the split: the table
     ``model_split`` returns gives, summed over an epoch's batches, the epoch it predicted at
     every share of its grid, with prefetching and without; its stage rows are the trainers'
-    (two, both with work)."""
+    (two, both training)."""
     from moagcn.host.hyscale import calibrate as hcal
     from moagcn.host.hyscale import split as hsplit
     d = sbm(n_nodes=300, n_classes=3, seed=2)
@@ -295,4 +295,5 @@ def test_the_split_s_table_is_the_model_s_epoch_at_every_share():
             assert sum(n * t.iteration_s(b, share) for n, b in t.epoch_batches()) == \
                 pytest.approx(epoch, rel=1e-9)
             st = t.trainer_stages(60, share)
-            assert st.shape == (2, 4) and (st[:, 0] > 0).all() and (st[:, 3] > 0).all()
+            # (a sampling fit with a negative intercept predicts no time for a tiny part)
+            assert st.shape == (2, 4) and (st >= 0).all() and (st[:, 3] > 0).all()
