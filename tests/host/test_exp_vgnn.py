@@ -71,6 +71,27 @@ def test_experiment_vgnn_smoke(tmp_path, capsys):
             np.mean(uni) / by[p, "vgnn"]["makespan_s"])
         assert s["vgnn_over_spec"] == pytest.approx(
             by[p, "spec"]["makespan_s"] / by[p, "vgnn"]["makespan_s"])
+    # the predicted device times against the performance model's prediction on the run's
+    # inputs at the shares the run ended with (the solver that starts the vGNN split is
+    # checked against hand values in test_work_shares.py; the run may correct it online)
+    from moagcn.host.devices.select import parse_devices
+    from moagcn.host.graphs.generators import rmat
+    from moagcn.host.vgnn.fleet import predicted_times, step_keeps
+    from moagcn.host.vgnn.perfmodel import PerfModel
+    d = rmat(scale=8, seed=0)
+    specs = parse_devices(FLEETS["F1"])
+    perf = PerfModel.load(tmp_path / "perfmodel-F1.json", specs)
+    op = d.graph.with_self_loops()                       # GCN's A + I
+    for row in rows:
+        if row["order"]:
+            continue
+        keep, back = step_keeps(row["dropout"])
+        shares = None if row["balance"] == "uniform" else np.array(row["shares"])
+        np.testing.assert_allclose(
+            row["predicted_device_s"],
+            predicted_times(perf, specs, d.graph, [d.n_features, 16], row["parallelism"], shares,
+                            row["partition"], operator=op, keep=keep, back_keep=back),
+            rtol=1e-9, err_msg=f"{row['parallelism']} {row['balance']}")
     # full-graph training: the split does not change the model (same seed)
     acc = report["targets"][1]
     assert acc["verdict"] == "met" and max(abs(v) for v in acc["values"].values()) <= 0.005
