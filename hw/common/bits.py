@@ -181,8 +181,8 @@ def popcount(m: Module, value: Value, name: str = "popcount") -> Value:
     """Number of set bits: a 4-bit lookup per nibble, then a balanced adder tree.
 
     Each nibble's count is a 16-entry table (three 4-input functions: one LUT4 each on an
-    FPGA, a table lookup in Verilator). Summing single bits pairwise instead costs more LUTs,
-    and Verilator turns each pair into a population-count call.
+    FPGA). Summing single bits pairwise instead costs more LUTs. Verilog simulations count
+    with one ``$countones`` instead (a simulation form, :mod:`.wordsel`).
     """
     value = wire(m, value)
     width = len(value)

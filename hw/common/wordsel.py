@@ -1,4 +1,5 @@
-"""Word select: word ``index`` of a wide value, as a simulator evaluates it cheaply.
+"""Word selects and simulation forms: logic as synthesis sees it, and as a simulator evaluates
+it cheaply.
 
 A design that picks one word of a feature row by a run-time index (the output-mask MUXes of an
 S-SpMM group pick W of a row's 64 words, every cycle) can say it in three ways, and each costs a
@@ -17,6 +18,15 @@ So in Verilog :class:`WordSelect` is an instance of a small generated module
 (yosys defines ``SYNTHESIS``) as the same ``case`` Amaranth would write, so the netlist is
 unchanged; in the Amaranth simulator it is that ``case``. Out-of-range indices give 0 on every
 path.
+
+*Simulation forms* do the same for gates Verilator evaluates bit by bit every cycle (a
+population count's tables and adder tree, a lowest-set-bit one-hot, the bits above it, the job
+emitter's chunk select): the design builds its gates as before and passes them through a
+generated module (:class:`SimForm`, :func:`chunk_select_module`) that returns them under
+``SYNTHESIS`` and otherwise computes the same function in a few operations from the gates'
+inputs; the gates then have no reader in a simulation, and Verilator removes them. Icarus reads
+the simulation forms too. ``tests/hw/test_wordsel_rtl.py`` checks both branches of every module
+against Python references; docs/sim.md (Co-simulation speed) has the profile they came from.
 """
 
 from __future__ import annotations
