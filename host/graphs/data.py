@@ -2,8 +2,9 @@
 
 The .npz format (the one of ``../shared/datasets/cora.npz``): ``indptr``, ``indices`` (binary
 CSR, usually symmetric, no self loops), ``features`` (float32, N x F, raw), ``labels`` (int64,
--1 for unlabelled), ``train_mask``, ``val_mask``, ``test_mask`` (bool, N). :func:`save_npz`
-writes it, :func:`load_npz` reads it from any path.
+-1 for unlabelled), ``train_mask``, ``val_mask``, ``test_mask`` (bool, N), and optionally
+``data`` (float32 edge weights, one per stored entry). :func:`save_npz` writes it,
+:func:`load_npz` reads it from any path.
 """
 
 from __future__ import annotations
@@ -47,6 +48,9 @@ class Dataset:
         int64, N; -1 marks an unlabelled node (never in a split mask).
     train_mask, val_mask, test_mask : numpy.ndarray
         bool, N.
+    edge_weight : numpy.ndarray or None
+        float32 edge weights, one per stored entry of ``graph`` in CSR order (None: unweighted).
+        A GCN normalises them as PyG's ``gcn_norm`` does (``moagcn train``).
     """
 
     name: str
@@ -56,6 +60,7 @@ class Dataset:
     train_mask: np.ndarray
     val_mask: np.ndarray
     test_mask: np.ndarray
+    edge_weight: np.ndarray | None = None
 
     def __post_init__(self):
         self.validate()
@@ -107,19 +112,37 @@ class Dataset:
                 raise UserError(f"{what}: {key} selects node {unlabelled[0]}, which has no label "
                                 "(-1); remove it from the mask")
             setattr(self, key, m)
+        if self.edge_weight is not None:
+            w = np.asarray(self.edge_weight)
+            if w.shape != (self.graph.nnz,):
+                raise UserError(f"{what}: edge weights have shape {w.shape}; expected "
+                                f"({self.graph.nnz},), one per stored entry")
+            if w.size and not np.issubdtype(w.dtype, np.floating):
+                raise UserError(f"{what}: edge weights have dtype {w.dtype}; expected floats")
+            if not np.isfinite(w).all():
+                k = int(np.argmax(~np.isfinite(w)))
+                raise UserError(f"{what}: edge weight {k} is {w[k]}; give finite weights "
+                                "(or drop them)")
+            self.edge_weight = w.astype(np.float32, copy=False)
         if not self.train_mask.any():
             raise UserError(f"{what}: train_mask selects no node; training needs labelled nodes")
 
     def permute(self, perm) -> "Dataset":
         """The dataset with nodes relabelled: new node ``k`` is old node ``perm[k]``."""
         perm = check_permutation(perm, self.n_nodes)
+        w = self.edge_weight
+        if w is not None:   # CSRGraph.permute orders the entries by new row, then new column
+            pos = np.empty_like(perm)
+            pos[perm] = np.arange(perm.size)
+            w = w[np.lexsort((pos[self.graph.indices], pos[self.graph.row_ids()]))]
         return Dataset(self.name, self.graph.permute(perm), self.features[perm],
                        self.labels[perm], self.train_mask[perm], self.val_mask[perm],
-                       self.test_mask[perm])
+                       self.test_mask[perm], w)
 
     def summary(self) -> str:
         """One line: nodes, edges, features, classes and split sizes."""
-        return (f"{self.name}: {self.n_nodes} nodes, {self.graph.nnz} edges, "
+        weighted = "" if self.edge_weight is None else " (weighted)"
+        return (f"{self.name}: {self.n_nodes} nodes, {self.graph.nnz} edges{weighted}, "
                 f"{self.n_features} features, {self.n_classes} classes, "
                 f"train/val/test {int(self.train_mask.sum())}/{int(self.val_mask.sum())}/"
                 f"{int(self.test_mask.sum())}")
@@ -138,23 +161,28 @@ def load_npz(path) -> Dataset:
                 raise UserError(f"dataset {path}: missing key(s) {', '.join(missing)}; the file "
                                 f"must hold {', '.join(NPZ_KEYS)}")
             arrays = {k: data[k] for k in NPZ_KEYS}
+            weights = data["data"] if "data" in data.files else None
     except UserError:
         raise
     except (OSError, ValueError, zipfile.BadZipFile, EOFError) as exc:
         raise UserError(f"dataset {path}: not a readable .npz archive ({exc})") from None
     graph = CSRGraph(arrays["indptr"], arrays["indices"], what=f"dataset {path}")
+    if weights is not None and weights.dtype != np.float32:
+        raise UserError(f"dataset {path}: data (edge weights) must be float32, got "
+                        f"{weights.dtype}")
     return Dataset(p.stem, graph, arrays["features"], arrays["labels"], arrays["train_mask"],
-                   arrays["val_mask"], arrays["test_mask"])
+                   arrays["val_mask"], arrays["test_mask"], weights)
 
 
 def save_npz(dataset: Dataset, path) -> Path:
     """Write ``dataset`` in the .npz format (readable by :func:`load_npz`)."""
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
+    extra = {} if dataset.edge_weight is None else {"data": dataset.edge_weight}
     np.savez_compressed(p, indptr=dataset.graph.indptr, indices=dataset.graph.indices,
                         features=dataset.features, labels=dataset.labels,
                         train_mask=dataset.train_mask, val_mask=dataset.val_mask,
-                        test_mask=dataset.test_mask)
+                        test_mask=dataset.test_mask, **extra)
     return p
 
 

@@ -313,7 +313,7 @@ def read(path, *, undirected: bool = False, what: str | None = None) -> GraphFil
             ds = gf.dataset
             if ds is not None:
                 ds = Dataset(ds.name, graph, ds.features, ds.labels, ds.train_mask,
-                             ds.val_mask, ds.test_mask)
+                             ds.val_mask, ds.test_mask, data)
             gf = GraphFile(graph, data, ds, gf.format, gf.detail, gf.no_dataset_reason)
     return gf
 
@@ -323,8 +323,7 @@ def read_dataset(path, *, undirected: bool = False, what: str | None = None) -> 
     object with ``x``, ``y`` and the three masks).
 
     A file that holds a graph only is a :class:`UserError` saying how to get a dataset. Edge
-    weights are not part of a dataset (training multiplies by the binary structure); a file with
-    weights gives a :class:`FormatWarning`.
+    weights (.npz ``data``, .pt ``edge_weight``) become the dataset's ``edge_weight``.
     """
     p = Path(path)
     what = what or f"dataset {path}"
@@ -340,8 +339,6 @@ def read_dataset(path, *, undirected: bool = False, what: str | None = None) -> 
             raise UserError(f"{what}: the file holds a graph only (an .npz CSR: indptr, "
                             f"indices); training needs node features, labels and split masks: "
                             f"{DATASET_HINT}")
-        if keys is not None and "data" in keys:
-            warnings.warn(_UNUSED_WEIGHTS.format(what=what), FormatWarning, stacklevel=2)
         return _dataset_from_npz(p, undirected)   # load_npz's messages for a partial dataset
     gf = read(p, undirected=undirected, what=what)
     if gf.dataset is None:
@@ -349,22 +346,16 @@ def read_dataset(path, *, undirected: bool = False, what: str | None = None) -> 
             raise UserError(gf.no_dataset_reason)
         raise UserError(f"{what}: the file holds a graph only ({gf.description}); training "
                         f"needs node features, labels and split masks: {DATASET_HINT}")
-    if gf.data is not None:
-        warnings.warn(_UNUSED_WEIGHTS.format(what=what), FormatWarning, stacklevel=2)
     return gf.dataset
-
-
-_UNUSED_WEIGHTS = ("{what}: the edge weights are not used; a dataset's graph is its binary "
-                   "structure (the models normalise it)")
 
 
 def _dataset_from_npz(p: Path, undirected: bool) -> Dataset:
     ds = load_npz(p)
     if undirected:
-        graph, _ = make_undirected(ds.graph, what=f"dataset {p}")
+        graph, data = make_undirected(ds.graph, ds.edge_weight, what=f"dataset {p}")
         if graph is not ds.graph:
             ds = Dataset(ds.name, graph, ds.features, ds.labels, ds.train_mask, ds.val_mask,
-                         ds.test_mask)
+                         ds.test_mask, data)
     return ds
 
 
@@ -420,7 +411,7 @@ def read_npz_csr(path, what: str | None = None):
                                 f"{len(indptr) - 1} rows in indptr")
             n_cols = shape[1]
         data = None
-        if "data" in archive:
+        if "data" in archive.files:
             data = archive["data"]
             if data.dtype != np.float32:
                 raise UserError(f"{what}: data (edge weights) must be float32, got "
@@ -737,6 +728,8 @@ def write(path, obj, *, data=None, what: str | None = None) -> Path:
         obj = obj.dataset if obj.dataset is not None else obj.graph
     dataset = obj if isinstance(obj, Dataset) else None
     graph = dataset.graph if dataset is not None else obj
+    if data is None and dataset is not None:
+        data = dataset.edge_weight
     if not isinstance(graph, CSRGraph):
         raise UserError(f"{what}: expected a moagcn Dataset or CSRGraph to write, got "
                         f"{type(obj).__name__}")

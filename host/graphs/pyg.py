@@ -9,7 +9,9 @@ target and its column ids are the sources::
     CSR row i, column j   <=>   edge j -> i   <=>   edge_index[:, k] == (j, i)
 
 Repeated edges stay repeated (PyG adds a repeated message twice, and so does the accelerator);
-nothing is symmetrised or sorted away except the order of a row's entries.
+nothing is symmetrised or sorted away except the order of a row's entries. ``edge_weight``
+(one float per edge) follows its edges into CSR order (:func:`weights_to_csr`; a dataset's
+``edge_weight``); ``edge_attr`` (edge features) is not read.
 
 torch-geometric is optional (``pip install moagcn[pyg]``): only :func:`to_pyg` and reading
 PyG-saved files import it; the other functions work on any object with the same attributes.
@@ -91,6 +93,25 @@ def from_edge_index(edge_index, num_nodes: int | None = None, what: str = "edge_
     return CSRGraph.from_edges(dst, src, n, dedupe=False, what=what)
 
 
+def weights_to_csr(edge_index, edge_weight, num_nodes: int | None = None,
+                   what: str = "edge_weight") -> np.ndarray:
+    """``edge_weight`` (one float per edge of ``edge_index``) in the entry order of
+    :func:`from_edge_index`'s graph (by target, then source, repeated edges in their given
+    order), as float32; checked: one finite value per edge."""
+    src, dst, _ = check_edge_index(edge_index, num_nodes)
+    w = _as_numpy(edge_weight, what)
+    if w.shape != (src.size,):
+        raise UserError(f"{what} has shape {tuple(w.shape)}; expected ({src.size},), one "
+                        "weight per edge of edge_index")
+    if w.size and (w.dtype == bool or not np.issubdtype(w.dtype, np.number)):
+        raise UserError(f"{what} has dtype {w.dtype}; give float weights")
+    w = w.astype(np.float32)
+    if not np.isfinite(w).all():
+        k = int(np.argmax(~np.isfinite(w)))
+        raise UserError(f"{what}[{k}] = {w[k]} is not finite; give finite weights")
+    return w[np.lexsort((src, dst))]
+
+
 def to_edge_index(graph: CSRGraph) -> torch.Tensor:
     """``edge_index`` (2 x nnz, int64) of ``graph``: sources are column ids, targets rows."""
     return torch.from_numpy(np.stack([graph.indices, graph.row_ids()]).astype(np.int64))
@@ -102,14 +123,15 @@ def _num_nodes(data) -> int | None:
 
 
 def graph_from_pyg(data, what: str = "data") -> CSRGraph:
-    """The graph of a PyG ``Data`` object (its ``edge_index`` and ``num_nodes``)."""
+    """The graph of a PyG ``Data`` object (its ``edge_index`` and ``num_nodes``): the
+    structure; :func:`from_pyg` also keeps ``edge_weight`` (or :func:`weights_to_csr`)."""
     ei = getattr(data, "edge_index", None)
     if ei is None:
         raise UserError(f"{what} has no edge_index; a graph needs edge_index (2 x E node ids)")
-    if getattr(data, "edge_weight", None) is not None or getattr(data, "edge_attr", None) \
-            is not None:
-        warnings.warn(f"{what}: edge_weight / edge_attr are ignored; the accelerators multiply "
-                      "by the binary adjacency", UserWarning, stacklevel=2)
+    if getattr(data, "edge_attr", None) is not None:
+        warnings.warn(f"{what}: edge_attr (edge features) is not read; moagcn graphs carry one "
+                      "float weight per edge: set data.edge_weight to keep one", UserWarning,
+                      stacklevel=2)
     return from_edge_index(ei, _num_nodes(data), what=f"{what}.edge_index")
 
 
@@ -128,8 +150,9 @@ def _mask(data, key: str, n: int, what: str) -> np.ndarray:
 def from_pyg(data, name: str = "pyg") -> "Dataset":
     """A moagcn :class:`~moagcn.host.graphs.data.Dataset` from a PyG ``Data`` object.
 
-    Keeps ``x`` (features), ``y`` (labels; -1 = unlabelled) and ``train_mask``, ``val_mask``,
-    ``test_mask``. The graph is :func:`graph_from_pyg`'s (row = target).
+    Keeps ``x`` (features), ``y`` (labels; -1 = unlabelled), ``train_mask``, ``val_mask``,
+    ``test_mask`` and ``edge_weight`` (as the dataset's ``edge_weight``, in CSR order). The
+    graph is :func:`graph_from_pyg`'s (row = target).
     """
     graph = graph_from_pyg(data, what="data")
     n = graph.n_nodes
@@ -153,20 +176,26 @@ def from_pyg(data, name: str = "pyg") -> "Dataset":
             raise UserError("data.y holds non-integer values; give one class id per node")
         Y = Y.astype(np.int64)
     masks = [_mask(data, k, n, "data") for k in ("train_mask", "val_mask", "test_mask")]
-    return Dataset(name, graph, X, Y, *masks)
+    w = getattr(data, "edge_weight", None)
+    if w is not None:
+        w = weights_to_csr(data.edge_index, w, n, what="data.edge_weight")
+    return Dataset(name, graph, X, Y, *masks, edge_weight=w)
 
 
 def to_pyg(obj):
     """A PyG ``Data`` object: ``edge_index`` and ``num_nodes`` of a :class:`CSRGraph`, plus
-    ``x``, ``y`` and the three masks of a :class:`~moagcn.host.graphs.data.Dataset`."""
+    ``x``, ``y``, the three masks and ``edge_weight`` (when weighted) of a
+    :class:`~moagcn.host.graphs.data.Dataset`."""
     tg = require_pyg()
     if isinstance(obj, Dataset):
+        extra = {} if obj.edge_weight is None else \
+            {"edge_weight": torch.from_numpy(obj.edge_weight.copy())}
         return tg.data.Data(
             x=torch.from_numpy(obj.features.copy()), y=torch.from_numpy(obj.labels.copy()),
             edge_index=to_edge_index(obj.graph), num_nodes=obj.n_nodes,
             train_mask=torch.from_numpy(obj.train_mask.copy()),
             val_mask=torch.from_numpy(obj.val_mask.copy()),
-            test_mask=torch.from_numpy(obj.test_mask.copy()))
+            test_mask=torch.from_numpy(obj.test_mask.copy()), **extra)
     if isinstance(obj, CSRGraph):
         return tg.data.Data(edge_index=to_edge_index(obj), num_nodes=obj.n_nodes)
     raise UserError(f"to_pyg: expected a moagcn Dataset or CSRGraph, got {type(obj).__name__}")

@@ -1,7 +1,9 @@
 """Autograd functions that send both aggregation passes to a sparse device.
 
 A GNN aggregation here is ``Â = diag(r) · A · diag(c)`` with A binary (what the accelerator
-holds) and the degree normalisation as two row scalings on the host:
+holds) and the degree normalisation as two row scalings on the host (on a weighted graph ``A``
+carries one value per entry, ``values``, and both products are weighted SpMMs, which only a
+device with ``"weighted"`` in its ``entry_ops`` runs: ``cpu``):
 
 - GCN: ``A + I`` with ``r = c = d^-1/2``;
 - GraphSAGE-mean: ``A`` with ``r = 1/deg``, ``c = 1``;
@@ -55,19 +57,67 @@ class AggregationOp:
         float32 per output row / per input row.
     kind : str
         ``gcn``, ``mean`` or ``sum`` (informative).
+    values : numpy.ndarray or None
+        float32 per stored entry of ``adj`` (edge weights; None: binary).
     """
 
     adj: CSRGraph
     row_scale: np.ndarray | None = None
     col_scale: np.ndarray | None = None
     kind: str = "custom"
+    values: np.ndarray | None = None
 
     def __post_init__(self):
         for name, v, n in (("row_scale", self.row_scale, self.adj.n_rows),
-                           ("col_scale", self.col_scale, self.adj.n_cols)):
+                           ("col_scale", self.col_scale, self.adj.n_cols),
+                           ("values", self.values, self.adj.nnz)):
             if v is not None and np.shape(v) != (n,):
                 raise UserError(f"AggregationOp: {name} has shape {np.shape(v)}; expected ({n},)")
         self._torch: dict = {}
+
+    @classmethod
+    def gcn_weighted(cls, graph: CSRGraph, weights) -> "AggregationOp":
+        """``D^-1/2 (A_w + I) D^-1/2`` exactly as PyG's ``gcn_norm`` builds it: every self loop
+        removed and one per node added, of weight 1 or, where the node had loops, the weight
+        of its last one (``add_remaining_self_loops``); ``D`` the weighted in-degree (row sums),
+        a node of degree 0 scaled by 0. ``weights``: float32 per stored entry of ``graph``."""
+        w = np.asarray(weights, dtype=np.float32)
+        if w.shape != (graph.nnz,):
+            raise UserError(f"edge weights have shape {w.shape}; expected ({graph.nnz},), one "
+                            "per stored entry")
+        if not np.isfinite(w).all():
+            k = int(np.argmax(~np.isfinite(w)))
+            raise UserError(f"edge weight {k} is {w[k]}; give finite weights")
+        n = graph.n_nodes
+        rows, cols = graph.row_ids(), graph.indices
+        loop = rows == cols
+        loop_w = np.ones(n, dtype=np.float32)
+        loop_w[rows[loop]] = w[loop]            # repeated loops: the last one's weight
+        ids = np.arange(n, dtype=np.int64)
+        r = np.concatenate([rows[~loop], ids])
+        c = np.concatenate([cols[~loop], ids])
+        v = np.concatenate([w[~loop], loop_w])[np.lexsort((c, r))]
+        looped = CSRGraph.from_edges(r, c, n, dedupe=False)
+        deg = np.bincount(looped.row_ids(), weights=v.astype(np.float64), minlength=n)
+        if (deg < 0).any():
+            k = int(np.argmax(deg < 0))
+            raise UserError(f"node {k} has weighted in-degree {deg[k]:g} (< 0), so D^-1/2 is "
+                            "undefined; give weights whose in-degree sums are >= 0")
+        with np.errstate(divide="ignore"):
+            d = np.where(deg > 0, 1.0 / np.sqrt(np.maximum(deg, 1e-300)), 0.0).astype(np.float32)
+        return cls(looped, d, d, "gcn", values=v)
+
+    def values_torch(self, transpose: bool, device) -> torch.Tensor:
+        """``values`` as an ``nnz x 1`` tensor, in the entry order of ``adj`` or of
+        ``adj.transpose()``."""
+        key = ("values", transpose, str(device))
+        if key not in self._torch:
+            v = self.values
+            if transpose:
+                v = v[np.lexsort((self.adj.row_ids(), self.adj.indices))]
+            self._torch[key] = torch.from_numpy(np.ascontiguousarray(v, dtype=np.float32)
+                                                ).reshape(-1, 1).to(device)
+        return self._torch[key]
 
     @classmethod
     def gcn(cls, graph: CSRGraph) -> "AggregationOp":
@@ -90,9 +140,16 @@ class AggregationOp:
         """The operator restricted to output ``rows`` and input ``cols`` (ascending ids)."""
         rows = np.asarray(rows, dtype=np.int64)
         cols = np.asarray(cols, dtype=np.int64)
+        values = None
+        if self.values is not None:     # the rows' entries, in order (block keeps them all)
+            deg = self.adj.degrees()[rows]
+            starts = np.repeat(self.adj.indptr[rows], deg)
+            offsets = np.arange(int(deg.sum())) - np.repeat(np.cumsum(deg) - deg, deg)
+            values = self.values[starts + offsets]
         return AggregationOp(self.adj.block(rows, cols),
                              None if self.row_scale is None else self.row_scale[rows],
-                             None if self.col_scale is None else self.col_scale[cols], self.kind)
+                             None if self.col_scale is None else self.col_scale[cols], self.kind,
+                             values)
 
     def scale(self, which: str, device) -> torch.Tensor | None:
         """The row (``"row"``) or column (``"col"``) scale as an N x 1 tensor on ``device``."""
@@ -109,7 +166,8 @@ class AggregationOp:
         key = ("coo", str(device))
         if key not in self._torch:
             rows, cols = self.adj.row_ids(), self.adj.indices
-            vals = np.ones(self.adj.nnz, dtype=np.float32)
+            vals = (np.ones(self.adj.nnz, dtype=np.float32) if self.values is None
+                    else self.values.astype(np.float32))
             if self.row_scale is not None:
                 vals = vals * self.row_scale[rows]
             if self.col_scale is not None:
@@ -122,7 +180,10 @@ class AggregationOp:
 
     def dense(self) -> np.ndarray:
         """Â as a dense float64 array (tests only)."""
-        A = self.adj.to_scipy(np.float64).toarray()
+        A = self.adj.to_scipy(np.float64)
+        if self.values is not None:
+            A.data = self.values.astype(np.float64)
+        A = A.toarray()
         if self.row_scale is not None:
             A = self.row_scale.astype(np.float64)[:, None] * A
         if self.col_scale is not None:
@@ -147,6 +208,18 @@ def _rowscale(x: torch.Tensor, s: torch.Tensor | None) -> torch.Tensor:
     return x if s is None else x * s
 
 
+def _product(device: SparseDevice, op: AggregationOp, H: torch.Tensor, mask,
+             transpose: bool = False) -> torch.Tensor:
+    """``(A H) ⊙ M`` (or ``Aᵀ``) on ``device``: the S-SpMM of the binary ``adj``, or with
+    ``op.values`` the weighted SpMM (which the binary S-SpMM devices refuse in one line)."""
+    adj = op.adj.transpose() if transpose else op.adj
+    if op.values is None:
+        return device.sspmm(adj, H, mask)
+    Z = device.spmm_weighted(adj, op.values_torch(transpose, H.device), H.unsqueeze(1),
+                             "edge weights").squeeze(1)
+    return Z if mask is None else torch.where(mask, Z, torch.zeros((), dtype=Z.dtype))
+
+
 class SSpmmAggregate(torch.autograd.Function):
     """``Z = s · Â relu?(P) ⊙ M`` forward and ``dP = Âᵀ (s · G ⊙ M) ⊙ 1[P > 0]`` backward,
     both computed by ``device.sspmm``. Use through :func:`aggregate`."""
@@ -159,7 +232,7 @@ class SSpmmAggregate(torch.autograd.Function):
         if in_mask is not None:
             H = H * in_mask * in_scale if in_scale != 1.0 else H * in_mask
         Hs = _rowscale(H, op.scale("col", P.device))
-        Z = device.sspmm(op.adj, Hs, mask)
+        Z = _product(device, op, Hs, mask)
         r = op.scale("row", Z.device)
         Z = _rowscale(Z, r)
         if out_scale != 1.0:
@@ -200,7 +273,7 @@ def aggregate_backward(op: AggregationOp, device: SparseDevice, G: torch.Tensor,
     relu_mask = (P > 0) if relu_input else None
     if in_mask is not None:
         relu_mask = in_mask if relu_mask is None else relu_mask & in_mask
-    dP = device.sspmm(op.adj.transpose(), G.contiguous(), relu_mask)
+    dP = _product(device, op, G.contiguous(), relu_mask, transpose=True)
     dP = _rowscale(dP, op.scale("col", dP.device))
     if in_mask is not None and in_scale != 1.0:
         dP = dP * in_scale
