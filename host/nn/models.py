@@ -8,7 +8,9 @@ Every layer ``l`` is (MixGCN Alg. 2, lines 8 and 12)::
 with ``relu`` applied to the previous pre-activation (not to the input features) and the last
 ``P`` the logits. The updates:
 
-- ``gcn``: ``P = Z W + b`` (Kipf & Welling; Â = D^-1/2 (A+I) D^-1/2);
+- ``gcn``: ``P = Z W + b`` (Kipf & Welling; Â = D^-1/2 (A+I) D^-1/2; on a weighted graph
+  ``D^-1/2 (A_w + I) D^-1/2`` with weighted degrees, as PyG's ``gcn_norm``:
+  :meth:`GNN.use_edge_weights`);
 - ``sage``: ``P = Z W_neigh + H_self W_self + b`` with ``Z`` the neighbour mean and ``H_self``
   the node's own (activated) features, which the dense worker already holds;
 - ``gin``: ``P = MLP(Z)`` with ``Z = (A + I) H`` (GIN-0) and a two-layer MLP.
@@ -118,9 +120,27 @@ class GNN(nn.Module):
         """Whether the update reads the node's own features (GraphSAGE)."""
         return self.kind == "sage"
 
+    def use_edge_weights(self, graph: CSRGraph, weights) -> None:
+        """Aggregate over ``graph`` with these edge weights (float32, one per stored entry in
+        CSR order; None: unweighted again). Only a GCN takes weights (PyG's SAGEConv and
+        GINConv take none)."""
+        if weights is not None and self.kind != "gcn":
+            raise UserError(f"the graph has edge weights and a {self.kind} model takes none "
+                            "(as PyG's SAGEConv / GINConv); use --model gcn, or drop the "
+                            "weights (the .npz data array, the .pt edge_weight)")
+        self._edge_weights = None if weights is None else (graph, weights)
+
     def aggregation(self, graph: CSRGraph) -> AggregationOp:
-        """The aggregation operator of this model on ``graph``."""
-        return aggregation_op(self.kind, graph)
+        """The aggregation operator of this model on ``graph`` (weighted when
+        :meth:`use_edge_weights` gave weights for this graph)."""
+        weighted = getattr(self, "_edge_weights", None)
+        if weighted is None:
+            return aggregation_op(self.kind, graph)
+        if graph is not weighted[0]:
+            raise UserError("the model's edge weights belong to the graph it was given them "
+                            "for; this runtime aggregates over another graph (a block or a "
+                            "sample), which weighted training does not support")
+        return AggregationOp.gcn_weighted(graph, weighted[1])
 
     def update(self, layer: int, Z: torch.Tensor, H_self: torch.Tensor | None = None):
         """``P_l`` from the aggregated rows ``Z`` (and, for SAGE, the rows' own features)."""

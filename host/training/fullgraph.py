@@ -33,6 +33,7 @@ from moagcn.host.parallel.comm import COMM_BITS, Communicator
 from moagcn.host.parallel.runtime import DROPOUT_PLACES
 from moagcn.host.supergcn.partition import AGGREGATIONS
 from moagcn.host.training.runtimes import PARALLELISMS, make_runtime
+from moagcn.host.training.weighted import check_weighted_training
 from moagcn.host.vgnn.adjust import DEFAULT_BUDGET, DEFAULT_WARMUP, EQUAL, ShareAdjuster
 from moagcn.host.vgnn.fleet import BALANCES, fleet, predicted_times, step_keeps, work_shares
 from moagcn.host.vgnn.perfmodel import PerfModel
@@ -481,6 +482,7 @@ def train(dataset: Dataset, cfg: TrainConfig, comm: Communicator | None = None,
     """
     cfg.validate()
     dataset, X, order = prepare(dataset, cfg)
+    check_weighted_training(cfg, dataset)
     dense = dense if dense is not None else dense_device()
     torch.manual_seed(cfg.seed)
     if cfg.label_prop > 0 and int(round(cfg.label_prop * dataset.train_mask.sum())) >= \
@@ -490,6 +492,7 @@ def train(dataset: Dataset, cfg: TrainConfig, comm: Communicator | None = None,
                         "fraction")
     model = GNN(cfg.model, dataset.n_features, cfg.hidden, dataset.n_classes, cfg.layers,
                 label_embedding=cfg.label_prop > 0, layer_norm=cfg.layer_norm).to(dense)
+    model.use_edge_weights(dataset.graph, dataset.edge_weight)
     X = model.pad_input(X)   # the label columns of masked label propagation (zeros: no label)
     timer = PhaseTimer()
     choice = cfg.accelerators()
@@ -682,6 +685,7 @@ def train_reference(dataset: Dataset, cfg: TrainConfig,
     dataset, X, order = prepare(dataset, cfg)
     torch.manual_seed(cfg.seed)
     model = GNN(cfg.model, dataset.n_features, cfg.hidden, dataset.n_classes, cfg.layers)
+    model.use_edge_weights(dataset.graph, dataset.edge_weight)
     op = model.aggregation(dataset.graph)
     Xt = torch.from_numpy(X)
     y = torch.from_numpy(dataset.labels)
