@@ -20,7 +20,7 @@ def operands(n_rows, n_cols, width, seed):
     rng = np.random.default_rng(seed)
     Q = rng.standard_normal((n_rows, width)).astype(np.float32)
     K = rng.standard_normal((n_cols, width)).astype(np.float32)
-    Q[0, 0], K[1, 1] = -0.0, 1e-42            # a signed zero and a subnormal
+    Q[0, 0], K[-1, -1] = -0.0, 1e-42          # a signed zero and a subnormal
     return Q, K
 
 
@@ -53,10 +53,14 @@ def test_tiny_on_verilator_awkward_patterns(width, heads, masked):
 
 @pytest.mark.xdist_group("sddmm-verilator")
 def test_tiny_on_verilator_with_output_backpressure_and_idle_loads():
+    """One chunk per pair (a pair a cycle) against a consumer that takes every other beat:
+    the output queue fills, and groups wait for room instead of losing sums."""
     cfg = SPEC.config("tiny")
-    indptr, indices = awkward_pattern(12, 12, seed=2)
-    Q, K = operands(12, 12, 5, seed=3)
-    check_rtl(cfg, "verilator", indptr, indices, Q, K, 1, stall_every=3, idle_every=4)
+    indptr, indices = awkward_pattern(30, 12, seed=2, hub=12)
+    Q, K = operands(30, 12, 4, seed=3)
+    rtl, model = check_rtl(cfg, "verilator", indptr, indices, Q, K, 1, stall_every=2,
+                           idle_every=4)
+    assert rtl.counters.cycles_compute > model.counters.cycles_compute
 
 
 @pytest.mark.xdist_group("sddmm-verilator")
@@ -88,3 +92,19 @@ def test_an_index_beyond_the_rows_raises_the_flag_on_pysim():
     job = SPEC.job(np.array([0, 1, 2]), np.array([0, 5]), Q, Q, 1)
     with pytest.raises(SimulationError, match="err_index"):
         Driver(SPEC, cfg, "rtl", "pysim").run(job, checked=True)
+
+
+@pytest.mark.xdist_group("sddmm-verilator")
+def test_tiny_on_verilator_smallest_jobs():
+    """One entry with one chunk (its buffer word written the cycle before start), a job whose
+    pairs are all masked (no part runs) and one without entries."""
+    cfg = SPEC.config("tiny")
+    Q, K = operands(1, 1, 4, seed=9)
+    check_rtl(cfg, "verilator", np.array([0, 1]), np.array([0]), Q, K, 1)
+    Q, K = operands(3, 3, 8, seed=10)
+    ip, ix = np.array([0, 2, 2, 3]), np.array([0, 2, 1])
+    rtl, _ = check_rtl(cfg, "verilator", ip, ix, Q, K, 2, np.zeros((3, 2), bool))
+    assert rtl.counters.tiles == 0 and not rtl.output.any()
+    # rows without entries: the accelerator starts and stops at once
+    rtl, _ = check_rtl(cfg, "verilator", np.zeros(4, np.int64), np.zeros(0, np.int64), Q, K, 2)
+    assert rtl.counters.tiles == 1 and rtl.counters.cycles_compute == 1
