@@ -122,6 +122,21 @@ def cmd_train(args) -> int:
 
 
     choice = accelerator_choice(args)
+    gat = args.model == "gat"
+    if args.heads is not None and not gat:
+        raise UserError(f"--heads {args.heads}: attention heads need --model gat")
+    # lazy: keeps the host runtime out of this module's import
+    from moagcn.cli.train_gat import GAT_DEFAULTS
+    for name, default in (("hidden", 16), ("lr", 0.01), ("dropout", 0.5), ("early_stop", 10)):
+        if getattr(args, name) is None:      # GAT: PyG's Cora example's settings
+            setattr(args, name, GAT_DEFAULTS.get(name, 0) if gat else default)
+    if gat:
+        # lazy: keeps the host runtime out of this module's import
+        from moagcn.cli.train_gat import cmd_train_gat
+        if args.heads is None:
+            args.heads = GAT_DEFAULTS["heads"]
+        _set_threads(args.threads)
+        return cmd_train_gat(args, choice)
     rpath = report_path(args.report)
     save = output_path(args.save, "--save") if args.save else None
     _set_threads(args.threads)
@@ -371,7 +386,11 @@ def register(subparsers) -> None:
                          "citeseer), an .npz dataset or a PyG Data .pt "
                          "(docs/formats.md; default: sbm)")
     add_undirected_arg(tr)
-    tr.add_argument("--model", default="gcn", choices=MODELS, help="the GNN (default gcn)")
+    tr.add_argument("--model", default="gcn", choices=(*MODELS, "gat"),
+                    help="the GNN (default gcn); gat: PyG's Cora GAT example (--heads, "
+                         "--device cpu; docs/pyg.md)")
+    tr.add_argument("--heads", type=int, default=None, metavar="K",
+                    help="--model gat: attention heads of the first layer (default 8)")
     add_accelerator_args(tr, design=None)
     tr.add_argument("--workers", type=int, default=1, metavar="M",
                     help="sparse devices = dense workers (default 1)")
@@ -398,16 +417,19 @@ def register(subparsers) -> None:
                     help="one torch.distributed process per worker (spawned, or torchrun's)")
     tr.add_argument("--epochs", type=int, default=200,
                     help="training epochs at most (default 200)")
-    tr.add_argument("--early-stop", type=int, default=10, metavar="W",
+    tr.add_argument("--early-stop", type=int, default=None, metavar="W",
                     help="stop once an epoch's validation loss exceeds the mean of the W "
                          "epochs before it (Kipf & Welling's window; default 10, 0: train "
-                         "every epoch)")
+                         "every epoch; gat: 0)")
     tr.add_argument("--layers", type=int, default=2, help="GNN layers (default 2)")
-    tr.add_argument("--hidden", type=int, default=16, help="hidden units (default 16)")
-    tr.add_argument("--lr", type=float, default=0.01, help="Adam learning rate (default 0.01)")
+    tr.add_argument("--hidden", type=int, default=None,
+                    help="hidden units (default 16; gat: 8 per head)")
+    tr.add_argument("--lr", type=float, default=None,
+                    help="Adam learning rate (default 0.01; gat: 0.005)")
     tr.add_argument("--weight-decay", type=float, default=5e-4,
                     help="Adam weight decay (default 5e-4)")
-    tr.add_argument("--dropout", type=float, default=0.5, help="dropout rate (default 0.5)")
+    tr.add_argument("--dropout", type=float, default=None,
+                    help="dropout rate (default 0.5; gat: 0.6, inputs and attention)")
     tr.add_argument("--dropout-at", default="aggregate", choices=("aggregate", "input"),
                     help="where dropout acts: on the aggregation output, as the S-SpMM output "
                          "mask (MixGCN Eq. 4; default), or on each layer's input, as PyG "

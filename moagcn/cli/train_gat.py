@@ -1,0 +1,77 @@
+"""``moagcn train --model gat``: PyG's Cora GAT example with moagcn's GATConv
+(:mod:`moagcn.host.training.gat`), full graph, one process, the sparse products on ``cpu``.
+
+The options of the GCN runtimes that GAT training does not have (workers, parallelism, fleets,
+pipelines, label propagation, checkpoints, ...) are refused in one line when given, never
+ignored.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+
+from moagcn.cli.common import one_line_warnings, report_path, write_json
+from moagcn.errors import UserError
+
+#: PyG's Cora GAT example, where the flag is not given
+GAT_DEFAULTS = {"heads": 8, "hidden": 8, "dropout": 0.6, "lr": 0.005}
+
+#: (attribute, value it must keep, flag) for the GCN runtimes' options
+_UNSUPPORTED = (("workers", 1, "--workers"), ("parallelism", "mop", "--parallelism"),
+                ("devices", None, "--devices"), ("distributed", False, "--distributed"),
+                ("label_prop", 0.0, "--label-prop"), ("layer_norm", False, "--layer-norm"),
+                ("reorder", "none", "--reorder"), ("pipeline", "layers", "--pipeline"),
+                ("comm_bits", 32, "--comm-bits"), ("layers", 2, "--layers"),
+                ("dropout_at", "aggregate", "--dropout-at"), ("reference", False, "--reference"),
+                ("save", None, "--save"), ("balance", "uniform", "--balance"),
+                ("perf_model", None, "--perf-model"), ("adjust", None, "--adjust"),
+                ("aggregation", "post", "--aggregation"), ("stages", None, "--stages"))
+
+
+def cmd_train_gat(args, choice) -> int:
+    """Train PyG's example GAT; write the report (JSON)."""
+    for attr, keep, flag in _UNSUPPORTED:
+        if getattr(args, attr, keep) != keep:
+            raise UserError(f"{flag} {getattr(args, attr)}: not available with --model gat "
+                            "(GAT trains the full graph in one process, PyG's Cora example: "
+                            "--heads, --hidden, --dropout, --lr, --weight-decay, --epochs, "
+                            "--seed); leave it out")
+    if args.early_stop not in (None, 0):
+        raise UserError(f"--early-stop {args.early_stop}: not available with --model gat "
+                        "(PyG's example trains every epoch); leave it out")
+    # lazy: keeps the host runtime, torch out of this module's import
+    from moagcn.host.graphs.datasets import load_dataset
+    # lazy: keeps the host runtime, torch out of this module's import
+    from moagcn.host.training.gat import GATConfig, train_gat
+
+    cfg = GATConfig(heads=args.heads, hidden=args.hidden, dropout=args.dropout, lr=args.lr,
+                    weight_decay=args.weight_decay, epochs=args.epochs, seed=args.seed,
+                    device=choice.device, design=choice.design,
+                    normalize_features=not args.raw_features).validate()
+    rpath = report_path(args.report)
+    with one_line_warnings():
+        dataset = load_dataset(args.dataset, seed=args.seed, undirected=args.undirected)
+    cfg.validate(dataset)
+    print(f"{dataset.summary()}\nGAT 2 layers, {cfg.heads} heads x {cfg.hidden} hidden, "
+          f"dropout {cfg.dropout}, lr {cfg.lr}, device {cfg.device}, {cfg.epochs} epochs")
+
+    def on_epoch(epoch, r):
+        if not args.quiet:
+            print(f"epoch {epoch + 1:4d}/{cfg.epochs}  loss {r.loss[-1]:.4f}  train "
+                  f"{r.train_acc[-1]:.3f}  val {r.val_acc[-1]:.3f}  test {r.test_acc[-1]:.3f}  "
+                  f"{r.epoch_s[-1] * 1e3:7.1f} ms", file=sys.stderr)
+
+    t0 = time.perf_counter()
+    result = train_gat(dataset, cfg, "moagcn", on_epoch)
+    wall = time.perf_counter() - t0
+    report = result.report()
+    report.update(wall_s=wall, dataset=dataset.name, dataset_path=args.dataset,
+                  device=cfg.device, heads=cfg.heads, hidden=cfg.hidden, seed=cfg.seed,
+                  counters=result.model.conv1.sparse_device.counters.as_dict())
+    write_json(rpath, report)
+    print(f"done in {wall:.1f} s: test accuracy {report['test_acc']:.4f} (at the best "
+          f"validation epoch {report['best_val_test_acc']:.4f}), validation "
+          f"{report['val_acc']:.4f}, final loss {report['train_loss'][-1]:.4f}")
+    print(f"epoch time {report['epoch_s_median'] * 1e3:.1f} ms (median)\nreport: {rpath}")
+    return 0
