@@ -71,16 +71,16 @@ def word_select_verilog(width: int, words: int, index_bits: int) -> str:
     full = words == 1 << index_bits
     # simulators: the part-select; an index past the last word reads 0 (guarded, not padded:
     # a padded copy of the row would cost a copy of the row)
-    sim = (f"    y = a[s * {width} +: {width}];" if full else
-           f"    y = s < {words} ? a[s * {width} +: {width}] : {width}'h0;")
+    sim = (f"y = a[s * {width} +: {width}];" if full else
+           f"y = s < {words} ? a[s * {width} +: {width}] : {width}'h0;")
     return f"""
 // Word select used by moagcn designs (see moagcn.hw.common.wordsel): word s of a, 0 past the
 // last word. Simulators read the part-select; synthesis reads the case Amaranth would write.
 module {name}(a, s, y);
   input [{width * words - 1}:0] a;
   input [{index_bits - 1}:0] s;
-  output reg [{width - 1}:0] y;
 `ifdef SYNTHESIS
+  output reg [{width - 1}:0] y;
   always @* begin
     y = {width}'h0;
     (* full_case = 32'd1 *)
@@ -89,8 +89,10 @@ module {name}(a, s, y);
     endcase
   end
 `else
-  always @*
-{sim}
+  // a continuous assignment: Icarus evaluates it at time 0 (an always block whose inputs never
+  // change would leave y undefined there)
+  output [{width - 1}:0] y;
+  assign {sim}
 `endif
 endmodule
 """
@@ -108,11 +110,11 @@ def sim_form_verilog(op: str, n: int, w: int) -> str:
 module {SIM_FORM_PREFIX}_{op}_n{n}_w{w}(a, t, y);
   input [{n - 1}:0] a;
   input [{w - 1}:0] t;
-  output reg [{w - 1}:0] y;
+  output [{w - 1}:0] y;
 `ifdef SYNTHESIS
-  always @* y = t;
+  assign y = t;
 `else
-  always @* {_SIM_FORMS[op]}
+  assign {_SIM_FORMS[op]}
 `endif
 endmodule
 """
@@ -137,32 +139,36 @@ def chunk_select_verilog(features: int, lanes: int, chunk_bits: int, sel_bits: i
 module {chunk_select_module(F, L, C, S)}(a, t, y);
   input [{F + C - 1}:0] a;
   input [{out - 1}:0] t;
-  output reg [{out - 1}:0] y;
+  output [{out - 1}:0] y;
 `ifdef SYNTHESIS
-  always @* y = t;
+  assign y = t;
 `else
-  reg [{F - 1}:0] mask, window;
-  integer k, b, total, rank, pos, cnt, ge;
-  always @* begin
-    mask = a[{F - 1}:0];
-    total = $countones(mask);
-    y = {out}'h0;
-    for (k = 0; k < {L}; k = k + 1) begin
-      rank = a[{F + C - 1}:{F}] * {L} + k;
-      pos = 0;
-      for (b = {S - 1}; b >= 0; b = b - 1) begin
-        window = (mask >> pos) & ~({{{F}{{1'b1}}}} << (1 << b));
-        cnt = $countones(window);
-        ge = rank >= cnt;
-        pos = pos + (ge << b);
-        rank = rank - (ge ? cnt : 0);
-      end
-      if (a[{F + C - 1}:{F}] * {L} + k < total) begin
-        y[k * {S} +: {S}] = pos[{S - 1}:0];
-        y[{L * S} + k] = 1'b1;
+  function automatic [{out - 1}:0] lanes(input [{F + C - 1}:0] a);
+    reg [{F - 1}:0] mask, window;
+    integer k, b, total, rank, pos, cnt, ge;
+    begin
+      mask = a[{F - 1}:0];
+      total = $countones(mask);
+      lanes = {out}'h0;
+      for (k = 0; k < {L}; k = k + 1) begin
+        rank = a[{F + C - 1}:{F}] * {L} + k;
+        pos = 0;
+        for (b = {S - 1}; b >= 0; b = b - 1) begin
+          window = (mask >> pos) & ~({{{F}{{1'b1}}}} << (1 << b));
+          cnt = $countones(window);
+          ge = rank >= cnt;
+          pos = pos + (ge << b);
+          rank = rank - (ge ? cnt : 0);
+        end
+        if (a[{F + C - 1}:{F}] * {L} + k < total) begin
+          lanes[k * {S} +: {S}] = pos[{S - 1}:0];
+          lanes[{L * S} + k] = 1'b1;
+        end
       end
     end
-  end
+  endfunction
+  // continuously assigned: Icarus evaluates it at time 0
+  assign y = lanes(a);
 `endif
 endmodule
 """
