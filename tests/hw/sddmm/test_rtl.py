@@ -53,12 +53,13 @@ def test_tiny_on_verilator_awkward_patterns(width, heads, masked):
 
 @pytest.mark.xdist_group("sddmm-verilator")
 def test_tiny_on_verilator_with_output_backpressure_and_idle_loads():
-    """One chunk per pair (a pair a cycle) against a consumer that takes every other beat:
-    the output queue fills, and groups wait for room instead of losing sums."""
+    """Four heads of one column (a pair a cycle, four per entry) against a consumer that takes
+    every other beat: the output queue (32 words) fills, and groups wait for room instead of
+    losing sums."""
     cfg = SPEC.config("tiny")
     indptr, indices = awkward_pattern(30, 12, seed=2, hub=12)
     Q, K = operands(30, 12, 4, seed=3)
-    rtl, model = check_rtl(cfg, "verilator", indptr, indices, Q, K, 1, stall_every=2,
+    rtl, model = check_rtl(cfg, "verilator", indptr, indices, Q, K, 4, stall_every=2,
                            idle_every=4)
     assert rtl.counters.cycles_compute > model.counters.cycles_compute
 
