@@ -1,4 +1,4 @@
-"""The S-SpMM cycle model's pass-by-pass replay (:func:`moagcn.sim.sspmm.model.slice_schedule`)
+"""The S-SpMM cycle model's pass-by-pass replay (:func:`moagcn.sim.sspmm.passes.slice_schedule`)
 compiled: the same event loop in C, run through ``ctypes``.
 
 The replay is an event loop of a few microseconds per job in Python; a 100k-node graph takes
@@ -329,7 +329,7 @@ def library():
 def slice_schedules(bounds, deg, jobs, arrival, groups: int, latency: int, rates, lead: int,
                     caps, holds) -> np.ndarray | None:
     """Per segment ``s`` (rows ``bounds[s]:bounds[s + 1]`` of ``deg``, ``jobs``,
-    ``arrival``), the end :func:`~moagcn.sim.sspmm.model.slice_schedule` returns for those rows
+    ``arrival``), the end :func:`~moagcn.sim.sspmm.passes.slice_schedule` returns for those rows
     with read rate ``rates[s]``, turn rate ``caps[s]`` and hold ``holds[s]``; None where the
     compiled loop is not available (or, which the Python loop would raise on, it found no
     event to wait for). Replays of at least ``_REMEMBER_ROWS`` rows are remembered by a hash of

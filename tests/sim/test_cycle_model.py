@@ -8,8 +8,8 @@ import pytest
 from moagcn.hw.sspmm import preset
 from moagcn.sim.sspmm import schedule
 from moagcn.sim.sspmm.memory import estimate_graph
-from moagcn.sim.sspmm.model import (_FetchTiming, _schedules, estimate_rows, estimate_tiles,
-                                    split_rows, tiles_at_once)
+from moagcn.sim.sspmm.model import estimate_rows, estimate_tiles, tiles_at_once
+from moagcn.sim.sspmm.passes import FetchTiming, schedules, split_rows
 from moagcn.sim.sspmm.spec import SPEC
 
 from ..hw.sspmm.graphs import power_law_job
@@ -48,11 +48,11 @@ def test_compiled_replay_equals_the_python_loop(name, params):
             deg, jobs, arrival, _, _ = split_rows(deg, jobs, arrival, config.split_degree,
                                                   config.slices)
         # three segments with different read rates (slices of a shared node buffer do)
-        fetches = [_FetchTiming(config) for _ in range(3)]
+        fetches = [FetchTiming(config) for _ in range(3)]
         fetches[1].rate, fetches[2].issue_to_root = 0.37, fetches[2].issue_to_root + 1.25
         bounds = [0, deg.size // 3, deg.size // 2, deg.size]
-        fast = _schedules(bounds, deg, jobs, arrival, config, fetches)
-        slow = _schedules(bounds, deg, jobs, arrival, config, fetches, compiled=False)
+        fast = schedules(bounds, deg, jobs, arrival, config, fetches)
+        slow = schedules(bounds, deg, jobs, arrival, config, fetches, compiled=False)
         assert fast.tobytes() == slow.tobytes(), (trial, fast, slow)
 
 

@@ -12,7 +12,8 @@ import pytest
 
 from moagcn.hw.sspmm import preset
 from moagcn.sim.sspmm.golden import piece_sizes, sspmm
-from moagcn.sim.sspmm.model import dispatch, estimate, split_rows
+from moagcn.sim.sspmm.model import estimate
+from moagcn.sim.sspmm.passes import dispatch, split_rows
 
 from .graphs import check_tiled_model, drive, power_law_job
 from .test_accelerator import _raw_run
@@ -136,6 +137,7 @@ def test_ceil_div_const_is_exact_for_every_value(divisor):
     simulator against Python's integer division)."""
     from amaranth.hdl import Module, Signal
     from amaranth.sim import Simulator
+
     from moagcn.hw.sspmm.scheduler import ceil_div_const
     m = Module()
     v = Signal(10)
