@@ -2,10 +2,10 @@
 
 ``moagcn bench hyscale-model [--rmat-scale 13] [--epochs 3] [--cpu-share 0.3] [--out DIR]``
 
-**Judging the model on a shared host** (:func:`run`). One calibration takes a few seconds,
-and on a shared two-core machine the prediction it leads to moves by up to 20-40 % from one
-calibration to the next, while the host's speed also drifts between a calibration and runs
-a minute later. The bench therefore calibrates before the first round of measured runs (one
+**Judging the model on a shared host** (:func:`run`). On a shared machine the prediction a
+calibration leads to moves from one calibration to the next (docs/hyscale.md gives the
+measured spread), while the host's speed also drifts between a calibration and runs a minute
+later. The bench therefore calibrates before the first round of measured runs (one
 with prefetching, one without) and again after every round (``bracket``; ``--no-bracket``:
 once), and judges each round against the mean of the two predictions calibrated around it
 (:func:`bracketed`; the median over the rounds is the verdict printed), beside the first
@@ -164,10 +164,9 @@ def bracketed(cals: list, measured: dict) -> dict:
     one more than the rounds), per variant: the rounds' predicted and measured epochs and
     errors, how many are within 15 %, and the medians' error (the verdict the bench prints);
     and ``pooled``: the median of every calibration's prediction against the median measured
-    epoch. One calibration takes a few seconds, and on a shared two-core host its prediction
-    moves by 20-40 % from one to the next, more than the measured runs of one kind do: the
-    pair around a round follows the host's drift, the median over all of them only damps
-    the calibrations' own noise; both are reported."""
+    epoch. On a shared host a calibration's prediction moves from one to the next more than
+    the measured runs of one kind do: the pair around a round follows the host's drift, the
+    median over all of them only damps the calibrations' own noise; both are reported."""
     out = {}
     for pf, key in ((True, "prefetch"), (False, "no_prefetch")):
         preds = [_headline_epoch(c[2][pf], key) for c in cals]
