@@ -99,8 +99,9 @@ class GraphFile:
         The aggregation matrix (row = target, columns = its sources); rectangular only from an
         .npz with ``shape`` or a rectangular .mtx.
     data : numpy.ndarray or None
-        float32 edge weights, one per stored entry in CSR order (``hyscale run`` uses them;
-        S-SpMM and training multiply by the binary structure).
+        float32 edge weights, one per stored entry in CSR order (``hyscale run`` uses them, so
+        does a GCN in ``moagcn train`` as the dataset's ``edge_weight``; the S-SpMM multiplies
+        by the binary structure).
     dataset : Dataset or None
         The full dataset when the file holds features, labels and masks (its graph is
         ``graph``).
