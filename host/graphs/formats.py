@@ -350,6 +350,14 @@ def read_dataset(path, *, undirected: bool = False, what: str | None = None) -> 
     return gf.dataset
 
 
+def warn_unused_weights(dataset: Dataset, what: str, user: str) -> None:
+    """One :class:`FormatWarning` when ``dataset`` carries edge weights that ``user`` (a
+    command) does not use, so they are never dropped silently."""
+    if dataset.edge_weight is not None:
+        warnings.warn(f"{what}: the edge weights are not used; {user} aggregates the binary "
+                      "structure (moagcn train's GCN uses them)", FormatWarning, stacklevel=2)
+
+
 def _dataset_from_npz(p: Path, undirected: bool) -> Dataset:
     ds = load_npz(p)
     if undirected:

@@ -75,8 +75,11 @@ def cmd_hyscale_train(args) -> int:
     rpath = report_path(args.report)
     save = output_path(args.save, "--save") if args.save else None
     choice = accelerator_choice(args)
+    # lazy: keeps the host runtime out of this module's import
+    from moagcn.host.graphs.formats import warn_unused_weights
     with one_line_warnings():
         dataset = load_dataset(args.dataset, seed=args.seed, undirected=args.undirected)
+        warn_unused_weights(dataset, f"dataset {args.dataset}", "moagcn hyscale train")
     batch = args.batch
     if batch is None:
         # lazy: keeps the host runtime out of this module's import

@@ -76,8 +76,11 @@ def cmd_infer(args) -> int:
     choice = accelerator_choice(args)
     if choice.device != "cpu":
         choice.config()   # a bad design, preset or parameter is named before any work
+    # lazy: keeps the host runtime out of this module's import
+    from moagcn.host.graphs.formats import warn_unused_weights
     with one_line_warnings():
         dataset = load_dataset(args.dataset, seed=args.seed, undirected=args.undirected)
+        warn_unused_weights(dataset, f"dataset {args.dataset}", "moagcn infer")
     model, meta = load(args.checkpoint, dataset.n_features, args.model)
     if meta.get("n_nodes") not in (None, dataset.n_nodes) and not args.quiet:
         print(f"note: the checkpoint was trained on {meta.get('dataset')} "

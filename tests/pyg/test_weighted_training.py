@@ -144,3 +144,15 @@ def test_cli_train_on_a_weighted_dataset(data, tmp_path, capsys):
                "--report", str(tmp_path / "r.json")])
     assert rc in (0, None)
     assert "(weighted)" in capsys.readouterr().out
+
+
+def test_infer_says_it_does_not_use_the_weights(data, tmp_path, capsys):
+    path, ckpt = str(tmp_path / "w.npz"), str(tmp_path / "c.pt")
+    save_npz(data, path)
+    assert main(["train", "--dataset", path, "--device", "cpu", "--epochs", "1", "--quiet",
+                 "--save", ckpt, "--report", str(tmp_path / "r.json")]) in (0, None)
+    capsys.readouterr()
+    assert main(["infer", "--dataset", path, "--checkpoint", ckpt, "--device", "cpu",
+                 "--quiet", "--report", str(tmp_path / "i.json"),
+                 "--out", str(tmp_path / "e.npy")]) in (0, None)
+    assert "the edge weights are not used; moagcn infer" in capsys.readouterr().err
