@@ -122,12 +122,16 @@ def _num_nodes(data) -> int | None:
     return None if n is None else int(n)
 
 
-def graph_from_pyg(data, what: str = "data") -> CSRGraph:
+def graph_from_pyg(data, what: str = "data", *, _weights_kept: bool = False) -> CSRGraph:
     """The graph of a PyG ``Data`` object (its ``edge_index`` and ``num_nodes``): the
     structure; :func:`from_pyg` also keeps ``edge_weight`` (or :func:`weights_to_csr`)."""
     ei = getattr(data, "edge_index", None)
     if ei is None:
         raise UserError(f"{what} has no edge_index; a graph needs edge_index (2 x E node ids)")
+    if getattr(data, "edge_weight", None) is not None and not _weights_kept:
+        warnings.warn(f"{what}: edge_weight is not part of the graph structure returned here; "
+                      "keep it with weights_to_csr(data.edge_index, data.edge_weight) (or "
+                      "from_pyg, which keeps it)", UserWarning, stacklevel=2)
     if getattr(data, "edge_attr", None) is not None:
         warnings.warn(f"{what}: edge_attr (edge features) is not read; moagcn graphs carry one "
                       "float weight per edge: set data.edge_weight to keep one", UserWarning,
@@ -154,7 +158,7 @@ def from_pyg(data, name: str = "pyg") -> "Dataset":
     ``test_mask`` and ``edge_weight`` (as the dataset's ``edge_weight``, in CSR order). The
     graph is :func:`graph_from_pyg`'s (row = target).
     """
-    graph = graph_from_pyg(data, what="data")
+    graph = graph_from_pyg(data, what="data", _weights_kept=True)
     n = graph.n_nodes
     x = getattr(data, "x", None)
     if x is None:

@@ -156,3 +156,9 @@ def test_infer_says_it_does_not_use_the_weights(data, tmp_path, capsys):
                  "--quiet", "--report", str(tmp_path / "i.json"),
                  "--out", str(tmp_path / "e.npy")]) in (0, None)
     assert "the edge weights are not used; moagcn infer" in capsys.readouterr().err
+
+
+def test_graph_from_pyg_says_where_the_weights_go(data):
+    from moagcn.interop import graph_from_pyg
+    with pytest.warns(UserWarning, match="weights_to_csr"):
+        graph_from_pyg(to_pyg(data))
