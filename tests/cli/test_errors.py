@@ -225,6 +225,15 @@ CASES = [
       "contradict each other"),
     C("train-adjust-without-fleet", "train --epochs 1 --no-adjust --report {tmp}/t.json",
       "train.py", "need a mixed fleet"),
+    C("train-heads-without-gat", "train --epochs 1 --heads 4 --report {tmp}/t.json",
+      "train.py", "attention heads need --model gat"),
+    # train_gat.py
+    C("train-gat-gcn-option", "train --epochs 1 --model gat --device cpu --workers 2 "
+      "--report {tmp}/t.json", "train_gat.py", "(GAT trains the full graph in one process",
+      "--workers 2: not available with --model gat"),
+    C("train-gat-early-stop", "train --epochs 1 --model gat --device cpu --early-stop 5 "
+      "--report {tmp}/t.json", "train_gat.py", "(PyG's example trains every epoch)",
+      "--early-stop 5: not available"),
     C("pipeline-batches", "pipeline --batches 0 --report {tmp}/p.json", "train.py",
       "use at least 1 batch"),
     C("pipeline-hidden", "pipeline --batches 2 --hidden 0 --report {tmp}/p.json", "train.py",
