@@ -32,6 +32,9 @@ from moagcn.host.nn.autograd import AggregationOp, reference_aggregate
 from moagcn.host.graphs.ops import CSRGraph
 
 MODELS = ("gcn", "sage", "gin")
+#: every GNN a command may name: the models above and GAT (``moagcn train --model gat``,
+#: :mod:`moagcn.host.training.gat`)
+GNN_NAMES = MODELS + ("gat",)
 
 
 class GNN(nn.Module):

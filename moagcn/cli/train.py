@@ -369,7 +369,7 @@ def register(subparsers) -> None:
     # lazy: keeps the host runtime out of this module's import
     from moagcn.host.graphs.partition import PARTITION_METHODS
     # lazy: keeps the host runtime, torch out of this module's import
-    from moagcn.host.nn.models import MODELS
+    from moagcn.host.nn.models import GNN_NAMES
     # lazy: keeps the host runtime, torch out of this module's import
     from moagcn.host.training.runtimes import PARALLELISMS
 
@@ -386,7 +386,7 @@ def register(subparsers) -> None:
                          "citeseer), an .npz dataset or a PyG Data .pt "
                          "(docs/formats.md; default: sbm)")
     add_undirected_arg(tr)
-    tr.add_argument("--model", default="gcn", choices=(*MODELS, "gat"),
+    tr.add_argument("--model", default="gcn", choices=GNN_NAMES,
                     help="the GNN (default gcn); gat: PyG's Cora GAT example (--heads, "
                          "--device cpu; docs/pyg.md)")
     tr.add_argument("--heads", type=int, default=None, metavar="K",

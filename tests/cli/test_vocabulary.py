@@ -24,7 +24,7 @@ from moagcn.cli.main import BENCHES, EXPERIMENTS, build_parser
 from moagcn.core.options import is_renamed
 from moagcn.core.registry import design_names, get_design
 from moagcn.errors import UserError
-from moagcn.host.nn.models import MODELS
+from moagcn.host.nn.models import GNN_NAMES as MODELS   # gcn, sage, gin and gat
 
 #: an old spelling (never a visible flag again) -> the one name of its concept
 SYNONYMS = {
