@@ -58,7 +58,8 @@ def run(scale: int, features: int, hidden: int, epochs: int, sparse: list[str],
     import torch
 
     # lazy: keeps torch out of this module's import
-    from moagcn.host.training.fullgraph import TrainConfig, train
+    from moagcn.host.training.config import TrainConfig
+    from moagcn.host.training.fullgraph import train  # lazy, as above
     d = rmat(scale=scale, n_features=features, seed=seed)
     out = {"dataset": f"rmat-{scale}", "nodes": int(d.graph.n_rows), "entries": int(d.graph.nnz),
            "features": features, "hidden": hidden, "epochs": epochs,

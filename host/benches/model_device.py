@@ -84,7 +84,8 @@ def sspmm_speed(nodes: int, entries: int, features: int, repeat: int, seed: int)
 
 def train_speed(scale: int, features: int, epochs: int, seed: int) -> dict:
     # lazy: keeps torch out of this module's import
-    from moagcn.host.training.fullgraph import TrainConfig, train
+    from moagcn.host.training.config import TrainConfig
+    from moagcn.host.training.fullgraph import train  # lazy, as above
     d = rmat(scale=scale, n_features=features, seed=seed)
     out = {"dataset": f"rmat-{scale}", "nodes": int(d.graph.n_rows),
            "entries": int(d.graph.nnz), "features": features, "epochs": epochs}

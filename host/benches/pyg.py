@@ -39,7 +39,8 @@ from moagcn.host.graphs.data import BUNDLED, Dataset, bundled_path, load_npz
 from moagcn.host.graphs.ops import row_normalize
 from moagcn.host.graphs.pyg import require_pyg, to_edge_index
 from moagcn.host.nn.layers import GCNConv
-from moagcn.host.training.fullgraph import TrainConfig, train
+from moagcn.host.training.config import TrainConfig
+from moagcn.host.training.fullgraph import train
 
 IMPLS = ("pyg", "nn:cpu", "nn:model", "train:cpu", "train:model", "train:cpu:input-dropout")
 FIELDS = ("dataset", "impl", "seed", "test_acc", "s_per_epoch", "train_s_per_epoch",

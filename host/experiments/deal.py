@@ -58,7 +58,8 @@ from moagcn.host.graphs.datasets import load_dataset
 from moagcn.host.graphs.generators import rmat
 from moagcn.host.graphs.sampling import parse_fanout
 from moagcn.host.nn.models import GNN
-from moagcn.host.training.fullgraph import TrainConfig, train
+from moagcn.host.training.config import TrainConfig
+from moagcn.host.training.fullgraph import train
 
 #: the paper's numbers (DEAL, Sec. 4): end-to-end speed-up over the state of the art (max),
 #: SpMM pipelining (average per dataset), distributed GEMM over CAGNET (average)

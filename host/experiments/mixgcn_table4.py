@@ -27,7 +27,8 @@ from moagcn.core.reports import output_dir, write_csv
 from moagcn.errors import UserError
 from moagcn.host.experiments.mixgcn_fig10 import SCALES, stand_in
 from moagcn.host.graphs.data import Dataset
-from moagcn.host.training.fullgraph import TrainConfig, train
+from moagcn.host.training.config import TrainConfig
+from moagcn.host.training.fullgraph import train
 
 #: the S-SpMM cycle model's clock (MHz) unless --param clock_mhz= sets another
 DEFAULT_CLOCK_MHZ = 20

@@ -37,7 +37,8 @@ from moagcn.host.graphs.partition import partition_nodes
 from moagcn.host.nn.autograd import AggregationOp
 from moagcn.host.parallel.quant import wire_bytes
 from moagcn.host.supergcn.prepost import plan_prepost
-from moagcn.host.training.fullgraph import TrainConfig, train
+from moagcn.host.training.config import TrainConfig
+from moagcn.host.training.fullgraph import train
 
 #: SuperGCN Table 5 (Ogb-lsc-mag240M, 2,048 processes, one GCN layer), GB
 PAPER_TABLE5 = {"pre": 1934.8559, "post": 1934.8559, "prepost": 1269.5784,

@@ -54,14 +54,14 @@ import numpy as np
 from moagcn.core.options import add_renamed
 from moagcn.core.reports import json_default, output_dir, print_targets, pyplot, torch_threads
 from moagcn.errors import UserError
+from moagcn.host.devices.select import parse_devices
 from moagcn.host.graphs.datasets import load_dataset
 from moagcn.host.graphs.generators import rmat, sbm
 from moagcn.host.graphs.ops import CSRGraph
+from moagcn.host.vgnn.augment import load_graph
 from moagcn.host.vgnn.fleet import BALANCES, RELU_KEEP, predicted_times, step_keeps
 from moagcn.host.vgnn.perfmodel import PerfModel, fit, held_out
-from moagcn.host.vgnn.augment import load_graph
 from moagcn.host.vgnn.regressors import mape
-from moagcn.host.devices.select import parse_devices
 
 #: named fleets (``--fleets F1;F2``); F1 is the issue's 4:1 capability spread
 FLEETS = {
@@ -263,7 +263,8 @@ def run_row(fleet: str, spec: str, ds: str, d, parallelism: str, balance: str, s
     of an order-blind split then land on other devices) and reports every per-device figure
     in the listed order."""
     # lazy: keeps torch out of this module's import
-    from moagcn.host.training.fullgraph import TrainConfig, train
+    from moagcn.host.training.config import TrainConfig
+    from moagcn.host.training.fullgraph import train  # lazy, as above
     run_spec = rotate(spec, order)
     run_specs = specs[order:] + specs[:order]
     cfg = TrainConfig(device="model", workers=len(specs), devices=run_spec, balance=balance,

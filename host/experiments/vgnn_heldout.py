@@ -118,7 +118,8 @@ def run(d: Dataset, spec: str, parallelism: str, balance: str, epochs: int, perf
         seed: int, adjust: int | None = None, shares=None) -> dict:
     """One training run's makespans; ``shares``: a static split (the sweep)."""
     # lazy: keeps torch out of this module's import
-    from moagcn.host.training.fullgraph import TrainConfig, train
+    from moagcn.host.training.config import TrainConfig
+    from moagcn.host.training.fullgraph import train  # lazy, as above
     m = len(spec.split(","))
     cfg = TrainConfig(device="model", workers=m, devices=spec, balance=balance,
                       perf_model=str(perf), parallelism=parallelism,

@@ -19,7 +19,8 @@ from moagcn.errors import UserError
 from moagcn.host.graphs.data import Dataset
 from moagcn.host.parallel.launch import (DistComm, dense_for_rank, init_group, launch,
                                          process_group_backend)
-from moagcn.host.training.fullgraph import TrainConfig, TrainResult, train
+from moagcn.host.training.config import TrainConfig
+from moagcn.host.training.fullgraph import TrainResult, train
 
 
 def _train_worker(rank: int, world: int, dense, emit, dataset: Dataset, cfg: TrainConfig):

@@ -118,7 +118,8 @@ def cmd_train(args) -> int:
     # lazy: keeps the host runtime out of this module's import
     from moagcn.host.graphs.datasets import load_dataset
     # lazy: keeps the host runtime, torch out of this module's import
-    from moagcn.host.training.fullgraph import TrainConfig, train, train_reference
+    from moagcn.host.training.config import TrainConfig
+    from moagcn.host.training.fullgraph import train, train_reference  # lazy, as above
 
 
     choice = accelerator_choice(args)

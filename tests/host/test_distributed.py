@@ -22,8 +22,9 @@ from moagcn.host.graphs.datasets import load_dataset
 from moagcn.host.graphs.generators import sbm
 from moagcn.host.graphs.partition import partition_nodes
 from moagcn.host.parallel.launch import DistComm, process_group_backend
+from moagcn.host.training.config import TrainConfig
 from moagcn.host.training.distributed import train_distributed, train_from_env
-from moagcn.host.training.fullgraph import TrainConfig, train
+from moagcn.host.training.fullgraph import train
 
 
 def small():

@@ -10,7 +10,8 @@ import torch.nn.functional as F
 
 from moagcn.errors import UserError
 from moagcn.host.graphs.generators import sbm
-from moagcn.host.training.fullgraph import TrainConfig, should_stop, train, train_reference
+from moagcn.host.training.config import TrainConfig
+from moagcn.host.training.fullgraph import should_stop, train, train_reference
 
 
 def hist(*losses):
@@ -61,7 +62,7 @@ def test_validation_loss_is_the_cross_entropy_of_the_validation_nodes(data):
     """The reported validation loss against one computed here from the trained weights."""
     cfg = TrainConfig(epochs=3, device="cpu", lr=0.05, dropout=0.0)
     r = train(data, cfg)
-    from moagcn.host.nn.models import GNN        # the same model class, rebuilt from weights
+    from moagcn.host.nn.models import GNN  # the same model class, rebuilt from weights
     model = GNN(cfg.model, data.n_features, cfg.hidden, data.n_classes, cfg.layers)
     model.load_state_dict(r.model_state)
     # GCN from the formula: D^-1/2 (A + I) D^-1/2, dense, built here

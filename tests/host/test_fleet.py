@@ -7,7 +7,8 @@ from moagcn.errors import UserError
 from moagcn.host.graphs.datasets import load_dataset
 from moagcn.host.graphs.generators import rmat, sbm
 from moagcn.host.graphs.partition import partition_nodes, weighted_ranges, work_ranges
-from moagcn.host.training.fullgraph import TrainConfig, train
+from moagcn.host.training.config import TrainConfig
+from moagcn.host.training.fullgraph import train
 from moagcn.host.vgnn.fleet import fleet, work_shares
 
 FLEET = "sspmm:lanes=32,sspmm:lanes=8,sspmm:lanes=8:clock_mhz=100"
@@ -172,8 +173,8 @@ def test_predicted_step_is_forward_plus_backward_on_the_workers_blocks():
     """Partition: each worker's block (its rows by the columns they read) at every layer width,
     and its transpose at the widths after the first; MoP: the whole graph at the worker's
     column slice, and its transpose for the second layer."""
-    from moagcn.host.vgnn.fleet import predicted_times
     from moagcn.host.devices.select import parse_devices
+    from moagcn.host.vgnn.fleet import predicted_times
     g = rmat(scale=7, seed=3).graph
     specs = parse_devices("sspmm:lanes=32,sspmm:lanes=8")
     m = _CountingModel()
@@ -210,10 +211,10 @@ def test_predicted_step_runs_the_operator_with_the_training_masks():
     """The blocks come from the operator the devices run (GCN's A + I, cut by a partition of
     the graph), the forward aggregations are predicted under the dropout mask and the backward
     ones under the ReLU mask."""
+    from moagcn.host.devices.select import parse_devices
     from moagcn.host.graphs.partition import partition_nodes
     from moagcn.host.nn.models import aggregation_op
     from moagcn.host.vgnn.fleet import RELU_KEEP, predicted_times, step_keeps
-    from moagcn.host.devices.select import parse_devices
     specs = parse_devices("sspmm:lanes=32,sspmm:lanes=8")
     g = rmat(scale=8, seed=5).graph
     op = aggregation_op("gcn", g).adj

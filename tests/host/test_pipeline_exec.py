@@ -8,7 +8,8 @@ from moagcn.host.graphs.generators import sbm
 from moagcn.host.graphs.ops import CSRGraph
 from moagcn.host.mixgcn.pipeline import batch_dependencies, prop35_holds, stages_prop35
 from moagcn.host.mixgcn.pipeline_exec import default_stages, schedule
-from moagcn.host.training.fullgraph import TrainConfig, train
+from moagcn.host.training.config import TrainConfig
+from moagcn.host.training.fullgraph import train
 
 
 def test_schedule_by_hand():

@@ -18,7 +18,8 @@ from moagcn.host.graphs.generators import sbm
 from moagcn.host.graphs.ops import CSRGraph
 from moagcn.host.nn.models import GNN, DropoutMasks
 from moagcn.host.supergcn.partition import PartitionRuntime
-from moagcn.host.training.fullgraph import TrainConfig, train
+from moagcn.host.training.config import TrainConfig
+from moagcn.host.training.fullgraph import train
 
 from . import plain_gnn
 from .test_mop import run

@@ -11,7 +11,8 @@ import torch
 from moagcn.errors import UserError
 from moagcn.host.graphs.generators import sbm
 from moagcn.host.nn.models import GNN
-from moagcn.host.training.fullgraph import TrainConfig, train, train_reference
+from moagcn.host.training.config import TrainConfig
+from moagcn.host.training.fullgraph import train, train_reference
 
 from . import plain_gnn
 

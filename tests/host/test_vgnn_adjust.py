@@ -15,7 +15,8 @@ from moagcn.cli.main import main
 from moagcn.errors import UserError
 from moagcn.host.devices.select import parse_devices
 from moagcn.host.graphs.generators import rmat
-from moagcn.host.training.fullgraph import TrainConfig, train
+from moagcn.host.training.config import TrainConfig
+from moagcn.host.training.fullgraph import train
 from moagcn.host.vgnn.adjust import EQUAL, ShareAdjuster, check_budget, check_warmup
 from moagcn.host.vgnn.perfmodel import fit
 

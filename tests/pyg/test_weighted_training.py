@@ -9,6 +9,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 import torch_geometric.nn as pyg_nn
+from torch_geometric.nn.conv.gcn_conv import gcn_norm
 
 from moagcn.cli.main import main
 from moagcn.errors import UserError
@@ -16,14 +17,13 @@ from moagcn.host.graphs.data import Dataset, save_npz
 from moagcn.host.graphs.datasets import load_dataset
 from moagcn.host.graphs.generators import sbm
 from moagcn.host.graphs.ops import row_normalize
-from moagcn.host.graphs.pyg import from_pyg, to_edge_index, to_pyg
-from moagcn.host.graphs.pyg import from_edge_index, weights_to_csr
+from moagcn.host.graphs.pyg import from_edge_index, from_pyg, to_edge_index, to_pyg, weights_to_csr
 from moagcn.host.nn.autograd import AggregationOp
 from moagcn.host.nn.models import GNN
-from torch_geometric.nn.conv.gcn_conv import gcn_norm
+from moagcn.host.training.config import TrainConfig
+from moagcn.host.training.fullgraph import train
 
 from .graphs import awkward_graph
-from moagcn.host.training.fullgraph import TrainConfig, train
 
 
 @pytest.fixture(scope="module")
