@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from moagcn.config import apply_params, parse_params
 from moagcn.core.spec import get_spec
 from moagcn.sim.driver import Driver
 
@@ -81,16 +82,24 @@ def run_case(spec, cfg, simulator, name, make, width, heads, density, seed=0) ->
             "wall_s": round(wall, 2)}
 
 
-def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="moagcn bench sddmm", description=__doc__)
-    p.add_argument("--preset", default="default", help="configuration (default: default)")
-    p.add_argument("--simulator", default="verilator", help="what runs the RTL")
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="moagcn bench sddmm", description=__doc__.splitlines()[0])
+    p.add_argument("--preset", default="default", metavar="NAME",
+                   help="the SDDMM configuration (default: 'default')")
+    p.add_argument("--param", action="append", metavar="KEY=VALUE",
+                   help="set one configuration field on top of --preset (repeatable)")
+    p.add_argument("--simulator", default="verilator", choices=["verilator", "icarus", "pysim"],
+                   help="what runs the RTL (default verilator)")
     p.add_argument("--cases", type=int, default=len(CASES),
                    help=f"run the first N patterns (default all {len(CASES)})")
     p.add_argument("--report", metavar="R.json", help="also write the rows as JSON")
-    args = p.parse_args(argv)
+    return p
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
     spec = get_spec("sddmm")
-    cfg = spec.config(args.preset)
+    cfg = apply_params(spec.config(args.preset), parse_params(args.param))
     rows = []
     print(f"{'pattern':28s} {'rows':>5s} {'entries':>7s} {'F':>4s} {'H':>2s} {'pairs':>7s} "
           f"{'parts':>5s} {'RTL cycles':>10s} {'model':>10s} {'error':>7s} {'util':>6s} exact")
