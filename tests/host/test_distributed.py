@@ -197,8 +197,9 @@ def test_torchrun_launch_matches_the_in_process_run(tmp_path):
     assert run.returncode == 0, run.stderr[-3000:]
     rd = json.loads(report.read_text())
     assert rd["processes"] == 2 and rd["workers"] == 2
+    # early_stop=10: the command's default (TrainConfig's own is 0); 3 epochs never stop early
     cfg = TrainConfig(epochs=3, workers=2, device="model", parallelism="partition",
-                      partition="rcm")
+                      partition="rcm", early_stop=10)
     assert rd["config"] == json.loads(json.dumps(dataclasses.asdict(cfg)))
     local = train(load_dataset("sbm", seed=0), cfg)
     assert_same_run(rd, local.report())
