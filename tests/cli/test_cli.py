@@ -126,8 +126,8 @@ sys.exit(main(sys.argv[1:]))
 
 @pytest.mark.parametrize("args", [
     ("train", "--dataset", "cora", "--device", "model", "--epochs", "1"),
-    ("hyscale", "train", "--dataset", "cora", "--design", "hyscale", "--device", "model",
-     "--epochs", "1", "--fanout", "5,5"),
+    pytest.param(("hyscale", "train", "--dataset", "cora", "--design", "hyscale", "--device",
+                  "model", "--epochs", "1", "--fanout", "5,5"), marks=pytest.mark.slow),
 ])
 def test_host_runtime_runs_without_the_hdl_stack(args):
     # the bit-exact model device and the training loops need numpy / scipy / torch only

@@ -12,6 +12,7 @@ from moagcn.errors import UserError
 from moagcn.host.experiments.vgnn import FLEETS, parse_fleets, parse_seeds
 
 
+@pytest.mark.slow
 def test_experiment_vgnn_smoke(tmp_path, capsys):
     assert main(["experiment", "vgnn", "--datasets", "rmat", "--rmat-scale", "8",
                  "--epochs", "2", "--fleets", "F1", "--fit-graph", "rmat", "--out", str(tmp_path),

@@ -374,6 +374,7 @@ def test_accelerator_trainers_update_on_the_hyscale_array():
     assert "dense_macs" not in sspmm["devices"][1]
 
 
+@pytest.mark.slow
 def test_drm_bench_repeats_every_measurement_and_reports_medians(monkeypatch):
     """`moagcn bench hyscale-drm --repeats R`: each static split, the DRM run and the pair of
     runs with and without prefetching R times, and the best split again beside each DRM run;

@@ -323,6 +323,7 @@ def test_cpu_smoke():
 HELD_OUT_BOUND = 0.10
 
 
+@pytest.mark.slow
 def test_held_out_mape_on_graphs_never_sampled():
     devices = parse_devices("sspmm,sspmm:lanes=32,sspmm:lanes=8:clock_mhz=150")
     model = pm.fit("cora", devices)

@@ -233,6 +233,7 @@ def test_labels_enter_as_one_hot_input_columns():
     assert GNN("gcn", 5, 4, 3, 2).pad_input(X) is X
 
 
+@pytest.mark.slow
 def test_label_propagation_keeps_cora_validation_accuracy():
     """With half of Cora's 140 training labels shown each epoch, validation accuracy stays
     within 2 points of training without labels (a learned 7 x 1433 input embedding lost 6)."""

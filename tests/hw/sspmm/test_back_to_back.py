@@ -61,8 +61,8 @@ FOUR_GROUPS = dict(lanes=8, groups=4, fetch_rows=2, adder_latency=4)
 
 
 @pytest.mark.parametrize("banks,params,seed,idle", [
-    (1, {}, None, 0), (2, {}, None, 0), (2, {"slices": 2}, None, 0), (2, FOUR_GROUPS, 4, 0),
-    (1, {}, None, 5), (2, {}, None, 5)])
+    (1, {}, None, 0), (2, {}, None, 0), (2, {"slices": 2}, None, 0),
+    pytest.param(2, FOUR_GROUPS, 4, 0, marks=pytest.mark.slow), (1, {}, None, 5), (2, {}, None, 5)])
 def test_jobs_back_to_back_match_jobs_alone(banks, params, seed, idle):
     config = preset("tiny", load_banks=banks, **params)
     jobs = _jobs(config) if seed is None else _random_jobs(config, seed)

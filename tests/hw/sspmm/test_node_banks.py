@@ -22,7 +22,8 @@ ONE_BANK = preset("tiny", slices=2, node_banks=1)
 
 
 @pytest.mark.parametrize("cfg", [TWO, FOUR, ONE_BANK], ids=["S2B2", "S4B4", "S2B1"])
-@pytest.mark.parametrize("density,F,seed", [(0.5, 16, 1), (1.0, 13, 3), (0.2, 9, 4)])
+@pytest.mark.parametrize("density,F,seed", [(0.5, 16, 1), (1.0, 13, 3),
+                                            pytest.param(0.2, 9, 4, marks=pytest.mark.slow)])
 def test_shared_node_buffer_bit_exact(cfg, density, F, seed):
     indptr, indices, H, M = job = power_law_job(150, F, seed=seed, density=density, hub=300)
     res = drive(cfg, "verilator", *job)
@@ -73,7 +74,9 @@ def test_one_bank_conflicts_cost_cycles_the_model_predicts():
 MULTI = preset("multi", node_banks=16)
 
 
-@pytest.mark.parametrize("density,F,seed", [(0.5, 16, 2), (1.0, 13, 3), (0.2, 24, 4)])
+@pytest.mark.parametrize("density,F,seed", [
+    pytest.param(0.5, 16, 2, marks=pytest.mark.slow), (1.0, 13, 3),
+    pytest.param(0.2, 24, 4, marks=pytest.mark.slow)])
 def test_multi_preset_with_shared_banks_is_modelled(density, F, seed):
     """Four slices of P = 8 on 16 banks, each job in the graph's order and with long rows
     first: bit-exact both ways, long rows first faster on the RTL (441 / 683 / 510 against

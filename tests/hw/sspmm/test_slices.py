@@ -66,6 +66,7 @@ def test_slices_idle_backpressure_and_counters():
     assert c["cycles_total"] == c["cycles_compute"] + c["cycles_output"]
 
 
+@pytest.mark.slow
 def test_slices_reset_mid_job_then_complete_run():
     job = power_law_job(60, 8, seed=6)
     res = drive(SLICED[2], "verilator", *job, reset_after=25)
