@@ -186,7 +186,8 @@ def cmd_train(args) -> int:
               f"{cfg.hidden}, {cfg.parallelism} x {cfg.workers}"
               f"{' (torch.distributed)' if args.distributed else ''}, device {cfg.device}"
               f"{'' if cfg.device == 'cpu' else ' ' + cfg.design}, "
-              f"{cfg.epochs} epochs")
+              f"{'at most ' if cfg.early_stop else ''}{cfg.epochs} epochs"
+              f"{f' (early stop, window {cfg.early_stop})' if cfg.early_stop else ''}")
     # shown after a second: a configuration the runtime refuses ends with its one line alone
     bar = tqdm(total=cfg.epochs, desc="train", unit="epoch", disable=args.quiet or not rank0,
                file=sys.stderr, delay=1.0)
