@@ -46,21 +46,6 @@ FIELDS = ("luts", "luts_as_memory", "ffs", "dsps", "bram36", "ramb36", "ramb18",
           "carry")
 
 _RAM_MODULE = re.compile(r"^module (moagcn_ram\w*) #\(.*?^endmodule\n", re.S | re.M)
-_RAM_STUB = """(* blackbox *)
-module {name} #(
-  parameter WIDTH = 32, parameter DEPTH = 16, parameter AW = 4, parameter GRAN = 32,
-  parameter NR = 1, parameter NW = 1
-) (
-  input clk,
-  input [NW*AW-1:0] w_addr,
-  input [NW*WIDTH-1:0] w_data,
-  input [NW*(WIDTH/GRAN)-1:0] w_en,
-  input [NR*AW-1:0] r_addr,
-  input [NR-1:0] r_en,
-  output [NR*WIDTH-1:0] r_data
-);
-endmodule
-"""
 _MODULE = re.compile(r"^module \\?([^\s(]+)", re.M)
 _RAM_INSTANCE = re.compile(r"moagcn_ram\w* #\((?P<params>[^;]*?)\)\s*\\?(?P<inst>\S+)\s*\(")
 _PARAM = re.compile(r"\.(\w+)\(\d+'d(\d+)\)")
@@ -82,7 +67,9 @@ class Unit:
 
 def ram_stubs(text: str) -> str:
     """``text`` with every moagcn RAM module an empty box with the same ports."""
-    return _RAM_MODULE.sub(lambda m: _RAM_STUB.format(name=m.group(1)), text)
+    # the module's own header (hw/common/ram.py writes it) over an empty body
+    return _RAM_MODULE.sub(lambda m: "(* blackbox *)\n" + m.group(0)[:m.group(0).index(");") + 2]
+                           + "\nendmodule\n", text)
 
 
 def memories(text: str, boxes: tuple[str, ...] = ()) -> list[dict[str, Any]]:
