@@ -21,6 +21,20 @@ def config_dict(config: Any) -> dict[str, Any]:
     return dataclasses.asdict(config)
 
 
+def gateware_view(config: Any) -> Any:
+    """``config`` as its gateware sees it: the fields its class names in ``HOST_FIELDS`` (read
+    only by the host driver, the models or the reports, such as the clock a report assumes or the
+    order the driver gives rows) put back to their defaults. Configurations that differ only in
+    those fields have the same Verilog, so they share one generated file and one simulator
+    build (``tests/hw/test_host_fields.py`` checks that each listed field leaves the Verilog
+    unchanged)."""
+    names = getattr(type(config), "HOST_FIELDS", ())
+    if not names:
+        return config
+    return dataclasses.replace(config, **{f.name: f.default for f in dataclasses.fields(config)
+                                          if f.name in names})
+
+
 def config_json(config: Any) -> str:
     """Canonical JSON of a configuration (sorted keys, no whitespace): the hashing form."""
     return json.dumps(config_dict(config), sort_keys=True, separators=(",", ":"))

@@ -9,6 +9,7 @@ performance model only).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from moagcn.config import lookup_preset
 
@@ -76,6 +77,10 @@ class HyScaleConfig:
     load_banks: int = 2
     pipelined: bool = True
     simulate: bool = True
+
+    #: fields the gateware does not read (``moagcn.config.gateware_view``): the clock and the
+    #: link rates are the model's
+    HOST_FIELDS: ClassVar[tuple[str, ...]] = ("clock_mhz", "ddr_gbps", "pcie_gbps")
 
     def __post_init__(self):
         if self.spes not in (1, 2, 4, 8):

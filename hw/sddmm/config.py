@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 LANE_CHOICES = (2, 4, 8, 16, 32)
 #: the binary32 units' natural stages (``moagcn.hw.arith``: ``MULTIPLIER_STAGES``,
@@ -48,6 +49,9 @@ class SddmmConfig:
     add_latency: int = UNIT_STAGES
     clock_mhz: float = 100.0
     simulate: bool = True
+
+    #: fields the gateware does not read (``moagcn.config.gateware_view``)
+    HOST_FIELDS: ClassVar[tuple[str, ...]] = ("clock_mhz",)
 
     def __post_init__(self):
         if self.lanes not in LANE_CHOICES:

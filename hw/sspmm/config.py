@@ -8,6 +8,7 @@ and the synthesis run. Presets: ``tiny`` (fast tests), ``default`` (P = 16) and 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from moagcn.config import lookup_preset
 
@@ -135,6 +136,9 @@ class SSpmmConfig:
     index_register: bool = True
     row_order: str = "long_first"
     simulate: bool = True
+
+    #: fields the gateware does not read (``moagcn.config.gateware_view``)
+    HOST_FIELDS: ClassVar[tuple[str, ...]] = ("clock_mhz", "row_order")
 
     def __post_init__(self):
         if not isinstance(self.slices, int) or self.slices < 1:

@@ -26,7 +26,7 @@ from typing import Any, Iterator
 from amaranth.hdl import Elaboratable
 
 import moagcn.hw
-from moagcn.config import config_dict, config_hash, config_json
+from moagcn.config import config_dict, config_hash, config_json, gateware_view
 from moagcn.errors import SimulatorNotFound, UserError
 from moagcn.hw.common.ram import VERILOG_RAMS, VerilogTarget
 from moagcn.hw.common.wordsel import word_select_modules
@@ -155,7 +155,8 @@ def generate_verilog(design, config=None, out_dir: Path | None = None) -> Genera
     With ``out_dir``, also copy ``<design>.v`` and ``<design>.json`` (the configuration) there.
     """
     config = design.default_config() if config is None else config
-    key = config_hash(design.name, config_json(config), gateware_hash())
+    # keyed on what the gateware reads: host-only fields do not make another Verilog
+    key = config_hash(design.name, config_json(gateware_view(config)), gateware_hash())
     entry = cache_dir() / "verilog" / f"{design.toplevel}-{key}"
     vfile = entry / f"{design.toplevel}.v"
     meta = entry / "meta.json"
@@ -166,18 +167,18 @@ def generate_verilog(design, config=None, out_dir: Path | None = None) -> Genera
             vfile.write_text(text)
             meta.write_text(json.dumps({
                 "design": design.name, "toplevel": design.toplevel,
-                "config": config_dict(config),
+                "config": config_dict(gateware_view(config)),
                 "ports": [p.__dict__ for p in ports],
             }, indent=2))
     info = json.loads(meta.read_text())
     result = GeneratedVerilog(design.name, design.toplevel, vfile,
-                              tuple(Port(**p) for p in info["ports"]), info["config"])
+                              tuple(Port(**p) for p in info["ports"]), config_dict(config))
     if out_dir is not None:
         out_dir = Path(out_dir)
         out_dir.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(vfile, out_dir / f"{design.name}.v")
         (out_dir / f"{design.name}.json").write_text(json.dumps(
-            {"design": design.name, "toplevel": design.toplevel, "config": info["config"],
+            {"design": design.name, "toplevel": design.toplevel, "config": result.config,
              "ports": info["ports"]}, indent=2) + "\n")
     return result
 
