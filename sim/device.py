@@ -32,6 +32,10 @@ class AcceleratorDevice(SparseDevice):
         self.driver = Driver(spec, self.config, device, simulator)
         self.lanes = spec.lanes(self.config)
         self.clock_mhz = spec.clock_mhz(self.config)
+        # the per-entry operations this configuration runs (a weighted S-SpMM's
+        # ``spmm_weighted``), and the parameter that would give it the others
+        self.entry_ops = spec.entry_ops(self.config)
+        self.entry_op_params = dict(spec.entry_op_params)
         super().__init__()
 
     @property
@@ -47,6 +51,31 @@ class AcceleratorDevice(SparseDevice):
         res = self.driver.run(job, checked=True)
         Z = self.spec.aggregation_output(res.output, job, M)
         return Z, res.counters
+
+    def _spmm_weighted(self, csr, values, X):
+        """One weighted job per head, ``Z[:, h] = A_w[h] X[:, h]`` (no mask: every element
+        computed), through the driver like an aggregation; the jobs' cycles and bytes go to
+        :attr:`counters` (their work is counted by :meth:`spmm_weighted`)."""
+        import torch  # lazy: the device's callers pass torch tensors; this module needs none
+
+        vals = np.ascontiguousarray(values.cpu().numpy(), dtype=np.float32)
+        Xn = np.ascontiguousarray(X.cpu().numpy(), dtype=np.float32)
+        heads, width = Xn.shape[1], Xn.shape[2]
+        Z = np.zeros((csr.n_rows, heads, width), dtype=np.float32)
+        if csr.n_rows and width and csr.nnz:
+            M = np.ones((csr.n_rows, width), dtype=bool)
+            for h in range(heads):
+                job = self.spec.weighted_job(csr.indptr, csr.indices, vals[:, h],
+                                             np.ascontiguousarray(Xn[:, h, :]), M, self.config)
+                res = self.driver.run(job, checked=True)
+                Z[:, h, :] = res.output
+                counts = res.counters
+                # the work, calls and elements are counted once, by spmm_weighted
+                counts.calls = counts.work_adds = counts.spmm_adds = 0
+                counts.elements = counts.unmasked = 0
+                counts.wall_s = 0.0
+                self.counters.add(counts)
+        return torch.from_numpy(Z).to(X.device)
 
     @property
     def has_dense(self) -> bool:

@@ -22,10 +22,12 @@ Formats (the suffix decides; case does not matter):
     Edge lists in the SNAP style: one ``src dst`` pair of integer ids per line, separated by
     whitespace, tabs or a comma; ``#`` and ``%`` start comments (whole lines or line ends).
     Exactly two columns: a third (a weight, a time stamp) is an error naming the line, never
-    silently dropped. Ids are used as given and ``num_nodes`` is the largest id + 1, unless a
-    header comment ``# num_nodes: N`` declares it (what :func:`write` puts there, so isolated
-    nodes at the end survive a round trip; SNAP's ``# Nodes: N`` counts distinct nodes, not the
-    id range, and is not read).
+    silently dropped; unless the reader asks for weights (``read(..., weights=True)``, what a
+    weighted S-SpMM's ``--graph`` does), then every line is ``src dst weight`` (a third
+    column of decimal numbers: the float32 edge weights). Ids are used as given and
+    ``num_nodes`` is the largest id + 1, unless a header comment ``# num_nodes: N`` declares
+    it (what :func:`write` puts there, so isolated nodes at the end survive a round trip;
+    SNAP's ``# Nodes: N`` counts distinct nodes, not the id range, and is not read).
 ``.pt``
     A PyTorch Geometric ``Data`` object written with ``torch.save(data, path)``. A .pt file is a
     pickle: loading it runs code from the file, so read only files you trust. Needs the optional
@@ -267,7 +269,8 @@ def make_undirected(graph: CSRGraph, data=None, what: str = "graph"
 
 # -- reading -------------------------------------------------------------------------------------
 
-def read(path, *, undirected: bool = False, what: str | None = None) -> GraphFile:
+def read(path, *, undirected: bool = False, what: str | None = None,
+         weights: bool = False) -> GraphFile:
     """Read any supported graph or dataset file (the format by its suffix).
 
     Parameters
@@ -276,6 +279,9 @@ def read(path, *, undirected: bool = False, what: str | None = None) -> GraphFil
     undirected : bool
         Store every edge in both directions (:func:`make_undirected`); a symmetric graph is
         unchanged.
+    weights : bool
+        An edge list holds ``src dst weight`` lines (the weights become ``data``); the other
+        formats carry their weights as always.
     what : str, optional
         How messages name the file (default: the path), e.g. ``"--graph g.mtx"``.
 
@@ -300,7 +306,7 @@ def read(path, *, undirected: bool = False, what: str | None = None) -> GraphFil
         elif fmt == "mtx":
             gf = _read_mtx(p, gz, what)
         elif fmt == "edges":
-            gf = _read_edge_list(p, gz, what)
+            gf = _read_edge_list(p, gz, what, weights)
         else:
             gf = _read_pt(p, what)
     except UserError:
@@ -587,9 +593,11 @@ def _edge_list_header(p: Path, gz: bool, what: str):
     return delimiter, declared, declared_line
 
 
-def _scan_edge_list(p: Path, gz: bool, what: str, declared, declared_line):
-    """The precise (slow) reader: the edges, or the first bad line as a :class:`UserError`."""
-    src, dst = [], []
+def _scan_edge_list(p: Path, gz: bool, what: str, declared, declared_line,
+                    weights: bool = False):
+    """The precise (slow) reader: the edges (and with ``weights`` each line's third column),
+    or the first bad line as a :class:`UserError`."""
+    src, dst, wts = [], [], []
     limit = declared if declared is not None else MAX_NODES
     with _open_text(p, gz) as f:
         for lineno, line in enumerate(f, 1):
@@ -597,6 +605,18 @@ def _scan_edge_list(p: Path, gz: bool, what: str, declared, declared_line):
             if not s:
                 continue
             toks = [t.strip() for t in s.split(",")] if "," in s else s.split()
+            if weights:
+                if len(toks) != 3:
+                    raise UserError(f"{what}: line {lineno}: {len(toks)} columns "
+                                    f"({s[:40]!r}); a weighted edge list holds `src dst "
+                                    "weight` on every line")
+                try:
+                    wts.append(float(toks[2]))
+                except ValueError:
+                    raise UserError(f"{what}: line {lineno}: weight {toks[2][:20]!r} is not a "
+                                    "number; the third column holds each edge's weight "
+                                    "(e.g. 0.5)") from None
+                toks = toks[:2]
             if len(toks) != 2:
                 if len(toks) < 2:
                     raise UserError(f"{what}: line {lineno}: one id ({s[:40]!r}); each line "
@@ -627,35 +647,44 @@ def _scan_edge_list(p: Path, gz: bool, what: str, declared, declared_line):
                 ids.append(v)
             src.append(ids[0])
             dst.append(ids[1])
-    return np.array(src, dtype=np.int64), np.array(dst, dtype=np.int64)
+    edges = np.array(src, dtype=np.int64), np.array(dst, dtype=np.int64)
+    return (*edges, np.array(wts, dtype=np.float64)) if weights else edges
 
 
-def _read_edge_list(p: Path, gz: bool, what: str) -> GraphFile:
+def _read_edge_list(p: Path, gz: bool, what: str, weights: bool = False) -> GraphFile:
     delimiter, declared, declared_line = _edge_list_header(p, gz, what)
     edges = None
+    columns = 3 if weights else 2
     try:   # fast path; anything it rejects or that fails a check is re-read line by line
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")   # "input contained no data"
             with _open_text(p, gz) as f:
-                arr = np.loadtxt(f, dtype=np.int64, comments=("#", "%"), delimiter=delimiter,
-                                 ndmin=2)
+                if weights:
+                    raw = np.loadtxt(f, dtype=np.float64, comments=("#", "%"),
+                                     delimiter=delimiter, ndmin=2)
+                    arr = raw[:, :2].astype(np.int64) if raw.size and raw.shape[1] == 3 \
+                        and (raw[:, :2] == np.floor(raw[:, :2])).all() else np.zeros((1, 1))
+                else:
+                    arr = np.loadtxt(f, dtype=np.int64, comments=("#", "%"),
+                                     delimiter=delimiter, ndmin=2)
         limit = declared if declared is not None else MAX_NODES
         if arr.size and arr.shape[1] == 2 and arr.min() >= 0 and arr.max() < limit:
-            edges = arr[:, 0], arr[:, 1]
+            edges = (arr[:, 0], arr[:, 1], raw[:, 2]) if weights else (arr[:, 0], arr[:, 1])
         elif not arr.size:
-            edges = np.zeros(0, np.int64), np.zeros(0, np.int64)
+            edges = (np.zeros(0, np.int64),) * columns
     except ValueError:
         edges = None
     if edges is None:
-        edges = _scan_edge_list(p, gz, what, declared, declared_line)
-    src, dst = edges
+        edges = _scan_edge_list(p, gz, what, declared, declared_line, weights)
+    src, dst = edges[:2]
+    wts = edges[2] if weights else None
     if not src.size and declared is None:
         raise UserError(f"{what}: no edges (only comments or blank lines); an edge list holds "
                         "one `src dst` pair per line (declare `# num_nodes: N` for a graph "
                         "without edges)")
     n = declared if declared is not None else (int(max(src.max(), dst.max())) + 1)
-    graph, _ = csr_from_entries(dst, src, n, n, None, what)     # row = target
-    return GraphFile(graph, None, None, "edges",
+    graph, data = csr_from_entries(dst, src, n, n, wts, what)     # row = target
+    return GraphFile(graph, data, None, "edges",
                      "comma-separated" if delimiter == "," else "whitespace-separated")
 
 

@@ -27,10 +27,11 @@ def check_weighted_training(cfg, dataset) -> None:
     for c in choices if isinstance(choices, list) else [choices]:
         if c.device != "cpu":
             option = f"--devices {cfg.devices}" if cfg.devices else f"--device {c.device}"
-            raise UserError(f"{option}: dataset {name} has edge weights, and the {c.design} "
-                            f"accelerator ({c.device}) multiplies by a binary adjacency (a "
-                            "weighted S-SpMM is not built yet); train the weighted graph with "
-                            "--device cpu")
+            raise UserError(f"{option}: dataset {name} has edge weights, and training on the "
+                            f"{c.design} accelerator ({c.device}) multiplies by a binary "
+                            "adjacency (the weighted S-SpMM, --param weighted=true, runs "
+                            "`moagcn sspmm run` and spmm_weighted, not training); train the "
+                            "weighted graph with --device cpu")
     if cfg.pipeline != "none":
         raise UserError(f"--pipeline {cfg.pipeline}: weighted graphs are not supported by the "
                         "fine-grain pipeline; leave --pipeline none")

@@ -112,6 +112,16 @@ class SSpmmConfig:
         graph's order, so long and short rows stay mixed (sorting every row by degree leaves
         the shortest rows to the end, where binding one job per cycle limits them). ``given``:
         the graph's order. Applied per tile, by the driver and by the cycle model alike.
+    weighted : bool
+        False (the default): A is binary, each lane adds (``Z = (A H) ⊙ M``). True: one
+        binary32 value per stored entry of A (``Z = (A_w H) ⊙ M``): the values load beside
+        the column indices (the index stream's beats carry ``load_width`` indices and their
+        ``load_width`` values) into an edge-value buffer beside the index buffer, travel with
+        each column index to the lanes, and each lane multiplies before it adds, ``acc =
+        round(round(w * h) + acc)`` (a :class:`~moagcn.hw.arith.Fp32Multiplier` of
+        ``MUL_LATENCY`` stages in front of each adder; the ring of contexts is the adders'
+        alone, so the contexts stay ``adder_latency`` per group). Off, the generated Verilog
+        is the unweighted design's, byte for byte.
     simulate : bool
         False for configurations that only the cycle model may use.
     """
@@ -135,6 +145,7 @@ class SSpmmConfig:
     hbm_gb_per_s: float = 0.0
     index_register: bool = True
     row_order: str = "long_first"
+    weighted: bool = False
     simulate: bool = True
 
     #: fields the gateware does not read (``moagcn.config.gateware_view``)
@@ -197,6 +208,8 @@ class SSpmmConfig:
                              f"{', '.join(ROW_ORDERS)}")
         if self.hbm_gb_per_s < 0:
             raise ValueError(f"hbm_gb_per_s={self.hbm_gb_per_s} must be >= 0 (0: no HBM)")
+        if not isinstance(self.weighted, bool):
+            raise ValueError(f"weighted={self.weighted!r} must be true or false")
         if self.hbm_gb_per_s > 0 and self.simulate:
             raise ValueError(f"hbm_gb_per_s={self.hbm_gb_per_s}: the RTL has no HBM interface; "
                              "an HBM configuration is for the cycle model only (simulate=False)")

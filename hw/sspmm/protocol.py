@@ -42,6 +42,22 @@ ROW_HEAD_LATENCY = 1
 #: cycles from a turn's issue to its operands entering the adders: the local-buffer read, its
 #: data's register, the operand register
 FRONT_END_LATENCY = 3
+#: a weighted configuration's lane multipliers (``SSpmmConfig.weighted``): stages of the
+#: binary32 multiplier between the operand register and the adder, ``round(w * h)``
+MUL_LATENCY = 7
+
+
+def index_beat_words(config) -> int:
+    """32-bit words of one ``indices_in`` beat: ``load_width`` column indices, and with
+    ``weighted`` their ``load_width`` edge values after them (one beat, the same count of
+    beats as without values)."""
+    return config.load_width * (2 if config.weighted else 1)
+
+
+def front_end_latency(config) -> int:
+    """Cycles from a turn's issue to its addend entering the adders: :data:`FRONT_END_LATENCY`,
+    and with ``weighted`` the multiplier's :data:`MUL_LATENCY` stages."""
+    return FRONT_END_LATENCY + (MUL_LATENCY if config.weighted else 0)
 
 
 def tree_depth(leaves: int, radix: int) -> int:

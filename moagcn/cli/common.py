@@ -54,7 +54,7 @@ def load_float32(path: str, what: str, ndim: int | None = None) -> np.ndarray:
     return arr
 
 
-def load_graph(path: str, undirected: bool = False):
+def load_graph(path: str, undirected: bool = False, weights: bool = False):
     """``(indptr, indices, n_cols, data)`` of the ``--graph`` file, in any format of
     :mod:`moagcn.host.graphs.formats` (by suffix): an .npz CSR (``indptr``, ``indices``, optional
     ``shape`` and float32 ``data``), Matrix Market, an edge list or a PyG ``.pt``.
@@ -64,6 +64,7 @@ def load_graph(path: str, undirected: bool = False):
     here and the column range once the caller knows the columns (the spec's check names
     ``--graph PATH`` in its messages); the other formats are fully checked. ``undirected``
     stores every edge in both directions (:func:`moagcn.host.graphs.formats.make_undirected`).
+    ``weights``: an edge list's lines are ``src dst weight`` (a weighted S-SpMM's input).
     Warnings (an attribute not read) are printed as one line each.
     """
     # lazy: keeps the host runtime out of this module's import
@@ -75,9 +76,9 @@ def load_graph(path: str, undirected: bool = False):
             indptr, indices, n_cols, data = formats.read_npz_csr(p, what)
             if not undirected:
                 return indptr, indices, n_cols, data
-            g = formats.read(p, what=what, undirected=True)
+            g = formats.read(p, what=what, undirected=True, weights=weights)
         else:
-            g = formats.read(p, what=what, undirected=undirected)
+            g = formats.read(p, what=what, undirected=undirected, weights=weights)
     return g.graph.indptr, g.graph.indices, g.graph.n_cols, g.data
 
 

@@ -16,6 +16,7 @@ from moagcn.config import config_dict, parse_params
 from moagcn.core.spec import get_spec
 from moagcn.errors import UserError
 from moagcn.sim.sspmm.memory import estimate_graph, unmasked_counts
+from moagcn.sim.sspmm.spec import check_values
 
 
 def _load_mask(path: str | None, shape) -> np.ndarray:
@@ -37,13 +38,28 @@ def _weights_note(path: str, data) -> None:
     """S-SpMM multiplies by the binary structure: say so when the graph file has weights."""
     if data is not None:
         print(f"moagcn: note: --graph {path} has edge weights; S-SpMM multiplies by the binary "
-              "structure, so they are not used", file=sys.stderr)
+              "structure, so they are not used (a weighted S-SpMM uses them: --param "
+              "weighted=true)", file=sys.stderr)
+
+
+def _edge_values(path: str, data, nnz: int, weighted: bool):
+    """The graph file's edge values for a weighted design (checked: one finite float32 per
+    stored entry; a file without values multiplies by 1, with a note), None for a binary one
+    (a note when the file has values)."""
+    if not weighted:
+        _weights_note(path, data)
+        return None
+    if data is None:
+        print(f"moagcn: note: --graph {path} has no edge values; the weighted S-SpMM multiplies "
+              "every entry by 1 (the binary sums)", file=sys.stderr)
+        return None
+    return check_values(data, nnz, f"--graph {path} edge values")
 
 
 def cmd_sspmm_run(args) -> int:
     choice, spec, config, driver = job_driver(args)
-    indptr, indices, n_cols, data = load_graph(args.graph, args.undirected)
-    _weights_note(args.graph, data)
+    indptr, indices, n_cols, data = load_graph(args.graph, args.undirected, config.weighted)
+    values = _edge_values(args.graph, data, int(np.asarray(indices).size), config.weighted)
     H = load_float32(args.features, "--features", 2)
     n = len(indptr) - 1
     if n_cols is not None and n_cols != H.shape[0]:
@@ -52,7 +68,8 @@ def cmd_sspmm_run(args) -> int:
         raise UserError(f"--features has {H.shape[0]} rows but the graph has {n} rows; "
                         "S-SpMM needs one feature row per node")
     M = _load_mask(args.mask, H.shape)
-    job = spec.check(spec.job(indptr, indices, H, M), config, what=f"--graph {args.graph}")
+    job = spec.check(spec.job(indptr, indices, H, M, values), config,
+                     what=f"--graph {args.graph}")
     t0 = time.perf_counter()
     # a job larger than the buffers runs as several tiles; the counters are their sums
     res = driver.run(job, checked=True, waves=args.vcd, progress=True)
@@ -75,8 +92,9 @@ def cmd_sspmm_run(args) -> int:
         write_json(args.report, report)
     where = f"rtl on {choice.simulator}" if choice.device == "rtl" else choice.device
     hidden = c.extra.get("cycles_load_hidden", 0)
-    print(f"sspmm on {where} ({report['preset']}, S={config.slices} x P={config.lanes}): {n} rows, "
-          f"{job.indices.size} edges, F={H.shape[1]}, {c.tiles} tile(s): compute "
+    kind = "weighted sspmm" if config.weighted else "sspmm"
+    print(f"{kind} on {where} ({report['preset']}, S={config.slices} x P={config.lanes}): "
+          f"{n} rows, {job.indices.size} edges, F={H.shape[1]}, {c.tiles} tile(s): compute "
           f"{c.cycles_compute} cycles, loads {c.cycles_load} exposed + {hidden} beside the tile "
           f"before, utilisation {c.utilization:.3f}, wall {wall:.2f} s -> "
           f"{args.out}{', ' + args.report if args.report else ''}")
@@ -95,8 +113,10 @@ def cmd_sspmm_estimate(args) -> int:
     if args.mask and args.mask_density is not None:
         raise UserError("give --mask or --mask-density, not both")
     t0 = time.perf_counter()
-    indptr, indices, n_cols, data = load_graph(args.graph, args.undirected)
-    _weights_note(args.graph, data)
+    indptr, indices, n_cols, data = load_graph(args.graph, args.undirected, config.weighted)
+    # the cycles do not depend on the values, but a weighted job's values are checked as the
+    # run would check them
+    _edge_values(args.graph, data, int(np.asarray(indices).size), config.weighted)
     n = indptr.size - 1
     if n_cols is not None and n_cols != n:
         raise UserError(f"--graph {args.graph}: {n} rows x {n_cols} columns; S-SpMM aggregates "

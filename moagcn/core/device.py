@@ -119,15 +119,21 @@ class SparseDevice(ABC):
     #: ``"sddmm"`` (:meth:`sddmm`)
     entry_ops: frozenset = frozenset()
 
+    #: per-entry operation -> the ``--param`` that configures this device's design for it
+    #: (an accelerator device's; the refusal names it)
+    entry_op_params: dict = {}
+
     def cannot(self, op: str, what: str) -> UserError:
         """The one-line refusal of ``op`` (``weighted`` or ``sddmm``) on this device; ``what``
         says what asked for it (``edge weights``, ``GAT attention``)."""
         product = {"weighted": "a weighted aggregation (one value per edge)",
                    "sddmm": "per-edge attention scores (an SDDMM)"}[op]
+        param = self.entry_op_params.get(op)
+        fix = (f"configure it with --param {param} (a weighted S-SpMM), or use the cpu device"
+               if param else "use the cpu device")
         return UserError(f"device {self.name}: {what} need {product}, which this device "
-                         "cannot run (its S-SpMM multiplies by a binary adjacency; the "
-                         "weighted S-SpMM is not built yet); use the cpu device "
-                         "(--device cpu, or device='cpu')")
+                         "cannot run (its S-SpMM multiplies by a binary adjacency); "
+                         f"{fix} (--device cpu, or device='cpu')")
 
     def spmm_weighted(self, csr: CSRGraph, values: torch.Tensor, X: torch.Tensor,
                       what: str = "edge weights") -> torch.Tensor:

@@ -313,6 +313,24 @@ class AcceleratorSpec(ABC):
         """Z from the output of :meth:`aggregation_job`'s job."""
         return out
 
+    # -- per-entry operations (``SparseDevice.entry_ops``): a weighted aggregation -------------
+
+    #: per-entry operation -> the ``--param`` that gives a configuration of this design it
+    #: (``{"weighted": "weighted=true"}``); the device's refusal names it
+    entry_op_params: Mapping[str, str] = {}
+
+    def entry_ops(self, config) -> frozenset:
+        """The per-entry operations a configuration runs (``"weighted"``:
+        :meth:`weighted_job`); none by default."""
+        return frozenset()
+
+    def weighted_job(self, indptr, indices, values, H, M, config):
+        """The job computing ``Z = (A_w H) ⊙ M`` (``values``: one float32 per stored entry, in
+        stored order) on a configuration whose :meth:`entry_ops` hold ``"weighted"``, in the
+        form :meth:`check` returns (the operands come validated from
+        :meth:`~moagcn.core.device.SparseDevice.spmm_weighted`)."""
+        raise UserError(f"design {self.name!r} cannot compute a weighted aggregation")
+
 
 # -- the registry's accelerators --------------------------------------------------------------
 

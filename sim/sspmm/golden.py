@@ -9,8 +9,17 @@ Accumulation order (what the hardware does, and what this model reproduces):
 - a NaN result is the canonical quiet NaN ``0x7FC00000`` (the adders' convention).
 
 The driver sorts each row before loading the index buffer, so that tiling a job never changes
-this order. Against a float64 reference the result lies within the usual bound of a sequential
-sum, ``|Z - Z64| <= (deg - 1) * u * sum |H|`` with ``u = 2^-24`` (plus the final rounding).
+this order.
+
+Weighted (``SSpmmConfig.weighted``, :func:`sspmm_weighted`): A has one binary32 value ``w`` per
+stored entry, and each addition above adds the entry's rounded product instead of ``H[u, f]``:
+``acc = round(round(w * H[u, f]) + acc)`` from ``acc = +0``, the entries in the same order
+(ascending column, equal columns in stored order; a value stays with its entry), split rows'
+pieces and long rows' pieces summed and merged as in the unweighted model.
+
+Against a float64 reference the (unweighted) result lies within the usual bound of a
+sequential sum, ``|Z - Z64| <= (deg - 1) * u * sum |H|`` with ``u = 2^-24`` (plus the final
+rounding).
 """
 
 from __future__ import annotations
@@ -19,7 +28,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from moagcn.core.counters import work_adds  # noqa: F401 (the one definition, re-exported)
-from moagcn.core.graph import degrees, sort_rows
+from moagcn.core.graph import degrees, row_sort_order, sort_rows
 
 from moagcn.sim.arith.golden import CANONICAL_NAN, as_float
 
@@ -64,6 +73,51 @@ def sspmm(indptr, indices, H, mask=None, split: int = 0, pieces: int = 0,
             # piece element only ever reaches a masked output, and a NaN stays a NaN
             return merge_pieces(_sums(piece_ptr, cols, H, split, pieces), first, count, mask)
     return _masked_canonical(_sums(indptr, cols, H, split, pieces), mask)
+
+
+def entry_products(indptr, indices, values, H) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's entries in the accumulation order (ascending column, stably) as ``(cols,
+    products)``: the sorted columns and, per entry, ``round(w * H[col])`` (binary32, every
+    feature; numpy rounds a float32 product to nearest even, as the lanes' multipliers do)."""
+    indptr = np.asarray(indptr, dtype=np.int64)
+    indices = np.asarray(indices, dtype=np.int64)
+    values = np.asarray(values, dtype=np.float32)
+    if values.shape != indices.shape:
+        raise ValueError(f"{values.size} edge values for {indices.size} entries")
+    order = row_sort_order(indptr, indices)
+    cols = indices[order]
+    with np.errstate(all="ignore"):
+        products = values[order][:, None] * np.asarray(H, dtype=np.float32)[cols]
+    return cols, np.asarray(products, dtype=np.float32)
+
+
+def sspmm_weighted(indptr, indices, values, H, mask=None, split: int = 0, pieces: int = 0,
+                   buffer: tuple[int, int] | None = None) -> np.ndarray:
+    """Bit-exact ``Z = (A_w H) ⊙ M`` (float32, N x F): ``values`` holds one binary32 weight per
+    stored entry of ``(indptr, indices)``, in their stored order. Every unmasked element is
+    ``acc = round(round(w * h) + acc)`` from ``+0`` over the row's entries in ascending column
+    order (equal columns in stored order), two roundings per entry; ``split``, ``pieces`` and
+    ``buffer`` cut rows into pieces exactly as :func:`sspmm` does (the cut decided on the
+    columns, the values carried with their entries).
+
+    The sum is :func:`sspmm`'s own on the entries' products: entry k's products are a
+    "feature row" of their own (column k), so the same sequential kernel adds them in the
+    same order."""
+    indptr = np.asarray(indptr, dtype=np.int64)
+    H = np.ascontiguousarray(H, dtype=np.float32)
+    n = indptr.size - 1
+    mask = normalise_mask(mask, (n, H.shape[1]))
+    if mask.shape != (n, H.shape[1]):
+        raise ValueError(f"mask has shape {mask.shape}; the output is {(n, H.shape[1])}")
+    cols, products = entry_products(indptr, indices, values, H)
+    entries = np.arange(cols.size, dtype=np.int64)
+    if buffer is not None:
+        cut = buffer_pieces(indptr, cols, *buffer)
+        if cut is not None:
+            piece_ptr, _, first, count = cut
+            return merge_pieces(_sums(piece_ptr, entries, products, split, pieces), first,
+                                count, mask)
+    return _masked_canonical(_sums(indptr, entries, products, split, pieces), mask)
 
 
 def _sums(indptr, cols, H, split: int = 0, pieces: int = 0) -> np.ndarray:

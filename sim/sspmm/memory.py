@@ -20,10 +20,11 @@ output-stationary:
 - each destination block meets the *source blocks*, runs of node ids whose feature rows fit half
   the node buffer, in ascending order, so that every output element is still one sum in
   ascending column order (the partial sums stay in the output buffer between source blocks);
-- a tile (destination block x source block) loads its column indices and row pointers (4 bytes
-  each) and the feature rows of the distinct sources its entries name (4 F bytes each), plus
-  the block's mask rows with its first tile; a block's outputs (its computed elements, 4 bytes
-  each) are written back after its last tile;
+- a tile (destination block x source block) loads its column indices (with ``weighted`` and
+  their edge values) and row pointers (4 bytes each) and the feature rows of the distinct
+  sources its entries name (4 F bytes each), plus the block's mask rows with its first tile;
+  a block's outputs (its computed elements, 4 bytes each) are written back after its last
+  tile;
 - the node and index buffers are double-buffered (hence the halves): a tile's loads overlap the
   previous tile's compute. The output buffer is not (a whole buffer per block halves the
   feature reloads, which dominate the traffic): a block's write-back and the next block's first
@@ -177,7 +178,9 @@ def _tiled_hbm(indptr, indices, width, unmasked, config: SSpmmConfig, progress) 
             # a tile with more entries than half the index buffer is loaded in pieces, each
             # overlapped like a tile of its own: the same bytes and the same compute
             pieces = -(-e // half_edges)
-            b = 4 * (e + (rows + 1) * pieces) + 4 * width * distinct
+            # (with ``weighted`` each entry's value beside its column index)
+            b = 4 * (e * (2 if config.weighted else 1) + (rows + 1) * pieces) \
+                + 4 * width * distinct
             if j == 0:
                 b += mask_bytes_per_row * rows
             # split rows: the output stays on chip between tiles, so the RTL's merge as it

@@ -12,8 +12,8 @@ import heapq
 import numpy as np
 
 from moagcn.hw.sspmm.config import SSpmmConfig
-from moagcn.hw.sspmm.protocol import (FRONT_END_LATENCY, ISSUE_TO_ROOT_SHARED, ROW_CHECK_LATENCY,
-                                      ROW_HEAD_LATENCY, issue_to_root as issue_to_root_of,
+from moagcn.hw.sspmm.protocol import (ISSUE_TO_ROOT_SHARED, ROW_CHECK_LATENCY, ROW_HEAD_LATENCY,
+                                      front_end_latency, issue_to_root as issue_to_root_of,
                                       tree_depth)
 from moagcn.sim.sspmm.crossbar import (CrossbarRates, replay as crossbar_replay,
                                        replay_sequences as crossbar_sequences)
@@ -44,10 +44,11 @@ def turn_gap(config: SSpmmConfig, issue_to_root: float | None = None) -> float:
 def fill_cycles(config: SSpmmConfig, fetch: "FetchTiming") -> float:
     """Fill and drain: a row's check stage and the emitter's head register, a row read's way
     to a local buffer, the wait for its context's turn (half a ring on average), the buffer
-    read and the operand register, the adders, the write."""
+    read and the operand register (with ``weighted``, the lanes' multipliers), the adders, the
+    write."""
     return (ROW_CHECK_LATENCY + ROW_HEAD_LATENCY + fetch.issue_to_root
             + tree_depth(config.groups, config.tree_radix) + 1 + config.adder_latency // 2
-            + FRONT_END_LATENCY + config.adder_latency + 1
+            + front_end_latency(config) + config.adder_latency + 1
             + (1 if config.slices > 1 else 0)         # the dispatcher's slice queues
             + (1 if config.split_degree else 0))      # and its row register when it splits
 

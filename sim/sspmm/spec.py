@@ -4,6 +4,13 @@ A job is A (``indptr``, ``indices``: N x K, binary), H (K x F float32) and M (N 
 row of A is sorted before it is loaded: ascending column order is the accumulation order the
 golden model (:mod:`moagcn.sim.sspmm.golden`) documents, and it makes tiling exact. A job
 larger than the buffers is cut by :func:`moagcn.core.tiling.plan_tiles` into square jobs.
+
+Weighted (``SSpmmConfig.weighted``): the job also holds one float32 value per stored entry
+(``values``), ``Z = (A_w H) ⊙ M``. A checked weighted job has each row's entries sorted, the
+values moved with their entries, so that every later cut (a long row's pieces, tiles, a
+part's row order) carries each value with its column index by the same rule; a weighted
+configuration given no values multiplies by 1 (``round(1 · h) = h``: the unweighted sums, bit
+for bit).
 """
 
 from __future__ import annotations
@@ -13,13 +20,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from moagcn.core.counters import Counters, work_adds
-from moagcn.core.graph import degrees, permute_rows, sort_rows, validate_csr
+from moagcn.core.graph import degrees, permute_rows, row_sort_order, sort_rows, validate_csr
 from moagcn.core.memo import ArrayMemo, read_only
 from moagcn.core.spec import AcceleratorSpec, Packed, Part, StreamProtocol, back_to_back
 from moagcn.core.tiling import TileLimits, plan_tiles
 from moagcn.errors import SimulationError, UserError
 from moagcn.hw.sspmm import protocol
 from moagcn.hw.sspmm.config import SSpmmConfig
+from moagcn.hw.sspmm.protocol import index_beat_words
 
 from moagcn.sim.sspmm import golden
 from moagcn.sim.arith.golden import as_bits, as_float
@@ -29,12 +37,15 @@ from moagcn.sim.sspmm.model import (estimate_rows, estimate_tiles, row_order, st
 
 @dataclass
 class SSpmmJob:
-    """``Z = (A H) ⊙ M``: A is ``indptr`` / ``indices`` (N x K), H is K x F, M is N x F."""
+    """``Z = (A H) ⊙ M``: A is ``indptr`` / ``indices`` (N x K), H is K x F, M is N x F;
+    ``values``: with a weighted configuration, one float32 per stored entry of A (None: all
+    ones, the binary A)."""
 
     indptr: np.ndarray
     indices: np.ndarray
     H: np.ndarray
     M: np.ndarray | None = None
+    values: np.ndarray | None = None
 
     @property
     def n_rows(self) -> int:
@@ -55,12 +66,47 @@ def pack_beats(words: np.ndarray, per_beat: int) -> np.ndarray:
 def load_words(n: int, nnz: int, n_features: int, config: SSpmmConfig,
                n_cols: int | None = None) -> int:
     """32-bit words the load streams carry for a job of ``n`` rows and ``n_cols`` feature rows
-    (default ``n``), beat padding included."""
+    (default ``n``), beat padding included (with ``weighted``, the index beats' values)."""
     lw = config.load_width
     k = n if n_cols is None else n_cols
     mask_words = -(-config.max_feature_width // 32)
-    return (-(-(n + 1) // lw) * lw + -(-nnz // lw) * lw + n * mask_words
-            + k * -(-n_features // lw) * lw)
+    return (-(-(n + 1) // lw) * lw + -(-nnz // lw) * index_beat_words(config)
+            + n * mask_words + k * -(-n_features // lw) * lw)
+
+
+def check_values(values, nnz: int, what: str = "edge values") -> np.ndarray:
+    """``values`` as a read-only float32 array of ``nnz`` finite values, or a one-line
+    :class:`UserError` naming ``what``, the problem and the fix."""
+    v = np.asarray(values)
+    if v.dtype.kind not in "fiub":
+        raise UserError(f"{what}: values of type {v.dtype}; give one number per stored entry")
+    if v.ndim != 1 or v.size != nnz:
+        raise UserError(f"{what}: {v.size} values in shape {v.shape} for {nnz} stored entries; "
+                        "give one value per stored entry, in CSR order")
+    with np.errstate(all="ignore"):
+        v = v.astype(np.float32)
+    bad = np.flatnonzero(~np.isfinite(v))
+    if bad.size:
+        raise UserError(f"{what}: entry {int(bad[0])} is {float(v[bad[0]])} ({bad.size} not "
+                        "finite, after rounding to float32); the weighted S-SpMM takes finite "
+                        "edge values: fix or drop those entries")
+    return read_only_copy(v)
+
+
+def read_only_copy(a: np.ndarray) -> np.ndarray:
+    """A read-only copy of ``a`` (a checked job's arrays are never written)."""
+    out = np.array(a)
+    out.flags.writeable = False
+    return out
+
+
+def _sorted_entries(indptr, indices, values):
+    """``(indices, values)`` with each row's entries in ascending column order (stably), the
+    values moved with their entries; as they are when already sorted."""
+    order = row_sort_order(indptr, indices)
+    if (order == np.arange(order.size)).all():
+        return indices, values
+    return read_only_copy(np.asarray(indices)[order]), read_only_copy(values[order])
 
 
 def beats_to_z(words: np.ndarray, indptr, mask, n_features: int, lanes: int) -> np.ndarray:
@@ -91,11 +137,24 @@ def _traffic(deg, unmasked, n_edges: int, n_features: int, n_cols: int,
 
 
 def _reordered(job: SSpmmJob, order) -> SSpmmJob:
-    """``job`` with its rows (pointers, indices, mask rows) in ``order`` (None: as it is)."""
+    """``job`` with its rows (pointers, indices, mask rows, and the values with their
+    entries) in ``order`` (None: as it is)."""
     if order is None:
         return job
     indptr, indices = permute_rows(job.indptr, job.indices, order)
-    return SSpmmJob(indptr, indices, job.H, np.asarray(job.M)[order])
+    values = None
+    if job.values is not None:
+        values = permute_rows(job.indptr, job.values, order)[1].astype(np.float32, copy=False)
+    return SSpmmJob(indptr, indices, job.H, np.asarray(job.M)[order], values)
+
+
+def _tile_values(job: SSpmmJob, t):
+    """The values of tile ``t``'s entries (a tile is a block of the job's rows: its entries are
+    the job's between the block's row pointers, in order); None for an unweighted job."""
+    if job.values is None:
+        return None
+    ptr = np.asarray(job.indptr)
+    return job.values[int(ptr[t.rows_start]):int(ptr[t.rows_stop])]
 
 
 #: read-only graphs' rows sorted and long-row pieces (training aggregates one adjacency every
@@ -158,8 +217,8 @@ class SSpmmSpec(AcceleratorSpec):
     def output_words(self, config: SSpmmConfig) -> int:
         return config.lanes             # one slice's P words per output beat
 
-    def job(self, indptr, indices, H, M=None) -> SSpmmJob:
-        return SSpmmJob(indptr, indices, H, M)
+    def job(self, indptr, indices, H, M=None, values=None) -> SSpmmJob:
+        return SSpmmJob(indptr, indices, H, M, values)
 
     # -- jobs -----------------------------------------------------------------------------------
 
@@ -173,7 +232,15 @@ class SSpmmSpec(AcceleratorSpec):
         if mask.shape != shape:
             raise UserError(f"mask has shape {mask.shape}; expected {shape} (one bit per output "
                             "element: graph rows x feature columns)")
-        return SSpmmJob(indptr, indices, np.ascontiguousarray(H), mask)
+        values = None
+        if job.values is not None:
+            if not config.weighted:
+                raise UserError(f"{what}: edge values need a weighted S-SpMM (this "
+                                "configuration multiplies by a binary adjacency); use "
+                                "--param weighted=true, or drop the values")
+            values = check_values(job.values, indices.size, f"{what} edge values")
+            indices, values = _sorted_entries(indptr, indices, values)
+        return SSpmmJob(indptr, indices, np.ascontiguousarray(H), mask, values)
 
     def expand(self, job: SSpmmJob, config: SSpmmConfig):
         """Rows longer than any job holds (more than ``max_edges`` entries or ``max_nodes``
@@ -190,7 +257,9 @@ class SSpmmSpec(AcceleratorSpec):
         def merge(out: np.ndarray) -> np.ndarray:
             return golden.merge_pieces(out, first, count, mask)
 
-        return SSpmmJob(piece_ptr, cols, job.H, mask[rep]), merge
+        # the pieces keep the entries' order (a checked weighted job's rows are sorted): the
+        # values go with them as they are
+        return SSpmmJob(piece_ptr, cols, job.H, mask[rep], job.values), merge
 
     def limits(self, job: SSpmmJob | None, config: SSpmmConfig) -> TileLimits:
         return TileLimits(config.max_nodes, config.max_nodes, config.max_edges,
@@ -211,7 +280,8 @@ class SSpmmSpec(AcceleratorSpec):
         for t in tiles:
             order = _tile_order(t, config)
             parts.append(Part(tile=t, order=order, make=lambda t=t, order=order: _reordered(
-                SSpmmJob(t.indptr, t.indices, t.features(job.H), t.mask(job.M)), order)))
+                SSpmmJob(t.indptr, t.indices, t.features(job.H), t.mask(job.M),
+                         _tile_values(job, t)), order)))
         return parts
 
     def part_cycles(self, part: Part, job: SSpmmJob, config) -> Counters:
@@ -298,6 +368,11 @@ class SSpmmSpec(AcceleratorSpec):
         a long row's pieces come from :func:`long_row_pieces` (remembered for a read-only
         graph, as :meth:`expand` uses them), each piece summed by the golden model and the
         pieces merged as the driver merges the accelerator's."""
+        if job.values is not None:
+            # the same cut on the (sorted) columns, the values summed with their entries
+            return golden.sspmm_weighted(job.indptr, job.indices, job.values, job.H, job.M,
+                                         split=config.split_degree, pieces=config.slices,
+                                         buffer=(config.max_edges, config.max_nodes))
         cut = long_row_pieces(job.indptr, job.indices, config)
         if cut is None:
             return golden.sspmm(job.indptr, sorted_columns(job.indptr, job.indices), job.H,
@@ -347,9 +422,20 @@ class SSpmmSpec(AcceleratorSpec):
         bits = np.zeros((n, mask_words * 32), dtype=np.uint8)
         bits[:, :F] = np.asarray(job.M, dtype=bool)
         packed_mask = np.packbits(bits.reshape(n, mask_words, 32), axis=2, bitorder="little")
+        if config.weighted:
+            # each beat: LW column indices, then their LW values (1.0 for a binary job)
+            nnz = int(np.asarray(job.indices).size)
+            values = (np.ones(nnz, dtype=np.float32) if job.values is None
+                      else np.asarray(job.values, dtype=np.float32))
+            order = row_sort_order(indptr, job.indices)
+            index_beats = np.hstack([
+                pack_beats(np.asarray(job.indices)[order].astype(np.uint32), lw),
+                pack_beats(as_bits(values[order]).reshape(-1), lw)])
+        else:
+            index_beats = pack_beats(sort_rows(indptr, job.indices).astype(np.uint32), lw)
         return Packed({
             "indptr_in": pack_beats(np.asarray(indptr, dtype=np.uint32), lw),
-            "indices_in": pack_beats(sort_rows(indptr, job.indices).astype(np.uint32), lw),
+            "indices_in": index_beats,
             "mask_in": packed_mask.view("<u4").reshape(n, mask_words),
             "feat_in": feat.reshape(k * beats_per_row, lw),
         }, {"n_rows": n, "n_cols": k, "n_features": F})
@@ -376,6 +462,18 @@ class SSpmmSpec(AcceleratorSpec):
 
     def aggregation_job(self, indptr, indices, H, M, config) -> SSpmmJob:
         return SSpmmJob(indptr, indices, H, M)
+
+    entry_op_params = {"weighted": "weighted=true"}
+
+    def entry_ops(self, config: SSpmmConfig) -> frozenset:
+        return frozenset({"weighted"}) if config.weighted else frozenset()
+
+    def weighted_job(self, indptr, indices, values, H, M, config) -> SSpmmJob:
+        """``Z = (A_w H) ⊙ M`` as a checked job: the values checked (finite, one per entry)
+        and each row's entries sorted with their values (:meth:`check`'s form)."""
+        values = check_values(values, int(np.asarray(indices).size))
+        indices, values = _sorted_entries(indptr, indices, values)
+        return SSpmmJob(indptr, indices, H, M, values)
 
 
 SPEC = SSpmmSpec()
