@@ -385,6 +385,9 @@ class RowReader(wiring.Component):
         The column index read two cycles ago was out of range.
     busy : Out(1)
         A read is in flight.
+    val : Out(RamReadSignature(edge bits, 32)), with ``weighted``
+        Edge-value read (1-cycle latency), at the column index's address in the same cycle;
+        the value follows the index through its registers into the packet (``value``).
     """
 
     def __init__(self, config: SSpmmConfig):
@@ -399,6 +402,7 @@ class RowReader(wiring.Component):
             "row": Out(RamReadSignature(w["row"], 32 * F)),
             "root": Out(RowLinkSignature(config, config.groups)),
             "err": Out(1), "busy": Out(1),
+            **({"val": Out(RamReadSignature(w["edge"], 32))} if config.weighted else {}),
         })
 
     def elaborate(self, platform):
@@ -439,6 +443,18 @@ class RowReader(wiring.Component):
             col, v1, mask1, first1, last1 = col_r, v1r, mask1r, first1r, last1r
         # read the neighbour's row
         m.d.comb += [self.row.addr.eq(col), self.row.en.eq(v1)]
+        if cfg.weighted:
+            # the edge value, read beside the column index, follows it register for register
+            # and enters the tree with the row
+            m.d.comb += self.val.addr.eq(ptr0)
+            value = self.val.data
+            if cfg.registered_index:
+                value_r = Signal(32, name="s1r_value")
+                m.d.sync += value_r.eq(value)
+                value = value_r
+            value2 = Signal(32, name="s2_value")
+            m.d.sync += value2.eq(value)
+            m.d.comb += self.root.packet.value.eq(value2)
         v2 = Signal(name="s2_valid")
         mask2 = Signal(N, name="s2_dest")
         first2 = Signal(name="s2_first")
@@ -529,6 +545,7 @@ class QueuedRowReader(wiring.Component):
             "node": Out(NodeRequestSignature(config)),
             "root": Out(RowLinkSignature(config, config.groups)),
             "err": Out(1), "busy": Out(1),
+            **({"val": Out(RamReadSignature(w["edge"], 32))} if config.weighted else {}),
         })
 
     def elaborate(self, platform):
@@ -536,8 +553,10 @@ class QueuedRowReader(wiring.Component):
         cfg = self.config
         N, Q = cfg.contexts, self.QUEUE
         row_bits = widths(cfg)["row"]
-        # the whole column index is kept: its range check must see the bits above a row id
-        entry = data.StructLayout({"col": len(self.idx.data), "dest": N, "first": 1, "last": 1})
+        # the whole column index is kept: its range check must see the bits above a row id;
+        # with ``weighted`` the entry's edge value waits in the queue beside it
+        entry = data.StructLayout({"col": len(self.idx.data), "dest": N, "first": 1, "last": 1,
+                                   **({"value": 32} if cfg.weighted else {})})
         # -- the issue, registered; then the column index read (as RowReader) ------------------
         v0 = Signal(name="s0_valid")
         ptr0 = Signal.like(self.issue.ptr, name="s0_ptr")
@@ -552,6 +571,8 @@ class QueuedRowReader(wiring.Component):
         push = Signal(name="queue_push")
         pushed = Signal(entry, name="queue_in")
         m.d.comb += [push.eq(v1 & ~self.clear), pushed.eq(e1), pushed.col.eq(self.idx.data)]
+        if cfg.weighted:
+            m.d.comb += [self.val.addr.eq(ptr0), pushed.value.eq(self.val.data)]
         # -- the queue: a shift register, its head in entry 0 -----------------------------------
         q = [Signal(entry, name=f"queue_{i}") for i in range(Q)]
         count = Signal(range(Q + 1), name="queue_count")
@@ -592,6 +613,8 @@ class QueuedRowReader(wiring.Component):
                      root.dest.eq(e2.dest), root.slot.eq(slot2), root.sel.eq(sel2),
                      self.root.words.eq(self.node.data),
                      self.busy.eq(v0 | v1 | head_valid | v2 | err)]
+        if cfg.weighted:
+            m.d.comb += root.value.eq(e2.value)
         return m
 
 
@@ -639,6 +662,8 @@ class NeighbourFetcher(wiring.Component):
         The context's last entry of its job was written this cycle.
     idx : Out(RamReadSignature(edge bits, 32)).array(R)
         Column-index read port of each root link (1-cycle latency).
+    val : Out(RamReadSignature(edge bits, 32)).array(R), with ``weighted``
+        Edge-value read port of each root link, read at the column index's address.
     row : Out(RamReadSignature(row bits, 32 * F)).array(R)
         Feature-row read port of each root link (1-cycle latency); ``en``: a row is read (the
         data holds its value otherwise). Without ``node_banks`` only.
@@ -669,6 +694,8 @@ class NeighbourFetcher(wiring.Component):
             "err_index": Out(1), "busy": Out(1), "issued": Out(range(R + 1)),
             "no_context": Out(1), "no_job": Out(1),
             "idx": Out(RamReadSignature(w["edge"], 32)).array(R),
+            **({"val": Out(RamReadSignature(w["edge"], 32)).array(R)} if config.weighted
+               else {}),
             **({"node": Out(NodeRequestSignature(config))} if config.node_banks else
                {"row": Out(RamReadSignature(w["row"], 32 * F)).array(R)}),
             "leaf": Out(RowLinkSignature(config, 1)).array(G, R),
@@ -709,6 +736,8 @@ class NeighbourFetcher(wiring.Component):
                          reader.sels.eq(sels)]
             wiring.connect(m, passes.issue[j], reader.issue)
             wiring.connect(m, reader.idx, wiring.flipped(self.idx[j]))
+            if cfg.weighted:
+                wiring.connect(m, reader.val, wiring.flipped(self.val[j]))
             if cfg.node_banks:
                 # the shared node buffer: issue only while the reader's queue has room
                 wiring.connect(m, reader.node, wiring.flipped(self.node))

@@ -8,12 +8,13 @@ from amaranth.hdl import Array, Cat, Module, Mux, Signal
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
-from moagcn.hw.arith import Fp32AddConfig, Fp32Adder
+from moagcn.hw.arith import Fp32AddConfig, Fp32Adder, Fp32MulConfig, Fp32Multiplier
 from moagcn.hw.common.wordsel import select_word
 from moagcn.hw.common.ram import Ram
 from moagcn.hw.sspmm.config import SSpmmConfig
 from moagcn.hw.sspmm.layouts import RowLinkSignature, chunks, entry_layout, job_layout, widths
 from moagcn.hw.sspmm.protocol import FRONT_END_LATENCY  # noqa: F401 (the cycle model shares it)
+from moagcn.hw.sspmm.protocol import MUL_LATENCY
 
 
 class LaneAdders(wiring.Component):
@@ -52,6 +53,51 @@ class LaneAdders(wiring.Component):
                          adder.i.payload.a.eq(adder.o.payload),
                          adder.i.payload.b.eq(self.addend.word_select(k, 32)),
                          self.sums.word_select(k, 32).eq(adder.o.payload)]
+        return m
+
+
+class LaneMulAdders(wiring.Component):
+    """:class:`LaneAdders` behind W binary32 multipliers: each lane adds ``round(weight *
+    addend)`` (the weighted S-SpMM's ``acc = round(round(w * h) + acc)``, two roundings, as
+    :class:`~moagcn.hw.arith.Fp32MulAdd` rounds).
+
+    The multipliers (``mul_latency`` stages) sit in front of the adders' loop, not in it: the
+    accumulation loop is still the adders' L stages, so the L job contexts of a group take
+    their turns as without the multipliers, ``mul_latency`` cycles later. ``valid`` and
+    ``restart`` travel beside the multipliers.
+
+    Members
+    -------
+    valid, restart, addend, sums
+        As :class:`LaneAdders`, at the multipliers' inputs (``sums`` at the adders' outputs).
+    weight : In(32)
+        The binary32 value every lane multiplies its addend by (a bubble's is +0 with addend
+        +0: its product is +0, which leaves a sum as it is).
+    """
+
+    def __init__(self, lanes: int, latency: int, mul_latency: int = MUL_LATENCY):
+        self.lanes, self.latency, self.mul_latency = lanes, latency, mul_latency
+        super().__init__({"valid": In(1), "restart": In(lanes), "addend": In(32 * lanes),
+                          "weight": In(32), "sums": Out(32 * lanes)})
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.adders = adders = LaneAdders(self.lanes, self.latency)
+        valid, restart = self.valid, self.restart
+        for i in range(self.mul_latency):
+            # the restart bits and the valid bit, delayed beside the multipliers
+            v, r = Signal(name=f"mul_valid_{i}"), Signal(self.lanes, name=f"mul_restart_{i}")
+            m.d.sync += [v.eq(valid), r.eq(restart)]
+            valid, restart = v, r
+        products = Signal(32 * self.lanes, name="products")
+        for k in range(self.lanes):
+            mul = Fp32Multiplier(Fp32MulConfig(latency=self.mul_latency))
+            m.submodules[f"mul_{k}"] = mul
+            m.d.comb += [mul.i.valid.eq(self.valid), mul.i.payload.a.eq(self.weight),
+                         mul.i.payload.b.eq(self.addend.word_select(k, 32)),
+                         products.word_select(k, 32).eq(mul.o.payload)]
+        m.d.comb += [adders.valid.eq(valid), adders.restart.eq(restart),
+                     adders.addend.eq(products), self.sums.eq(adders.sums)]
         return m
 
 
@@ -134,7 +180,8 @@ class AggregationGroup(wiring.Component):
         m.submodules.local = local = Ram(entry_layout(cfg).size, L * D, read_ports=1,
                                          write_ports=cfg.fetch_rows, collisions=False,
                                          block=cfg.fetch_rows == 1)
-        m.submodules.lanes = lanes = LaneAdders(W, L)
+        # weighted: each lane multiplies by its entry's edge value before it adds
+        m.submodules.lanes = lanes = LaneMulAdders(W, L) if cfg.weighted else LaneAdders(W, L)
         ctx = self._bind_contexts(m)
         self._write_leaves(m, local, ctx)
         turn, bubble, got, reading = self._take_turns(m, local, ctx)
@@ -159,6 +206,11 @@ class AggregationGroup(wiring.Component):
                      addend.eq(Mux(turn, got.words, 0))]
         m.d.comb += [lanes.valid.eq(op.turn | op.bubble), lanes.restart.eq(Cat(*restart)),
                      lanes.addend.eq(addend)]
+        if cfg.weighted:
+            # a bubble multiplies +0 by +0: its product is +0 whatever the entry's words
+            weight = Signal(32, name="op_weight")
+            m.d.sync += weight.eq(Mux(turn, got.value, 0))
+            m.d.comb += lanes.weight.eq(weight)
         meta = self._beside_adders(m, op.turn, op.bubble, op)
         # -- write-back: a job's last turn writes its W sums as one chunk of the compressed row
         out = meta[-1]
@@ -229,6 +281,8 @@ class AggregationGroup(wiring.Component):
                          entry.lane_valid.eq(bound.lane_valid),
                          write.addr.eq(slot * D + wptrs[slot][:ctx.depth_bits]),
                          write.data.eq(entry), write.en.eq(pkt.valid)]
+            if cfg.weighted:
+                m.d.comb += entry.value.eq(pkt.value)
             hit_ctx.append((pkt.valid, slot, pkt.last))
         for i in range(L):
             hit = 0
@@ -319,8 +373,9 @@ class AggregationGroup(wiring.Component):
         return t_turn, t_bubble, got, Cat(r_turn, r_bubble)
 
     def _beside_adders(self, m: Module, turn, bubble, got):
-        """The turn's bookkeeping, delayed beside the adders (one stage per adder stage);
-        returns the stages, the last one leaving with the sums."""
+        """The turn's bookkeeping, delayed beside the adders (one stage per adder stage, and
+        with ``weighted`` one per multiplier stage before them); returns the stages, the last
+        one leaving with the sums."""
         cfg = self.config
         jl = job_layout(cfg)
         late_layout = data.StructLayout({"valid": 1, "last": 1, "row": jl["row"].shape,
@@ -331,7 +386,8 @@ class AggregationGroup(wiring.Component):
                      meta.last.eq(turn & got.last), meta.row.eq(got.row),
                      meta.lane_valid.eq(got.lane_valid), meta.chunk.eq(got.chunk)]
         stages = [meta]
-        for i in range(1, cfg.adder_latency):
+        depth = cfg.adder_latency + (MUL_LATENCY if cfg.weighted else 0)
+        for i in range(1, depth):
             delayed = Signal(late_layout, name=f"meta_add_{i}")
             m.d.sync += delayed.eq(stages[-1])
             with m.If(self.clear):

@@ -41,7 +41,8 @@ def job_layout(config: SSpmmConfig) -> data.StructLayout:
 
 
 def entry_layout(config: SSpmmConfig) -> data.StructLayout:
-    """One local-buffer entry: a neighbour's W selected features and its job's bookkeeping."""
+    """One local-buffer entry: a neighbour's W selected features and its job's bookkeeping;
+    with ``weighted`` also its edge's value (binary32), which every lane multiplies by."""
     w = widths(config)
     lanes = config.group_lanes
     return data.StructLayout({
@@ -51,6 +52,7 @@ def entry_layout(config: SSpmmConfig) -> data.StructLayout:
         "row": w["row"],
         "chunk": range(chunks(config)),
         "lane_valid": lanes,
+        **({"value": 32} if config.weighted else {}),
     })
 
 
@@ -69,6 +71,10 @@ def packet_layout(config: SSpmmConfig, groups: int) -> data.StructLayout:
     looked up once, in the fetcher, a register stage before the row arrives, so that a leaf
     only selects the words (decoding ``dest`` and looking up the context there was the
     longest path of the design).
+
+    With ``weighted`` the packet also carries its entry's edge value (``value``, binary32,
+    read from the edge-value buffer at the column index's address): every destination
+    context of the row multiplies its features by it.
     """
     return data.StructLayout({
         "valid": 1,
@@ -77,6 +83,7 @@ def packet_layout(config: SSpmmConfig, groups: int) -> data.StructLayout:
         "dest": groups * config.adder_latency,
         "slot": data.ArrayLayout(range(config.adder_latency), groups),
         "sel": data.ArrayLayout(sel_layout(config), groups),
+        **({"value": 32} if config.weighted else {}),
     })
 
 

@@ -20,7 +20,7 @@ from moagcn.hw.sspmm.crossbar import NodeCrossbar, bank_bits, bank_rows
 from moagcn.hw.sspmm.fetch import NeighbourFetcher
 from moagcn.hw.sspmm.group import AggregationGroup
 from moagcn.hw.sspmm.layouts import chunks, widths
-from moagcn.hw.sspmm.protocol import COUNTER_BITS, COUNTERS
+from moagcn.hw.sspmm.protocol import COUNTER_BITS, COUNTERS, index_beat_words
 from moagcn.hw.sspmm.scheduler import JobEmitter, JobScheduler, RowDispatcher, owner_layout
 
 
@@ -41,8 +41,11 @@ class SSpmmAccelerator(wiring.Component):
     -------
     indptr_in : In(stream.Signature(32 * load_width))
         Row pointers ``indptr[0..n_rows]``, ``load_width`` per beat (last beat zero-padded).
-    indices_in : In(stream.Signature(32 * load_width))
+    indices_in : In(stream.Signature(32 * load_width)), with ``weighted`` 64 * load_width
         Column indices, each row sorted ascending (the driver sorts), ``load_width`` per beat.
+        With ``weighted``, each beat's ``load_width`` indices are followed by their edge
+        values (binary32, words ``load_width .. 2 load_width - 1`` of the beat), which go to
+        the edge-value buffer at the indices' addresses.
     mask_in : In(stream.Signature(max_feature_width))
         One output-mask row per beat (bit f: compute feature f).
     feat_in : In(stream.Signature(32 * load_width))
@@ -97,7 +100,7 @@ class SSpmmAccelerator(wiring.Component):
         F = config.max_feature_width
         members = {
             "indptr_in": In(stream.Signature(32 * config.load_width)),
-            "indices_in": In(stream.Signature(32 * config.load_width)),
+            "indices_in": In(stream.Signature(32 * index_beat_words(config))),
             "mask_in": In(stream.Signature(F)),
             "feat_in": In(stream.Signature(32 * config.load_width)),
             "out": Out(stream.Signature(32 * config.lanes)),
@@ -186,6 +189,10 @@ class SSpmmAccelerator(wiring.Component):
         # together while loading): each copy keeps one write port and R read ports, as a block
         # RAM has, whatever S
         index = [Ram(32 * LW, depth(half["index"]), read_ports=R) for _ in range(S)]
+        # with ``weighted``, the edge values beside them: the same rows of LW words, the same
+        # addresses and read ports (one copy per slice), written from the same index beats
+        values = [Ram(32 * LW, depth(half["index"]), read_ports=R) for _ in range(S)] \
+            if cfg.weighted else None
         mask = Ram(F, depth(cfg.max_nodes), read_ports=1)
         # each row's number of computed elements, written by the scheduler as it fetches the
         # row, read by the output stream (which thus needs neither the mask nor the pointers)
@@ -227,6 +234,8 @@ class SSpmmAccelerator(wiring.Component):
         for k in range(S):
             tag = "" if S == 1 else f"_s{k}"
             m.submodules[f"index_buf{tag}"] = index[k]
+            if values is not None:
+                m.submodules[f"value_buf{tag}"] = values[k]
             if not cfg.node_banks:
                 m.submodules[f"node_buf{tag}"] = node[k]
             for g in range(G):
@@ -239,7 +248,7 @@ class SSpmmAccelerator(wiring.Component):
         if owner is not None:
             m.submodules.owner_buf = owner
         return _Buffers(indptr, index, mask, count, node, half, out, lane_map, owner, beats,
-                        cfg.group_bits)
+                        cfg.group_bits, values)
 
     def _read_beat(self, m: Module, buf: "_Buffers", k: int, port):
         """Slice ``k``'s output beat at ``port``'s address: its groups' RAMs read together,
@@ -272,8 +281,9 @@ class SSpmmAccelerator(wiring.Component):
             "indptr_load": (BufferLoader(32 * LW, bits_for(buf.half["indptr"]), w["row"] + 2,
                                          step=LW, capacity=buf.half["indptr"], overflow="drop"),
                             self.indptr_in, [buf.indptr]),
-            "index_load": (BufferLoader(32 * LW, bits_for(buf.half["index"]), w["edge"] + 1,
-                                        step=LW, capacity=buf.half["index"], overflow="drop"),
+            "index_load": (BufferLoader(32 * index_beat_words(cfg), bits_for(buf.half["index"]),
+                                        w["edge"] + 1, step=LW, capacity=buf.half["index"],
+                                        overflow="drop"),
                            self.indices_in, buf.index),
             "mask_load": (BufferLoader(cfg.max_feature_width, w["row"], w["row"] + 1),
                           self.mask_in, [buf.mask]),
@@ -282,7 +292,12 @@ class SSpmmAccelerator(wiring.Component):
             m.submodules[name] = loader
             m.d.comb += [loader.enable.eq(banks.loading), loader.clear.eq(banks.swap)]
             wiring.connect(m, wiring.flipped(port), loader.beats)
-            _write_all(m, loader.write, rams, banks)
+            if name == "index_load" and cfg.weighted:
+                # a beat's low LW words are its indices, its high LW words their values
+                _write_all(m, loader.write, rams, banks, word=slice(0, 32 * LW))
+                _write_all(m, loader.write, buf.values, banks, word=slice(32 * LW, 64 * LW))
+            else:
+                _write_all(m, loader.write, rams, banks)
         m.submodules.feat_load = feat = FeatureLoader(cfg)
         m.d.comb += [feat.enable.eq(banks.loading), feat.clear.eq(banks.swap),
                      feat.n_features.eq(self.n_features)]
@@ -362,6 +377,13 @@ class SSpmmAccelerator(wiring.Component):
             m.submodules[f"index_read{tag}_{j}"] = index_read
             wiring.connect(m, fetcher.idx[j], index_read.word)
             banks.connect_reader(m, index_read.row, buf.index[k].read[j], at_start=False)
+            if cfg.weighted:
+                # the edge value at the column index's address, on the value buffer's port j
+                value_read = WordReader(LW, len(fetcher.val[j].addr),
+                                        bits_for(buf.half["index"]))
+                m.submodules[f"value_read{tag}_{j}"] = value_read
+                wiring.connect(m, fetcher.val[j], value_read.word)
+                banks.connect_reader(m, value_read.row, buf.values[k].read[j], at_start=False)
             if not cfg.node_banks:
                 banks.connect_reader(m, fetcher.row[j], buf.node[k].read[j], at_start=False)
         groups = [self._group(m, k, g, tag, fetcher, buf, work, clear, running)
@@ -484,12 +506,13 @@ def _write_banked(m: Module, port, rams, banks: LoadBanks, bits: int, addr_bits:
                      w.en.eq(Mux(hit, port.en, 0))]
 
 
-def _write_all(m: Module, port, rams, banks: LoadBanks) -> None:
+def _write_all(m: Module, port, rams, banks: LoadBanks, word: slice | None = None) -> None:
     """Drive the first write port of every RAM in ``rams`` from one writer ``port``, in the
-    half the streams fill."""
+    half the streams fill (``word``: only those bits of its data, e.g. a beat's values)."""
+    data = port.data if word is None else port.data[word]
     for ram in rams:
         w = ram.write[0]
-        m.d.comb += [w.addr.eq(banks.load_addr(port.addr)), w.data.eq(port.data),
+        m.d.comb += [w.addr.eq(banks.load_addr(port.addr)), w.data.eq(data),
                      w.en.eq(port.en)]
 
 
@@ -508,6 +531,7 @@ class _Buffers:
     owner: Ram | None   # the slice whose bank holds each row (S > 1)
     beats: int
     group_bits: int
+    values: list | None = None  # edge values beside the indices (weighted): one copy per slice
 
     def entry(self, row, chunk):
         """The output entry (beat) that holds chunk ``chunk`` of row ``row``."""

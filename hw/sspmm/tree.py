@@ -99,3 +99,5 @@ class DistributionTree(wiring.Component):
                      leaf.packet.last.eq(pkt.last), leaf.words.eq(words),
                      leaf.packet.dest.eq(pkt.dest[g * L:(g + 1) * L]),
                      leaf.packet.slot[0].eq(pkt.slot[g]), leaf.packet.sel[0].eq(pkt.sel[g])]
+        if self.config.weighted:
+            m.d.comb += leaf.packet.value.eq(pkt.value)
