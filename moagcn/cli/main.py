@@ -166,6 +166,7 @@ def _synth_xilinx(args, target) -> int:
 
 #: the benchmark module of each design that has one
 BENCHES = {"sspmm": "moagcn.sim.benches.sspmm", "sspmm-model": "moagcn.sim.benches.validate_sspmm",
+           "sspmm-weighted": "moagcn.sim.benches.sspmm_weighted",
            "hyscale": "moagcn.sim.benches.hyscale", "pyg": "moagcn.host.benches.pyg",
            "sddmm": "moagcn.sim.benches.sddmm",
            "hyscale-model-kernel": "moagcn.sim.benches.hyscale_kernel",
@@ -180,6 +181,8 @@ BENCH_HELP = {
     "sspmm": "the S-SpMM on a power-law job: utilisation, mask skipping, model error, "
              "co-simulation speed",
     "sspmm-model": "the S-SpMM cycle model against the RTL over slices x lanes",
+    "sspmm-weighted": "the weighted S-SpMM against the binary one on the same jobs "
+                      "(utilisation, bit-exactness) and its cycle model against its RTL",
     "sddmm": "the SDDMM RTL against its cycle and golden models on held-out-style patterns, "
              "utilisation at F = 64",
     "hyscale": "the HyScale fused layer on the RTL against its models",

@@ -212,3 +212,17 @@ def test_cycle_model_adds_the_multiplier_stages_and_nothing_else(name):
     assert (b.cycles_load, b.cycles_output, b.work_adds) == \
         (a.cycles_load, a.cycles_output, a.work_adds)
     assert b.bytes_read > a.bytes_read
+
+
+def test_bench_on_the_model(tmp_path):
+    """``moagcn bench sspmm-weighted --device model``: the weighted and binary designs on the
+    same jobs, every row bit-exact, the ratio of utilisations near 1."""
+    import json
+
+    from moagcn.sim.benches.sspmm_weighted import main
+
+    assert main(["--device", "model", "--cases", "2", "--report", str(tmp_path / "r.json")]) == 0
+    rows = json.loads((tmp_path / "r.json").read_text())["rows"]
+    assert len(rows) == 2 and all(r["bit_exact"] for r in rows)
+    assert all(0.95 <= r["utilization_ratio"] <= 1.0 for r in rows)
+    assert rows[0]["width"] == 64 and rows[0]["mask_density"] == 0.5
