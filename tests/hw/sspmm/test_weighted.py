@@ -100,10 +100,11 @@ def test_idle_loads_backpressure_and_a_binary_job():
     assert_bits(plain.output, sspmm(indptr, indices, H, M))
 
 
-@needs_icarus
-def test_icarus_subset():
-    job = weighted_job(30, 6, 8, max_deg=12)
-    res = run(TINY_W, *job, simulator="icarus")
+@pytest.mark.parametrize("simulator", [pytest.param("icarus", marks=needs_icarus), "pysim"])
+def test_other_simulators(simulator):
+    """The per-cycle testbench on Icarus and on Amaranth's simulator, a small job."""
+    job = weighted_job(30 if simulator == "icarus" else 20, 6, 8, max_deg=12)
+    res = run(TINY_W, *job, simulator=simulator)
     assert_bits(res.output, reference(*job))
 
 
