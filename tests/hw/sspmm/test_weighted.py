@@ -118,3 +118,23 @@ def test_shared_node_buffer_carries_the_values():
     assert_bits(res.output, reference(indptr, indices, H, M, values, cfg.split_degree,
                                       cfg.slices))
     check_model(res, cfg, job, limit=0.05)
+
+
+def test_rtl_device_runs_spmm_weighted():
+    """``SparseDevice.spmm_weighted`` on the ``rtl`` device of a weighted configuration: one
+    job per head, each bit for bit the plain loop; the cycles counted."""
+    import torch
+
+    from moagcn.core.graph import CSRGraph
+    from moagcn.sim.device import AcceleratorDevice
+
+    indptr, indices, H, _, values = weighted_job(50, 6, 13, hub=80)
+    vals = torch.from_numpy(np.stack([values, values[::-1].copy()], axis=1))
+    X = torch.from_numpy(np.stack([H, -H], axis=1))
+    dev = AcceleratorDevice(SPEC, TINY_W, "rtl")
+    Z = dev.spmm_weighted(CSRGraph(indptr, indices), vals, X).numpy()
+    ones = np.ones(H.shape, dtype=bool)
+    for h in range(2):
+        assert_bits(Z[:, h], reference(indptr, indices, X[:, h].numpy(), ones,
+                                       vals[:, h].numpy()))
+    assert dev.counters.cycles_compute > 0 and dev.counters.sim_cycles > 0
