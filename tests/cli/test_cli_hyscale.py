@@ -193,3 +193,12 @@ def test_bench_hyscale_overlap_bad_fanout_is_one_line(tmp_path):
     assert out.returncode != 0
     assert "Traceback" not in out.stderr and "--fanout '10,0'" in out.stderr
     assert len(out.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("param,says", [("load_banks=1", "runs load_banks 1 and 2 itself"),
+                                        ("nonsense=1", "nonsense")])
+def test_bench_hyscale_overlap_bad_param_is_one_line(tmp_path, param, says):
+    out = moagcn("bench", "hyscale-overlap", "--param", param, "--out", tmp_path)
+    assert out.returncode == 2
+    assert "Traceback" not in out.stderr and says in out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1

@@ -3,7 +3,9 @@
 3 % (the jobs of ``moagcn bench sspmm-model --presets ...``, whose table docs/sspmm.md quotes:
 hubs, isolated rows, self loops, duplicate indices, widths that are not a multiple of the lanes,
 masks 0.25-1.0). The RTL runs on Verilator's lean harness through the driver; the larger jobs
-(a tiled 6,000-node job on the default preset, 3,000 nodes on multi) are slow."""
+(a tiled 6,000-node job on the default preset) and every ``multi`` job (its build is the
+largest of the suite: the default suite covers slices with 2 and 4 slices of ``tiny``) are
+slow (``make test-slow``)."""
 
 import pytest
 
@@ -12,7 +14,7 @@ from moagcn.sim.benches.validate_sspmm import PRESET_CASES, preset_row
 pytestmark = pytest.mark.xdist_group("verilator-sspmm")
 
 CASES = [pytest.param(name, case, id=f"{name}-{case[1]}-F{case[2]}-mask{case[4]}",
-                      marks=[pytest.mark.slow] if case[-1] else [])
+                      marks=[pytest.mark.slow] if case[-1] or name == "multi" else [])
          for name, cases in PRESET_CASES.items() for case in cases]
 
 

@@ -75,7 +75,8 @@ MULTI = preset("multi", node_banks=16)
 
 
 @pytest.mark.parametrize("density,F,seed", [
-    pytest.param(0.5, 16, 2, marks=pytest.mark.slow), (1.0, 13, 3),
+    pytest.param(0.5, 16, 2, marks=pytest.mark.slow),
+    pytest.param(1.0, 13, 3, marks=pytest.mark.slow),
     pytest.param(0.2, 24, 4, marks=pytest.mark.slow)])
 def test_multi_preset_with_shared_banks_is_modelled(density, F, seed):
     """Four slices of P = 8 on 16 banks, each job in the graph's order and with long rows
