@@ -52,19 +52,22 @@ class AcceleratorDevice(SparseDevice):
         Z = self.spec.aggregation_output(res.output, job, M)
         return Z, res.counters
 
-    def _spmm_weighted(self, csr, values, X):
-        """One weighted job per head, ``Z[:, h] = A_w[h] X[:, h]`` (no mask: every element
-        computed), through the driver like an aggregation; the jobs' cycles and bytes go to
-        :attr:`counters` (their work is counted by :meth:`spmm_weighted`)."""
+    def _spmm_weighted(self, csr, values, X, mask=None):
+        """One weighted job per head, ``Z[:, h] = (A_w[h] X[:, h]) ⊙ M[:, h]`` (``mask``
+        None: every element computed), through the driver like an aggregation; the jobs'
+        cycles and bytes go to :attr:`counters` (their work is counted by
+        :meth:`spmm_weighted`)."""
         import torch  # lazy: the device's callers pass torch tensors; this module needs none
 
         vals = np.ascontiguousarray(values.cpu().numpy(), dtype=np.float32)
         Xn = np.ascontiguousarray(X.cpu().numpy(), dtype=np.float32)
         heads, width = Xn.shape[1], Xn.shape[2]
         Z = np.zeros((csr.n_rows, heads, width), dtype=np.float32)
+        Mn = None if mask is None else mask.cpu().numpy()
         if csr.n_rows and width and csr.nnz:
-            M = np.ones((csr.n_rows, width), dtype=bool)
+            ones = np.ones((csr.n_rows, width), dtype=bool)
             for h in range(heads):
+                M = ones if Mn is None else np.ascontiguousarray(Mn[:, h, :])
                 job = self.spec.weighted_job(csr.indptr, csr.indices, vals[:, h],
                                              np.ascontiguousarray(Xn[:, h, :]), M, self.config)
                 res = self.driver.run(job, checked=True)

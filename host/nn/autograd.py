@@ -2,8 +2,9 @@
 
 A GNN aggregation here is ``Â = diag(r) · A · diag(c)`` with A binary (what the accelerator
 holds) and the degree normalisation as two row scalings on the host (on a weighted graph ``A``
-carries one value per entry, ``values``, and both products are weighted SpMMs, which only a
-device with ``"weighted"`` in its ``entry_ops`` runs: ``cpu``):
+carries one value per entry, ``values``, and both products are weighted SpMMs with the same
+output masks, which only a device with ``"weighted"`` in its ``entry_ops`` runs: ``cpu``, and
+``model``/``rtl`` of the weighted S-SpMM, ``--param weighted=true``):
 
 - GCN: ``A + I`` with ``r = c = d^-1/2``;
 - GraphSAGE-mean: ``A`` with ``r = 1/deg``, ``c = 1``;
@@ -215,8 +216,11 @@ def _product(device: SparseDevice, op: AggregationOp, H: torch.Tensor, mask,
     adj = op.adj.transpose() if transpose else op.adj
     if op.values is None:
         return device.sspmm(adj, H, mask)
+    # the mask goes to the device (an accelerator skips the masked outputs' work, as the
+    # binary S-SpMM does), and is applied here again so a masked output is +0 on any device
     Z = device.spmm_weighted(adj, op.values_torch(transpose, H.device), H.unsqueeze(1),
-                             "edge weights").squeeze(1)
+                             "edge weights",
+                             mask=None if mask is None else mask.unsqueeze(1)).squeeze(1)
     return Z if mask is None else torch.where(mask, Z, torch.zeros((), dtype=Z.dtype))
 
 

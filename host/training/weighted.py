@@ -1,16 +1,42 @@
 """What ``moagcn train`` can do with a weighted graph, checked before anything runs.
 
 A GCN on a graph with edge weights (a dataset's ``edge_weight``: .npz ``data``, .pt
-``edge_weight``) aggregates with ``D^-1/2 (A_w + I) D^-1/2`` (PyG's ``gcn_norm``), which needs
-a weighted SpMM per pass. The ``cpu`` device runs it; the accelerator devices (``model``,
-``rtl``) of the binary S-SpMM cannot, and neither do the runtimes that cut the operator into
-pieces the weights do not follow (the fine-grain pipeline, pre/post aggregation). Each refusal
-is one line naming the option, the problem and the fix; nothing falls back silently.
+``edge_weight``) aggregates with ``D^-1/2 (A_w + I) D^-1/2`` (PyG's ``gcn_norm``: weighted
+in-degrees, one self loop per node), which needs a weighted SpMM per pass, forward by the
+operator and backward by its transpose (:func:`moagcn.host.nn.autograd._product`). The ``cpu``
+device runs it in torch; an accelerator device (``model``, ``rtl``) runs it when its
+configuration is the weighted S-SpMM (``--param weighted=true``: ``"weighted"`` in the
+device's ``entry_ops``), one ``spmm_weighted`` job per pass with the normalised coefficients
+as the entries' values. A binary configuration is **refused**, not switched over: the weighted
+S-SpMM is a different (larger) design with other cycle counts, so the user turns it on. The
+runtimes that cut the operator into pieces the weights do not follow (the fine-grain pipeline,
+pre/post aggregation) are refused too. Each refusal is one line naming the option, the problem
+and the fix; nothing falls back silently.
 """
 
 from __future__ import annotations
 
 from moagcn.errors import UserError
+
+
+def _check_device(cfg, choice, name: str) -> None:
+    """Refuse an accelerator choice whose configuration has no weighted aggregation."""
+    if choice.device == "cpu":
+        return
+    spec = choice.spec
+    if "weighted" in spec.entry_ops(choice.config()):
+        return
+    option = f"--devices {cfg.devices}" if cfg.devices else f"--device {choice.device}"
+    param = dict(spec.entry_op_params).get("weighted")
+    if param:
+        where = (f"write that device {choice.text or choice.design}:{param}" if cfg.devices
+                 else f"add --param {param}")
+        raise UserError(f"{option}: dataset {name} has edge weights, and this {choice.design} "
+                        "accelerator multiplies by a binary adjacency; "
+                        f"{where} (the weighted S-SpMM), or train with --device cpu")
+    raise UserError(f"{option}: dataset {name} has edge weights, and the {choice.design} "
+                    "accelerator has no weighted aggregation; use --design sspmm --param "
+                    "weighted=true, or train with --device cpu")
 
 
 def check_weighted_training(cfg, dataset) -> None:
@@ -25,13 +51,7 @@ def check_weighted_training(cfg, dataset) -> None:
                         "edge_weight)")
     choices = cfg.accelerators()
     for c in choices if isinstance(choices, list) else [choices]:
-        if c.device != "cpu":
-            option = f"--devices {cfg.devices}" if cfg.devices else f"--device {c.device}"
-            raise UserError(f"{option}: dataset {name} has edge weights, and training on the "
-                            f"{c.design} accelerator ({c.device}) multiplies by a binary "
-                            "adjacency (the weighted S-SpMM, --param weighted=true, runs "
-                            "`moagcn sspmm run` and spmm_weighted, not training); train the "
-                            "weighted graph with --device cpu")
+        _check_device(cfg, c, name)
     if cfg.pipeline != "none":
         raise UserError(f"--pipeline {cfg.pipeline}: weighted graphs are not supported by the "
                         "fine-grain pipeline; leave --pipeline none")

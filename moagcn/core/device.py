@@ -136,12 +136,15 @@ class SparseDevice(ABC):
                          f"{fix} (--device cpu, or device='cpu')")
 
     def spmm_weighted(self, csr: CSRGraph, values: torch.Tensor, X: torch.Tensor,
-                      what: str = "edge weights") -> torch.Tensor:
+                      what: str = "edge weights", mask: torch.Tensor | None = None
+                      ) -> torch.Tensor:
         """``Z[v, h, :] = sum over row v's entries k of values[k, h] X[col_k, h, :]``.
 
         ``values`` is ``nnz x heads`` (one value per stored entry in CSR order and head),
         ``X`` is ``n_cols x heads x C``; returns ``n_rows x heads x C`` (float32, torch, no
-        autograd: callers wrap it)."""
+        autograd: callers wrap it). ``mask`` (bool, ``n_rows x heads x C``; None: every
+        output) is the output mask of ``Z = (A_w X) ⊙ M``: a masked output is +0, and an
+        accelerator skips its work as the S-SpMM does (the counters' ``work_adds``)."""
         if "weighted" not in self.entry_ops:
             raise self.cannot("weighted", what)
         if values.dim() != 2 or values.shape[0] != csr.nnz:
@@ -150,9 +153,21 @@ class SparseDevice(ABC):
         if X.dim() != 3 or X.shape[0] != csr.n_cols or X.shape[1] != values.shape[1]:
             raise UserError(f"weighted SpMM: features have shape {tuple(X.shape)}; expected "
                             f"({csr.n_cols}, {values.shape[1]}, C)")
+        shape = (csr.n_rows,) + tuple(X.shape[1:])
+        if mask is not None:
+            mask = torch.as_tensor(mask, dtype=torch.bool)
+            if tuple(mask.shape) != shape:
+                raise UserError(f"weighted SpMM: mask has shape {tuple(mask.shape)}; expected "
+                                f"{shape}, one bit per output element")
         t0 = time.perf_counter()
-        Z = self._spmm_weighted(csr, values.detach(), X.detach())
-        self._count(csr.nnz * X.shape[1] * X.shape[2], Z.numel(), t0)
+        Z = self._spmm_weighted(csr, values.detach(), X.detach(), mask)
+        adds = csr.nnz * X.shape[1] * X.shape[2]
+        if mask is None:
+            self._count(adds, Z.numel(), t0)
+        else:
+            Mn = mask.detach().cpu().numpy()
+            self._count(sum(work_adds(csr.indptr, Mn[:, h, :]) for h in range(shape[1])),
+                        Z.numel(), t0, spmm_adds=adds, unmasked=int(Mn.sum()))
         return Z
 
     def sddmm(self, csr: CSRGraph, Q: torch.Tensor, K: torch.Tensor,
@@ -173,13 +188,17 @@ class SparseDevice(ABC):
         self._count(csr.nnz * Q.shape[1] * Q.shape[2], S.numel(), t0)
         return S
 
-    def _count(self, adds: int, elements: int, t0: float) -> None:
-        counts = Counters(calls=1, work_adds=adds, spmm_adds=adds, elements=elements,
-                          unmasked=elements, lanes=self.lanes, clock_mhz=self.clock_mhz)
+    def _count(self, adds: int, elements: int, t0: float, spmm_adds: int | None = None,
+               unmasked: int | None = None) -> None:
+        counts = Counters(calls=1, work_adds=adds,
+                          spmm_adds=adds if spmm_adds is None else spmm_adds,
+                          elements=elements,
+                          unmasked=elements if unmasked is None else unmasked,
+                          lanes=self.lanes, clock_mhz=self.clock_mhz)
         counts.wall_s = time.perf_counter() - t0
         self.counters.add(counts)
 
-    def _spmm_weighted(self, csr, values, X):
+    def _spmm_weighted(self, csr, values, X, mask=None):
         raise self.cannot("weighted", "edge weights")
 
     def _sddmm(self, csr, Q, K):
@@ -243,12 +262,14 @@ class CpuDevice(SparseDevice):
                                    torch.from_numpy(csr.indices.copy()))
         return csr._cache["coo_t"]
 
-    def _spmm_weighted(self, csr, values, X):
+    def _spmm_weighted(self, csr, values, X, mask=None):
         rows, cols = self._rows_cols(csr)
         if self.fmt == "bf16":
             X = X.to(torch.bfloat16).to(torch.float32)
         Z = X.new_zeros((csr.n_rows,) + tuple(X.shape[1:]))
         Z.index_add_(0, rows.to(X.device), values.unsqueeze(-1) * X[cols.to(X.device)])
+        if mask is not None:
+            Z = torch.where(mask.to(Z.device), Z, torch.zeros((), dtype=Z.dtype))
         return Z.to(torch.bfloat16).to(torch.float32) if self.fmt == "bf16" else Z
 
     def _sddmm(self, csr, Q, K):

@@ -1,6 +1,7 @@
 """`moagcn train` on a weighted graph against PyTorch Geometric: a dataset's edge weights
 (.npz data, .pt edge_weight) reach the GCN as PyG's gcn_norm uses them; the runtimes that
-support them agree; the accelerator devices and the unsupported options refuse in one line."""
+support them agree; a binary accelerator configuration and the unsupported options refuse in
+one line."""
 
 import dataclasses
 
