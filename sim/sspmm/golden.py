@@ -40,6 +40,14 @@ def normalise_mask(mask, shape) -> np.ndarray:
     return np.asarray(mask).astype(bool, copy=False)
 
 
+def _output_mask(mask, shape) -> np.ndarray:
+    """:func:`normalise_mask`, and a ``ValueError`` where it is not the output's shape."""
+    mask = normalise_mask(mask, shape)
+    if mask.shape != shape:
+        raise ValueError(f"mask has shape {mask.shape}; the output is {shape}")
+    return mask
+
+
 def sspmm(indptr, indices, H, mask=None, split: int = 0, pieces: int = 0,
           buffer: tuple[int, int] | None = None) -> np.ndarray:
     """Bit-exact ``Z = (A H) ⊙ M`` (float32, N x F); see the module docstring for the order.
@@ -61,9 +69,7 @@ def sspmm(indptr, indices, H, mask=None, split: int = 0, pieces: int = 0,
     indptr = np.asarray(indptr, dtype=np.int64)
     H = np.ascontiguousarray(H, dtype=np.float32)
     n = indptr.size - 1
-    mask = normalise_mask(mask, (n, H.shape[1]))
-    if mask.shape != (n, H.shape[1]):
-        raise ValueError(f"mask has shape {mask.shape}; the output is {(n, H.shape[1])}")
+    mask = _output_mask(mask, (n, H.shape[1]))
     cols = sort_rows(indptr, indices)
     if buffer is not None:
         cut = buffer_pieces(indptr, cols, *buffer)
@@ -106,9 +112,7 @@ def sspmm_weighted(indptr, indices, values, H, mask=None, split: int = 0, pieces
     indptr = np.asarray(indptr, dtype=np.int64)
     H = np.ascontiguousarray(H, dtype=np.float32)
     n = indptr.size - 1
-    mask = normalise_mask(mask, (n, H.shape[1]))
-    if mask.shape != (n, H.shape[1]):
-        raise ValueError(f"mask has shape {mask.shape}; the output is {(n, H.shape[1])}")
+    mask = _output_mask(mask, (n, H.shape[1]))
     cols, products = entry_products(indptr, indices, values, H)
     entries = np.arange(cols.size, dtype=np.int64)
     if buffer is not None:
