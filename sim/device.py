@@ -80,6 +80,31 @@ class AcceleratorDevice(SparseDevice):
                 self.counters.add(counts)
         return torch.from_numpy(Z).to(X.device)
 
+    def _sddmm(self, csr, Q, K, mask=None):
+        """The SDDMM as the spec's jobs (:meth:`AcceleratorSpec.sddmm_jobs`: groups of heads
+        that fit one job), through the driver; masked pairs are +0 and not computed. The
+        jobs' cycles and bytes go to :attr:`counters` (their work is counted by
+        :meth:`sddmm`)."""
+        import torch  # lazy: the device's callers pass torch tensors; this module needs none
+
+        heads = Q.shape[1]
+        S = np.zeros((csr.nnz, heads), dtype=np.float32)
+        if csr.nnz and heads and Q.shape[2]:
+            Qn = np.ascontiguousarray(Q.cpu().numpy(), dtype=np.float32)
+            Kn = np.ascontiguousarray(K.cpu().numpy(), dtype=np.float32)
+            Mn = None if mask is None else mask.cpu().numpy()
+            for h0, h1, job in self.spec.sddmm_jobs(csr.indptr, csr.indices, Qn, Kn, Mn,
+                                                    self.config):
+                res = self.driver.run(job, checked=True)
+                S[:, h0:h1] = res.output
+                counts = res.counters
+                # the work, calls and elements are counted once, by sddmm
+                counts.calls = counts.work_adds = counts.spmm_adds = 0
+                counts.elements = counts.unmasked = 0
+                counts.wall_s = 0.0
+                self.counters.add(counts)
+        return torch.from_numpy(S).to(Q.device)
+
     @property
     def has_dense(self) -> bool:
         """Whether the design computes dense products (:meth:`linear`)."""

@@ -39,8 +39,8 @@ def transpose_order(csr: CSRGraph) -> torch.Tensor:
 
 class _WeightedSpMM(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, values, X, csr, device, what):
-        ctx.csr, ctx.device, ctx.what = csr, device, what
+    def forward(ctx, values, X, csr, device, what, keep):
+        ctx.csr, ctx.device, ctx.what, ctx.keep = csr, device, what, keep
         ctx.save_for_backward(values, X)
         return device.spmm_weighted(csr, values, X, what)
 
@@ -51,11 +51,11 @@ class _WeightedSpMM(torch.autograd.Function):
         G = G.contiguous()
         dvalues = dX = None
         if ctx.needs_input_grad[0]:
-            dvalues = device.sddmm(csr, G, X, what)
+            dvalues = device.sddmm(csr, G, X, what, mask=ctx.keep)
         if ctx.needs_input_grad[1]:
             order = transpose_order(csr).to(values.device)
             dX = device.spmm_weighted(csr.transpose(), values[order], G, what)
-        return dvalues, dX, None, None, None
+        return dvalues, dX, None, None, None, None
 
 
 class _SDDMM(torch.autograd.Function):
@@ -80,10 +80,17 @@ class _SDDMM(torch.autograd.Function):
 
 
 def spmm_weighted(csr: CSRGraph, values: torch.Tensor, X: torch.Tensor,
-                  device: SparseDevice, what: str = "edge weights") -> torch.Tensor:
+                  device: SparseDevice, what: str = "edge weights",
+                  keep: torch.Tensor | None = None) -> torch.Tensor:
     """``Z[v, h] = Σ_k values[k, h] X[col_k, h]`` on ``device``, differentiable in ``values``
-    (``nnz x heads``) and ``X`` (``n_cols x heads x C``)."""
-    return _WeightedSpMM.apply(values.contiguous(), X.contiguous(), csr, device, what)
+    (``nnz x heads``) and ``X`` (``n_cols x heads x C``).
+
+    ``keep`` (bool, ``nnz x heads``; None: all): the (entry, head) pairs whose value's
+    gradient the caller uses. The gradient of the values is the SDDMM ``<G[v], X[u]>``; it is
+    computed only on ``keep`` (the SDDMM's mask) and is +0 elsewhere, so a caller passes it
+    only where the gradient of the others is discarded anyway (GAT: attention weights that
+    dropout zeroed)."""
+    return _WeightedSpMM.apply(values.contiguous(), X.contiguous(), csr, device, what, keep)
 
 
 def sddmm(csr: CSRGraph, Q: torch.Tensor, K: torch.Tensor, device: SparseDevice,

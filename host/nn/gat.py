@@ -15,8 +15,11 @@ return_attention_weights=None)`` returns what PyG's returns. One layer is::
 
 The SDDMM and the weighted SpMM (and, in the backward pass, their transposes and the gradient
 of the attention weights ``<dZ_v, h_u>``, an SDDMM) are :mod:`moagcn.host.nn.attention`'s
-operations on the layer's sparse device: ``cpu`` runs them; ``model`` / ``rtl`` of the S-SpMM
-cannot yet (its adjacency is binary) and refuse in one line naming the device and the fix.
+operations on the layer's sparse device: ``cpu`` runs them; so does a pair of accelerator
+devices (:class:`moagcn.host.devices.pair.AttentionDevice`: the weighted S-SpMM aggregates,
+the SDDMM scores, ``moagcn train --model gat --device model|rtl``); a single ``model`` /
+``rtl`` device has only one of the two and refuses the other in one line naming the fix. In
+training with attention dropout the gradient SDDMM skips the dropped weights (its mask).
 
 Conventions are PyG's: with ``add_self_loops`` every self loop in ``edge_index`` is removed and
 one loop per node appended (``remove_self_loops`` then ``add_self_loops``); repeated edges each
@@ -162,10 +165,16 @@ class GATConv(_DeviceConv):
         e = sddmm(csr, torch.stack([s, one], -1), torch.stack([one, t], -1), dev, _WHAT)
         alpha = row_softmax(F.leaky_relu(e, self.negative_slope), csr)
         order, inv = edges.order.to(x.device), edges.inv.to(x.device)
+        keep = None
         if self.training and self.dropout > 0 or return_attention_weights:
             alpha_edges = F.dropout(alpha[inv], p=self.dropout, training=self.training)
             alpha = alpha_edges[order]
-        out = spmm_weighted(csr, alpha, h, dev, _WHAT)
+            if self.training and self.dropout > 0 and torch.is_grad_enabled():
+                # a zero weight (dropped, or a softmax that underflowed) passes no gradient to
+                # the scores: dropout's is 0 where it dropped, the softmax's is α_k (...) = 0
+                # where α_k = 0; so the gradient SDDMM <dZ_v, h_u> skips those pairs
+                keep = alpha.detach() != 0
+        out = spmm_weighted(csr, alpha, h, dev, _WHAT, keep)
         out = out.reshape(-1, H * C) if self.concat else out.mean(dim=1)
         if self.res is not None:
             out = out + self.res(x)

@@ -10,8 +10,17 @@ features), built from :class:`moagcn.host.nn.gat.GATConv` (``impl="moagcn"``: th
 scores an SDDMM and the aggregation a weighted SpMM on the sparse device) or from PyG's own
 ``GATConv`` (``impl="pyg"``, the reference; needs torch-geometric). With the same seed both
 start from the same weights and draw the same dropout masks, so they follow one trajectory up
-to fp32 rounding. Full graph, one process; the sparse products run on ``cpu`` (the accelerator
-devices of the binary S-SpMM refuse GAT in one line).
+to fp32 rounding. Full graph, one process.
+
+The sparse products run on ``cpu``, or on two accelerator devices (``model`` / ``rtl``,
+:class:`~moagcn.host.devices.pair.AttentionDevice`, one pair shared by both layers): the
+weighted aggregation and its transpose on the weighted S-SpMM (``--design sspmm --param
+weighted=true``), the SDDMMs (forward scores, gradient of the attention weights) on the
+``sddmm`` design (preset :func:`~moagcn.host.devices.pair.default_sddmm_preset`, or
+``sddmm_preset``). Softmax, LeakyReLU, dropout and the projections stay in torch. As for a
+weighted GCN (:mod:`moagcn.host.training.weighted`), a binary S-SpMM configuration is refused
+in one line naming ``--param weighted=true``, never switched over; another design is refused
+naming ``--design sspmm``. Every epoch records the training step's cycles of each design.
 """
 
 from __future__ import annotations
@@ -24,6 +33,8 @@ import torch
 import torch.nn.functional as F
 
 from moagcn.errors import UserError
+from moagcn.host.devices.pair import attention_device, default_sddmm_preset
+from moagcn.host.devices.select import AcceleratorChoice
 from moagcn.host.graphs.data import Dataset
 from moagcn.host.graphs.ops import row_normalize
 from moagcn.host.graphs.pyg import to_edge_index
@@ -46,6 +57,17 @@ class GATConfig:
     device: str = "cpu"
     design: str = "sspmm"
     normalize_features: bool = True
+    #: the aggregating accelerator's preset (None: its default), ``--param`` fields, simulator
+    preset: str | None = None
+    params: dict = field(default_factory=dict)
+    simulator: str = "verilator"
+    #: the SDDMM's preset (None: ``tiny`` beside a tiny S-SpMM, else ``default``)
+    sddmm_preset: str | None = None
+
+    def choice(self) -> AcceleratorChoice:
+        """The aggregating device's choice (``cpu``, or the S-SpMM on model / rtl)."""
+        return AcceleratorChoice(self.device, self.design, self.preset,
+                                 {k: str(v) for k, v in self.params.items()}, self.simulator)
 
     def validate(self, dataset: Dataset | None = None) -> "GATConfig":
         if isinstance(self.heads, bool) or not isinstance(self.heads, int) or self.heads <= 0:
@@ -55,16 +77,52 @@ class GATConfig:
             raise UserError(f"--hidden {self.hidden} and --epochs {self.epochs} must be >= 1")
         if not 0.0 <= self.dropout < 1.0:
             raise UserError(f"--dropout {self.dropout}: must be in [0, 1)")
-        if self.device != "cpu":
-            raise UserError(f"--device {self.device}: GAT needs per-edge attention scores (an "
-                            f"SDDMM) and a weighted aggregation, which the {self.design} "
-                            "accelerator cannot run yet (its S-SpMM multiplies by a binary "
-                            "adjacency); train GAT with --device cpu")
+        self._check_device()
         if dataset is not None and dataset.edge_weight is not None:
             raise UserError(f"--model gat: dataset {dataset.name} has edge weights and GAT "
                             "takes none (as PyG's GATConv); use --model gcn, or drop the "
                             "weights")
         return self
+
+    def _check_device(self) -> None:
+        """Refuse, in one line, an accelerator choice that cannot pair with the SDDMM."""
+        if self.device == "cpu":
+            if self.sddmm_preset is not None:
+                raise UserError(f"--sddmm-preset {self.sddmm_preset}: the cpu device computes "
+                                "the SDDMM itself; use --device model or rtl, or leave it out")
+            return
+        option = f"--device {self.device}"
+        choice = self.choice()
+        spec, config = choice.spec, choice.config()   # a bad preset or parameter is named
+        if self.design != "sspmm":
+            raise UserError(f"--design {self.design}: GAT on {option} runs its weighted "
+                            "aggregation on the S-SpMM and its attention scores on the sddmm "
+                            "design; use --design sspmm --param weighted=true, or train with "
+                            "--device cpu")
+        if "weighted" not in spec.entry_ops(config):
+            raise UserError(f"{option}: GAT aggregates with per-edge attention weights, and "
+                            "this sspmm accelerator multiplies by a binary adjacency; add "
+                            "--param weighted=true (the weighted S-SpMM; the scores run on the "
+                            "sddmm design), or train with --device cpu")
+        preset = self.sddmm_preset or default_sddmm_preset(choice)
+        try:
+            AcceleratorChoice(self.device, "sddmm", preset).config()
+        except UserError as exc:
+            raise UserError(f"--sddmm-preset {preset}: {exc}") from None
+
+    def device_label(self) -> str:
+        """``cpu``, or ``model: sspmm:weighted=True + sddmm:tiny`` (what runs what)."""
+        if self.device == "cpu":
+            return "cpu"
+        choice = self.choice()
+        preset = self.sddmm_preset or default_sddmm_preset(choice)
+        return f"{self.device}: {choice.key} + sddmm:{preset}"
+
+    def sparse_device(self):
+        """What both layers' sparse products run on: ``"cpu"``, or the accelerator pair."""
+        if self.device == "cpu":
+            return "cpu"
+        return attention_device(self.choice(), self.sddmm_preset)
 
 
 @dataclass
@@ -76,6 +134,9 @@ class GATResult:
     test_acc: list = field(default_factory=list)
     epoch_s: list = field(default_factory=list)
     model: torch.nn.Module | None = None
+    #: per epoch, the training step's counters of each accelerator design (``{"sspmm": {...},
+    #: "sddmm": {...}}``; empty on cpu)
+    counters: list = field(default_factory=list)
 
     @property
     def final_test_acc(self) -> float:
@@ -92,7 +153,24 @@ class GATResult:
                 "train_acc_curve": self.train_acc, "val_acc_curve": self.val_acc,
                 "test_acc_curve": self.test_acc, "test_acc": self.final_test_acc,
                 "val_acc": self.val_acc[-1], "best_val_test_acc": self.best_val_test_acc,
-                "epoch_s_median": float(np.median(self.epoch_s)), "epochs_run": len(self.loss)}
+                "epoch_s_median": float(np.median(self.epoch_s)), "epochs_run": len(self.loss),
+                **self.cycles_report()}
+
+    def cycles_report(self) -> dict:
+        """The accelerators' cycles per training step: each design's per epoch and their sum,
+        the last epoch's counters of each, and the accelerator time at their clocks."""
+        if not self.counters:
+            return {}
+        designs = list(self.counters[-1])
+        per = {d: [c[d]["cycles_total"] for c in self.counters] for d in designs}
+        last = self.counters[-1]
+        return {"sim_cycles": {
+            "per_epoch": {d: v[-1] for d, v in per.items()},
+            "per_epoch_total": sum(v[-1] for v in per.values()),
+            "curve": per,
+            "accelerator_s_per_epoch": sum(last[d]["cycles_total"] / (last[d]["clock_mhz"] * 1e6)
+                                           for d in designs if last[d]["clock_mhz"]),
+            "devices": last}}
 
 
 class GAT(torch.nn.Module):
@@ -114,7 +192,7 @@ class GAT(torch.nn.Module):
 
 def build(impl: str, f_in: int, classes: int, cfg: GATConfig) -> torch.nn.Module:
     if impl == "moagcn":
-        return GAT(GATConv, f_in, classes, cfg, device=cfg.device)
+        return GAT(GATConv, f_in, classes, cfg, device=cfg.sparse_device())
     if impl == "pyg":
         # lazy: torch-geometric is optional (the reference implementation)
         from moagcn.host.graphs.pyg import require_pyg
@@ -139,14 +217,20 @@ def train_gat(dataset: Dataset, cfg: GATConfig, impl: str = "moagcn",
     model = build(impl, dataset.n_features, dataset.n_classes, cfg)
     opt = torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     result = GATResult(impl, model=model)
+    device = getattr(model.conv1, "sparse_device", None)
+    pair = getattr(device, "parts", None)     # the accelerator pair (model / rtl)
     for epoch in range(cfg.epochs):
         t0 = time.perf_counter()
+        if pair:
+            device.reset()
         model.train()
         opt.zero_grad()
         out = model(x, ei)
         loss = F.cross_entropy(out[masks[0]], y[masks[0]])
         loss.backward()
         opt.step()
+        if pair:                  # the training step's counters, before the evaluation
+            result.counters.append({d: dev.counters.as_dict() for d, dev in pair.items()})
         model.eval()
         with torch.no_grad():
             pred = model(x, ei).argmax(dim=-1)

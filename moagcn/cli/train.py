@@ -126,6 +126,9 @@ def cmd_train(args) -> int:
     gat = args.model == "gat"
     if args.heads is not None and not gat:
         raise UserError(f"--heads {args.heads}: attention heads need --model gat")
+    if args.sddmm_preset is not None and not gat:
+        raise UserError(f"--sddmm-preset {args.sddmm_preset}: the SDDMM computes attention "
+                        "scores, which need --model gat")
     # lazy: keeps the host runtime out of this module's import
     from moagcn.cli.train_gat import GAT_DEFAULTS
     for name, default in (("hidden", 16), ("lr", 0.01), ("dropout", 0.5), ("early_stop", 10)):
@@ -389,10 +392,15 @@ def register(subparsers) -> None:
                          "(docs/formats.md; default: sbm)")
     add_undirected_arg(tr)
     tr.add_argument("--model", default="gcn", choices=GNN_NAMES,
-                    help="the GNN (default gcn); gat: PyG's Cora GAT example (--heads, "
-                         "--device cpu; docs/pyg.md)")
+                    help="the GNN (default gcn); gat: PyG's Cora GAT example (--heads; "
+                         "--device cpu, or model/rtl with --param weighted=true: "
+                         "docs/attention.md)")
     tr.add_argument("--heads", type=int, default=None, metavar="K",
                     help="--model gat: attention heads of the first layer (default 8)")
+    tr.add_argument("--sddmm-preset", default=None, metavar="NAME",
+                    help="--model gat on model/rtl: the preset of the SDDMM that computes the "
+                         "attention scores beside the weighted S-SpMM (default: tiny with "
+                         "--preset tiny, else default; docs/attention.md)")
     add_accelerator_args(tr, design=None)
     tr.add_argument("--workers", type=int, default=1, metavar="M",
                     help="sparse devices = dense workers (default 1)")

@@ -1,5 +1,7 @@
 """``moagcn train --model gat``: PyG's Cora GAT example with moagcn's GATConv
-(:mod:`moagcn.host.training.gat`), full graph, one process, the sparse products on ``cpu``.
+(:mod:`moagcn.host.training.gat`), full graph, one process, the sparse products on ``cpu`` or,
+on ``model`` / ``rtl``, on the weighted S-SpMM (``--param weighted=true``) paired with the
+SDDMM (``--sddmm-preset``), each design's cycles per epoch reported.
 
 The options of the GCN runtimes that GAT training does not have (workers, parallelism, fleets,
 pipelines, label propagation, checkpoints, ...) are refused in one line when given, never
@@ -47,20 +49,28 @@ def cmd_train_gat(args, choice) -> int:
 
     cfg = GATConfig(heads=args.heads, hidden=args.hidden, dropout=args.dropout, lr=args.lr,
                     weight_decay=args.weight_decay, epochs=args.epochs, seed=args.seed,
-                    device=choice.device, design=choice.design,
+                    device=choice.device, design=choice.design, preset=choice.preset,
+                    params=dict(choice.params), simulator=choice.simulator,
+                    sddmm_preset=args.sddmm_preset,
                     normalize_features=not args.raw_features).validate()
     rpath = report_path(args.report)
     with one_line_warnings():
         dataset = load_dataset(args.dataset, seed=args.seed, undirected=args.undirected)
     cfg.validate(dataset)
     print(f"{dataset.summary()}\nGAT 2 layers, {cfg.heads} heads x {cfg.hidden} hidden, "
-          f"dropout {cfg.dropout}, lr {cfg.lr}, device {cfg.device}, {cfg.epochs} epochs")
+          f"dropout {cfg.dropout}, lr {cfg.lr}, device {cfg.device_label()}, {cfg.epochs} epochs")
+
+    def cycles(r):
+        if not r.counters:
+            return ""
+        return "  cycles " + " + ".join(f"{d} {c['cycles_total']:,}"
+                                        for d, c in r.counters[-1].items())
 
     def on_epoch(epoch, r):
         if not args.quiet:
             print(f"epoch {epoch + 1:4d}/{cfg.epochs}  loss {r.loss[-1]:.4f}  train "
                   f"{r.train_acc[-1]:.3f}  val {r.val_acc[-1]:.3f}  test {r.test_acc[-1]:.3f}  "
-                  f"{r.epoch_s[-1] * 1e3:7.1f} ms", file=sys.stderr)
+                  f"{r.epoch_s[-1] * 1e3:7.1f} ms{cycles(r)}", file=sys.stderr)
 
     t0 = time.perf_counter()
     result = train_gat(dataset, cfg, "moagcn", on_epoch)
@@ -73,5 +83,12 @@ def cmd_train_gat(args, choice) -> int:
     print(f"done in {wall:.1f} s: test accuracy {report['test_acc']:.4f} (at the best "
           f"validation epoch {report['best_val_test_acc']:.4f}), validation "
           f"{report['val_acc']:.4f}, final loss {report['train_loss'][-1]:.4f}")
-    print(f"epoch time {report['epoch_s_median'] * 1e3:.1f} ms (median)\nreport: {rpath}")
+    print(f"epoch time {report['epoch_s_median'] * 1e3:.1f} ms (median)")
+    if "sim_cycles" in report:
+        sc = report["sim_cycles"]
+        per = ", ".join(f"{d} {c:,}" for d, c in sc["per_epoch"].items())
+        print(f"accelerator cycles per training step (last epoch): {per}; total "
+              f"{sc['per_epoch_total']:,} ({sc['accelerator_s_per_epoch'] * 1e3:.2f} ms at "
+              "each design's clock)")
+    print(f"report: {rpath}")
     return 0

@@ -171,11 +171,13 @@ class SparseDevice(ABC):
         return Z
 
     def sddmm(self, csr: CSRGraph, Q: torch.Tensor, K: torch.Tensor,
-              what: str = "GAT attention") -> torch.Tensor:
+              what: str = "GAT attention", mask: torch.Tensor | None = None) -> torch.Tensor:
         """``S[k, h] = <Q[row_k, h, :], K[col_k, h, :]>`` for every stored entry ``k``.
 
         ``Q`` is ``n_rows x heads x D``, ``K`` is ``n_cols x heads x D``; returns
-        ``nnz x heads`` (float32, torch, no autograd)."""
+        ``nnz x heads`` (float32, torch, no autograd). ``mask`` (bool, ``nnz x heads``; None:
+        every pair): a masked (entry, head) pair is +0 and not computed (an accelerator skips
+        it; ``work_adds`` counts the computed pairs' ``D`` multiply-adds)."""
         if "sddmm" not in self.entry_ops:
             raise self.cannot("sddmm", what)
         if Q.dim() != 3 or K.dim() != 3 or Q.shape[0] != csr.n_rows \
@@ -183,9 +185,17 @@ class SparseDevice(ABC):
             raise UserError(f"SDDMM: operands of shape {tuple(Q.shape)} and "
                             f"{tuple(K.shape)}; expected ({csr.n_rows}, heads, D) and "
                             f"({csr.n_cols}, heads, D)")
+        shape = (csr.nnz, Q.shape[1])
+        if mask is not None:
+            mask = torch.as_tensor(mask, dtype=torch.bool)
+            if tuple(mask.shape) != shape:
+                raise UserError(f"SDDMM: mask has shape {tuple(mask.shape)}; expected {shape}, "
+                                "one bit per (entry, head)")
         t0 = time.perf_counter()
-        S = self._sddmm(csr, Q.detach(), K.detach())
-        self._count(csr.nnz * Q.shape[1] * Q.shape[2], S.numel(), t0)
+        S = self._sddmm(csr, Q.detach(), K.detach(), mask)
+        pairs = S.numel() if mask is None else int(mask.sum())
+        self._count(pairs * Q.shape[2], S.numel(), t0, spmm_adds=S.numel() * Q.shape[2],
+                    unmasked=pairs)
         return S
 
     def _count(self, adds: int, elements: int, t0: float, spmm_adds: int | None = None,
@@ -201,7 +211,7 @@ class SparseDevice(ABC):
     def _spmm_weighted(self, csr, values, X, mask=None):
         raise self.cannot("weighted", "edge weights")
 
-    def _sddmm(self, csr, Q, K):
+    def _sddmm(self, csr, Q, K, mask=None):
         raise self.cannot("sddmm", "GAT attention")
 
     def reset(self) -> None:
@@ -272,6 +282,9 @@ class CpuDevice(SparseDevice):
             Z = torch.where(mask.to(Z.device), Z, torch.zeros((), dtype=Z.dtype))
         return Z.to(torch.bfloat16).to(torch.float32) if self.fmt == "bf16" else Z
 
-    def _sddmm(self, csr, Q, K):
+    def _sddmm(self, csr, Q, K, mask=None):
         rows, cols = self._rows_cols(csr)
-        return (Q[rows.to(Q.device)] * K[cols.to(K.device)]).sum(-1)
+        S = (Q[rows.to(Q.device)] * K[cols.to(K.device)]).sum(-1)
+        if mask is not None:
+            S = torch.where(mask.to(S.device), S, torch.zeros((), dtype=S.dtype))
+        return S

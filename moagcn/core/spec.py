@@ -313,7 +313,7 @@ class AcceleratorSpec(ABC):
         """Z from the output of :meth:`aggregation_job`'s job."""
         return out
 
-    # -- per-entry operations (``SparseDevice.entry_ops``): a weighted aggregation -------------
+    # -- per-entry operations (``SparseDevice.entry_ops``): weighted aggregation, SDDMM --------
 
     #: per-entry operation -> the ``--param`` that gives a configuration of this design it
     #: (``{"weighted": "weighted=true"}``); the device's refusal names it
@@ -321,7 +321,7 @@ class AcceleratorSpec(ABC):
 
     def entry_ops(self, config) -> frozenset:
         """The per-entry operations a configuration runs (``"weighted"``:
-        :meth:`weighted_job`); none by default."""
+        :meth:`weighted_job`; ``"sddmm"``: :meth:`sddmm_jobs`); none by default."""
         return frozenset()
 
     def weighted_job(self, indptr, indices, values, H, M, config):
@@ -330,6 +330,15 @@ class AcceleratorSpec(ABC):
         form :meth:`check` returns (the operands come validated from
         :meth:`~moagcn.core.device.SparseDevice.spmm_weighted`)."""
         raise UserError(f"design {self.name!r} cannot compute a weighted aggregation")
+
+    def sddmm_jobs(self, indptr, indices, Q, K, mask, config) -> list:
+        """The jobs computing ``S[k, h] = <Q[row_k, h], K[col_k, h]>`` (``Q``: ``n_rows x
+        heads x D``, ``K``: ``n_cols x heads x D``, float32; ``mask``: ``nnz x heads`` bool or
+        None) on a configuration whose :meth:`entry_ops` hold ``"sddmm"``, as ``(h0, h1, job)``:
+        the job computes heads ``h0:h1`` (its output ``nnz x (h1 - h0)``), in the form
+        :meth:`check` returns (the operands come validated from
+        :meth:`~moagcn.core.device.SparseDevice.sddmm`)."""
+        raise UserError(f"design {self.name!r} cannot compute an SDDMM")
 
 
 # -- the registry's accelerators --------------------------------------------------------------

@@ -212,6 +212,34 @@ class SddmmSpec(AcceleratorSpec):
         return SddmmJob(indptr, c_local.astype(np.int64), job.Q[r_ids], job.K[c_ids],
                         job.heads, job.pair_mask()[positions])
 
+    # -- the host's per-entry operation (``SparseDevice.sddmm``) --------------------------------
+
+    def entry_ops(self, config: SddmmConfig) -> frozenset:
+        return frozenset({"sddmm"})
+
+    def sddmm_jobs(self, indptr, indices, Q, K, mask, config: SddmmConfig) -> list:
+        """``(h0, h1, job)`` for consecutive groups of heads, each as many as one job holds
+        (at most ``max_heads``, and ``heads x C <= max_chunks``): a job's Q and K are the
+        group's heads side by side (``n x (h1 - h0) D``), its mask the group's columns. A head
+        wider than ``max_chunks`` chunks is refused naming the parameter (a dot product is
+        never cut)."""
+        n_rows, heads, D = Q.shape
+        indptr = np.asarray(indptr, dtype=np.int64)
+        indices = np.asarray(indices, dtype=np.int64)
+        one = SddmmJob(indptr, indices, Q[:1, 0, :], K[:1, 0, :], 1)
+        C = self._fits(one, config)                    # one head must fit
+        group = max(1, min(heads, config.max_heads, config.max_chunks // C))
+        out = []
+        for h0 in range(0, heads, group):
+            h1 = min(heads, h0 + group)
+            g = h1 - h0
+            Qg = np.ascontiguousarray(Q[:, h0:h1, :].reshape(n_rows, g * D), dtype=np.float32)
+            Kg = np.ascontiguousarray(K[:, h0:h1, :].reshape(K.shape[0], g * D),
+                                      dtype=np.float32)
+            Mg = None if mask is None else np.ascontiguousarray(mask[:, h0:h1], dtype=bool)
+            out.append((h0, h1, SddmmJob(indptr, indices, Qg, Kg, g, Mg)))
+        return out
+
     def empty_output(self, job: SddmmJob) -> np.ndarray:
         return np.zeros((job.indices.size, job.heads), dtype=np.float32)
 

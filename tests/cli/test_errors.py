@@ -227,6 +227,8 @@ CASES = [
       "train.py", "need a mixed fleet"),
     C("train-heads-without-gat", "train --epochs 1 --heads 4 --report {tmp}/t.json",
       "train.py", "attention heads need --model gat"),
+    C("train-sddmm-preset-without-gat", "train --epochs 1 --sddmm-preset tiny "
+      "--report {tmp}/t.json", "train.py", "attention scores, which need --model gat"),
     # train_gat.py
     C("train-gat-gcn-option", "train --epochs 1 --model gat --device cpu --workers 2 "
       "--report {tmp}/t.json", "train_gat.py", "(GAT trains the full graph in one process",

@@ -43,7 +43,8 @@ def test_cli_trains_a_gat(path, tmp_path, capsys):
 
 
 @pytest.mark.parametrize("extra,match", [
-    (["--device", "model"], r"--device model: GAT needs .*SDDMM.*--device cpu"),
+    (["--device", "model"], r"--device model: GAT aggregates with per-edge attention weights"
+                            r".*add --param weighted=true.*--device cpu"),
     (["--device", "cpu", "--heads", "0"], r"--heads 0: give a positive"),
     (["--device", "cpu", "--heads", "-3"], r"--heads -3"),
     (["--device", "cpu", "--workers", "2"], r"--workers 2: not available with --model gat"),

@@ -1,0 +1,106 @@
+"""Two accelerator devices as one sparse device for attention: :class:`AttentionDevice`.
+
+A GAT layer needs two per-entry products (:mod:`moagcn.host.nn.attention`): the weighted
+aggregation ``Σ_u α_vu h_u`` and its transpose (``spmm_weighted``), which the weighted S-SpMM
+runs (``sspmm`` with ``weighted=true``), and the SDDMM ``<Q_v, K_u>`` (the scores, the gradient
+of the attention weights), which the ``sddmm`` design runs. No one accelerator has both, so
+``AttentionDevice(aggregate, scores)`` routes ``spmm_weighted`` (and a binary ``sspmm``) to the
+first and ``sddmm`` to the second; each keeps its own counters (:attr:`parts`), and
+:attr:`counters` is their sum (cycles of the two designs added: they run in turn, each at its
+own clock; :meth:`accelerator_s` is the time at those clocks).
+
+**The pairing rule** (:func:`attention_device`): the aggregating half is the user's choice
+(``--device model|rtl --design sspmm --preset P --param weighted=true ...``); the SDDMM half is
+the same device kind and simulator with the ``sddmm`` design's preset ``sddmm_preset``, by
+default ``tiny`` when ``P`` is ``tiny`` and ``default`` otherwise
+(:func:`default_sddmm_preset`; ``moagcn train --sddmm-preset``).
+"""
+
+from __future__ import annotations
+
+from moagcn.core.counters import Counters
+from moagcn.core.device import SparseDevice
+
+from moagcn.host.devices.select import AcceleratorChoice
+
+#: the design that computes the SDDMM beside the weighted S-SpMM
+SCORES_DESIGN = "sddmm"
+
+
+def default_sddmm_preset(choice: AcceleratorChoice) -> str:
+    """The SDDMM's preset for an aggregating ``choice``: ``tiny`` beside a tiny S-SpMM (the
+    small, quickly simulated configurations go together), else the SDDMM's ``default``."""
+    return "tiny" if choice.preset == "tiny" else "default"
+
+
+class AttentionDevice(SparseDevice):
+    """``spmm_weighted`` and ``sspmm`` on ``aggregate``, ``sddmm`` on ``scores``.
+
+    The two devices are of one kind (``model`` or ``rtl``); the name is
+    ``model:sspmm+sddmm``. :attr:`parts` maps each design's name to its device;
+    :attr:`counters` is the sum of theirs (recomputed on every read), :meth:`reset` zeroes
+    both.
+    """
+
+    def __init__(self, aggregate: SparseDevice, scores: SparseDevice):
+        # no SparseDevice.__init__: the counters are the two devices', summed on demand
+        self.aggregate, self.scores = aggregate, scores
+        self.kind = aggregate.kind
+        self.entry_ops = frozenset(({"weighted"} & aggregate.entry_ops)
+                                   | ({"sddmm"} & scores.entry_ops))
+        self.entry_op_params = dict(aggregate.entry_op_params)
+        self.lanes, self.clock_mhz = aggregate.lanes, aggregate.clock_mhz
+
+    @staticmethod
+    def _design(dev: SparseDevice) -> str:
+        spec = getattr(dev, "spec", None)
+        return spec.name if spec is not None else dev.name
+
+    @property
+    def name(self) -> str:
+        return f"{self.kind}:{self._design(self.aggregate)}+{self._design(self.scores)}"
+
+    @property
+    def parts(self) -> dict[str, SparseDevice]:
+        """Design name -> its device (``{"sspmm": ..., "sddmm": ...}``)."""
+        return {self._design(self.aggregate): self.aggregate,
+                self._design(self.scores): self.scores}
+
+    @property
+    def counters(self) -> Counters:
+        """The two devices' counters added (cycles, work, bytes, calls)."""
+        return Counters.total([self.aggregate.counters, self.scores.counters])
+
+    def accelerator_s(self) -> float:
+        """Seconds of accelerator time: each device's cycles at its own clock, added."""
+        return sum(d.counters.cycles_total / (d.clock_mhz * 1e6)
+                   for d in (self.aggregate, self.scores) if d.clock_mhz)
+
+    def reset(self) -> None:
+        self.aggregate.reset()
+        self.scores.reset()
+
+    # -- routing -------------------------------------------------------------------------------
+
+    def sspmm(self, csr, H, M=None):
+        return self.aggregate.sspmm(csr, H, M)
+
+    def _compute(self, csr, H, M):      # every sspmm goes to the aggregating device
+        return self.aggregate._compute(csr, H, M)
+
+    def spmm_weighted(self, csr, values, X, what: str = "edge weights", mask=None):
+        return self.aggregate.spmm_weighted(csr, values, X, what, mask)
+
+    def sddmm(self, csr, Q, K, what: str = "GAT attention", mask=None):
+        return self.scores.sddmm(csr, Q, K, what, mask)
+
+
+def attention_device(choice: AcceleratorChoice, sddmm_preset: str | None = None
+                     ) -> AttentionDevice:
+    """The pair for ``choice`` (a ``model`` / ``rtl`` choice of the weighted S-SpMM): the
+    SDDMM of the same kind and simulator, preset ``sddmm_preset`` (None: the rule of
+    :func:`default_sddmm_preset`)."""
+    scores = AcceleratorChoice(choice.device, SCORES_DESIGN,
+                               sddmm_preset or default_sddmm_preset(choice),
+                               simulator=choice.simulator)
+    return AttentionDevice(choice.make(), scores.make())
