@@ -1,7 +1,8 @@
 """DEAL's SpMM primitive, pipelined against sequential (Sec. 3.5, Fig. 19), on real processes.
 
 ``moagcn bench deal-spmm [--rmat-scale 17] [--grid 2x2,2x1] [--width 64] [--fanout 10]
-[--subgroups 4] [--repeats 7] [--device cpu] [--out DIR]``
+[--subgroups 4] [--repeats 7] [--device cpu|model] [--design sspmm] [--preset NAME]
+[--param KEY=VALUE] [--out DIR]``
 
 For each ``P x M`` of ``--grid``, ``P M`` torch.distributed processes sample layer 0's graph of
 an R-MAT power-law graph (``2**rmat-scale`` nodes) once, exchange the row ids once, and then run
@@ -11,7 +12,8 @@ sequence, alternating, each between two barriers. Prints the median seconds of e
 speed-up; writes ``deal_spmm.json``. The in-process fabric cannot overlap anything, so this runs
 distributed only.
 
-With ``--device model`` the aggregation runs on the S-SpMM cycle model, and a second figure is
+With ``--device model`` the aggregation runs on the accelerator's cycle model (``--design``,
+``--preset``, ``--param``; the S-SpMM's default preset unless they say otherwise), and a second figure is
 printed: the same SpMM with every group's aggregation taking its device cycles at the device
 clock and every transfer the time measured in the sequential runs (:func:`cosim`), the time
 the schedule takes when the accelerator, not this machine's CPU, aggregates.
@@ -26,7 +28,7 @@ import time
 import numpy as np
 import torch
 
-from moagcn.core.options import add_renamed
+from moagcn.core.options import accelerator, add_accelerator_flags, add_renamed
 from moagcn.core.reports import output_dir
 from moagcn.errors import UserError
 from moagcn.host.deal.engine import DealEngine, InferConfig
@@ -91,9 +93,12 @@ def cosim(trace: list, groups: int, clock_mhz: float) -> tuple[float, float]:
 
 
 def run(scale: int, grid: list[tuple[int, int]], width: int, fanout: int, groups: int,
-        reps: int, device: str = "cpu", seed: int = 0) -> list[dict]:
+        reps: int, device: str = "cpu", seed: int = 0,
+        choice: AcceleratorChoice | None = None) -> list[dict]:
+    """``choice``: the accelerator that aggregates (default: ``device`` with the S-SpMM's
+    default preset)."""
     graph = rmat(scale=scale, seed=seed).graph
-    choice = AcceleratorChoice(device)
+    choice = choice or AcceleratorChoice(device)
     rows = []
     for P, M in grid:
         if P * M < 2:
@@ -153,9 +158,11 @@ def build_parser() -> argparse.ArgumentParser:
                     help="runs of each schedule, pipelined and sequential; the median is "
                          "reported (default 7)")
     add_renamed(ap, "--reps", "--repeats")
-    ap.add_argument("--device", default="cpu", choices=("cpu", "model"),
-                    help="what aggregates: cpu (torch) or model (the S-SpMM cycle model, "
-                         "with the co-simulated figure; default cpu)")
+    add_accelerator_flags(ap, devices=("cpu", "model"), device="cpu",
+                          why={"--device": "this bench aggregates on cpu (torch) or on the "
+                                           "accelerator's golden and cycle models (model)"},
+                          notes={"--device": "what aggregates; model adds the co-simulated "
+                                             "figure"})
     ap.add_argument("--seed", type=int, default=0, help="graph and sampling seed (default 0)")
     ap.add_argument("--out", default="reports/bench-deal", metavar="DIR",
                     help="folder of deal_spmm.json (default reports/bench-deal)")
@@ -164,8 +171,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
+    acc = accelerator(args)
+    choice = AcceleratorChoice(acc.device, acc.design, acc.preset, acc.params, acc.simulator)
     rows = run(args.scale, _grid(args.grid), args.width, args.fanout, args.groups, args.reps,
-               args.device, args.seed)
+               args.device, args.seed, choice)
     out = output_dir(args.out)
     (out / "deal_spmm.json").write_text(json.dumps(rows, indent=2) + "\n")
     print(f"{'PxM':>5} {'pipelined ms':>13} {'sequential ms':>14} {'speed-up':>9} "

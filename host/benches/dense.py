@@ -3,7 +3,9 @@ sparse device (``cpu``: torch's sparse product; ``model``: the bit-exact S-SpMM 
 node updates on the CPU or on CUDA.
 
 ``moagcn bench dense-device [--rmat-scale 15] [--width 512] [--hidden 256] [--epochs 6]
-[--sparse cpu,model] [--dense auto] [--threads 8] [--seed 0] [--out DIR]`` trains ``moagcn
+[--sparse cpu,model] [--dense auto] [--threads 8] [--seed 0] [--design sspmm] [--preset NAME]
+[--param KEY=VALUE] [--out DIR]`` (the ``model`` runs on the accelerator the shared flags
+choose; ``--device`` takes ``model`` only, since ``--sparse`` names the devices) trains ``moagcn
 train``'s GCN (2 layers, Adam, dropout 0.5) on R-MAT at ``--rmat-scale`` (2^K nodes) with
 ``--width`` input features, once per sparse device and dense device, one run after the
 other, and prints one JSON object:
@@ -32,7 +34,7 @@ import sys
 import time
 from pathlib import Path
 
-from moagcn.core.options import add_renamed
+from moagcn.core.options import Accelerator, accelerator, add_accelerator_flags, add_renamed
 from moagcn.errors import UserError
 from moagcn.host.graphs.generators import rmat
 
@@ -54,7 +56,9 @@ def _dense_devices(spec: str) -> list[str]:
 
 
 def run(scale: int, features: int, hidden: int, epochs: int, sparse: list[str],
-        dense: list[str], seed: int = 0, progress=None) -> dict:
+        dense: list[str], seed: int = 0, progress=None, accel: Accelerator | None = None) -> dict:
+    """``accel``: the accelerator of the ``model`` runs (default: the S-SpMM's default
+    preset)."""
     import torch
 
     # lazy: keeps torch out of this module's import
@@ -68,8 +72,11 @@ def run(scale: int, features: int, hidden: int, epochs: int, sparse: list[str],
     for dev in dense:
         for sp in sparse:
             t0 = time.perf_counter()
-            r = train(d, TrainConfig(device=sp, epochs=epochs, hidden=hidden, seed=seed),
-                      dense=torch.device(dev)).report()
+            fields = {} if accel is None or sp == "cpu" else {
+                "design": accel.design, "preset": accel.preset, "params": dict(accel.params),
+                "simulator": accel.simulator}
+            r = train(d, TrainConfig(device=sp, epochs=epochs, hidden=hidden, seed=seed,
+                                     **fields), dense=torch.device(dev)).report()
             curve = r["epoch_time_s_curve"]
             out["runs"][f"{sp}+{dev}"] = {
                 "sparse": sp, "dense": r["dense_device"], "wall_s": time.perf_counter() - t0,
@@ -113,6 +120,11 @@ def build_parser() -> argparse.ArgumentParser:
                     help="dense devices: auto (cuda,cpu with a GPU, else cpu), cpu, cuda")
     ap.add_argument("--threads", type=int, default=8,
                     help="torch intra-op threads of the CPU runs (default 8)")
+    add_accelerator_flags(ap, devices=("model",), device="model",
+                          why={"--device": "this bench runs cpu and model side by side, as "
+                                           "--sparse names them; the accelerator's device is model"},
+                          notes={"--device": "the device of the --sparse model runs, whose "
+                                             "accelerator --design, --preset and --param choose"})
     ap.add_argument("--seed", type=int, default=0, help="graph and training seed (default 0)")
     ap.add_argument("--out", metavar="DIR", help="also write DIR/dense-device-bench.json")
     return ap
@@ -133,7 +145,8 @@ def main(argv=None) -> int:
     dense = _dense_devices(args.dense)
     torch.set_num_threads(args.threads)
     out = run(args.scale, args.width, args.hidden, args.epochs, sparse, dense, args.seed,
-              progress=lambda s: print(f"  done: {s}", file=sys.stderr, flush=True))
+              progress=lambda s: print(f"  done: {s}", file=sys.stderr, flush=True),
+              accel=accelerator(args))
     print(f"GCN on {out['dataset']} ({out['nodes']} nodes, {out['entries']} entries, "
           f"F = {out['features']}, hidden {out['hidden']}), median epoch after the first of "
           f"{out['epochs']}:", file=sys.stderr)

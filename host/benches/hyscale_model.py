@@ -1,6 +1,9 @@
 """HyScale-GNN's system performance model (Eq. 5-13) against measured training runs.
 
-``moagcn bench hyscale-model [--rmat-scale 13] [--epochs 3] [--cpu-share 0.3] [--out DIR]``
+``moagcn bench hyscale-model [--rmat-scale 13] [--epochs 3] [--cpu-share 0.3] [--device model]
+[--design sspmm] [--preset NAME] [--param KEY=VALUE] [--out DIR]``: the accelerator trainers
+run the accelerator that ``--device``, ``--design``, ``--preset`` and ``--param`` choose, as
+``moagcn hyscale train`` takes them (default: the S-SpMM's default preset on its model).
 
 **Judging the model on a shared host** (:func:`run`). On a shared machine the prediction a
 calibration leads to moves from one calibration to the next (docs/hyscale.md gives the
@@ -22,9 +25,9 @@ from pathlib import Path
 
 import numpy as np
 
-from moagcn.core.options import add_renamed
+from moagcn.core.options import Accelerator, accelerator, add_accelerator_flags, add_renamed
 from moagcn.errors import UserError
-from moagcn.host.benches.hyscale_train import _dataset
+from moagcn.host.benches.hyscale_train import _dataset, trainer_fields
 from moagcn.host.graphs.minibatch import training_ids
 from moagcn.host.hyscale.calibrate import calibrate
 from moagcn.host.hyscale.paper import paper_predictions
@@ -82,7 +85,8 @@ def run(scale: int = 13, epochs: int = 3, cpu_share: float = 0.3, batch: int = 1
         fanouts: str = "25,10", hidden: int = 128, model: str = "sage",
         trainers: str = "cpu:1,accel:1", seed: int = 0, repeats: int = 5, samples: int = 4,
         paper_pcie_gb_s: float = 12.0, paper_fanouts=(10, 25), paper_sampler_threads: int = 32,
-        progress=None, measure_repeats: int = 5, bracket: bool = True) -> dict:
+        progress=None, measure_repeats: int = 5, bracket: bool = True,
+        accel: Accelerator | None = None) -> dict:
     """Calibrate, predict, train ``measure_repeats`` times with and without prefetching, and
     compare; predictions for the paper's platform beside. With ``bracket`` the host is
     calibrated again after every round of the two runs, and each round is also judged against
@@ -90,12 +94,13 @@ def run(scale: int = 13, epochs: int = 3, cpu_share: float = 0.3, batch: int = 1
     shared machine the host's speed drifts by more than the target between a calibration and
     runs minutes later, and a calibration on each side of a run follows that drift (a linear
     one exactly) without looking at the run itself. The first calibration's prediction is
-    reported as well (``prediction``)."""
+    reported as well (``prediction``). ``accel``: the accelerator trainers' device, design,
+    preset and ``--param`` fields (default: the S-SpMM's default preset on its model)."""
     say = progress or (lambda s: None)
     d = _dataset(scale, seed)
     cfg = HybridConfig(model=model, hidden=hidden, fanouts=fanouts, batch=batch,
                        trainers=trainers, epochs=epochs, seed=seed, drm=False,
-                       cpu_share=cpu_share)
+                       cpu_share=cpu_share, **trainer_fields(accel))
     cfg.validate(d)
     nopf_cfg = dataclasses.replace(cfg, prefetch=False)
     cal_sizes = calibration_sizes(cfg, training_ids(d.train_mask, labels=d.labels).size)
@@ -271,6 +276,12 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--trainers", default="cpu:1,accel:1", metavar="KIND:N,...",
                     help="the trainers, as moagcn hyscale train takes them (default "
                          "cpu:1,accel:1)")
+    add_accelerator_flags(ap, devices=("model", "rtl"), device="model",
+                          simulators=("verilator",),
+                          why={"--simulator": "the accelerator trainers run the RTL on "
+                                              "verilator"},
+                          notes={"--device": "the accelerator trainers' device, as moagcn "
+                                             "hyscale train takes it"})
     ap.add_argument("--repeats", type=int, default=5, help="calibration repeats")
     ap.add_argument("--measure-repeats", type=int, default=5,
                     help="training runs with and without prefetching (medians reported, with "
@@ -311,7 +322,8 @@ def main(argv=None) -> int:
               args.model, args.trainers, args.seed, args.repeats, args.samples,
               args.pcie_gb_s, pf, args.paper_sampler_threads,
               progress=lambda s: print(f"  {s}", flush=True),
-              measure_repeats=args.measure_repeats, bracket=not args.no_bracket)
+              measure_repeats=args.measure_repeats, bracket=not args.no_bracket,
+              accel=accelerator(args))
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     path = out / "hyscale_model.json"

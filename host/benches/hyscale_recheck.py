@@ -1,10 +1,12 @@
 """HyScale-GNN's system model re-checked during training, on a graph no other bench uses.
 
 ``moagcn bench hyscale-recheck [--load none|busy-core] [--repeats 3] [--epochs 20]
-[--recheck-threshold 0.1] [--out DIR]``
+[--recheck-threshold 0.1] [--device model] [--design sspmm] [--preset NAME] [--param KEY=VALUE]
+[--out DIR]``
 
 Trains GraphSAGE (fanouts 10,5, batch 64, one CPU and one accelerator trainer, the S-SpMM cycle
-model; the initial split from the model calibrated at the start, DRM on) on a held-out
+model unless ``--device``, ``--design``, ``--preset`` and ``--param`` choose another accelerator
+as ``moagcn hyscale train`` takes them; the initial split from the model calibrated at the start, DRM on) on a held-out
 3,000-node block-model graph (seed 23, 100 training nodes per class: 8 iterations per epoch),
 and prints every epoch's predicted and measured time (the sum of its iterations'
 ``iteration_s``) and the error. ``--load busy-core`` runs a busy loop (``python -c 'while
@@ -34,7 +36,9 @@ from pathlib import Path
 
 import numpy as np
 
+from moagcn.core.options import accelerator, add_accelerator_flags
 from moagcn.errors import UserError
+from moagcn.host.benches.hyscale_train import trainer_fields
 from moagcn.host.graphs.generators import sbm
 from moagcn.host.hyscale.recheck import RECALIBRATE_ABOVE, RESPLIT_GAIN
 from moagcn.host.hyscale.train import HybridConfig, train_hybrid
@@ -153,6 +157,12 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--recheck-threshold", type=float, default=RECALIBRATE_ABOVE,
                     help=f"re-calibrate where an epoch is off by more than this (default "
                          f"{RECALIBRATE_ABOVE}; inf: never, the calibrated model alone)")
+    add_accelerator_flags(ap, devices=("model", "rtl"), device="model",
+                          simulators=("verilator",),
+                          why={"--simulator": "the accelerator trainers run the RTL on "
+                                              "verilator"},
+                          notes={"--device": "the accelerator trainers' device, as moagcn "
+                                             "hyscale train takes it"})
     ap.add_argument("--no-drm", action="store_true", help="keep the initial split")
     ap.add_argument("--nodes", type=int, default=3000, help="graph nodes (default 3000)")
     ap.add_argument("--train-per-class", type=int, default=100,
@@ -173,7 +183,8 @@ def main(argv=None) -> int:
             raise UserError(f"--busy-core {args.busy_core}: this machine has cores 0..{n - 1}")
     cfg = HybridConfig(model="sage", fanouts=args.fanout, batch=args.batch,
                        trainers=args.trainers, epochs=args.epochs, cpu_share="model",
-                       drm=not args.no_drm, recheck_threshold=args.recheck_threshold, seed=0)
+                       drm=not args.no_drm, recheck_threshold=args.recheck_threshold, seed=0,
+                       **trainer_fields(accelerator(args)))
     res = run(cfg, args.load, args.busy_core, args.repeats, args.nodes, args.seed,
               args.train_per_class, progress=lambda s: print(f"  {s}", flush=True))
     print(f"\nload {args.load}"

@@ -1,7 +1,10 @@
 """HyScale-GNN's DRM and prefetching on this machine (Sec. IV, Fig. 11).
 
 ``moagcn bench hyscale-drm [--rmat-scale 14] [--batch-size 1024] [--iterations 24]
-[--shares 0.1,...] [--repeats R] [--out DIR]`` (every measurement run R times, the medians reported)
+[--shares 0.1,...] [--repeats R] [--device model] [--design sspmm] [--preset NAME] [--param
+KEY=VALUE] [--out DIR]`` (every measurement run R times, the medians reported; the
+accelerator trainer runs the accelerator the five flags choose, as ``moagcn hyscale train``
+takes them: by default the S-SpMM's default preset on its cycle model)
 
 1. **Static splits.** One CPU trainer and one accelerator trainer (S-SpMM cycle model) train
    GraphSAGE (fanouts 25,10) on an R-MAT graph whose every labelled node outside the validation
@@ -48,7 +51,7 @@ from pathlib import Path
 
 import numpy as np
 
-from moagcn.core.options import add_renamed
+from moagcn.core.options import Accelerator, accelerator, add_accelerator_flags, add_renamed
 from moagcn.core.reports import output_dir, pyplot
 from moagcn.errors import UserError
 from moagcn.host.graphs.generators import rmat
@@ -108,16 +111,29 @@ def _throughput(report: dict, skip: int) -> float:
     return float(np.median([r["throughput_targets_per_s"] for r in its]))
 
 
+def trainer_fields(accel: Accelerator | None) -> dict:
+    """:class:`HybridConfig`'s fields of the accelerator trainers that the shared flags chose
+    (:func:`moagcn.core.options.accelerator`; None: HybridConfig's defaults)."""
+    if accel is None:
+        return {}
+    return {"device": accel.device, "design": accel.design, "preset": accel.preset,
+            "params": dict(accel.params)}
+
+
 def run(scale: int, batch: int, iterations: int, shares: list[float], seed: int = 0,
         progress=None, repeats: int = 1, loader_features: int = 16,
-        loader_hidden: int = 128, loader_workers: int = 1) -> dict:
+        loader_hidden: int = 128, loader_workers: int = 1,
+        accel: Accelerator | None = None) -> dict:
     """The measurements, each run ``repeats`` times and summarised by the median; the DRM
-    runs alternate with fresh runs of the best static split, the ratio's denominator."""
+    runs alternate with fresh runs of the best static split, the ratio's denominator.
+    ``accel``: the accelerator trainers' device, design, preset and fields (default: the
+    S-SpMM's default preset on its model)."""
     d = _dataset(scale, seed)
     n_train = int(d.train_mask.sum())
     epochs = max(1, -(-iterations * batch // n_train))
     base = HybridConfig(model="sage", hidden=64, fanouts="25,10", batch=batch,  # input first
-                        trainers="cpu:1,accel:1", epochs=epochs, seed=seed, drm=False)
+                        trainers="cpu:1,accel:1", epochs=epochs, seed=seed, drm=False,
+                        **trainer_fields(accel))
     # the sweep in rounds (every share once per round), so that a slow minute of a shared
     # machine costs every share a run rather than all runs of one share
     runs = {s: [] for s in shares}
@@ -230,6 +246,12 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--repeats", type=int, default=1,
                     help="runs of every measurement, summarised by the median (the DRM run "
                          "and a fresh run of the best static split R times each, in turn)")
+    add_accelerator_flags(ap, devices=("model", "rtl"), device="model",
+                          simulators=("verilator",),
+                          why={"--simulator": "the accelerator trainers run the RTL on "
+                                              "verilator"},
+                          notes={"--device": "the accelerator trainers' device, as moagcn "
+                                             "hyscale train takes it"})
     ap.add_argument("--loader-features", type=int, default=16,
                     help="input features of the loader-bound prefetching run")
     ap.add_argument("--loader-hidden", type=int, default=128,
@@ -258,7 +280,7 @@ def main(argv=None) -> int:
     res = run(args.scale, args.batch, args.iterations, shares, args.seed,
               progress=lambda s: print(f"  done: {s}", flush=True), repeats=args.repeats,
               loader_features=args.loader_features, loader_hidden=args.loader_hidden,
-              loader_workers=args.loader_workers)
+              loader_workers=args.loader_workers, accel=accelerator(args))
     out = output_dir(args.out)
     (out / "hyscale_drm.json").write_text(json.dumps(res, indent=2) + "\n")
     _plot(res, out / "hyscale_drm.png")

@@ -1,7 +1,9 @@
 """The bit-exact ``model`` device's speed: one S-SpMM against scipy, and training against ``cpu``.
 
 ``moagcn bench model-device [--nodes 100000] [--entries 1000000] [--width 64] [--repeats 5]
-[--rmat-scale 17] [--epochs 3] [--seed 0] [--out DIR]`` prints one JSON object:
+[--rmat-scale 17] [--epochs 3] [--seed 0] [--preset NAME] [--param KEY=VALUE] [--out DIR]``
+(``--device`` model and ``--design`` sspmm only: the bench measures the S-SpMM's model device)
+prints one JSON object:
 
 - ``sspmm``: one S-SpMM (no mask) of a power-law graph (``moagcn.host.graphs.generators.synth_graph``,
   ``--nodes`` nodes, ``--entries`` stored entries) with ``--width`` columns, on the ``model``
@@ -37,7 +39,7 @@ import scipy.sparse as sp
 
 from moagcn.core.generators import synth_graph
 from moagcn.core.graph import CSRGraph
-from moagcn.core.options import add_renamed
+from moagcn.core.options import Accelerator, accelerator, add_accelerator_flags, add_renamed
 from moagcn.errors import UserError
 from moagcn.host.graphs.generators import rmat
 
@@ -52,9 +54,14 @@ def _time(fn, repeat: int) -> tuple[float, object]:
     return statistics.median(times), out
 
 
-def sspmm_speed(nodes: int, entries: int, features: int, repeat: int, seed: int) -> dict:
+def sspmm_speed(nodes: int, entries: int, features: int, repeat: int, seed: int,
+                accel: Accelerator | None = None) -> dict:
+    """``accel``: the model device's design, preset and fields (default: the S-SpMM's default
+    preset)."""
     # lazy: keeps torch out of this module's import
-    from moagcn.host.devices.select import make_device
+    from moagcn.host.devices.select import AcceleratorChoice
+    choice = AcceleratorChoice("model") if accel is None else \
+        AcceleratorChoice("model", accel.design, accel.preset, accel.params)
 
     def one(m: int) -> dict:
         indptr, indices, _ = synth_graph(nodes, m, max_degree=max(nodes / 20, 2), seed=seed)
@@ -62,7 +69,7 @@ def sspmm_speed(nodes: int, entries: int, features: int, repeat: int, seed: int)
         A = sp.csr_matrix((np.ones(indices.size, np.float32), indices, indptr),
                           shape=(nodes, nodes))
         scipy_s, Z_ref = _time(lambda: A @ H, repeat)
-        device = make_device("model")
+        device = choice.make()
         csr = CSRGraph(indptr, indices, nodes)
         t0 = time.perf_counter()
         Z = device.sspmm(csr, H)
@@ -82,7 +89,8 @@ def sspmm_speed(nodes: int, entries: int, features: int, repeat: int, seed: int)
     return full
 
 
-def train_speed(scale: int, features: int, epochs: int, seed: int) -> dict:
+def train_speed(scale: int, features: int, epochs: int, seed: int,
+                accel: Accelerator | None = None) -> dict:
     # lazy: keeps torch out of this module's import
     from moagcn.host.training.config import TrainConfig
     from moagcn.host.training.fullgraph import train  # lazy, as above
@@ -90,7 +98,9 @@ def train_speed(scale: int, features: int, epochs: int, seed: int) -> dict:
     out = {"dataset": f"rmat-{scale}", "nodes": int(d.graph.n_rows),
            "entries": int(d.graph.nnz), "features": features, "epochs": epochs}
     for device in ("model", "cpu"):
-        r = train(d, TrainConfig(epochs=epochs, device=device, seed=seed)).report()
+        fields = {} if accel is None or device == "cpu" else {
+            "design": accel.design, "preset": accel.preset, "params": dict(accel.params)}
+        r = train(d, TrainConfig(epochs=epochs, device=device, seed=seed, **fields)).report()
         curve = r["epoch_time_s_curve"]
         out[device] = {"epoch_s": r["epoch_time_s"], "epoch_s_curve": curve,
                        "later_epochs_s": statistics.mean(curve[1:]) if len(curve) > 1
@@ -121,6 +131,10 @@ def build_parser() -> argparse.ArgumentParser:
     add_renamed(ap, "--train-scale", "--rmat-scale")
     ap.add_argument("--epochs", type=int, default=3,
                     help="epochs of each training run (default 3)")
+    add_accelerator_flags(ap, designs=("sspmm",), devices=("model",), device="model",
+                          why={"--device": "this bench measures the model device against scipy "
+                                           "and against the cpu device: model only"},
+                          notes={"--simulator": "unused (the model device only)"})
     ap.add_argument("--seed", type=int, default=0, help="graph and training seed (default 0)")
     ap.add_argument("--out", metavar="DIR", help="also write DIR/model-device-bench.json")
     return ap
@@ -136,10 +150,12 @@ def main(argv=None) -> int:
     if args.train_scale < 0:
         raise UserError(f"--rmat-scale {args.train_scale} must be >= 0 (0: no training run)")
     print("S-SpMM: model device and scipy", file=sys.stderr, flush=True)
-    out = {"sspmm": sspmm_speed(args.nodes, args.entries, args.width, args.repeat, args.seed)}
+    acc = accelerator(args)
+    out = {"sspmm": sspmm_speed(args.nodes, args.entries, args.width, args.repeat, args.seed,
+                                acc)}
     if args.train_scale:
         print("training: model device and cpu", file=sys.stderr, flush=True)
-        out["train"] = train_speed(args.train_scale, args.width, args.epochs, args.seed)
+        out["train"] = train_speed(args.train_scale, args.width, args.epochs, args.seed, acc)
     s = out["sspmm"]
     print(f"S-SpMM {s['nodes']} nodes, {s['entries']} entries, F = {s['features']}: model "
           f"device {s['model_s'] * 1e3:.1f} ms ({s['model_first_s'] * 1e3:.1f} ms first call), "

@@ -1,6 +1,8 @@
 """moagcn against PyTorch Geometric: accuracy and seconds per epoch on Cora and CiteSeer.
 
-``moagcn bench pyg [--datasets cora,citeseer] [--seeds 3] [--epochs 200] [--out DIR]`` trains
+``moagcn bench pyg [--datasets cora,citeseer] [--seeds 3] [--epochs 200] [--design sspmm]
+[--preset NAME] [--param KEY=VALUE] [--out DIR]`` (the ``model`` runs on the accelerator the
+shared flags choose; ``--device`` takes ``model`` only, since ``--impls`` names the devices) trains
 the same 2-layer GCN (16 hidden, dropout 0.5, Adam lr 0.01, weight decay 5e-4 on every
 parameter, row-normalised features, Planetoid split) several ways, on one torch thread, in one
 process, one after the other for every seed:
@@ -33,6 +35,7 @@ import torch
 import torch.nn.functional as F
 
 from moagcn.core.device import CpuDevice
+from moagcn.core.options import Accelerator, accelerator, add_accelerator_flags
 from moagcn.errors import UserError
 from moagcn.host.devices.select import AcceleratorChoice
 from moagcn.host.graphs.data import BUNDLED, Dataset, bundled_path, load_npz
@@ -68,7 +71,14 @@ class Net(torch.nn.Module):
         return self.conv2(x, edge_index)
 
 
-def make_net(kind: str, d: Dataset, seed: int) -> Net:
+def _model_choice(accel: Accelerator | None) -> AcceleratorChoice:
+    """The ``model`` device's accelerator (default: the S-SpMM's default preset)."""
+    if accel is None:
+        return AcceleratorChoice("model")
+    return AcceleratorChoice("model", accel.design, accel.preset, accel.params)
+
+
+def make_net(kind: str, d: Dataset, seed: int, accel: Accelerator | None = None) -> Net:
     """The :class:`Net` of ``kind``: PyG's ``GCNConv`` (``pyg``) or moagcn's on the ``cpu`` or
     ``model`` device (``nn:cpu``, ``nn:model``), from ``seed``."""
     torch.manual_seed(seed)
@@ -76,18 +86,19 @@ def make_net(kind: str, d: Dataset, seed: int) -> Net:
         tg = require_pyg()
         return Net(tg.nn.GCNConv(d.n_features, 16), tg.nn.GCNConv(16, d.n_classes))
 
-    dev = CpuDevice() if kind == "nn:cpu" else AcceleratorChoice("model").make()
+    dev = CpuDevice() if kind == "nn:cpu" else _model_choice(accel).make()
     return Net(GCNConv(d.n_features, 16, device=dev), GCNConv(16, d.n_classes, device=dev))
 
 
-def run_conv_model(kind: str, d: Dataset, seed: int, epochs: int, record: bool = False) -> dict:
+def run_conv_model(kind: str, d: Dataset, seed: int, epochs: int, record: bool = False,
+                   accel: Accelerator | None = None) -> dict:
     """Train the :class:`Net` of ``kind`` (``pyg``, ``nn:cpu``, ``nn:model``); ``record``
     adds the training loss of every epoch (``loss_curve``)."""
     x = torch.from_numpy(row_normalize(d.features))
     y = torch.from_numpy(d.labels)
     ei = to_edge_index(d.graph)
     tr, te = torch.from_numpy(d.train_mask), torch.from_numpy(d.test_mask)
-    net = make_net(kind, d, seed)
+    net = make_net(kind, d, seed, accel)
     opt = torch.optim.Adam(net.parameters(), lr=0.01, weight_decay=5e-4)
     t_train = t_eval = 0.0
     losses = []
@@ -114,7 +125,8 @@ def run_conv_model(kind: str, d: Dataset, seed: int, epochs: int, record: bool =
     return out
 
 
-def time_interleaved(d: Dataset, kinds: list[str], epochs: int, seed: int = 0) -> dict:
+def time_interleaved(d: Dataset, kinds: list[str], epochs: int, seed: int = 0,
+                     accel: Accelerator | None = None) -> dict:
     """Median seconds per epoch of the conv models ``kinds`` (``pyg``, ``nn:cpu``,
     ``nn:model``), stepped round-robin one epoch each, so that a busy spell of the machine
     slows them alike."""
@@ -124,7 +136,7 @@ def time_interleaved(d: Dataset, kinds: list[str], epochs: int, seed: int = 0) -
     tr = torch.from_numpy(d.train_mask)
     nets = {}
     for kind in kinds:
-        net = make_net(kind, d, seed)
+        net = make_net(kind, d, seed, accel)
         nets[kind] = (net, torch.optim.Adam(net.parameters(), lr=0.01, weight_decay=5e-4))
     times = {k: [] for k in kinds}
     for _ in range(epochs):
@@ -141,19 +153,22 @@ def time_interleaved(d: Dataset, kinds: list[str], epochs: int, seed: int = 0) -
     return {k: float(np.median(v)) for k, v in times.items()}
 
 
-def run_train(kind: str, d: Dataset, seed: int, epochs: int) -> dict:
+def run_train(kind: str, d: Dataset, seed: int, epochs: int,
+              accel: Accelerator | None = None) -> dict:
     """``moagcn train`` on ``cpu`` or ``model`` (``train:DEVICE[:input-dropout]``)."""
     parts = kind.split(":")
-    cfg = TrainConfig(device=parts[1], seed=seed, epochs=epochs,
+    fields = {} if accel is None or parts[1] == "cpu" else {
+        "design": accel.design, "preset": accel.preset, "params": dict(accel.params)}
+    cfg = TrainConfig(device=parts[1], seed=seed, epochs=epochs, **fields,
                       dropout_at="input" if parts[2:] == ["input-dropout"] else "aggregate")
     r = train(d, cfg).report()
     return {"test_acc": r["test_acc"], "train_s_per_epoch": r["epoch_time_s"],
             "eval_s_per_epoch": r["eval_time_s"]}
 
 
-def run(impl: str, d: Dataset, seed: int, epochs: int) -> dict:
+def run(impl: str, d: Dataset, seed: int, epochs: int, accel: Accelerator | None = None) -> dict:
     out = (run_conv_model if impl.split(":")[0] in ("pyg", "nn") else run_train)(
-        impl, d, seed, epochs)
+        impl, d, seed, epochs, accel=accel)
     out["s_per_epoch"] = out["train_s_per_epoch"] + out["eval_s_per_epoch"]
     return out
 
@@ -185,6 +200,11 @@ def build_parser() -> argparse.ArgumentParser:
                         help="training seeds 0..N-1 of every implementation (default 3)")
     parser.add_argument("--epochs", type=int, default=200,
                         help="training epochs of every run (default 200)")
+    add_accelerator_flags(parser, devices=("model",), device="model",
+                          why={"--device": "this bench runs cpu and model side by side, as "
+                                           "--impls names them; the accelerator's device is model"},
+                          notes={"--device": "the device of the --impls model runs, whose "
+                                             "accelerator --design, --preset and --param choose"})
     parser.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
     parser.add_argument("--out", default="reports/bench-pyg", metavar="DIR",
                         help="folder of bench_pyg.json and bench_pyg.csv (default "
@@ -203,13 +223,14 @@ def main(argv=None) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     torch.set_num_threads(args.threads)
+    accel = accelerator(args)
     datasets = {name: bundled(name) for name in args.datasets.split(",") if name}
     rows = []
     for name, d in datasets.items():
         for seed in range(args.seeds):
             for impl in impls:
                 r = {"dataset": name, "impl": impl, "seed": seed, "epochs": args.epochs,
-                     **run(impl, d, seed, args.epochs)}
+                     **run(impl, d, seed, args.epochs, accel)}
                 rows.append(r)
                 print(f"{name:9s} {impl:24s} seed {seed}  test {r['test_acc']:.3f}  "
                       f"{r['s_per_epoch'] * 1e3:7.1f} ms/epoch", flush=True)
@@ -218,7 +239,7 @@ def main(argv=None) -> int:
     interleaved = {}
     if len(conv) > 1:
         for name, d in datasets.items():
-            interleaved[name] = time_interleaved(d, conv, args.epochs)
+            interleaved[name] = time_interleaved(d, conv, args.epochs, accel=accel)
             print(f"{name}: median s/epoch, interleaved: " + ", ".join(
                 f"{k} {v * 1e3:.1f} ms" for k, v in interleaved[name].items()), flush=True)
     with open(out / "bench_pyg.csv", "w", newline="") as f:

@@ -45,8 +45,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from moagcn.core.names import DEVICE_KINDS
-from moagcn.core.options import add_renamed
+from moagcn.core.options import accelerator, add_accelerator_flags, add_renamed
 from moagcn.core.reports import (json_default, output_dir, print_targets, pyplot, torch_threads,
                                  write_csv)
 from moagcn.errors import UserError
@@ -503,8 +502,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_renamed(parser, "--groups", "--subgroups")
     parser.add_argument("--batch-size", type=int, default=1024,
                         help="targets per ego-network batch (default 1024)")
-    parser.add_argument("--device", default="cpu", choices=DEVICE_KINDS,
-                        help="the sparse device of the aggregations (default cpu)")
+    add_accelerator_flags(parser, device="cpu",
+                          notes={"--device": "the sparse device of the aggregations"})
     parser.add_argument("--distributed", action="store_true",
                         help="one torch.distributed process per (partition, feature group) "
                              "where P x M > 1")
@@ -530,7 +529,8 @@ def main(argv=None) -> int:
             raise UserError(f"{flag} {v}: use at least {lo}")
     if "rmat" in datasets and not 4 <= args.scale <= 20:
         raise UserError(f"--rmat-scale {args.scale}: use 4..20 (2^K nodes)")
-    choice = AcceleratorChoice(args.device)
+    acc = accelerator(args)
+    choice = AcceleratorChoice(acc.device, acc.design, acc.preset, acc.params, acc.simulator)
     if args.device != "cpu":
         choice.config()
     out = output_dir(args.out)

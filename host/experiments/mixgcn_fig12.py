@@ -2,7 +2,7 @@
 
 ``moagcn experiment fig12 [--scale 0.01] [--out reports/fig12] [--datasets reddit,...]
 [--width 128] [--mask-density 0.5] [--seed 0] [--repeats 3] [--threads N]
-[--buffer-scale 1] [--param KEY=VALUE ...] [--quiet]``
+[--buffer-scale 1] [--preset paper] [--param KEY=VALUE ...] [--quiet]``
 
 For each dataset a power-law graph with its Table 2 shape times ``--scale``
 (:func:`moagcn.host.graphs.generators.synth_like`) is aggregated at width F (default 128, the paper's
@@ -30,6 +30,7 @@ import time
 from pathlib import Path
 
 from moagcn.config import apply_params, parse_params
+from moagcn.core.options import accelerator, add_accelerator_flags
 from moagcn.core.reports import output_dir, pyplot, write_csv
 from moagcn.errors import UserError
 from moagcn.host.graphs.generators import SHAPES, synth_like
@@ -80,10 +81,15 @@ def _names(text: str) -> list[str]:
     return [d for d in DATASETS if d in names]
 
 
-def spu_config(buffer_scale: float = 1.0, params: list[str] | None = None):
-    """The ``paper`` preset with ``--param KEY=VALUE`` overrides, then its buffers times
-    ``buffer_scale`` (adders, clock and HBM unchanged)."""
-    cfg = apply_params(PRESETS["paper"], parse_params(params))
+def spu_config(buffer_scale: float = 1.0, params: list[str] | dict | None = None,
+               preset: str = "paper"):
+    """The ``preset`` (``paper``) with ``--param KEY=VALUE`` overrides (the strings, or a
+    mapping of them), then its buffers times ``buffer_scale`` (adders, clock and HBM
+    unchanged)."""
+    if preset not in PRESETS:
+        raise UserError(f"--preset {preset}: the S-SpMM's presets are {', '.join(PRESETS)}")
+    cfg = apply_params(PRESETS[preset],
+                       params if isinstance(params, dict) else parse_params(params))
     if buffer_scale == 1.0:
         return cfg
     return dataclasses.replace(cfg, max_nodes=max(2, round(cfg.max_nodes * buffer_scale)),
@@ -218,9 +224,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--buffer-scale", type=float, default=1.0,
                         help="on-chip buffers of all three accelerators times this (default 1: "
                              "the paper's 100 MB)")
-    parser.add_argument("--param", action="append", metavar="KEY=VALUE",
-                        help="override a field of the SPU's paper preset (e.g. walk_rows=64); "
-                             "the baselines follow its buffers and HBM")
+    add_accelerator_flags(
+        parser, designs=("sspmm",), devices=("model",), device="model", preset="paper",
+        why={"--device": "this experiment compares the SPU's cycle model with HyGCN's and "
+                         "AWB-GCN's models at the paper's sizes: model only"},
+        notes={"--device": "the SPU's cycle model beside the baselines' models",
+               "--simulator": "unused (models only)",
+               "--param": "e.g. walk_rows=64; the baselines follow its buffers and HBM"})
     # the second cycle model is gone: the flag is accepted, with a notice, and does nothing
     parser.add_argument("--closed-form", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--quiet", action="store_true", help="no progress lines")
@@ -245,7 +255,7 @@ def _run(args, datasets, out: Path) -> int:
     if args.closed_form:
         print("moagcn: --closed-form is ignored: the S-SpMM has one cycle model "
               "(docs/sspmm.md, 'Cycle model')", file=sys.stderr)
-    config = spu_config(args.buffer_scale, args.param)
+    config = spu_config(args.buffer_scale, accelerator(args).params, args.preset)
     results = {}
     t_all = time.perf_counter()
     for name in datasets:

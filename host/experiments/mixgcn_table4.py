@@ -1,7 +1,8 @@
 """MixGCN Table 4: the speed-up of node reordering in the fine-grain pipeline, four workers.
 
 ``moagcn experiment table4 [--datasets reddit,orkut,...] [--scale 1] [--workers 4]
-[--stages 8] [--epochs 2] [--param clock_mhz=20] [--out DIR]``
+[--stages 8] [--epochs 2] [--device model] [--design sspmm] [--preset NAME]
+[--param clock_mhz=20] [--out DIR]``
 
 Each synthetic stand-in (:mod:`moagcn.host.experiments.mixgcn_fig10`'s, random features of the real width and
 random labels: only the schedule matters here) is trained with ``moagcn train --parallelism mop
@@ -21,8 +22,7 @@ import json
 
 import numpy as np
 
-from moagcn.config import parse_params
-from moagcn.core.options import add_field_flags, field_params
+from moagcn.core.options import accelerator, add_accelerator_flags
 from moagcn.core.reports import output_dir, write_csv
 from moagcn.errors import UserError
 from moagcn.host.experiments.mixgcn_fig10 import SCALES, stand_in
@@ -60,11 +60,13 @@ def build_parser() -> argparse.ArgumentParser:
                     help="pipeline batches s, a multiple of --workers (default 8)")
     ap.add_argument("--epochs", type=int, default=2, help="training epochs (default 2)")
     ap.add_argument("--hidden", type=int, default=16, help="hidden units (default 16)")
-    ap.add_argument("--param", action="append", metavar="KEY=VALUE",
-                    help="set a field of the S-SpMM configuration (repeatable); default "
-                         "clock_mhz=20, a clock at which the sparse and dense units' batch "
-                         "times are comparable")
-    add_field_flags(ap, {"--clock-mhz": "clock_mhz"}, type=float)
+    add_accelerator_flags(ap, designs=("sspmm",), devices=("model", "rtl"), device="model",
+                          legacy={"--clock-mhz": "clock_mhz"}, legacy_type=float,
+                          notes={"--device": "the S-SpMM of the pipeline's aggregations (rtl: "
+                                             "the same schedule, simulated; slow)",
+                                 "--param": "default clock_mhz=20, a clock at which the "
+                                            "sparse and dense units' batch times are "
+                                            "comparable"})
     ap.add_argument("--seed", type=int, default=0, help="graph, feature and training seed")
     ap.add_argument("--out", default="reports/table4", metavar="DIR",
                     help="folder of table4.csv and table4.json (default reports/table4)")
@@ -73,7 +75,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
-    params = field_params(args, parse_params(args.param))
+    acc = accelerator(args)
+    params = acc.params
     params.setdefault("clock_mhz", str(DEFAULT_CLOCK_MHZ))
     names = [x.strip() for x in args.datasets.split(",") if x.strip()]
     bad = [x for x in names if x not in SCALES]
@@ -89,7 +92,8 @@ def main(argv=None) -> int:
         d = _dataset(name, args.scale, args.seed)
         r = {"dataset": name, "nodes": d.n_nodes, "entries": d.graph.nnz}
         for order in ("natural", "rcm"):
-            cfg = TrainConfig(device="model", workers=args.workers, parallelism="mop",
+            cfg = TrainConfig(device=acc.device, design=acc.design, preset=acc.preset,
+                              simulator=acc.simulator, workers=args.workers, parallelism="mop",
                               pipeline=order, stages=args.stages, epochs=args.epochs,
                               hidden=args.hidden, seed=args.seed,
                               params=dict(params))

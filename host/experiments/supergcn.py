@@ -1,6 +1,7 @@
 """SuperGCN's communication experiment (Table 5) and accuracy settings (Table 3), on moagcn.
 
-``moagcn experiment supergcn [--worker-list 2,4,8] [--seeds 3] [--epochs 200] [--out DIR]``
+``moagcn experiment supergcn [--worker-list 2,4,8] [--seeds 3] [--epochs 200] [--device cpu]
+[--design sspmm] [--preset NAME] [--param KEY=VALUE] [--out DIR]``
 
 1. **Volume** (Table 5 style): for Cora, CiteSeer and two directed power-law graphs
    (synthetic, Reddit's degree law at 20,000 and 100,000 nodes, ten entries per node, largest
@@ -28,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from moagcn.core.generators import synth_graph
-from moagcn.core.options import add_renamed
+from moagcn.core.options import Accelerator, accelerator, add_accelerator_flags, add_renamed
 from moagcn.core.reports import output_dir, pyplot, write_csv
 from moagcn.errors import UserError
 from moagcn.host.graphs.datasets import load_dataset
@@ -119,7 +120,12 @@ def volume_rows(name: str, graph: CSRGraph, workers: list[int], widths: list[int
 
 
 def accuracy_rows(datasets: list[str], seeds: int, epochs: int, workers: int, hidden: int,
-                  device: str) -> list[dict]:
+                  device: str, accel: Accelerator | None = None) -> list[dict]:
+    """``accel``: the accelerator of the runs (design, preset, fields, simulator) when
+    ``device`` is one."""
+    fields = {} if accel is None else {"design": accel.design, "preset": accel.preset,
+                                       "params": dict(accel.params),
+                                       "simulator": accel.simulator}
     out = []
     for name in datasets:
         d = load_dataset(name)
@@ -128,7 +134,8 @@ def accuracy_rows(datasets: list[str], seeds: int, epochs: int, workers: int, hi
             for seed in range(seeds):
                 cfg = TrainConfig(epochs=epochs, seed=seed, workers=workers, hidden=hidden,
                                   parallelism="partition", partition="metis", aggregation=agg,
-                                  comm_bits=bits, label_prop=lp, layer_norm=ln, device=device)
+                                  comm_bits=bits, label_prop=lp, layer_norm=ln, device=device,
+                                  **fields)
                 rep = train(d, cfg).report()
                 accs.append(rep["test_acc"])
                 print(f"{name:9s} {setting:26s} seed {seed}  test {rep['test_acc']:.3f}  "
@@ -188,8 +195,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="hidden units of the accuracy runs (default 16)")
     parser.add_argument("--accuracy-workers", type=int, default=4,
                         help="workers of the accuracy runs (default 4)")
-    parser.add_argument("--device", default="cpu", choices=("cpu", "model", "rtl"),
-                        help="the sparse device of the accuracy runs (default cpu)")
+    add_accelerator_flags(parser, device="cpu",
+                          notes={"--device": "the sparse device of the accuracy runs"})
     parser.add_argument("--skip-accuracy", action="store_true",
                         help="the volume table only")
     parser.add_argument("--powerlaw-nodes", default=",".join(str(n) for n in POWERLAW_NODES),
@@ -237,7 +244,8 @@ def main(argv=None) -> int:
     acc = []
     if not args.skip_accuracy:
         acc = accuracy_rows([d for d in args.datasets.split(",") if d], args.seeds, args.epochs,
-                            args.accuracy_workers, args.hidden, args.device)
+                            args.accuracy_workers, args.hidden, args.device,
+                            accelerator(args))
         write_csv(out / "supergcn_accuracy.csv", acc)
         print("\n| dataset | setting | test accuracy | bytes per epoch (data + params) |")
         print("|---|---|---|---|")

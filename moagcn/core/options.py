@@ -16,9 +16,11 @@ A flag name means one thing in every command (the CLI, every ``moagcn bench NAME
 - ``--grid PxM[,PxM...]``: DEAL's P row ranges x M feature groups; ``--subgroups S``: DEAL's
   SpMM sub-groups per owning range (``groups`` is a field of S-SpMM's configuration);
 - ``--device``, ``--simulator``, ``--design``, ``--preset``, ``--param KEY=VALUE``: the
-  accelerator (``moagcn.cli.common``); a field of its configuration is set with ``--param``
-  (a bench that sweeps a field takes a comma list: ``--param spes=2,4,8``), not with a flag of
-  its own (:func:`add_field_flags` keeps the old ``--lanes``, ``--spes``, ... working).
+  accelerator (``moagcn.cli.common`` on the commands; :func:`add_accelerator_flags` on every
+  bench and experiment that runs one, with one help text); a field of its configuration is
+  set with ``--param`` (a bench that sweeps a field takes a comma list: ``--param
+  spes=2,4,8``), not with a flag of its own (:func:`add_field_flags` keeps the old
+  ``--lanes``, ``--spes``, ... working).
 
 An old name (``--scale`` where it meant 2^K nodes, ``--seeds`` as a list, ``--batch``,
 ``--fanouts``, ``--repeat``, ``--reps``, ``--train-scale``, ``--features`` as a count,
@@ -37,6 +39,12 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import dataclass, field
+
+from moagcn.config import parse_params
+from moagcn.core.names import DEFAULT_DESIGN, DEFAULT_DEVICE, DEFAULT_SIMULATOR, DEVICE_KINDS, \
+    SIMULATORS
+from moagcn.errors import UserError
 
 
 def renamed(old: str, new: str) -> None:
@@ -103,3 +111,117 @@ def field_params(args, params: dict[str, str]) -> dict[str, str]:
             deprecated(f"--{field.replace('_', '-')}", f"--param {field}={value}")
             params.setdefault(field, str(value))
     return params
+
+
+# -- the accelerator of a bench or an experiment --------------------------------------------------
+
+#: the flags every bench and experiment that runs an accelerator (its model or its RTL) takes
+ACCELERATOR_FLAGS = ("--device", "--simulator", "--design", "--preset", "--param")
+
+
+class _OneOf(argparse.Action):
+    """One of the names the command takes (``accepted``): any other is refused at once in one
+    line (a :class:`UserError`: ``moagcn: error: ...``, exit status 2) saying ``why`` (by
+    default, the names it takes). ``resolve`` maps an old name to its new one first."""
+
+    def __init__(self, option_strings, dest, accepted, why=None, resolve=None, **kwargs):
+        super().__init__(option_strings, dest, **kwargs)
+        self.accepted, self.why, self.resolve = tuple(accepted), why, resolve
+
+    def __call__(self, parser, namespace, value, option_string=None):
+        if self.resolve is not None:
+            value = self.resolve(value)
+        if value not in self.accepted:
+            reason = self.why or f"choose from {', '.join(self.accepted)}"
+            raise UserError(f"{option_string} {value}: {reason}")
+        setattr(namespace, self.dest, value)
+
+
+def _help(text: str, note: str | None) -> str:
+    return f"{text}; {note}" if note else text
+
+
+def _design_name(name: str) -> str:
+    # lazy: the registry is only needed when --design is given
+    from moagcn.core.registry import resolve_name
+    return resolve_name(name)
+
+
+def add_accelerator_flags(parser: argparse.ArgumentParser, *, designs=None,
+                          design: str | None = None, devices=DEVICE_KINDS,
+                          device: str = DEFAULT_DEVICE, simulators=SIMULATORS,
+                          preset: str | None = None, why: dict | None = None,
+                          notes: dict | None = None, param_metavar: str = "KEY=VALUE",
+                          legacy: dict | None = None, legacy_type=int) -> None:
+    """``--device``, ``--simulator``, ``--design``, ``--preset`` and ``--param`` of a bench or an
+    experiment that runs an accelerator: the same names, meanings and help text everywhere.
+
+    ``designs``: the designs it takes (None: every accelerator of the registry), ``design`` the
+    default (None: the one design, or sspmm); a bench about one design passes
+    ``designs=("sspmm",)``, and any other design is refused in one line naming the design the
+    bench measures. ``devices`` / ``device``: the
+    devices it takes and the default; one it does not take is refused in one line with
+    ``why["--device"]`` (say why: "compares the model with the RTL, so it always runs both").
+    ``simulators`` likewise (``why["--simulator"]``). ``preset``: the default preset (None: the
+    design's own default). ``notes``: a flag -> one more clause of its help (what the flag
+    means in this bench: ``--device model`` skips the RTL, ``--param spes=2,4,8`` sweeps).
+    ``legacy``: old flags that each set one configuration field (:func:`add_field_flags`).
+
+    :func:`accelerator` reads them back, old flags and all."""
+    why, notes = dict(why or {}), dict(notes or {})
+    if designs is None:
+        # lazy: the registry's names, only for the help text
+        from moagcn.core.registry import accelerator_names
+        designs = tuple(accelerator_names())
+    prog = parser.prog
+    if design is None:
+        design = designs[0] if len(designs) == 1 else DEFAULT_DESIGN
+    if len(designs) == 1:
+        why.setdefault("--design", f"{prog} measures the {designs[0]} design")
+    parser.add_argument("--device", action=_OneOf, accepted=devices, why=why.get("--device"),
+                        default=device, metavar="{" + ",".join(devices) + "}",
+                        help=_help(f"what computes: {', '.join(devices)} (default {device})",
+                                   notes.get("--device")))
+    parser.add_argument("--simulator", action=_OneOf, accepted=simulators,
+                        why=why.get("--simulator"), default=DEFAULT_SIMULATOR,
+                        metavar="{" + ",".join(simulators) + "}",
+                        help=_help(f"what runs the RTL with --device rtl: "
+                                   f"{', '.join(simulators)} (default {DEFAULT_SIMULATOR})",
+                                   notes.get("--simulator")))
+    parser.add_argument("--design", action=_OneOf, accepted=designs, why=why.get("--design"),
+                        resolve=_design_name, default=design, metavar="NAME",
+                        help=_help(f"the accelerator: {', '.join(designs)} (default {design})",
+                                   notes.get("--design")))
+    parser.add_argument("--preset", default=preset, metavar="NAME",
+                        help=_help("the design's named configuration (default "
+                                   + (f"'{preset}')" if preset else "the design's own)"),
+                                   notes.get("--preset")))
+    parser.add_argument("--param", action="append", metavar=param_metavar,
+                        help=_help("set one configuration field on top of --preset "
+                                   "(repeatable)", notes.get("--param")))
+    add_field_flags(parser, legacy or {}, type=legacy_type)
+
+
+@dataclass(frozen=True)
+class Accelerator:
+    """What :func:`add_accelerator_flags`' flags chose: ``params`` are ``--param`` parsed
+    (``KEY -> VALUE`` strings, in order) with the old field flags' values."""
+
+    device: str
+    simulator: str
+    design: str
+    preset: str | None
+    params: dict = field(default_factory=dict)
+
+
+def accelerator(args) -> Accelerator:
+    """The :class:`Accelerator` of a bench's or an experiment's parsed ``args`` (one
+    :func:`deprecated` line per old field flag used)."""
+    return Accelerator(args.device, args.simulator, args.design, args.preset,
+                       field_params(args, parse_params(args.param)))
+
+
+def missing_accelerator_flags(parser: argparse.ArgumentParser) -> list[str]:
+    """The :data:`ACCELERATOR_FLAGS` that ``parser`` lacks (for the vocabulary test)."""
+    have = {o for a in parser._actions for o in a.option_strings}
+    return [f for f in ACCELERATOR_FLAGS if f not in have]

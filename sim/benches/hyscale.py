@@ -1,7 +1,7 @@
 """HyScale-GNN benchmark: feature reads, performance-model error, S-PE and MAC utilisation.
 
-``moagcn bench hyscale [--simulator verilator] [--jobs 3] [--param spes=2,4,8]
-[--param macs=16,64] [--out DIR]`` samples mini-batches with fan-outs (25, 10) from a
+``moagcn bench hyscale [--device rtl|model] [--simulator verilator] [--design hyscale]
+[--preset default] [--jobs 3] [--param spes=2,4,8] [--param macs=16,64] [--out DIR]`` samples mini-batches with fan-outs (25, 10) from a
 power-law graph, runs both layers of each on the fused layer of every configuration n in
 {2, 4, 8} x m in {16, 64} (``--param``; the ``default`` preset otherwise:
 4 memory words per cycle, 7-cycle adders and multipliers), checks every output against the golden
@@ -22,9 +22,9 @@ from pathlib import Path
 
 import numpy as np
 
-from moagcn.config import apply_params, parse_params
+from moagcn.config import apply_params
 from moagcn.core.generators import power_law_graph
-from moagcn.core.options import add_field_flags, add_renamed, field_params
+from moagcn.core.options import accelerator, add_accelerator_flags, add_renamed
 from moagcn.core.spec import get_spec
 from moagcn.host.graphs.minibatch import NeighborSampler
 from moagcn.host.graphs.ops import CSRGraph
@@ -69,20 +69,13 @@ def sample_jobs(n_jobs: int, seed: int, config, graph_nodes: int, targets: int,
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="moagcn bench hyscale",
                                      description=__doc__.splitlines()[0])
-    parser.add_argument("--device", default="rtl", choices=["rtl", "model"],
-                        help="what runs the layers (default rtl; model: the golden and cycle "
-                             "models only)")
-    parser.add_argument("--simulator", default="verilator",
-                        choices=["verilator", "icarus", "pysim"],
-                        help="what runs the RTL with --device rtl (default verilator)")
-    parser.add_argument("--preset", default="default", metavar="NAME",
-                        help="the HyScale configuration under the swept fields (default: "
-                             "'default')")
-    parser.add_argument("--param", action="append", metavar="KEY=VALUE[,VALUE...]",
-                        help="set a field of the preset (repeatable); spes and macs take a "
-                             "comma list and every pair is run (default spes=2,4,8 and "
-                             "macs=16,64)")
-    add_field_flags(parser, {"--spes": "spes", "--macs": "macs"}, type=str)
+    add_accelerator_flags(parser, designs=("hyscale",), devices=("rtl", "model"), device="rtl",
+                          preset="default", param_metavar="KEY=VALUE[,VALUE...]",
+                          legacy={"--spes": "spes", "--macs": "macs"}, legacy_type=str,
+                          notes={"--device": "model: the golden and cycle models only",
+                                 "--preset": "the swept fields are set on it",
+                                 "--param": "spes and macs take a comma list and every pair "
+                                            "is run (default spes=2,4,8 and macs=16,64)"})
     parser.add_argument("--jobs", type=int, default=3, help="mini-batches per configuration")
     parser.add_argument("--width", type=int, default=64, metavar="F",
                         help="feature columns, f_in = f_out of each layer (default 64)")
@@ -100,7 +93,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
-    params = field_params(args, parse_params(args.param))
+    params = accelerator(args).params
     args.spes, args.macs = params.pop("spes", "2,4,8"), params.pop("macs", "16,64")
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)

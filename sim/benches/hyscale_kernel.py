@@ -1,6 +1,7 @@
 """HyScale-GNN kernel cycle model against the RTL on held-out shapes.
 
-``moagcn bench hyscale-model-kernel [--simulator verilator] [--out DIR] [--only K,...]`` runs
+``moagcn bench hyscale-model-kernel [--device rtl|model] [--simulator verilator] [--design hyscale]
+[--preset NAME] [--param KEY=VALUE] [--out DIR] [--only K,...]`` runs
 the fused layer on shapes that were not used to derive the kernel cycle model
 (:func:`moagcn.sim.hyscale.model.kernel_cycles`): n in {1, 2, 4, 8}, m in {4, 16, 64}, feature
 widths that are not multiples of m or of the memory's words per cycle, mini-batches sampled
@@ -25,8 +26,9 @@ from pathlib import Path
 
 import numpy as np
 
-from moagcn.config import apply_params, parse_params
+from moagcn.config import apply_params
 from moagcn.core.generators import power_law_graph
+from moagcn.core.options import accelerator, add_accelerator_flags
 from moagcn.host.graphs.minibatch import NeighborSampler
 from moagcn.host.graphs.ops import CSRGraph
 from moagcn.hw.hyscale import preset
@@ -126,10 +128,12 @@ def make_job(shape: Shape, config):
 
 
 def run_shape(shape: Shape, device: str = "rtl", simulator: str = "verilator",
-              params: dict | None = None) -> dict:
-    """Run one shape (its preset with n and m, then ``params``: ``KEY=VALUE`` strings, as
-    ``--param`` gives them); returns its row of the table."""
-    cfg = apply_params(preset(shape.preset, spes=shape.spes, macs=shape.macs), params or {})
+              params: dict | None = None, preset_name: str | None = None) -> dict:
+    """Run one shape (its preset, or ``preset_name`` when given, with the shape's n and m, then
+    ``params``: ``KEY=VALUE`` strings, as ``--param`` gives them); returns its row of the
+    table."""
+    cfg = apply_params(preset(preset_name or shape.preset, spes=shape.spes, macs=shape.macs),
+                       params or {})
     indptr, indices, X, W, b = make_job(shape, cfg)
     job = SPEC.check(SPEC.job(indptr, indices, X, W, b, relu=True), cfg)
     res = Driver(SPEC, cfg, device, simulator).run(job, checked=True)
@@ -156,18 +160,14 @@ def run_shape(shape: Shape, device: str = "rtl", simulator: str = "verilator",
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="moagcn bench hyscale-model-kernel",
                                      description=__doc__.splitlines()[0])
-    parser.add_argument("--device", default="rtl", choices=["rtl", "model"],
-                        help="what runs the shapes (default rtl; model: the golden and cycle "
-                             "models only)")
-    parser.add_argument("--simulator", default="verilator",
-                        choices=["verilator", "icarus", "pysim"],
-                        help="what runs the RTL with --device rtl (default verilator)")
+    add_accelerator_flags(parser, designs=("hyscale",), devices=("rtl", "model"), device="rtl",
+                          notes={"--device": "model: the golden and cycle models only",
+                                 "--preset": "every shape runs on this preset with its own n "
+                                             "and m (default: each shape's own preset)",
+                                 "--param": "set on every shape, e.g. pipelined=false"})
     parser.add_argument("--only", default="", help="comma-separated shape names (default all)")
     parser.add_argument("--tolerance", type=float, default=0.10,
                         help="largest |model error| accepted (total cycles)")
-    parser.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
-                        help="override a configuration field of every shape, e.g. "
-                             "pipelined=false")
     parser.add_argument("--out", default="hyscale_kernel_model", metavar="DIR",
                         help="folder of the table and plot (default hyscale_kernel_model)")
     return parser
@@ -176,7 +176,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv=None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    params = parse_params(args.param)
+    params = accelerator(args).params
     names = [s for s in args.only.split(",") if s]
     shapes = [s for s in SHAPES if not names or s.name in names]
     if names and len(shapes) != len(names):
@@ -187,7 +187,7 @@ def main(argv=None) -> int:
           f"{'srcs':>5} {'load':>6} {'aggr':>6} {'update':>6} {'RTL total':>9} {'model':>9} "
           f"{'error':>7} {'bound':>7} {'Eq.11+12':>8} bit-exact")
     for shape in shapes:
-        row = run_shape(shape, args.device, args.simulator, params)
+        row = run_shape(shape, args.device, args.simulator, params, args.preset)
         rows.append(row)
         print(f"{row['shape']:5} {row['spes']:>2} {row['macs']:>3} {row['f_in']:>4} "
               f"{row['f_out']:>5} {row['destinations']:>4} {row['edges']:>5} "

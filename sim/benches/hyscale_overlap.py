@@ -1,7 +1,8 @@
 """HyScale-GNN fused layer: a mini-batch that needs several jobs, with and without ping-pong
 load buffers, on the RTL and in the cycle model.
 
-``moagcn bench hyscale-overlap [--preset default] [--param KEY=VALUE] [--simulator verilator]
+``moagcn bench hyscale-overlap [--device rtl|model] [--simulator verilator] [--design hyscale]
+[--preset default] [--param KEY=VALUE]
 [--graph-nodes 20000] [--targets 256] [--fanout 10,25] [--layer 0] [--f-in 64] [--f-out 20]
 [--seed 7] [--out DIR]`` samples one
 layer of a GraphSAGE mini-batch from a power-law graph (the input layer by default: more
@@ -24,9 +25,9 @@ from pathlib import Path
 
 import numpy as np
 
-from moagcn.config import apply_params, parse_params
+from moagcn.config import apply_params
 from moagcn.core.generators import power_law_graph
-from moagcn.core.options import add_renamed
+from moagcn.core.options import accelerator, add_accelerator_flags, add_renamed
 from moagcn.core.reports import output_dir, pyplot
 from moagcn.errors import UserError
 from moagcn.host.graphs.minibatch import NeighborSampler
@@ -52,12 +53,12 @@ def sampled_job(graph_nodes: int, targets: int, fanouts: tuple, layer: int, f_in
 
 
 def run(preset_name: str, job, banks=(1, 2), progress=None, params=None,
-        simulator: str = "verilator") -> dict:
+        simulator: str = "verilator", device: str = "rtl") -> dict:
     rows = []
     for k in banks:
         cfg = apply_params(preset(preset_name, load_banks=k), params or {})
         checked = SPEC.check(job, cfg)
-        res = Driver(SPEC, cfg, "rtl", simulator).run(checked, checked=True)
+        res = Driver(SPEC, cfg, device, simulator).run(checked, checked=True)
         model = Driver(SPEC, cfg, "model").estimate(checked, checked=True)
         expect = SPEC.golden(checked, cfg)
         c = res.counters
@@ -78,7 +79,8 @@ def run(preset_name: str, job, banks=(1, 2), progress=None, params=None,
     by = {r["load_banks"]: r for r in rows}
     speedup = (by[1]["cycles_total"] / by[2]["cycles_total"]
                if 1 in by and 2 in by and by[2]["cycles_total"] else None)
-    return {"preset": preset_name, "params": dict(params or {}), "simulator": simulator,
+    return {"preset": preset_name, "params": dict(params or {}), "device": device,
+            "simulator": simulator,
             "edges": job.edges, "destinations": job.n_dst,
             "sources": int(job.X.shape[0]), "f_in": job.f_in, "f_out": job.f_out,
             "rows": rows, "speedup": speedup}
@@ -111,13 +113,11 @@ def plot(res: dict, path: Path) -> None:
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="moagcn bench hyscale-overlap",
                                  description=__doc__.split("\n\n")[0])
-    ap.add_argument("--preset", default="default", metavar="NAME",
-                    help="the HyScale configuration (default: 'default')")
-    ap.add_argument("--param", action="append", metavar="KEY=VALUE",
-                    help="set one configuration field on top of --preset (repeatable; "
-                         "load_banks is what the bench varies)")
-    ap.add_argument("--simulator", default="verilator", choices=("verilator", "icarus", "pysim"),
-                    help="what runs the RTL (default verilator)")
+    add_accelerator_flags(ap, designs=("hyscale",), devices=("rtl", "model"), device="rtl",
+                          preset="default",
+                          notes={"--device": "model: the cycle and golden models alone (the RTL "
+                                             "columns are then the model's)",
+                                 "--param": "load_banks is what the bench varies"})
     ap.add_argument("--graph-nodes", type=int, default=20_000,
                     help="nodes of the power-law graph the mini-batch is sampled from "
                          "(default 20000)")
@@ -151,7 +151,7 @@ def main(argv=None) -> int:
         raise UserError(f"--targets {args.targets}: choose 1..--graph-nodes ({args.graph_nodes})")
     if min(args.f_in, args.f_out) < 1:
         raise UserError("--f-in and --f-out must be >= 1")
-    params = parse_params(args.param)
+    params = accelerator(args).params
     if "load_banks" in params:
         raise UserError("--param load_banks: the bench runs load_banks 1 and 2 itself; leave "
                         "it out")
@@ -159,7 +159,7 @@ def main(argv=None) -> int:
     job = sampled_job(args.graph_nodes, args.targets, fanouts, args.layer, args.f_in,
                       args.f_out, args.seed)
     res = run(args.preset, job, progress=lambda s: print(f"  done: {s}", flush=True),
-              params=params, simulator=args.simulator)
+              params=params, simulator=args.simulator, device=args.device)
     out = output_dir(args.out)
     (out / "hyscale_overlap.json").write_text(json.dumps(res, indent=2) + "\n")
     plot(res, out / "hyscale_overlap.png")

@@ -3,7 +3,9 @@ held-out-style patterns (hubs, isolated rows, self loops, duplicate entries, wid
 multiples of the lanes, heads, masks), and its utilisation on a power-law graph at F = 64.
 
 Prints one row per pattern (the validation table of docs/attention.md) and writes them as JSON
-with ``--report``.
+with ``--report``. ``moagcn bench sddmm [--device rtl|model] [--simulator verilator] [--design
+sddmm] [--preset default] [--param KEY=VALUE] [--cases N] [--report R.json]``; ``--device
+model`` runs the cycle and golden models alone (the RTL columns are then the model's).
 """
 
 from __future__ import annotations
@@ -15,7 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
-from moagcn.config import apply_params, parse_params
+from moagcn.config import apply_params
+from moagcn.core.options import accelerator, add_accelerator_flags
 from moagcn.core.spec import get_spec
 from moagcn.sim.driver import Driver
 
@@ -59,7 +62,8 @@ CASES = [
 ]
 
 
-def run_case(spec, cfg, simulator, name, make, width, heads, density, seed=0) -> dict:
+def run_case(spec, cfg, simulator, name, make, width, heads, density, seed=0,
+             device: str = "rtl") -> dict:
     indptr, indices = make()
     n = indptr.size - 1
     rng = np.random.default_rng(seed)
@@ -68,7 +72,7 @@ def run_case(spec, cfg, simulator, name, make, width, heads, density, seed=0) ->
     mask = None if density is None else rng.random((indices.size, heads)) < density
     job = spec.check(spec.job(indptr, indices, Q, K, heads, mask), cfg)
     t0 = time.perf_counter()
-    rtl = Driver(spec, cfg, "rtl", simulator).run(job, checked=True)
+    rtl = Driver(spec, cfg, device, simulator).run(job, checked=True)
     wall = time.perf_counter() - t0
     model = Driver(spec, cfg, "model").run(job, checked=True)
     bits = np.array_equal(rtl.output.view(np.uint32), model.output.view(np.uint32))
@@ -84,12 +88,10 @@ def run_case(spec, cfg, simulator, name, make, width, heads, density, seed=0) ->
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="moagcn bench sddmm", description=__doc__.splitlines()[0])
-    p.add_argument("--preset", default="default", metavar="NAME",
-                   help="the SDDMM configuration (default: 'default')")
-    p.add_argument("--param", action="append", metavar="KEY=VALUE",
-                   help="set one configuration field on top of --preset (repeatable)")
-    p.add_argument("--simulator", default="verilator", choices=["verilator", "icarus", "pysim"],
-                   help="what runs the RTL (default verilator)")
+    add_accelerator_flags(p, designs=("sddmm",), devices=("rtl", "model"), device="rtl",
+                          preset="default",
+                          notes={"--device": "model: the cycle and golden models alone (the RTL "
+                                             "columns are then the model's)"})
     p.add_argument("--cases", type=int, default=len(CASES),
                    help=f"run the first N patterns (default all {len(CASES)})")
     p.add_argument("--report", metavar="R.json", help="also write the rows as JSON")
@@ -99,12 +101,12 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     spec = get_spec("sddmm")
-    cfg = apply_params(spec.config(args.preset), parse_params(args.param))
+    cfg = apply_params(spec.config(args.preset), accelerator(args).params)
     rows = []
     print(f"{'pattern':28s} {'rows':>5s} {'entries':>7s} {'F':>4s} {'H':>2s} {'pairs':>7s} "
           f"{'parts':>5s} {'RTL cycles':>10s} {'model':>10s} {'error':>7s} {'util':>6s} exact")
     for case in CASES[:args.cases]:
-        r = run_case(spec, cfg, args.simulator, *case)
+        r = run_case(spec, cfg, args.simulator, *case, device=args.device)
         rows.append(r)
         print(f"{r['pattern']:28s} {r['rows']:5d} {r['entries']:7d} {r['width']:4d} "
               f"{r['heads']:2d} {r['pairs']:7d} {r['parts']:5d} {r['rtl_total']:10d} "
@@ -114,6 +116,7 @@ def main(argv=None) -> int:
     print(f"largest model error {worst:.2f} % (target 3 %); all bit-exact: "
           f"{all(r['bit_exact'] for r in rows)}")
     if args.report:
-        Path(args.report).write_text(json.dumps({"preset": args.preset, "rows": rows},
+        Path(args.report).write_text(json.dumps({"preset": args.preset, "device": args.device,
+                                                 "rows": rows},
                                                 indent=2) + "\n")
     return 0 if worst <= 3.0 and all(r["bit_exact"] for r in rows) else 1

@@ -1,7 +1,7 @@
 """S-SpMM benchmark: utilisation, output-mask skipping, cycle-model error, co-simulation speed.
 
-``moagcn bench sspmm [--device rtl] [--simulator verilator] [--preset default] [--nodes 2000]
-[--param KEY=VALUE] [--repeats 5] [--out DIR]`` runs a power-law graph (average degree >= 8)
+``moagcn bench sspmm [--device rtl|model] [--simulator verilator] [--design sspmm]
+[--preset default] [--param KEY=VALUE] [--nodes 2000] [--repeats 5] [--out DIR]`` runs a power-law graph (average degree >= 8)
 with F = 64 features under a random 50 % mask and under an all-ones mask, on the RTL and on the
 cycle model, and prints one JSON object:
 
@@ -42,9 +42,9 @@ from pathlib import Path
 
 import numpy as np
 
-from moagcn.config import apply_params, parse_params
+from moagcn.config import apply_params
 from moagcn.core.generators import pareto_graph
-from moagcn.core.options import add_field_flags, add_renamed, field_params
+from moagcn.core.options import accelerator, add_accelerator_flags, add_renamed
 from moagcn.core.spec import get_spec
 from moagcn.hw.sspmm import preset
 from moagcn.sim.driver import Driver
@@ -162,14 +162,11 @@ def write_outputs(out_dir: Path, result: dict) -> None:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="moagcn bench sspmm",
                                      description=__doc__.splitlines()[0])
-    parser.add_argument("--device", default="rtl", choices=["rtl", "model"],
-                        help="what runs the jobs (default rtl; model: the golden and cycle "
-                             "models only)")
-    parser.add_argument("--simulator", default="verilator",
-                        choices=["verilator", "icarus", "pysim"],
-                        help="what runs the RTL with --device rtl (default verilator)")
-    parser.add_argument("--preset", default="default", metavar="NAME",
-                        help="the S-SpMM configuration (default: 'default')")
+    add_accelerator_flags(parser, designs=("sspmm",), devices=("rtl", "model"), device="rtl",
+                          preset="default", legacy={"--fetch-rows": "fetch_rows"},
+                          notes={"--device": "model: the golden and cycle models only (no "
+                                             "co-simulation speed, cocotb or tiny jobs)",
+                                 "--param": "e.g. --param node_banks=8 or --param fetch_rows=2"})
     parser.add_argument("--nodes", type=int, default=2000,
                         help="nodes of the power-law job, at most the preset's (default 2000)")
     parser.add_argument("--degree", type=float, default=8.5,
@@ -178,10 +175,6 @@ def build_parser() -> argparse.ArgumentParser:
                         help="feature columns F of the job (default 64)")
     add_renamed(parser, "--features", "--width")
     parser.add_argument("--seed", type=int, default=0, help="graph, feature and mask seed")
-    add_field_flags(parser, {"--fetch-rows": "fetch_rows"})
-    parser.add_argument("--param", action="append", metavar="KEY=VALUE",
-                        help="override a field of the preset (repeatable), e.g. --param "
-                             "node_banks=8 or --param fetch_rows=2")
     parser.add_argument("--repeats", type=int, default=5, dest="repeat",
                         help="runs of the 50 %% job for the co-simulation speed (verilator)")
     add_renamed(parser, "--repeat", "--repeats")
@@ -203,7 +196,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
 
-    params = field_params(args, parse_params(args.param))
+    params = accelerator(args).params
     cfg = apply_params(preset(args.preset), params)
     # the sweep's jobs on --preset take fetch_rows too (the old --fetch-rows set it for both)
     overrides = {"fetch_rows": cfg.fetch_rows} if "fetch_rows" in params else {}

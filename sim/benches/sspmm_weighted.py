@@ -22,7 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
-from moagcn.config import apply_params, parse_params
+from moagcn.config import apply_params
+from moagcn.core.options import accelerator, add_accelerator_flags
 from moagcn.core.spec import get_spec
 from moagcn.sim.benches.sddmm import awkward, power_law
 from moagcn.sim.driver import Driver
@@ -80,14 +81,11 @@ def run_case(spec, cfg, device, simulator, name, make, width, density, seed=0) -
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="moagcn bench sspmm-weighted",
                                 description=__doc__.splitlines()[0])
-    p.add_argument("--preset", default="tiny", metavar="NAME",
-                   help="the S-SpMM configuration; weighted=true is set on it (default tiny)")
-    p.add_argument("--param", action="append", metavar="KEY=VALUE",
-                   help="set one configuration field on top of --preset (repeatable)")
-    p.add_argument("--device", default="rtl", choices=["rtl", "model"],
-                   help="rtl (default) or the cycle and golden models alone")
-    p.add_argument("--simulator", default="verilator", choices=["verilator", "icarus", "pysim"],
-                   help="what runs the RTL (default verilator)")
+    add_accelerator_flags(p, designs=("sspmm",), devices=("rtl", "model"), device="rtl",
+                          preset="tiny",
+                          notes={"--device": "model: the cycle and golden models alone (any "
+                                             "preset; the RTL columns are then the model's)",
+                                 "--preset": "weighted=true is set on it"})
     p.add_argument("--cases", type=int, default=len(CASES),
                    help=f"run the first N jobs (default all {len(CASES)})")
     p.add_argument("--report", metavar="R.json", help="also write the rows as JSON")
@@ -97,7 +95,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     spec = get_spec("sspmm")
-    params = parse_params(args.param)
+    params = accelerator(args).params
     params["weighted"] = "true"
     cfg = apply_params(spec.config(args.preset), params)
     rows = []

@@ -1,8 +1,8 @@
 """The S-SpMM cycle model against the RTL over slices and lanes.
 
 ``moagcn bench sspmm-model [--param slices=1,2,4,8] [--param lanes=4,8,16] [--nodes 1200]
-[--seed 0] [--param split_degree=D] [--param node_banks=B] [--simulator verilator] [--out DIR]``
-builds the default preset's buffers with every (S, P) pair (two groups, one node-buffer read
+[--seed 0] [--param split_degree=D] [--param node_banks=B] [--simulator verilator]
+[--preset default] [--out DIR]`` builds the ``--preset``'s buffers with every (S, P) pair (two groups, one node-buffer read
 per slice and cycle, so that P = 4 has two lanes per group and the design stays small enough to
 build 12 times), runs held-out-style jobs on its RTL and on the cycle model, and prints the
 error of each counter:
@@ -19,7 +19,9 @@ then also gives the rows read from the banks and the refused requests, RTL and m
 take one value (not swept) and leave the S = 1 configurations as they are (0); the old
 ``--split-degree D`` and ``--node-banks B`` still work, with a deprecation line.
 
-Every job's output is checked bit for bit against the golden model. RTL results are cached by
+The bench compares the model with the RTL, so it always runs both: ``--device`` takes ``rtl``
+only (``--design`` ``sspmm`` only). Every job's output is checked bit for bit against the
+golden model. RTL results are cached by
 the Verilog's hash and the job's parameters (re-running the table re-runs only what changed).
 ``--out DIR`` writes ``sspmm-model.json``, ``sspmm-model.csv`` and ``sspmm-model.png`` (model
 against RTL compute cycles).
@@ -45,8 +47,7 @@ from pathlib import Path
 
 import numpy as np
 
-from moagcn.config import parse_params
-from moagcn.core.options import add_field_flags, field_params
+from moagcn.core.options import accelerator, add_accelerator_flags, add_field_flags
 from moagcn.core.spec import get_spec
 from moagcn.errors import UserError
 from moagcn.hw.sspmm import preset
@@ -175,12 +176,12 @@ def _rtl_counters(cfg, job_key: str, indptr, indices, H, M, simulator: str) -> d
 
 
 def table(slices, lanes, nodes: int, seed: int, simulator: str,
-          split_degree: int = 0, node_banks: int = 0) -> list[dict]:
+          split_degree: int = 0, node_banks: int = 0, preset_name: str = "default") -> list[dict]:
     rows = []
     cases = [(S, P, j) for S in slices for P in lanes for j in jobs(nodes, P)]
     for k, (S, P, (name, n, F, degree, density)) in enumerate(cases):
         print(f"[{k + 1}/{len(cases)}] S={S} P={P}: {name}", file=sys.stderr, flush=True)
-        cfg = preset("default", slices=S, lanes=P, groups=2, fetch_rows=1,
+        cfg = preset(preset_name, slices=S, lanes=P, groups=2, fetch_rows=1,
                      split_degree=split_degree if S > 1 else 0,
                      node_banks=node_banks if S > 1 else 0)
         indptr, indices, H, M = held_out_job(n, F, degree, density, seed + k % 3)
@@ -255,18 +256,24 @@ def _ints(text: str) -> list[int]:
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="moagcn bench sspmm-model",
                                  description=__doc__.split("\n")[0])
-    ap.add_argument("--param", action="append", metavar="KEY=VALUE[,VALUE...]",
-                    help="slices and lanes, each a comma list: every (slices, lanes) pair is "
-                         "built and run (default slices=1,2,4,8 and lanes=4,8,16); "
-                         "split_degree=D and node_banks=B, one value each, apply to the S > 1 "
-                         "configurations only (default 0: no split, a node buffer per slice)")
+    add_accelerator_flags(
+        ap, designs=("sspmm",), devices=("rtl",), device="rtl", simulators=("verilator", "icarus"),
+        preset="default", param_metavar="KEY=VALUE[,VALUE...]",
+        why={"--device": "this bench compares the cycle model with the RTL, so it always runs "
+                         "both (rtl only; the RTL results are cached)",
+             "--simulator": "this bench runs its RTL on verilator or icarus"},
+        notes={"--device": "the cycle model runs beside it on every job",
+               "--preset": "the base of the slices x lanes sweep (two groups, one node-buffer "
+                           "read per slice and cycle)",
+               "--param": "slices and lanes, each a comma list: every (slices, lanes) pair is "
+                          "built and run (default slices=1,2,4,8 and lanes=4,8,16); "
+                          "split_degree=D and node_banks=B, one value each, apply to the S > 1 "
+                          "configurations only (default 0: no split, a node buffer per slice)"})
     add_field_flags(ap, {"--slices": "slices", "--lanes": "lanes"}, type=str)
     add_field_flags(ap, {"--split-degree": "split_degree", "--node-banks": "node_banks"})
     ap.add_argument("--nodes", type=int, default=1200,
                     help="nodes of the power-law jobs (default 1200)")
     ap.add_argument("--seed", type=int, default=0, help="graph, feature and mask seed")
-    ap.add_argument("--simulator", default="verilator", choices=("verilator", "icarus"),
-                    help="what runs the RTL (default verilator)")
     ap.add_argument("--out", type=Path, default=None, metavar="DIR",
                     help="also write sspmm-model.json, sspmm-model.csv and sspmm-model.png "
                          "(with --presets: sspmm-model-presets.json and .csv)")
@@ -314,10 +321,13 @@ def main(argv=None) -> int:
         if args.param or any(getattr(args, f"legacy_{f}") is not None
                              for f in ("slices", "lanes", "split_degree", "node_banks")):
             raise UserError("--presets runs each preset as it is: no --param")
+        if args.preset != "default":
+            raise UserError(f"--preset {args.preset} with --presets: --presets names the "
+                            "presets it runs")
         return presets_main(args)
     if args.all:
         raise UserError("--all goes with --presets")
-    params = field_params(args, parse_params(args.param))
+    params = accelerator(args).params
     sweep = {}
     for key, default in (("slices", "1,2,4,8"), ("lanes", "4,8,16")):
         text = params.pop(key, default)
@@ -345,7 +355,7 @@ def main(argv=None) -> int:
         raise UserError(f"--param node_banks={node_banks}: must be 0 (a node buffer per slice) "
                         "or a power of two")
     rows = table(args.slices, args.lanes, args.nodes, args.seed, args.simulator,
-                 split_degree, node_banks)
+                 split_degree, node_banks, args.preset)
     result = {"summary": summary(rows), "rows": rows}
     print(json.dumps(result["summary"], indent=2))
     for r in rows:
