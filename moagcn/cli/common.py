@@ -25,8 +25,9 @@ from pathlib import Path
 import numpy as np
 
 from moagcn.config import parse_params
-from moagcn.core.names import DEFAULT_DESIGN, DEFAULT_DEVICE, DEFAULT_SIMULATOR, SIMULATORS
-from moagcn.core.options import add_field_flags, deprecated, field_params
+from moagcn.core.names import DEFAULT_DESIGN, DEFAULT_DEVICE, DEFAULT_SIMULATOR, DEVICE_KINDS, \
+    SIMULATORS
+from moagcn.core.options import add_accelerator_flags, deprecated, field_params
 from moagcn.errors import UserError
 from moagcn.sim.driver import Driver
 
@@ -168,26 +169,22 @@ def simulator(args) -> str:
 # -- accelerator options -------------------------------------------------------------------------
 
 def add_accelerator_args(parser: argparse.ArgumentParser, *, design: str | None = None,
-                         devices=("cpu", "model", "rtl"), legacy: dict | None = None) -> None:
+                         devices=DEVICE_KINDS, legacy: dict | None = None) -> None:
     """``--device``, ``--simulator``, ``--preset``, ``--param`` (and ``--design`` when the
-    command takes any design: ``design=None``).
+    command takes any design: ``design=None``) from
+    :func:`~moagcn.core.options.add_accelerator_flags`, with the benches' names and help text,
+    and the hidden, deprecated ``--backend``.
 
-    ``legacy`` maps an old option (``--lanes``) to the configuration field it set.
+    :func:`accelerator_choice` applies the defaults (``--device`` and ``--simulator`` are None
+    when not given: an old ``--backend`` may fill them) and checks ``--design`` where it looks
+    the design up. ``legacy`` maps an old option (``--lanes``) to the configuration field it
+    set.
     """
-    parser.add_argument("--device", choices=devices, default=None,
-                        help=f"what computes: {', '.join(devices)} (default {DEFAULT_DEVICE})")
-    parser.add_argument("--simulator", choices=SIMULATORS, default=None,
-                        help="what runs the RTL with --device rtl (default verilator)")
-    if design is None:
-        parser.add_argument("--design", default=DEFAULT_DESIGN, metavar="NAME",
-                            help="the accelerator (sspmm, hyscale; default sspmm)")
+    add_accelerator_flags(parser, designs=None if design is None else (design,),
+                          design=design, devices=devices, design_flag=design is None,
+                          unset=True, refuse_at_parse=False, legacy=legacy)
     parser.set_defaults(design_name=design)
-    parser.add_argument("--preset", default=None, metavar="NAME",
-                        help="the design's named configuration (default: its 'default')")
-    parser.add_argument("--param", action="append", metavar="KEY=VALUE",
-                        help="set one configuration field on top of --preset (repeatable)")
     parser.add_argument("--backend", default=None, help=argparse.SUPPRESS)
-    add_field_flags(parser, legacy or {})
 
 
 def job_driver(args):

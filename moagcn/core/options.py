@@ -16,10 +16,10 @@ A flag name means one thing in every command (the CLI, every ``moagcn bench NAME
 - ``--grid PxM[,PxM...]``: DEAL's P row ranges x M feature groups; ``--subgroups S``: DEAL's
   SpMM sub-groups per owning range (``groups`` is a field of S-SpMM's configuration);
 - ``--device``, ``--simulator``, ``--design``, ``--preset``, ``--param KEY=VALUE``: the
-  accelerator (``moagcn.cli.common`` on the commands; :func:`add_accelerator_flags` on every
-  bench and experiment that runs one, with one help text); a field of its configuration is
-  set with ``--param`` (a bench that sweeps a field takes a comma list: ``--param
-  spes=2,4,8``), not with a flag of its own (:func:`add_field_flags` keeps the old
+  accelerator (:func:`add_accelerator_flags` on every command, bench and experiment that runs
+  one, with one help text; the commands through ``moagcn.cli.common``); a field of its
+  configuration is set with ``--param`` (a bench that sweeps a field takes a comma list:
+  ``--param spes=2,4,8``), not with a flag of its own (:func:`add_field_flags` keeps the old
   ``--lanes``, ``--spes``, ... working).
 
 An old name (``--scale`` where it meant 2^K nodes, ``--seeds`` as a list, ``--batch``,
@@ -113,9 +113,10 @@ def field_params(args, params: dict[str, str]) -> dict[str, str]:
     return params
 
 
-# -- the accelerator of a bench or an experiment --------------------------------------------------
+# -- the accelerator of a command, a bench or an experiment ---------------------------------------
 
-#: the flags every bench and experiment that runs an accelerator (its model or its RTL) takes
+#: the flags every command, bench and experiment that runs an accelerator (its model or its
+#: RTL) takes
 ACCELERATOR_FLAGS = ("--device", "--simulator", "--design", "--preset", "--param")
 
 
@@ -147,14 +148,25 @@ def _design_name(name: str) -> str:
     return resolve_name(name)
 
 
+def _choice(accepted, why: str | None, refuse_at_parse: bool, resolve=None) -> dict:
+    """How a flag checks its value: at once, in one line (:class:`_OneOf`), or with argparse's
+    ``choices`` (usage and error, exit status 2; ``accepted=None``: not at all)."""
+    if refuse_at_parse:
+        return dict(action=_OneOf, accepted=accepted, why=why, resolve=resolve)
+    return dict(choices=accepted) if accepted is not None else {}
+
+
 def add_accelerator_flags(parser: argparse.ArgumentParser, *, designs=None,
                           design: str | None = None, devices=DEVICE_KINDS,
                           device: str = DEFAULT_DEVICE, simulators=SIMULATORS,
                           preset: str | None = None, why: dict | None = None,
                           notes: dict | None = None, param_metavar: str = "KEY=VALUE",
-                          legacy: dict | None = None, legacy_type=int) -> None:
-    """``--device``, ``--simulator``, ``--design``, ``--preset`` and ``--param`` of a bench or an
-    experiment that runs an accelerator: the same names, meanings and help text everywhere.
+                          legacy: dict | None = None, legacy_type=int,
+                          design_flag: bool = True, unset: bool = False,
+                          refuse_at_parse: bool = True) -> None:
+    """``--device``, ``--simulator``, ``--design``, ``--preset`` and ``--param`` of every command,
+    bench and experiment that runs an accelerator: the same names, meanings and help text
+    everywhere.
 
     ``designs``: the designs it takes (None: every accelerator of the registry), ``design`` the
     default (None: the one design, or sspmm); a bench about one design passes
@@ -167,6 +179,15 @@ def add_accelerator_flags(parser: argparse.ArgumentParser, *, designs=None,
     means in this bench: ``--device model`` skips the RTL, ``--param spes=2,4,8`` sweeps).
     ``legacy``: old flags that each set one configuration field (:func:`add_field_flags`).
 
+    The ``moagcn`` commands (:func:`moagcn.cli.common.add_accelerator_args`) differ in three
+    ways, each a keyword. ``design_flag=False``: no ``--design`` (a command about one design,
+    ``moagcn sspmm run``). ``unset``: ``--device`` and ``--simulator`` are None when not given,
+    so that the command can tell (its help still names ``device`` and the default simulator,
+    which the command applies). ``refuse_at_parse=False``: the commands parse before
+    ``moagcn``'s error handler, so argparse refuses a device or simulator outside its choices
+    (usage and error, exit status 2) and ``--design`` is checked where the design is looked up
+    (the registry's error, a renamed design's notice).
+
     :func:`accelerator` reads them back, old flags and all."""
     why, notes = dict(why or {}), dict(notes or {})
     if designs is None:
@@ -178,20 +199,25 @@ def add_accelerator_flags(parser: argparse.ArgumentParser, *, designs=None,
         design = designs[0] if len(designs) == 1 else DEFAULT_DESIGN
     if len(designs) == 1:
         why.setdefault("--design", f"{prog} measures the {designs[0]} design")
-    parser.add_argument("--device", action=_OneOf, accepted=devices, why=why.get("--device"),
-                        default=device, metavar="{" + ",".join(devices) + "}",
+    parser.add_argument("--device", **_choice(devices, why.get("--device"), refuse_at_parse),
+                        default=None if unset else device,
+                        metavar="{" + ",".join(devices) + "}",
                         help=_help(f"what computes: {', '.join(devices)} (default {device})",
                                    notes.get("--device")))
-    parser.add_argument("--simulator", action=_OneOf, accepted=simulators,
-                        why=why.get("--simulator"), default=DEFAULT_SIMULATOR,
+    parser.add_argument("--simulator",
+                        **_choice(simulators, why.get("--simulator"), refuse_at_parse),
+                        default=None if unset else DEFAULT_SIMULATOR,
                         metavar="{" + ",".join(simulators) + "}",
                         help=_help(f"what runs the RTL with --device rtl: "
                                    f"{', '.join(simulators)} (default {DEFAULT_SIMULATOR})",
                                    notes.get("--simulator")))
-    parser.add_argument("--design", action=_OneOf, accepted=designs, why=why.get("--design"),
-                        resolve=_design_name, default=design, metavar="NAME",
-                        help=_help(f"the accelerator: {', '.join(designs)} (default {design})",
-                                   notes.get("--design")))
+    if design_flag:
+        parser.add_argument("--design", **_choice(designs if refuse_at_parse else None,
+                                                  why.get("--design"), refuse_at_parse,
+                                                  resolve=_design_name),
+                            default=design, metavar="NAME",
+                            help=_help(f"the accelerator: {', '.join(designs)} "
+                                       f"(default {design})", notes.get("--design")))
     parser.add_argument("--preset", default=preset, metavar="NAME",
                         help=_help("the design's named configuration (default "
                                    + (f"'{preset}')" if preset else "the design's own)"),

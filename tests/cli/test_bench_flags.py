@@ -2,17 +2,21 @@
 shared flags, ``--device``, ``--simulator``, ``--design``, ``--preset`` and ``--param``, added by
 one helper (:func:`moagcn.core.options.add_accelerator_flags`) with one help text; a bench
 about one design refuses any other in one line; and each bench's defaults are what they were
-before the flags were shared (the same default run).
+before the flags were shared (the same default run). The ``moagcn`` commands that run one
+(``sspmm run``, ``train``, ...) take them from the same helper, with the same help text.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import re
 
 import pytest
 
-from moagcn.cli.main import BENCHES, EXPERIMENTS, main
+from moagcn.cli.common import accelerator_choice
+from moagcn.cli.main import BENCHES, EXPERIMENTS, build_parser, main
+from moagcn.core.names import DEFAULT_DESIGN, DEFAULT_DEVICE, DEFAULT_SIMULATOR
 from moagcn.core.options import ACCELERATOR_FLAGS, accelerator, missing_accelerator_flags
 from moagcn.core.registry import accelerator_names
 
@@ -152,3 +156,104 @@ def test_the_check_sees_a_bench_without_the_helper():
     planted.add_argument("--device", choices=("rtl", "model"), help="what runs the jobs")
     planted.add_argument("--param", action="append", help="a field")
     assert missing_accelerator_flags(planted) == ["--simulator", "--design", "--preset"]
+
+
+# -- the moagcn commands: the same flags, from the same helper ------------------------------------
+
+#: the commands that run an accelerator (moagcn.cli.common.add_accelerator_args) -> the one
+#: design a command runs (None: it takes --design)
+COMMANDS = {"sspmm run": "sspmm", "sddmm run": "sddmm", "hyscale run": "hyscale",
+            "hyscale train": None, "train": None, "infer": None}
+
+#: each flag's one help text: the shared wording, with the command's own names and default in
+#: the groups, then at most the one clause of the command's own that the helper adds ("; ...")
+WORDING = {
+    "--device": r"what computes: (?P<names>[a-z, ]+) \(default (?P<default>[a-z]+)\)",
+    "--simulator": r"what runs the RTL with --device rtl: (?P<names>[a-z, ]+) "
+                   r"\(default (?P<default>[a-z]+)\)",
+    "--design": r"the accelerator: (?P<names>[\w, -]+) \(default (?P<default>[\w-]+)\)",
+    "--preset": r"the design's named configuration \(default ('[\w-]+'|the design's own)\)",
+    "--param": r"set one configuration field on top of --preset \(repeatable\)",
+}
+
+
+def _commands() -> dict:
+    """``"sspmm run"`` -> its parser, for every command with --device, --simulator, --preset
+    and --param."""
+    out, todo = {}, [((), build_parser())]
+    while todo:
+        words, parser = todo.pop()
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                todo += [((*words, n), sub) for n, sub in action.choices.items()]
+        have = {o for a in parser._actions for o in a.option_strings}
+        if {"--device", "--simulator", "--preset", "--param"} <= have:
+            out[" ".join(words)] = parser
+    return out
+
+
+CLI = _commands()
+
+
+def test_the_commands_that_run_an_accelerator_are_these():
+    assert set(CLI) == set(COMMANDS)
+    for command, design in COMMANDS.items():
+        assert missing_accelerator_flags(CLI[command]) == ([] if design is None
+                                                           else ["--design"]), command
+
+
+def _flags():
+    """``(where, flag, action)`` of every command's, bench's and experiment's shared flags."""
+    for command, parser in sorted(CLI.items()):
+        for flag in ACCELERATOR_FLAGS:
+            if flag not in missing_accelerator_flags(parser):
+                yield f"moagcn {command}", flag, _action(parser, flag)
+    for where in RUNS_ONE:
+        for flag in ACCELERATOR_FLAGS:
+            yield f"moagcn {' '.join(where)}", flag, _action(PARSERS[where], flag)
+
+
+def test_the_commands_and_the_benches_share_each_flags_help():
+    bad = []
+    for where, flag, action in _flags():
+        m = re.fullmatch(WORDING[flag] + r"(; .+)?", action.help or "", re.DOTALL)
+        if m is None:
+            bad.append(f"{where} {flag}: {action.help!r}")
+            continue
+        if "names" in m.groupdict():
+            # the names and the default it shows are the ones it takes
+            accepted = getattr(action, "accepted", None) or action.choices
+            shown = m["names"].split(", ")
+            if accepted is not None and list(accepted) != shown:
+                bad.append(f"{where} {flag}: shows {shown}, takes {list(accepted)}")
+            if action.default is not None and action.default != m["default"]:
+                bad.append(f"{where} {flag}: shows default {m['default']}, has {action.default}")
+    assert not bad, "help that is not the shared wording:\n" + "\n".join(bad)
+
+
+def test_a_commands_design_lists_every_accelerator():
+    for command, design in COMMANDS.items():
+        if design is None:
+            help_ = _action(CLI[command], "--design").help
+            assert help_ == f"the accelerator: {', '.join(accelerator_names())} (default sspmm)"
+    assert "sddmm" in accelerator_names()
+
+
+#: each command's required options (nothing is read: the parser alone)
+REQUIRED = {"sspmm run": "--graph g --features h --out z", "sddmm run": "--graph g --q q --k k "
+            "--out s", "hyscale run": "--graph g --features x --weight w --out y",
+            "hyscale train": "", "train": "", "infer": "--checkpoint c"}
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_a_commands_defaults_are_applied_by_the_command(command, capsys):
+    """--device and --simulator are None when not given (the command can tell); the help
+    names the defaults the command applies."""
+    args = CLI[command].parse_args(REQUIRED[command].split())
+    assert args.device is None and args.simulator is None and args.backend is None
+    choice = accelerator_choice(args)
+    assert (choice.device, choice.simulator) == (DEFAULT_DEVICE, DEFAULT_SIMULATOR)
+    assert choice.design == (COMMANDS[command] or DEFAULT_DESIGN) and choice.preset is None
+    assert _action(CLI[command], "--device").help.endswith(f"(default {DEFAULT_DEVICE})")
+    assert _action(CLI[command], "--simulator").help.endswith(f"(default {DEFAULT_SIMULATOR})")
+    assert capsys.readouterr().err == ""
