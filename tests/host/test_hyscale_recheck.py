@@ -210,14 +210,24 @@ def test_training_reports_predicted_and_measured_epochs_and_re_splits_the_drm():
         assert e["error"] == pytest.approx((e["predicted_s"] - e["measured_s"])
                                            / e["measured_s"])
         assert mine[-1]["model_check"] == e
-    assert first["error"] < -0.9 and first["recalibrated"] and first["resplit"]
+    assert first["error"] < -0.9 and first["recalibrated"]
     assert mc["recalibrations"] >= 1
-    # the re-split is a DRM decision after the epoch's last iteration (2); with two batches
-    # sampled ahead, iteration 2 + 3 is the first cut at the new share
-    moves = [x for x in r["drm_log"] if x["action"].startswith("resplit")]
-    assert moves[0]["iteration"] == 2 and moves[0]["cpu_share"] == first["best_share"]
     assert first["best_share"] > 0.5 - 1e-9
-    assert its[5]["cpu_share_used"] == first["best_share"]
+    # a re-split exactly where the re-calibrated model puts the best share 5 % (the documented
+    # re-split gain) ahead of the share the DRM ended the epoch with (the DRM's own moves in
+    # the epoch depend on the measured times: where it already went above about 0.68, 0.7 is
+    # no longer 5 % better)
+    gain = first["predicted_epoch_at_best_s"] < (1 - 0.05) * \
+        first["predicted_epoch_at_share_s"]
+    assert first["resplit"] == gain
+    moves = [x for x in r["drm_log"] if x["action"].startswith("resplit")]
+    if first["resplit"]:
+        # the re-split is a DRM decision after the epoch's last iteration (2); with two
+        # batches sampled ahead, iteration 2 + 3 is the first cut at the new share
+        assert moves[0]["iteration"] == 2 and moves[0]["cpu_share"] == first["best_share"]
+        assert its[5]["cpu_share_used"] == first["best_share"]
+    else:
+        assert not [m for m in moves if m["iteration"] == 2]
     # the next epoch is predicted by the re-calibrated model: within reach of the measurement
     assert abs(mc["epochs"][1]["error"]) < 0.9
 
