@@ -25,8 +25,9 @@ from pathlib import Path
 
 import numpy as np
 
-from moagcn.core.options import Accelerator, accelerator, add_accelerator_flags, add_renamed
+from moagcn.core.options import Accelerator, accelerator, add_renamed
 from moagcn.errors import UserError
+from moagcn.host.benches import add_trainer_accelerator_flags
 from moagcn.host.benches.hyscale_train import _dataset, trainer_fields
 from moagcn.host.graphs.minibatch import training_ids
 from moagcn.host.hyscale.calibrate import calibrate
@@ -276,12 +277,7 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--trainers", default="cpu:1,accel:1", metavar="KIND:N,...",
                     help="the trainers, as moagcn hyscale train takes them (default "
                          "cpu:1,accel:1)")
-    add_accelerator_flags(ap, devices=("model", "rtl"), device="model",
-                          simulators=("verilator",),
-                          why={"--simulator": "the accelerator trainers run the RTL on "
-                                              "verilator"},
-                          notes={"--device": "the accelerator trainers' device, as moagcn "
-                                             "hyscale train takes it"})
+    add_trainer_accelerator_flags(ap)
     ap.add_argument("--repeats", type=int, default=5, help="calibration repeats")
     ap.add_argument("--measure-repeats", type=int, default=5,
                     help="training runs with and without prefetching (medians reported, with "

@@ -36,8 +36,9 @@ from pathlib import Path
 
 import numpy as np
 
-from moagcn.core.options import accelerator, add_accelerator_flags
+from moagcn.core.options import accelerator
 from moagcn.errors import UserError
+from moagcn.host.benches import add_trainer_accelerator_flags
 from moagcn.host.benches.hyscale_train import trainer_fields
 from moagcn.host.graphs.generators import sbm
 from moagcn.host.hyscale.recheck import RECALIBRATE_ABOVE, RESPLIT_GAIN
@@ -157,12 +158,7 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--recheck-threshold", type=float, default=RECALIBRATE_ABOVE,
                     help=f"re-calibrate where an epoch is off by more than this (default "
                          f"{RECALIBRATE_ABOVE}; inf: never, the calibrated model alone)")
-    add_accelerator_flags(ap, devices=("model", "rtl"), device="model",
-                          simulators=("verilator",),
-                          why={"--simulator": "the accelerator trainers run the RTL on "
-                                              "verilator"},
-                          notes={"--device": "the accelerator trainers' device, as moagcn "
-                                             "hyscale train takes it"})
+    add_trainer_accelerator_flags(ap)
     ap.add_argument("--no-drm", action="store_true", help="keep the initial split")
     ap.add_argument("--nodes", type=int, default=3000, help="graph nodes (default 3000)")
     ap.add_argument("--train-per-class", type=int, default=100,

@@ -51,9 +51,10 @@ from pathlib import Path
 
 import numpy as np
 
-from moagcn.core.options import Accelerator, accelerator, add_accelerator_flags, add_renamed
+from moagcn.core.options import Accelerator, accelerator, add_renamed
 from moagcn.core.reports import output_dir, pyplot
 from moagcn.errors import UserError
+from moagcn.host.benches import add_trainer_accelerator_flags
 from moagcn.host.graphs.generators import rmat
 from moagcn.host.hyscale.train import HybridConfig, train_hybrid
 
@@ -246,12 +247,7 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--repeats", type=int, default=1,
                     help="runs of every measurement, summarised by the median (the DRM run "
                          "and a fresh run of the best static split R times each, in turn)")
-    add_accelerator_flags(ap, devices=("model", "rtl"), device="model",
-                          simulators=("verilator",),
-                          why={"--simulator": "the accelerator trainers run the RTL on "
-                                              "verilator"},
-                          notes={"--device": "the accelerator trainers' device, as moagcn "
-                                             "hyscale train takes it"})
+    add_trainer_accelerator_flags(ap)
     ap.add_argument("--loader-features", type=int, default=16,
                     help="input features of the loader-bound prefetching run")
     ap.add_argument("--loader-hidden", type=int, default=128,
