@@ -72,13 +72,17 @@ class AcceleratorDevice(SparseDevice):
                                              np.ascontiguousarray(Xn[:, h, :]), M, self.config)
                 res = self.driver.run(job, checked=True)
                 Z[:, h, :] = res.output
-                counts = res.counters
-                # the work, calls and elements are counted once, by spmm_weighted
-                counts.calls = counts.work_adds = counts.spmm_adds = 0
-                counts.elements = counts.unmasked = 0
-                counts.wall_s = 0.0
-                self.counters.add(counts)
+                self._add_job_cycles(res.counters)     # the work: counted by spmm_weighted
         return torch.from_numpy(Z).to(X.device)
+
+    def _add_job_cycles(self, counts) -> None:
+        """Add a job's cycles and bytes to :attr:`counters`; its work, calls, elements and wall
+        time are left out (the :class:`SparseDevice` method that called the job counts them
+        once for the whole call)."""
+        counts.calls = counts.work_adds = counts.spmm_adds = 0
+        counts.elements = counts.unmasked = 0
+        counts.wall_s = 0.0
+        self.counters.add(counts)
 
     def _sddmm(self, csr, Q, K, mask=None):
         """The SDDMM as the spec's jobs (:meth:`AcceleratorSpec.sddmm_jobs`: groups of heads
@@ -97,12 +101,7 @@ class AcceleratorDevice(SparseDevice):
                                                     self.config):
                 res = self.driver.run(job, checked=True)
                 S[:, h0:h1] = res.output
-                counts = res.counters
-                # the work, calls and elements are counted once, by sddmm
-                counts.calls = counts.work_adds = counts.spmm_adds = 0
-                counts.elements = counts.unmasked = 0
-                counts.wall_s = 0.0
-                self.counters.add(counts)
+                self._add_job_cycles(res.counters)     # the work: counted by sddmm
         return torch.from_numpy(S).to(Q.device)
 
     @property
