@@ -136,7 +136,10 @@ def test_full_neighbourhood_hybrid_training_equals_full_graph_training():
 def test_hybrid_cora_accuracy_matches_cpu_only():
     d = load_dataset("cora")
     cfg = HybridConfig(batch=70, epochs=30, hidden=64, fanouts="25,10", lr=0.01)
-    hybrid = train_hybrid(d, dataclasses.replace(cfg, trainers="cpu:1,accel:1"))
+    # the split fixed (no DRM, half each): the DRM's moves follow measured times, and with them
+    # the mini-batches each trainer gets, which made the accuracy vary with the machine's load
+    hybrid = train_hybrid(d, dataclasses.replace(cfg, trainers="cpu:1,accel:1", drm=False,
+                                                 cpu_share=0.5))
     cpu = train_hybrid(d, dataclasses.replace(cfg, trainers="cpu:1"))
     assert hybrid["test_acc"] >= 0.77
     assert abs(hybrid["test_acc"] - cpu["test_acc"]) <= 0.02
