@@ -6,7 +6,9 @@
   versions).
 
 The cache lives in ``$MOAGCN_CACHE_DIR`` (default ``~/.cache/moagcn``). Concurrent processes
-(pytest-xdist workers) serialise on a lock file per entry.
+(pytest-xdist workers) serialise on a lock file per entry. With ``$MOAGCN_BUILD_TRACE`` set to a
+file, every lookup appends one JSON line to it (kind, name, key, whether it was built, seconds,
+and the pytest test asking): what a test run builds and what each build costs.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import os
 import re
 import shutil
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
@@ -52,6 +55,20 @@ def locked(path: Path) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def trace(kind: str, name: str, key: str, built: bool, seconds: float) -> None:
+    """Append one build-cache lookup to ``$MOAGCN_BUILD_TRACE`` (nothing when it is unset)."""
+    path = os.environ.get("MOAGCN_BUILD_TRACE")
+    if not path:
+        return
+    line = json.dumps({"kind": kind, "name": name, "key": key[:16], "built": built,
+                       "seconds": round(seconds, 2),
+                       "test": os.environ.get("PYTEST_CURRENT_TEST", "").split(" (")[0]})
+    with open(path, "a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        fh.write(line + "\n")
+        fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 @functools.cache
@@ -160,8 +177,10 @@ def generate_verilog(design, config=None, out_dir: Path | None = None) -> Genera
     entry = cache_dir() / "verilog" / f"{design.toplevel}-{key}"
     vfile = entry / f"{design.toplevel}.v"
     meta = entry / "meta.json"
+    start, built = time.perf_counter(), False
     with locked(entry):
         if not meta.exists():
+            built = True
             entry.mkdir(parents=True, exist_ok=True)
             text, ports = verilog_text(design.build(config), design.toplevel)
             vfile.write_text(text)
@@ -170,6 +189,7 @@ def generate_verilog(design, config=None, out_dir: Path | None = None) -> Genera
                 "config": config_dict(gateware_view(config)),
                 "ports": [p.__dict__ for p in ports],
             }, indent=2))
+    trace("verilog", design.toplevel, key, built, time.perf_counter() - start)
     info = json.loads(meta.read_text())
     result = GeneratedVerilog(design.name, design.toplevel, vfile,
                               tuple(Port(**p) for p in info["ports"]), config_dict(config))
@@ -295,8 +315,10 @@ def build_simulator(backend: str, verilog: GeneratedVerilog, waves: bool = False
     key = simulator_key(backend, text, args, waves)
     build_dir = cache_dir() / backend / f"{verilog.toplevel}-{key}"
     ok = build_dir / ".built"
+    start, built = time.perf_counter(), False
     with locked(build_dir):
         if not ok.exists():
+            built = True
             shutil.rmtree(build_dir, ignore_errors=True)
             build_dir.mkdir(parents=True)
             runner = get_runner(backend)
@@ -321,4 +343,5 @@ def build_simulator(backend: str, verilog: GeneratedVerilog, waves: bool = False
                 os.environ.clear()
                 os.environ.update(env_before)
             ok.write_text("ok\n")
+    trace(backend, verilog.toplevel, key, built, time.perf_counter() - start)
     return build_dir

@@ -27,9 +27,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,24 +41,33 @@ from moagcn.config import config_hash
 from moagcn.core.spec import StreamProtocol
 from moagcn.errors import SimulationError, UserError
 from moagcn.hw.sspmm.group import LaneAdders
-from moagcn.sim.rtl.build import (GeneratedVerilog, cache_dir, locked, tool_version, verilator_env,
-                                  verilog_text)
+from moagcn.sim.rtl.build import (GeneratedVerilog, cache_dir, locked, tool_version, trace,
+                                  verilator_env, verilog_text)
 
-#: the model is compiled for this machine's CPU (-march=native): the cache key names the CPU
-LEAN_ARGS = ["-O3", "--x-assign", "fast", "--x-initial", "fast", "-Wno-fatal",
-             "-CFLAGS", "-O3 -march=native"]
-#: environment variable replacing the C++ flags above: the test suite sets ``-O1``, which
-#: builds faster and runs its small jobs about as fast; the benchmarks keep ``-O3``
-#: (docs/sim.md, "Why these options")
+#: Verilator's own options for the harness's model
+LEAN_ARGS = ["-O3", "--x-assign", "fast", "--x-initial", "fast", "-Wno-fatal"]
+#: C++ flags of the code that runs every cycle (the model's evaluation, the harness loop and
+#: Verilator's runtime library); the model is compiled for this machine's CPU (-march=native):
+#: the cache key names the CPU
+CXX_FAST = "-O3 -march=native"
+#: environment variable replacing ``CXX_FAST``: the test suite sets ``-O1``, which builds
+#: faster and runs its small jobs about as fast; the benchmarks keep ``-O3`` (docs/sim.md, "Why
+#: these options")
 CFLAGS_ENV = "MOAGCN_LEAN_CFLAGS"
 
 
 def lean_args() -> list[str]:
-    """Verilator's arguments for the harness (with the C++ flags of ``CFLAGS_ENV`` if set)."""
-    args = list(LEAN_ARGS)
-    if os.environ.get(CFLAGS_ENV):
-        args[args.index("-CFLAGS") + 1] = os.environ[CFLAGS_ENV]
-    return args
+    """Verilator's arguments for the harness."""
+    return list(LEAN_ARGS)
+
+
+def lean_make_vars() -> dict[str, str]:
+    """Make variables of the model's C++ build (Verilator's ``verilated.mk``): ``CXX_FAST`` (or
+    ``$MOAGCN_LEAN_CFLAGS``) for the per-cycle code and the runtime library, ``-O0`` for the
+    code that runs once (construction and initial values: a third of the generated C++ of a
+    large design, which at ``-O1`` took as long to compile as the rest)."""
+    fast = os.environ.get(CFLAGS_ENV) or CXX_FAST
+    return {"OPT_FAST": fast, "OPT_GLOBAL": fast, "OPT_SLOW": "-O0"}
 
 
 def _cpu_id() -> str:
@@ -309,8 +320,8 @@ def build_lean(verilog: GeneratedVerilog, proto: StreamProtocol) -> Path:
     wrapper = generate_wrapper(verilog)
     text = verilog.path.read_text()
     args = lean_args()
-    key = config_hash(text, source, wrapper, json.dumps(args), tool_version("verilator"),
-                      _cpu_id())
+    key = config_hash(text, source, wrapper, json.dumps(args), json.dumps(lean_make_vars()),
+                      tool_version("verilator"), _cpu_id())
     return _verilator_exe(cache_dir() / "lean" / f"{verilog.toplevel}-{key}",
                           {"harness.cpp": source, "wrapper.v": wrapper},
                           [str(verilog.path), "wrapper.v", "harness.cpp"], args,
@@ -320,28 +331,71 @@ def build_lean(verilog: GeneratedVerilog, proto: StreamProtocol) -> Path:
 def _verilator_exe(build_dir: Path, files: dict[str, str], sources: list[str], args: list[str],
                    what: str) -> Path:
     """Build (or find in the cache) ``build_dir/harness`` from ``sources`` (``files`` written
-    into ``build_dir`` first) with plain ``verilator --cc --exe --build`` and ``args``."""
+    into ``build_dir`` first) with plain ``verilator --cc --exe``, ``args`` and
+    :func:`lean_make_vars`."""
     exe = build_dir / "harness"
+    start, built = time.perf_counter(), False
     with locked(build_dir):
         if not exe.exists():
+            built = True
             shutil.rmtree(build_dir, ignore_errors=True)
             build_dir.mkdir(parents=True)
             for name, body in files.items():
                 (build_dir / name).write_text(body)
-            cmd = ["verilator", "--cc", "--exe", "--build", "-j", str(os.cpu_count() or 2),
-                   *args, "--top-module", WRAPPER, "--prefix", "Vtop",
-                   "-Mdir", str(build_dir / "obj"), "-o", str(exe), *sources]
             log = build_dir / "build.log"
             with open(log, "w") as fh:
-                proc = subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT,
-                                      env=verilator_env(), cwd=build_dir)
-            if proc.returncode != 0 or not exe.exists():
+                ok = verilate_and_make(build_dir, sources, args, exe, fh)
+            if not ok or not exe.exists():
                 tail = log.read_text()[-3000:]
                 raise UserError(f"lean Verilator build of {what} failed; log {log}:\n{tail}")
             # the generated C++ and its objects (100-400 MB for the larger presets) are not
             # needed once the harness is linked: the cache keeps the executable and the log
             shutil.rmtree(build_dir / "obj", ignore_errors=True)
+    trace("lean", what, build_dir.name.rsplit("-", 1)[-1], built, time.perf_counter() - start)
     return exe
+
+
+def verilate_and_make(build_dir: Path, sources: list[str], args: list[str], exe: Path, log,
+                      extra_cflags: str = "") -> bool:
+    """``verilator --cc --exe`` into ``build_dir/obj``, then its ``make`` with
+    :func:`lean_make_vars` (plus ``extra_cflags`` on every file); output to ``log``. Returns
+    whether both succeeded.
+
+    Verilator's runtime library (``verilated.cpp`` and the like, the same for every design:
+    about 9 CPU-seconds a build) is compiled once per set of flags and kept in the cache
+    (``lean/runtime-<hash>``); each build links that copy."""
+    obj = build_dir / "obj"
+    env = verilator_env()
+    cmd = ["verilator", "--cc", "--exe", *args, "--top-module", WRAPPER, "--prefix", "Vtop",
+           "-Mdir", str(obj), "-o", str(exe), *sources]
+    if extra_cflags:
+        cmd += ["-CFLAGS", extra_cflags]
+    if subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, env=env,
+                      cwd=build_dir).returncode != 0:
+        return False
+    make_vars = lean_make_vars()
+    classes = (obj / "Vtop_classes.mk").read_text()
+    runtime = [f"{name}.o" for name in re.findall(r"^\s+(verilated\w*) \\$", classes, re.M)]
+    settings = [line for line in classes.splitlines() if line.startswith("VM_")]
+    key = config_hash(tool_version("verilator"), json.dumps(make_vars), extra_cflags,
+                      json.dumps(settings), json.dumps(runtime), _cpu_id())
+    store = cache_dir() / "lean" / f"runtime-{key}"
+    with locked(store):
+        have = bool(runtime) and all((store / name).exists() for name in runtime)
+        if have:
+            for name in runtime:           # newer than Vtop.mk: make keeps them
+                shutil.copyfile(store / name, obj / name)
+    make = ["make", "-C", str(obj), "-f", "Vtop.mk", "-j", str(os.cpu_count() or 2),
+            *[f"{k}={v}" for k, v in make_vars.items()]]
+    if subprocess.run(make, stdout=log, stderr=subprocess.STDOUT, env=env,
+                      cwd=build_dir).returncode != 0:
+        return False
+    if runtime and not have:
+        with locked(store):
+            store.mkdir(parents=True, exist_ok=True)
+            for name in runtime:
+                shutil.copyfile(obj / name, store / name)
+    return True
 
 
 @dataclass
@@ -493,7 +547,7 @@ def adder_loop_speed(lanes: int, latency: int, cycles: int = 2_000_000) -> dict:
     wrapper = adder_loop_wrapper(lanes, latency)
     args = lean_args()
     key = config_hash(text, wrapper, ADDER_LOOP_MAIN, json.dumps(args),
-                      tool_version("verilator"), _cpu_id())
+                      json.dumps(lean_make_vars()), tool_version("verilator"), _cpu_id())
     exe = _verilator_exe(cache_dir() / "lean" / f"lane_adders-{key}",
                          {"lane_adders.v": text, "wrapper.v": wrapper, "main.cpp": ADDER_LOOP_MAIN},
                          ["lane_adders.v", "wrapper.v", "main.cpp"], args, "the lane adders")

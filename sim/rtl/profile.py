@@ -37,8 +37,8 @@ from moagcn.config import apply_params, parse_params
 from moagcn.core.generators import pareto_graph
 from moagcn.core.spec import get_spec
 from moagcn.hw.sspmm import preset
-from moagcn.sim.rtl.build import generate_verilog, verilator_env
-from moagcn.sim.rtl.lean import WRAPPER, generate_harness, generate_wrapper, lean_args
+from moagcn.sim.rtl.build import generate_verilog
+from moagcn.sim.rtl.lean import generate_harness, generate_wrapper, lean_args, verilate_and_make
 
 _IDENT = re.compile(r"moagcn_lean_top__DOT__(?:dut__DOT__dut__DOT__)?(\w+)")
 _SAMPLE = re.compile(r"\s*([\d.]+)%\s+(\S+):(\d+)")
@@ -78,16 +78,11 @@ def prepare(out: Path, preset_name: str, params: dict, nodes: int, width: int,
 
 def build(out: Path) -> Path:
     """The harness, built with the lean options and ``-g``; keeps the generated C++."""
-    args = lean_args()
-    args[args.index("-CFLAGS") + 1] += " -g"
     shutil.rmtree(out / "obj", ignore_errors=True)
-    cmd = ["verilator", "--cc", "--exe", "--build", "-j", "2", *args, "--top-module", WRAPPER,
-           "--prefix", "Vtop", "-Mdir", "obj", "-o", str((out / "harness").resolve()),
-           "top.v", "wrapper.v", "harness.cpp"]
     with open(out / "build.log", "w") as fh:
-        proc = subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT, env=verilator_env(),
-                              cwd=out)
-    if proc.returncode != 0:
+        ok = verilate_and_make(out, ["top.v", "wrapper.v", "harness.cpp"], lean_args(),
+                               (out / "harness").resolve(), fh, extra_cflags="-g")
+    if not ok:
         raise SystemExit(f"the harness did not build; see {out / 'build.log'}")
     return out / "harness"
 
