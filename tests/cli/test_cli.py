@@ -1,22 +1,57 @@
 """The command line: outputs, and one clear line (no traceback) on bad input."""
 
+import contextlib
+import io
 import json
 import subprocess
 import sys
+import traceback
+import warnings
 
 import numpy as np
 import pytest
 
+from moagcn.cli.main import main
 from moagcn.sim.arith import golden
 
 
-def moagcn(*args, cwd=None):
-    return subprocess.run([sys.executable, "-m", "moagcn", *map(str, args)], capture_output=True,
-                          text=True, cwd=cwd)
+def moagcn(*args, cwd=None, isolated=False):
+    """``moagcn ARGS`` as a user runs it: exit status, stdout and stderr.
+
+    In this process by default (``moagcn.cli.main.main`` with the streams captured, a
+    traceback of an uncaught exception written to stderr with status 1, as the interpreter
+    would): a new interpreter per call cost 2-3 s of imports, most of the CLI tests' time.
+    ``isolated`` runs ``python -m moagcn`` in a subprocess, for what must hold in a fresh
+    process."""
+    argv = [str(a) for a in args]
+    if isolated:
+        return subprocess.run([sys.executable, "-m", "moagcn", *argv], capture_output=True,
+                              text=True, cwd=cwd)
+    out, err = io.StringIO(), io.StringIO()
+    import torch
+    threads = torch.get_num_threads()
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(contextlib.redirect_stdout(out))
+        stack.enter_context(contextlib.redirect_stderr(err))
+        stack.enter_context(warnings.catch_warnings())
+        warnings.simplefilter("default")        # each call shows its warnings, as a new process
+        if cwd is not None:
+            stack.enter_context(contextlib.chdir(cwd))
+        try:
+            status = main(argv)
+        except SystemExit as exc:               # argparse: --help (0), usage errors (2)
+            status = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        except BaseException:                   # what the interpreter prints, and status 1
+            traceback.print_exc(file=err)
+            status = 1
+        finally:                                # --threads is the command's, not the tests'
+            torch.set_num_threads(threads)
+    return subprocess.CompletedProcess(["moagcn", *argv], status, out.getvalue(),
+                                       err.getvalue())
 
 
 def test_help_lists_commands():
-    out = moagcn("--help")
+    out = moagcn("--help", isolated=True)       # the entry point in a process of its own
     assert out.returncode == 0
     for cmd in ("hw", "arith", "synth", "demo"):
         assert cmd in out.stdout
