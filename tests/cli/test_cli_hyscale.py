@@ -154,10 +154,15 @@ def test_hyscale_run_bad_input_is_one_line(job_files, case, needle):
 
 
 def test_hw_generate_hyscale_layer(tmp_path):
+    # the tiny preset's values spelled as parameters over the default preset: the same
+    # configuration as tests/cli/test_registry.py generates, so one Verilog for both
     out = moagcn("hw", "generate", "hyscale-layer", "--param", "spes=2", "--param", "macs=4",
                  "--param", "max_feature_width=16", "--param", "mem_words_per_cycle=2",
-                 "--param", "max_sources=64", "--param", "max_edges=256", "--out", tmp_path,
-                 "--lint")
+                 "--param", "max_sources=512", "--param", "max_edges=1024",
+                 "--param", "max_destinations=64", "--param", "feature_slots=4",
+                 "--param", "edge_queue=4", "--param", "add_latency=7",
+                 "--param", "mul_latency=7", "--param", "load_banks=2",
+                 "--out", tmp_path, "--lint")
     assert out.returncode == 0, out.stderr
     assert "lint: clean" in out.stdout
     text = (tmp_path / "hyscale-layer.v").read_text()

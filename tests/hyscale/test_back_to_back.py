@@ -210,6 +210,7 @@ def test_tiled_job_on_icarus_runs_back_to_back_like_verilator():
     assert icarus.counters.extra["cycles_load_hidden"] > 0
 
 
+@pytest.mark.slow            # a configuration of its own: make test-slow
 def test_buffers_that_are_not_powers_of_two_keep_their_halves_apart():
     # each half is rounded up to a power of two: 300 sources, 700 edges, 30 destinations
     config = preset("tiny", max_sources=300, max_edges=700, max_destinations=30)

@@ -113,6 +113,7 @@ def test_cocotb_verilator_error_flags_stop_cleanly(kind, flag):
     _bad_job_stops(kind, flag, TINY)
 
 
+@pytest.mark.slow            # a cocotb build of its own: make test-slow
 @pytest.mark.parametrize("kind,flag", [("source", "err_source"), ("dest_high", "err_dest"),
                                        ("edges_extra", "err_edges")])
 def test_cocotb_verilator_error_flags_stop_cleanly_without_pipelining(kind, flag):

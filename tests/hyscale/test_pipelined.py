@@ -62,7 +62,7 @@ def _expected(job):
     return golden.layer(job.indptr, job.indices, job.data, job.X, job.W, job.b, job.relu)
 
 
-@pytest.mark.parametrize("banks", [1, 2])
+@pytest.mark.parametrize("banks", [pytest.param(1, marks=pytest.mark.slow), 2])  # 1: own build
 def test_pipelined_jobs_are_bit_exact_faster_and_modelled_cycle_for_cycle(banks):
     """Jobs back to back: the golden model's bits; the layer's busy cycles equal the cycle
     model's pipelined replay, and the aggregate phase its replay; the update starts with the

@@ -42,7 +42,8 @@ def _expected_checksum(lanes: int, latency: int, cycles: int) -> int:
     return acc
 
 
-@pytest.mark.parametrize("lanes,latency", [(3, 3), (2, 7)])
+@pytest.mark.parametrize("lanes,latency", [
+    (3, 3), pytest.param(2, 7, marks=pytest.mark.slow)])      # each a build of its own
 def test_lane_adders_in_verilator_sum_as_float32(lanes, latency):
     cycles = 400
     r = adder_loop_speed(lanes, latency, cycles)

@@ -64,6 +64,7 @@ def test_tiny_on_verilator_with_output_backpressure_and_idle_loads():
     assert rtl.counters.cycles_compute > model.counters.cycles_compute
 
 
+@pytest.mark.slow            # the default preset's build is this test's alone: make test-slow
 @pytest.mark.xdist_group("sddmm-verilator")
 @pytest.mark.parametrize("heads", [1, 4])
 def test_default_on_verilator_power_law_f64(heads):

@@ -198,22 +198,27 @@ def test_default_preset_through_cocotb():
     check(res, *job)
 
 
-#: parameterisations beyond the presets: groups 1 / 4 (tree depth 1 / 2), radix 4, fetch_rows
-#: 1-3, local buffers of 2 and 8 entries (2 is shallower than the credit round trip of a
-#: 2-cycle ring), 1- to 8-word load beats, 2 to 32 lanes
+#: parameterisations beyond the presets: groups 1 / 2 / 4 (tree depth 1 / 2), radix 4,
+#: fetch_rows 1-3, local buffers of 2 and 8 entries (2 is shallower than the credit round trip
+#: of a 2-cycle ring), 1- to 8-word load beats, 2 to 32 lanes. The default suite builds two:
+#: the smallest, and one with every other choice away from the presets'; each build is about a
+#: minute of CPU, so the rest run in `make test-slow`
+SLOW = pytest.mark.slow
 CONFIGS = {
-    "p8-g4-r2": dict(lanes=8, groups=4, max_feature_width=16, adder_latency=4, load_width=4,
-                     fetch_rows=2),
     "p2-g1-d2": dict(lanes=2, groups=1, max_feature_width=8, adder_latency=2, load_width=1,
                      local_depth=2),
-    "p8-g2-r3-d8": dict(lanes=8, groups=2, max_feature_width=24, adder_latency=3,
-                        load_width=2, fetch_rows=3, local_depth=8),
-    # 32 lanes in the default suite: the slow configuration below with 32 features, not 64
-    "p32-g4-radix4-f32": dict(lanes=32, groups=4, max_feature_width=32, adder_latency=5,
-                              load_width=8, fetch_rows=2, tree_radix=4),
+    "p8-g4-radix4-r3-d8": dict(lanes=8, groups=4, max_feature_width=16, adder_latency=4,
+                               load_width=4, fetch_rows=3, local_depth=8, tree_radix=4),
+    "p8-g4-r2": pytest.param(dict(lanes=8, groups=4, max_feature_width=16, adder_latency=4,
+                                  load_width=4, fetch_rows=2), marks=SLOW),
+    "p8-g2-r3-d8": pytest.param(dict(lanes=8, groups=2, max_feature_width=24, adder_latency=3,
+                                     load_width=2, fetch_rows=3, local_depth=8), marks=SLOW),
+    "p32-g4-radix4-f32": pytest.param(dict(lanes=32, groups=4, max_feature_width=32,
+                                           adder_latency=5, load_width=8, fetch_rows=2,
+                                           tree_radix=4), marks=SLOW),
     "p32-g4-radix4": pytest.param(dict(lanes=32, groups=4, max_feature_width=64,
                                        adder_latency=5, load_width=8, fetch_rows=2,
-                                       tree_radix=4), marks=pytest.mark.slow),
+                                       tree_radix=4), marks=SLOW),
 }
 
 

@@ -49,7 +49,7 @@ def test_same_row_is_read_once_for_every_slice():
     H = rng.standard_normal((n, F)).astype(np.float32)
     M = rng.random((n, F)) < 0.7
     job = (indptr, indices, H, M)
-    res = drive(preset("tiny", slices=4, node_banks=2), "verilator", *job)
+    res = drive(FOUR, "verilator", *job)
     check(res, *job)
     c = res.raw
     assert c["stall_bank"] == 0
@@ -126,6 +126,7 @@ def test_shared_banks_error_flags_stop_cleanly(bad):
     assert out["err_index"] == 1 and out["err_indptr"] == 0 and out["beats"] == []
 
 
+@pytest.mark.slow            # a configuration of its own: make test-slow
 def test_one_row_per_bank_in_both_load_halves():
     """As many banks as rows (one row each): a job in three tiles, whose second tile's rows
     go to the other load half of every bank."""

@@ -73,6 +73,7 @@ def test_slices_reset_mid_job_then_complete_run():
     check(res, *job)
 
 
+@pytest.mark.slow            # a cocotb build of its own (node banks' error flags stay): test-slow
 def test_slices_error_flags_stop_cleanly():
     cfg = SLICED[2]
     # an out-of-range index in a row that goes to the second slice (the first takes row 0)

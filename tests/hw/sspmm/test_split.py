@@ -99,6 +99,7 @@ def test_split_error_in_a_split_row_stops_cleanly():
     assert out["err_index"] == 1 and out["err_indptr"] == 0 and out["beats"] == []
 
 
+@pytest.mark.slow            # a configuration of its own: make test-slow
 def test_split_edge_degrees_one_group_wrapping_pieces_masked_hub():
     """One group per slice (no lane map), rows of exactly D, D + 1, S * D, S * D + 1 and many
     times S * D neighbours, a hub whose every feature is masked (never dispatched, its owner

@@ -77,6 +77,7 @@ def test_a_long_row_in_pieces_in_a_tiled_job():
     check_model(res, TINY_W, job)
 
 
+@pytest.mark.slow            # a configuration of its own: make test-slow
 def test_hub_rows_split_across_slices():
     indptr, indices, H, M, values = job = weighted_job(120, 11, 6, density=0.6, hub=300)
     res = run(SPLIT_W, *job)
