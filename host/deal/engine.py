@@ -56,6 +56,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from moagcn.core.names import GEMMS  # noqa: F401 (the vocabulary; re-exported)
 from moagcn.errors import UserError
 from moagcn.host.devices.select import AcceleratorChoice
 from moagcn.host.graphs.ops import CSRGraph, contiguous_ranges
@@ -64,7 +65,6 @@ from moagcn.host.nn.layerwise import AGGREGATION_KIND, local_operator
 from moagcn.host.nn.models import GNN
 from moagcn.host.parallel.comm import Communicator
 
-GEMMS = ("deal", "cagnet", "auto")
 FLOAT_BYTES = 4
 ID_BYTES = 8
 

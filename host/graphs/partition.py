@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from moagcn.core.names import PARTITION_METHODS  # noqa: F401 (the vocabulary; re-exported)
 from moagcn.errors import UserError
 from moagcn.host.graphs.ops import CSRGraph, contiguous_ranges
-
-PARTITION_METHODS = ("contiguous", "rcm", "kway", "metis")
 
 
 def weighted_ranges(n: int, shares) -> list[tuple[int, int]]:

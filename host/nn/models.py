@@ -26,15 +26,10 @@ import numpy as np
 import torch
 from torch import nn
 
+from moagcn.core.names import GNN_NAMES, MODELS  # noqa: F401 (the vocabulary; re-exported)
 from moagcn.errors import UserError
-
-from moagcn.host.nn.autograd import AggregationOp, reference_aggregate
 from moagcn.host.graphs.ops import CSRGraph
-
-MODELS = ("gcn", "sage", "gin")
-#: every GNN a command may name: the models above and GAT (``moagcn train --model gat``,
-#: :mod:`moagcn.host.training.gat`)
-GNN_NAMES = MODELS + ("gat",)
+from moagcn.host.nn.autograd import AggregationOp, reference_aggregate
 
 
 class GNN(nn.Module):

@@ -6,13 +6,12 @@ and partition parallelism with SuperGCN's exchange plans.
 
 from __future__ import annotations
 
+from moagcn.core.names import PARALLELISMS  # noqa: F401 (the vocabulary; re-exported)
 from moagcn.errors import UserError
 from moagcn.host.mixgcn.mop import MoPRuntime
 from moagcn.host.mixgcn.pipeline_exec import PipelinedMoP
 from moagcn.host.parallel.runtime import Runtime
 from moagcn.host.supergcn.partition import PartitionRuntime
-
-PARALLELISMS = ("mop", "partition")
 
 
 def make_runtime(parallelism: str, *args, partition: str = "contiguous",

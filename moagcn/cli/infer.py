@@ -17,6 +17,7 @@ import numpy as np
 
 from moagcn.cli.common import (accelerator_choice, add_accelerator_args, add_undirected_arg,
                                one_line_warnings, output_path, report_path, write_json)
+from moagcn.core.names import GEMMS, MODELS
 from moagcn.core.options import add_renamed, deprecated
 from moagcn.errors import UserError
 
@@ -126,11 +127,6 @@ def cmd_infer(args) -> int:
 
 
 def register(subparsers) -> None:
-    # lazy: keeps the host runtime, torch out of this module's import
-    from moagcn.host.deal.engine import GEMMS
-    # lazy: keeps the host runtime, torch out of this module's import
-    from moagcn.host.nn.models import MODELS
-
     p = subparsers.add_parser(
         "infer", help="embed every node of a graph with a trained checkpoint (DEAL)",
         description="All-node inference (DEAL): each layer's 1-hop graph sampled once for all "

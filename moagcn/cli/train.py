@@ -12,6 +12,7 @@ from pathlib import Path
 
 from moagcn.cli.common import (accelerator_choice, add_accelerator_args, add_undirected_arg,
                                one_line_warnings, output_path, report_path, write_json)
+from moagcn.core.names import GNN_NAMES, PARALLELISMS, PARTITION_METHODS
 from moagcn.core.options import deprecated
 from moagcn.errors import UserError
 
@@ -371,13 +372,6 @@ def cmd_pipeline(args) -> int:
 
 def register(subparsers) -> None:
     """Add the ``train`` and ``pipeline`` sub-commands to a ``moagcn`` sub-parser set."""
-    # lazy: keeps the host runtime out of this module's import
-    from moagcn.host.graphs.partition import PARTITION_METHODS
-    # lazy: keeps the host runtime, torch out of this module's import
-    from moagcn.host.nn.models import GNN_NAMES
-    # lazy: keeps the host runtime, torch out of this module's import
-    from moagcn.host.training.runtimes import PARALLELISMS
-
     tr = subparsers.add_parser(
         "train", help="train GCN/GraphSAGE/GIN with aggregation on sparse devices",
         description="Full-graph training with the neighbour aggregation (forward: dropout mask, "

@@ -14,3 +14,15 @@ DEFAULT_DEVICE = "rtl"
 SIMULATORS = ("verilator", "icarus", "pysim")
 DEFAULT_SIMULATOR = "verilator"
 DEFAULT_DESIGN = "sspmm"
+
+#: the GNNs of full-graph training and DEAL inference (``--model``)
+MODELS = ("gcn", "sage", "gin")
+#: every GNN a command may name: the models above and GAT (``moagcn train --model gat``,
+#: :mod:`moagcn.host.training.gat`)
+GNN_NAMES = MODELS + ("gat",)
+#: how a full-graph run splits its work (``--parallelism``)
+PARALLELISMS = ("mop", "partition")
+#: how the graph's nodes are split into parts (``--partition``)
+PARTITION_METHODS = ("contiguous", "rcm", "kway", "metis")
+#: DEAL's dense-layer schemes (``moagcn infer --gemm``)
+GEMMS = ("deal", "cagnet", "auto")
