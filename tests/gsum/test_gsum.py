@@ -83,6 +83,7 @@ def test_golden_matches_an_independent_loop():
 @pytest.mark.parametrize("preset,n,width", [
     ("tiny", 23, 3),
     pytest.param("default", 40, 4, marks=pytest.mark.slow),    # a build of its own
+])
 def test_rtl_on_verilator_equals_the_golden_model_and_the_cycle_model(preset, n, width):
     # tiny: 23 rows > max_rows 16 and 3 columns > 2 lanes, so the driver cuts tiles
     cfg = SPEC.config(preset)
