@@ -2,17 +2,26 @@
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
-STAMP  := $(VENV)/.installed
+# `make run` installs the package (what `moagcn` needs); `make test` adds the dev and pyg
+# extras on top. --no-compile: modules are byte-compiled when first imported, not all of
+# torch's at install time.
+RUN_STAMP := $(VENV)/.installed-run
+STAMP     := $(VENV)/.installed
+PIP       := $(BIN)/python -m pip install --quiet --no-compile
 
 .PHONY: run test test-slow lint-hw synth-table clean
 
-$(STAMP): pyproject.toml setup.py
+$(RUN_STAMP): pyproject.toml setup.py
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e ".[dev,pyg]"
+	$(PIP) --upgrade pip
+	$(PIP) -e .
+	touch $(RUN_STAMP)
+
+$(STAMP): $(RUN_STAMP)
+	$(PIP) -e ".[dev,pyg]"
 	touch $(STAMP)
 
-run: $(STAMP)
+run: $(RUN_STAMP)
 	$(BIN)/moagcn train
 
 test: $(STAMP)
