@@ -32,7 +32,7 @@ from moagcn.host.parallel.comm import Communicator
 from moagcn.host.training.config import TrainConfig
 from moagcn.host.training.runtimes import make_runtime
 from moagcn.host.training.weighted import check_weighted_training
-from moagcn.host.vgnn.adjust import EQUAL, ShareAdjuster
+from moagcn.host.vgnn.adjust import EQUAL, WORSE, ShareAdjuster
 from moagcn.host.vgnn.fleet import predicted_times, step_keeps, work_shares
 from moagcn.host.vgnn.perfmodel import PerfModel
 
@@ -352,7 +352,11 @@ def train(dataset: Dataset, cfg: TrainConfig, comm: Communicator | None = None,
         if cfg.balance == "vgnn":
             probes.insert(0, work_shares("spec", cfg.fleet_specs(), dataset.graph,
                                          model.dims[:-1], cfg.parallelism))
-        adjuster = ShareAdjuster(shares, predict, budget, cfg.warmup, probes=probes)
+        # cycle-timed devices repeat their times exactly: any slower split is reverted
+        timed = [choice] if not isinstance(choice, list) else choice
+        noise = WORSE if any(c.device == "cpu" for c in timed) else 0.0
+        adjuster = ShareAdjuster(shares, predict, budget, cfg.warmup, probes=probes,
+                                 noise=noise)
 
     def build(shares, comm):
         return make_runtime(cfg.parallelism, model, dataset.graph, X, cfg.workers, choice,

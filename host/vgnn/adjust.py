@@ -22,7 +22,10 @@ serves every fleet and both starting points:
    changes nothing (the loop keeps watching: the masks' densities drift as the weights train),
    nor does one whose solve leaves the shares where they are. A split whose measured makespan
    is worse than the best measured is not kept: the run goes back to the best split (and
-   never proposes that split again). At most ``len(probes) + 2 budget`` re-partitions in all.
+   never proposes that split again). "Worse" allows for the measurement's noise (``noise``:
+   :data:`WORSE` where a device's time is measured wall time; 0 where every time comes from
+   cycles, which repeat exactly, so the run never ends on a split slower than one it
+   measured). At most ``len(probes) + 2 budget`` re-partitions in all.
 
 Every change is an :class:`Adjustment`: the epoch, the shares before and after, the measured
 times, the model's times for the split measured and the corrected prediction for the new one.
@@ -44,6 +47,7 @@ DEFAULT_WARMUP = 1
 #: measured times within this fraction of each other (largest / smallest - 1): balanced
 TOLERANCE = 0.005
 #: a split's makespan above the best measured one by more than this fraction is not kept
+#: (measured wall times: ``ShareAdjuster.noise``; cycle-timed fleets use 0)
 WORSE = 0.005
 #: no device's share goes below this fraction of the equal share (a part must keep rows)
 MIN_SHARE = 0.02
@@ -125,6 +129,8 @@ class ShareAdjuster:
     warmup: int = DEFAULT_WARMUP
     tolerance: float = TOLERANCE
     probes: list = field(default_factory=list)
+    #: a correction measured more than this fraction slower than the best split is reverted
+    noise: float = WORSE
     log: list = field(default_factory=list)
     done: bool = False
     used: int = 0
@@ -181,10 +187,11 @@ class ShareAdjuster:
         span = float(t.max())
         here = self.best is not None and _key(self.best[1]) == _key(self.shares)
         if self._correcting:
-            if span > self.best[0] * (1 + WORSE):
+            if span > self.best[0] * (1 + self.noise):
                 self._failed.add(_key(self.shares))   # worse: go back, never try it again
                 return self._move(epoch, "revert", self.best[1], t)
-            self.best = (span, self.shares, t)
+            if span <= self.best[0] or self.noise > 0:
+                self.best = (span, self.shares, t)
         elif self.best is None or span <= self.best[0] or here:
             self.best = (span, self.shares, t)
         self._correcting = False

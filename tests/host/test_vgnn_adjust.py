@@ -81,6 +81,25 @@ def test_a_correction_measured_worse_is_reverted_and_not_tried_again():
     assert reasons.count("correct") == 1
 
 
+@pytest.mark.parametrize("noise,ends_on_start", [(0.0, True), (0.005, False)])
+def test_a_correction_slower_by_less_than_the_noise_is_reverted_only_on_exact_times(
+        noise, ends_on_start):
+    # the correction lands 0.01 % slower than the start (cycle counts repeat exactly: with
+    # noise 0 the run goes back; with wall times' 0.5 % it keeps the correction)
+    start = np.array([0.6, 0.4])
+
+    def times(s):
+        base = np.array([0.3, 0.4]) if np.allclose(s, start) else np.array([0.35, 0.35])
+        return base * (1.0 if np.allclose(s, start) else 0.4 / 0.35 * 1.0001)
+    adj = ShareAdjuster(start, None, budget=3, noise=noise)
+    ran = drive(adj, times, 6)
+    reasons = [a.reason for a in adj.log]
+    assert reasons[0] == "correct"
+    assert ("revert" in reasons) == ends_on_start
+    assert np.allclose(ran[-1], start) == ends_on_start
+    assert max(times(ran[-1])) <= max(times(start)) * (1 + noise)
+
+
 def test_probes_are_measured_and_the_best_split_is_kept():
     rates = np.array([2.0, 1.0])
     # the model's split is bad (0.2 / 0.8); the probe 0.7 / 0.3 is close to the best 2/3
