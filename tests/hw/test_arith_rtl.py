@@ -29,6 +29,7 @@ def test_verilator_muladd():
     assert_bit_exact("muladd", (a, b, c), got, arith.expected("muladd", a, b, c))
 
 
+@pytest.mark.slow            # a cocotb build of its own (latency 2): make test-slow
 def test_verilator_idle_cycles_and_short_latency():
     a, b = pairs(3_000, seed=13)
     got = arith.simulate("add", a, b, simulator="verilator", latency=2, idle_every=4)
