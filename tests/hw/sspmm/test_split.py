@@ -82,6 +82,7 @@ def test_split_tiled_job_back_to_back():
     check_tiled_model(res, cfg, job)
 
 
+@pytest.mark.slow            # the split design's cocotb build is these two tests': test-slow
 def test_split_reset_mid_job_then_complete_run():
     cfg = SPLIT[(2, 8)]
     job = power_law_job(60, 8, seed=6, hub=90)
@@ -89,6 +90,7 @@ def test_split_reset_mid_job_then_complete_run():
     check_split(res, cfg, *job)
 
 
+@pytest.mark.slow            # the split design's cocotb build is these two tests': test-slow
 def test_split_error_in_a_split_row_stops_cleanly():
     cfg = SPLIT[(2, 8)]
     # 30 rows; row 1 has 20 neighbours (two pieces of ten), one in its second piece out of range
