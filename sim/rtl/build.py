@@ -298,8 +298,8 @@ def simulator_key(backend: str, text: str, args: list[str], waves: bool) -> str:
 
 
 def _link_cached_runtime(runner, key: str) -> None:
-    """Make ``runner``'s Verilator build take Verilator's runtime library (``verilated*.o``:
-    the same for every design at one set of flags, about 8 of a small design's 15-25 seconds)
+    """Make ``runner``'s Verilator build take Verilator's runtime library (``verilated*.o``,
+    with its VPI and trace parts: the same for every design at one set of flags)
     from ``verilator/runtime-<key>`` in the cache, and put it there after the first build.
 
     cocotb's runner verilates, then runs ``make``: objects copied in between are newer than
