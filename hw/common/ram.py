@@ -12,7 +12,7 @@ Verilator): designs must not depend on them.
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, ClockSignal, Instance, Module
+from amaranth.hdl import Array, Cat, ClockSignal, Instance, Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -208,4 +208,62 @@ class Ram(wiring.Component):
         for write in self.write:
             port = mem.write_port(granularity=self.granularity)
             m.d.comb += [port.addr.eq(write.addr), port.data.eq(write.data), port.en.eq(write.en)]
+        return m
+
+
+class LvtRam(wiring.Component):
+    """A RAM with several write ports built from single-write-port block RAMs and a
+    live-value table (LaForest and Steffan's multi-ported memory).
+
+    Each write port has a bank of its own: a block RAM of ``depth`` words with every read
+    port. The *live-value table* (LVT), one small register per word, remembers which bank
+    wrote the word last; a read reads the word from every bank and keeps the one the table
+    names, in the cycle its data arrives (the table is read beside the banks, registered).
+
+    Synthesis maps a :class:`Ram` with two or more write ports to flip-flops and a
+    multiplexer tree on the read (no FPGA block RAM has two write ports and a read port),
+    whose read address fans out to every word: on ECP5 that path of the S-SpMM's local
+    buffers held the whole accelerator to about 60 MHz. Here the read is a block RAM's, the
+    table is ``depth`` x ``bits_for(write_ports)`` flip-flops, and the path after the banks is
+    one multiplexer of ``write_ports`` words.
+
+    Same ports and timing as :class:`Ram` (whole words only) and, like a ``Ram`` built with
+    ``collisions=False``, never read and written at one word in one cycle. Two write ports
+    never write one word in one cycle either (which one would win is not defined).
+    """
+
+    def __init__(self, width: int, depth: int, read_ports: int = 1, write_ports: int = 2):
+        if write_ports < 2:
+            self._MustUse__silence = True      # (see Ram._refuse)
+            raise ValueError(f"an LvtRam needs two or more write ports (not {write_ports}); "
+                             f"use a Ram")
+        self.width, self.depth = width, depth
+        self.n_read, self.n_write = read_ports, write_ports
+        self.addr_bits = bits_for(depth)
+        super().__init__({
+            "read": In(RamReadSignature(self.addr_bits, width)).array(read_ports),
+            "write": In(RamWriteSignature(self.addr_bits, width)).array(write_ports),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        banks = []
+        for j, write in enumerate(self.write):
+            bank = Ram(self.width, self.depth, read_ports=self.n_read, collisions=False,
+                       block=True)
+            m.submodules[f"bank_{j}"] = bank
+            m.d.comb += [bank.write[0].addr.eq(write.addr), bank.write[0].data.eq(write.data),
+                         bank.write[0].en.eq(write.en)]
+            for read, port in zip(self.read, bank.read):
+                m.d.comb += [port.addr.eq(read.addr), port.en.eq(read.en)]
+            banks.append(bank)
+        live = Array(Signal(range(self.n_write), name=f"live_{a}") for a in range(self.depth))
+        for j, write in enumerate(self.write):
+            with m.If(write.en):
+                m.d.sync += live[write.addr].eq(j)
+        for p, read in enumerate(self.read):
+            which = Signal(range(self.n_write), name=f"read_{p}_bank")
+            with m.If(read.en):
+                m.d.sync += which.eq(live[read.addr])
+            m.d.comb += read.data.eq(Array(bank.read[p].data for bank in banks)[which])
         return m

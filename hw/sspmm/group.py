@@ -10,7 +10,7 @@ from amaranth.lib.wiring import In, Out
 
 from moagcn.hw.arith import Fp32AddConfig, Fp32Adder, Fp32MulConfig, Fp32Multiplier
 from moagcn.hw.common.wordsel import select_word
-from moagcn.hw.common.ram import Ram
+from moagcn.hw.common.ram import LvtRam, Ram
 from moagcn.hw.sspmm.config import SSpmmConfig
 from moagcn.hw.sspmm.layouts import RowLinkSignature, chunks, entry_layout, job_layout, widths
 from moagcn.hw.sspmm.protocol import FRONT_END_LATENCY  # noqa: F401 (the cycle model shares it)
@@ -172,14 +172,21 @@ class AggregationGroup(wiring.Component):
         m = Module()
         cfg = self.config
         L, W, D = cfg.adder_latency, cfg.group_lanes, cfg.local_depth
-        # one block RAM for the group's local buffers where its two ports suffice (one root
-        # link): in LUT RAM the wide entries (W words) were dozens of cells across the die, the
-        # turn's read address fanned out to all of them a longest path. An entry is never read
-        # in the cycle it is written (a turn reads only an entry that arrived before; see
-        # :meth:`_take_turns`), so neither needs collision logic
-        m.submodules.local = local = Ram(entry_layout(cfg).size, L * D, read_ports=1,
-                                         write_ports=cfg.fetch_rows, collisions=False,
-                                         block=cfg.fetch_rows == 1)
+        # the group's local buffers in block RAM: in LUT RAM the wide entries (W words) were
+        # dozens of cells across the die, the turn's read address fanned out to all of them a
+        # longest path. With one root link, one block RAM (its two ports suffice); with more,
+        # one block-RAM bank per link and a live-value table of which bank wrote each entry
+        # (as one multi-write-port RAM synthesis built it in flip-flops and a read multiplexer
+        # tree, the longest path at 61 MHz). An entry is never read in the cycle it is written
+        # (a turn reads only an entry that arrived before; see :meth:`_take_turns`), so
+        # neither needs collision logic
+        if cfg.fetch_rows == 1:
+            local = Ram(entry_layout(cfg).size, L * D, read_ports=1, collisions=False,
+                        block=True)
+        else:
+            local = LvtRam(entry_layout(cfg).size, L * D, read_ports=1,
+                           write_ports=cfg.fetch_rows)
+        m.submodules.local = local
         # weighted: each lane multiplies by its entry's edge value before it adds
         m.submodules.lanes = lanes = LaneMulAdders(W, L) if cfg.weighted else LaneAdders(W, L)
         ctx = self._bind_contexts(m)
@@ -254,7 +261,7 @@ class AggregationGroup(wiring.Component):
             m.d.comb += self.space[i].eq(~ctx.reserved[i][D - 1])
         return ctx
 
-    def _write_leaves(self, m: Module, local: Ram, ctx: "_Contexts"):
+    def _write_leaves(self, m: Module, local: Ram | LvtRam, ctx: "_Contexts"):
         """The output-mask MUXes: each arriving neighbour row's W features selected by its
         destination context's lane features, written as one entry of that context's local
         buffer.
@@ -296,7 +303,7 @@ class AggregationGroup(wiring.Component):
             with m.Elif(hit):
                 m.d.sync += ctx.wptr[i].eq(ctx.wptr[i] + 1)
 
-    def _take_turns(self, m: Module, local: Ram, ctx: "_Contexts"):
+    def _take_turns(self, m: Module, local: Ram | LvtRam, ctx: "_Contexts"):
         """The ring: context ``phase`` takes this cycle's turn and reads its next entry.
 
         Returns the turn as its entry arrives two cycles later (the read, its register; the
