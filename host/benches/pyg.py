@@ -15,6 +15,11 @@ process, one after the other for every seed:
   drops each layer's aggregation output (the S-SpMM output mask) instead of its input;
 - ``train:cpu:input-dropout``: ``moagcn train --dropout-at input`` (dropout on each layer's
   input, as PyG; the forward S-SpMM then has no mask to skip).
+- ``gat:pyg``, ``gat:cpu``, ``gat:model``: PyG's Cora GAT example (8 heads x 8 hidden, dropout
+  0.6, Adam lr 0.005, weight decay 5e-4) with PyG's ``GATConv`` and with
+  :class:`moagcn.nn.GATConv` on the ``cpu`` device (``moagcn train --model gat``) or on
+  ``model`` (the weighted S-SpMM beside the SDDMM; add ``--param weighted=true``). GAT rows are
+  timed against ``gat:pyg``, GCN rows against ``pyg``.
 
 An epoch is one training step plus one evaluation forward pass, for every row. Accuracy is the
 test accuracy after the last epoch. The conv models are also timed stepped round-robin, one
@@ -45,7 +50,10 @@ from moagcn.host.nn.layers import GCNConv
 from moagcn.host.training.config import TrainConfig
 from moagcn.host.training.fullgraph import train
 
-IMPLS = ("pyg", "nn:cpu", "nn:model", "train:cpu", "train:model", "train:cpu:input-dropout")
+IMPLS = ("pyg", "nn:cpu", "nn:model", "train:cpu", "train:model", "train:cpu:input-dropout",
+         "gat:pyg", "gat:cpu", "gat:model")
+#: what ``--impls`` runs by default (the GAT rows on request: they take four times as long)
+DEFAULT_IMPLS = IMPLS[:6]
 FIELDS = ("dataset", "impl", "seed", "test_acc", "s_per_epoch", "train_s_per_epoch",
           "eval_s_per_epoch", "epochs")
 
@@ -166,9 +174,26 @@ def run_train(kind: str, d: Dataset, seed: int, epochs: int,
             "eval_s_per_epoch": r["eval_time_s"]}
 
 
+def run_gat(kind: str, d: Dataset, seed: int, epochs: int,
+            accel: Accelerator | None = None) -> dict:
+    """PyG's GAT example with PyG's or moagcn's ``GATConv`` (``gat:pyg|cpu|model``)."""
+    # lazy: the GAT trainer imports the attention layers only when a GAT row runs
+    from moagcn.host.training.gat import GATConfig, train_gat
+
+    device = kind.split(":")[1]
+    fields = {} if accel is None or device != "model" else {
+        "design": accel.design, "preset": accel.preset, "params": dict(accel.params)}
+    cfg = GATConfig(seed=seed, epochs=epochs, device="cpu" if device == "pyg" else device,
+                    **fields)
+    r = train_gat(d, cfg, "pyg" if device == "pyg" else "moagcn")
+    return {"test_acc": r.final_test_acc, "best_val_test_acc": r.best_val_test_acc,
+            "train_s_per_epoch": float(np.median(r.epoch_s)), "eval_s_per_epoch": 0.0}
+
+
 def run(impl: str, d: Dataset, seed: int, epochs: int, accel: Accelerator | None = None) -> dict:
-    out = (run_conv_model if impl.split(":")[0] in ("pyg", "nn") else run_train)(
-        impl, d, seed, epochs, accel=accel)
+    head = impl.split(":")[0]
+    out = (run_conv_model if head in ("pyg", "nn") else run_gat if head == "gat" else
+           run_train)(impl, d, seed, epochs, accel=accel)
     out["s_per_epoch"] = out["train_s_per_epoch"] + out["eval_s_per_epoch"]
     return out
 
@@ -181,11 +206,14 @@ def summarize(rows: list[dict]) -> list[dict]:
         sel = [r for r in rows if r["dataset"] == ds and r["impl"] == impl]
         acc = np.array([r["test_acc"] for r in sel])
         t = np.array([r["s_per_epoch"] for r in sel])
+        best = [r["best_val_test_acc"] for r in sel if "best_val_test_acc" in r]
         out.append({"dataset": ds, "impl": impl, "seeds": len(sel),
                     "test_acc_mean": float(acc.mean()), "test_acc_std": float(acc.std()),
+                    "best_val_test_acc_mean": float(np.mean(best)) if best else None,
                     "s_per_epoch_mean": float(t.mean()), "s_per_epoch_std": float(t.std())})
-    for s in out:  # time against PyG's on the same dataset
-        base = next((b for b in out if b["dataset"] == s["dataset"] and b["impl"] == "pyg"), None)
+    for s in out:  # time against PyG's on the same dataset (GAT against PyG's GAT)
+        ref = "gat:pyg" if s["impl"].startswith("gat:") else "pyg"
+        base = next((b for b in out if b["dataset"] == s["dataset"] and b["impl"] == ref), None)
         s["time_over_pyg"] = s["s_per_epoch_mean"] / base["s_per_epoch_mean"] if base else None
     return out
 
@@ -194,8 +222,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="moagcn bench pyg", description=__doc__.splitlines()[0])
     parser.add_argument("--datasets", default="cora,citeseer",
                         help="bundled datasets, comma-separated (default cora,citeseer)")
-    parser.add_argument("--impls", default=",".join(IMPLS),
-                        help=f"comma-separated, from {', '.join(IMPLS)}")
+    parser.add_argument("--impls", default=",".join(DEFAULT_IMPLS),
+                        help=f"comma-separated, from {', '.join(IMPLS)} (default "
+                             f"{','.join(DEFAULT_IMPLS)})")
     parser.add_argument("--seeds", type=int, default=3,
                         help="training seeds 0..N-1 of every implementation (default 3)")
     parser.add_argument("--epochs", type=int, default=200,
@@ -236,6 +265,7 @@ def main(argv=None) -> int:
                       f"{r['s_per_epoch'] * 1e3:7.1f} ms/epoch", flush=True)
     summary = summarize(rows)
     conv = [i for i in impls if i.split(":")[0] in ("pyg", "nn")]
+    gat = [i for i in impls if i.startswith("gat:")]
     interleaved = {}
     if len(conv) > 1:
         for name, d in datasets.items():
@@ -257,5 +287,19 @@ def main(argv=None) -> int:
         ratio = "" if s["time_over_pyg"] is None else f"{s['time_over_pyg']:.2f}"
         print(f"| {s['dataset']} | {s['impl']} | {s['test_acc_mean']:.3f} ± "
               f"{s['test_acc_std']:.3f} | {s['s_per_epoch_mean']:.4f} | {ratio} |")
+    if gat:
+        print(f"\nGAT, test accuracy at the epoch of the best validation accuracy (what PyG's "
+              f"example prints), mean of {args.seeds} seeds; difference from gat:pyg")
+        for s in summary:
+            if s["impl"] in gat:
+                ref = next((b for b in summary if b["dataset"] == s["dataset"]
+                            and b["impl"] == "gat:pyg"), None)
+                diff = ("" if ref is None else
+                        f"  final {100 * (s['test_acc_mean'] - ref['test_acc_mean']):+.2f} "
+                        f"points, best-val "
+                        f"{100 * (s['best_val_test_acc_mean'] - ref['best_val_test_acc_mean']):+.2f}"
+                        f" points")
+                print(f"  {s['dataset']} {s['impl']}: best-val {s['best_val_test_acc_mean']:.4f}"
+                      f", final {s['test_acc_mean']:.4f}{diff}")
     print(f"\nwrote {out / 'bench_pyg.json'} and {out / 'bench_pyg.csv'}")
     return 0

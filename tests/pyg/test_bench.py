@@ -18,6 +18,20 @@ def test_bench_pyg_writes_its_tables(tmp_path, capsys):
     assert "time / PyG" in capsys.readouterr().out
 
 
+def test_bench_pyg_gat_rows_against_pygs_gat(tmp_path, capsys):
+    """PyG's GAT example with PyG's GATConv and moagcn's on cpu: same seed, same initial
+    weights and dropout draws, so the same accuracy; timed against gat:pyg."""
+    assert main(["bench", "pyg", "--datasets", "cora", "--impls", "gat:pyg,gat:cpu",
+                 "--seeds", "1", "--epochs", "2", "--out", str(tmp_path)]) == 0
+    report = json.loads((tmp_path / "bench_pyg.json").read_text())
+    rows = {s["impl"]: s for s in report["summary"]}
+    assert set(rows) == {"gat:pyg", "gat:cpu"}
+    assert rows["gat:pyg"]["time_over_pyg"] == 1.0
+    assert rows["gat:cpu"]["test_acc_mean"] == rows["gat:pyg"]["test_acc_mean"]
+    assert rows["gat:cpu"]["best_val_test_acc_mean"] == rows["gat:pyg"]["best_val_test_acc_mean"]
+    assert "cora gat:cpu: best-val" in capsys.readouterr().out
+
+
 def test_experiment_supergcn_volume_table(tmp_path, capsys):
     assert main(["experiment", "supergcn", "--skip-accuracy", "--worker-list", "2",
                  "--width-list", "16", "--powerlaw-nodes", "3000", "--out", str(tmp_path)]) == 0
