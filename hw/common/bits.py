@@ -75,6 +75,33 @@ def lowest_onehot(m: Module, value: Value, name: str = "lowest_onehot") -> Signa
     return sim_form(m, "lowest", value, Cat(*bits), name=name)
 
 
+def _any_two(bits: list) -> tuple[Value, Value]:
+    """(any one, any two) of ``bits``, as a tree of halves (logarithmic depth)."""
+    if len(bits) == 1:
+        return bits[0], Const(0, 1)
+    lo_any, lo_two = _any_two(bits[:len(bits) // 2])
+    hi_any, hi_two = _any_two(bits[len(bits) // 2:])
+    return lo_any | hi_any, lo_two | hi_two | (lo_any & hi_any)
+
+
+def second_onehot(m: Module, value: Value, name: str = "second_onehot") -> Signal:
+    """The second-lowest set bit of ``value`` as a one-hot vector (zero with fewer than two
+    set bits).
+
+    Each bit is its own AND with "exactly one below" (one, and not two, among the bits below
+    it, each a tree of halves): of logarithmic depth, beside :func:`lowest_onehot` rather than
+    behind it, where ``lowest_onehot(value & ~lowest_onehot(value))`` puts one pick behind the
+    other.
+    """
+    value = Value.cast(value)
+    bits = [Const(0, 1)]
+    for e in range(1, len(value)):
+        one, two = _any_two([value[i] for i in range(e)])
+        bits.append(value[e] & one & ~two)
+    # Verilog simulations compute the lowest of what is left without the lowest instead
+    return sim_form(m, "second", value, Cat(*bits), name=name)
+
+
 def above_onehot(m: Module, onehot: Value, name: str = "above_onehot") -> Signal:
     """The bits above a one-hot vector's set bit (zero when ``onehot`` is zero): bit ``e`` is
     the OR of the bits below it, where ``~((onehot << 1) - 1)`` maps to a carry chain."""

@@ -11,7 +11,8 @@ from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from moagcn.hw.common.bits import above_onehot, lowest_onehot, lowest_set, onehot_select, popcount
+from moagcn.hw.common.bits import (above_onehot, lowest_onehot, lowest_set, onehot_select, popcount,
+                                   second_onehot)
 from moagcn.hw.common.ram import RamReadSignature
 from moagcn.hw.sspmm.config import SSpmmConfig
 from moagcn.hw.sspmm.crossbar import NodeRequestSignature
@@ -278,19 +279,39 @@ class PassTable(wiring.Component):
         for j in range(R):
             ahead = Signal(N, name=f"pick_after_{j}")
             m.d.comb += ahead.eq(remaining & after)
-            # the lowest set bit of the slots after the last served, else of all, both found
-            # side by side
             onehot = Signal(N, name=f"issue_onehot_{j}")
-            m.d.comb += onehot.eq(Mux(ahead.any(),
-                                      lowest_onehot(m, ahead, name=f"pick_low_after_{j}"),
-                                      lowest_onehot(m, remaining, name=f"pick_low_{j}")))
             go = Signal(name=f"issue_{j}")
-            m.d.comb += go.eq(remaining.any())
+            if j == 1:
+                # the second in round-robin order, found beside the first rather than behind
+                # it (the slots after the last served, then the others, each in slot order):
+                # the second of those after, else the lowest of the others when one is after,
+                # else the second of the others (with a pick behind the other, the credit loop
+                # from the contexts' counts through both picks into the counts again was the
+                # longest path with two root links)
+                behind = Signal(N, name="pick_before_1")
+                m.d.comb += behind.eq(remaining & ~after)
+                second_ahead = second_onehot(m, ahead, name="pick_second_after_1")
+                one_ahead = ahead.any() & ~second_ahead.any()
+                m.d.comb += [
+                    onehot.eq(Mux(second_ahead.any(), second_ahead,
+                                  Mux(one_ahead, lowest_onehot(m, behind, name="pick_low_1"),
+                                      second_onehot(m, behind, name="pick_second_1")))),
+                    go.eq(onehot.any())]          # (zero when fewer than two are eligible)
+            else:
+                # the lowest set bit of the slots after the last served, else of all, both
+                # found side by side
+                m.d.comb += [onehot.eq(Mux(ahead.any(),
+                                           lowest_onehot(m, ahead, name=f"pick_low_after_{j}"),
+                                           lowest_onehot(m, remaining, name=f"pick_low_{j}"))),
+                             go.eq(remaining.any())]
             picks.append((go, onehot))
             last = Mux(go, onehot, last)
             if j + 1 < R:
                 rest = Signal(N, name=f"pick_eligible_{j + 1}")
-                m.d.comb += rest.eq(remaining & ~onehot)
+                # links from the third on take the lowest of the slots left by all before
+                m.d.comb += rest.eq(remaining if j == 0 else
+                                    remaining & ~onehot & ~picks[0][1] if j == 1 else
+                                    remaining & ~onehot)
                 remaining = rest
         # the next search starts after the last pass served: the slots above its one-hot bit
         # (none after the last slot: the search then starts from the lowest); every job

@@ -10,7 +10,7 @@ from amaranth.hdl import Cat, Module
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from moagcn.hw.common.bits import above_onehot, lowest_onehot, popcount
+from moagcn.hw.common.bits import above_onehot, lowest_onehot, popcount, second_onehot
 from moagcn.hw.common.wordsel import select_word
 from moagcn.sim.rtl.build import verilog_text
 
@@ -25,14 +25,15 @@ class _Probe(wiring.Component):
     def __init__(self):
         super().__init__({"value": In(WORDS * WIDTH), "index": In(INDEX), "a": In(BITS),
                           "word": Out(WIDTH), "count": Out(4), "low": Out(BITS),
-                          "above": Out(BITS)})
+                          "above": Out(BITS), "second": Out(BITS)})
 
     def elaborate(self, platform):
         m = Module()
         m.d.comb += [self.word.eq(select_word(m, self.value, self.index, WIDTH, name="w")),
                      self.count.eq(popcount(m, self.a)),
                      self.low.eq(lowest_onehot(m, self.a)),
-                     self.above.eq(above_onehot(m, self.a))]
+                     self.above.eq(above_onehot(m, self.a)),
+                     self.second.eq(second_onehot(m, self.a))]
         return m
 
 
@@ -43,15 +44,15 @@ module tb;
   reg [{BITS - 1}:0] a;
   wire [{WIDTH - 1}:0] word;
   wire [3:0] count;
-  wire [{BITS - 1}:0] low, above;
+  wire [{BITS - 1}:0] low, above, second;
   integer i, j;
   probe dut(.clk(clk), .rst(rst), .value({WORDS * WIDTH}'h{VALUE:x}), .index(index), .a(a),
-            .word(word), .count(count), .low(low), .above(above));
+            .word(word), .count(count), .low(low), .above(above), .second(second));
   initial begin
     for (i = 0; i < {1 << INDEX}; i = i + 1)
       for (j = 0; j < {1 << BITS}; j = j + 1) begin
         index = i; a = j; #1;
-        $display("%0d %0d %0d %0d %0d %0d", i, j, word, count, low, above);
+        $display("%0d %0d %0d %0d %0d %0d %0d", i, j, word, count, low, above, second);
       end
     $finish;
   end
@@ -63,13 +64,16 @@ def _expected(index: int, a: int) -> tuple:
     word = (VALUE >> (index * WIDTH)) & ((1 << WIDTH) - 1) if index < WORDS else 0
     low = a & -a
     above = ~((low << 1) - 1) & ((1 << BITS) - 1) if a else 0
-    return (word, bin(a).count("1"), low, above)
+    set_bits = [b for b in range(BITS) if a >> b & 1]
+    second = 1 << set_bits[1] if len(set_bits) > 1 else 0
+    return (word, bin(a).count("1"), low, above, second)
 
 
 def test_each_generated_module_is_defined_once():
     text, _ = verilog_text(_Probe(), "probe")
     for name in ("moagcn_word_select_w8_n5_s3", "moagcn_sim_form_popcount_n6_w",
-                 "moagcn_sim_form_lowest_n6_w6", "moagcn_sim_form_above_n6_w6"):
+                 "moagcn_sim_form_lowest_n6_w6", "moagcn_sim_form_above_n6_w6",
+                 "moagcn_sim_form_second_n6_w6"):
         assert text.count(f"module {name}") == 1, name
     assert "`ifdef SYNTHESIS" in text
 
