@@ -1,7 +1,7 @@
 """The bit-exact ``model`` device's speed: one S-SpMM against scipy, and training against ``cpu``.
 
 ``moagcn bench model-device [--nodes 100000] [--entries 1000000] [--width 64] [--repeats 5]
-[--rmat-scale 17] [--epochs 3] [--seed 0] [--preset NAME] [--param KEY=VALUE] [--out DIR]``
+[--rmat-scale 17] [--epochs 3] [--model gcn|gat] [--seed 0] [--preset NAME] [--param KEY=VALUE] [--out DIR]``
 (``--device`` model and ``--design`` sspmm only: the bench measures the S-SpMM's model device)
 prints one JSON object:
 
@@ -14,7 +14,9 @@ prints one JSON object:
   each row in the golden model's fixed order, scipy in the stored order); and the same
   steady-state time at half the entries (``per_entry_ratio``: how far from linear in entries
   x width the cost is, 1.0 = linear).
-- ``train``: ``moagcn train``'s GCN (2 layers, hidden 16) for ``--epochs`` epochs on R-MAT at
+- ``train``: ``moagcn train``'s GCN (2 layers, hidden 16; with ``--model gat`` PyG's GAT
+  example, 8 heads x 8 hidden, on ``model`` the weighted S-SpMM beside the SDDMM) for
+  ``--epochs`` epochs on R-MAT at
   ``--rmat-scale`` (2^K nodes) with ``--width`` features, aggregating on the ``model``
   device and on ``cpu``, one after the other: mean seconds per epoch each, the epochs after the
   first (the model device plans A's and A^T's tiles in its first), and the ratio (issue target:
@@ -89,22 +91,39 @@ def sspmm_speed(nodes: int, entries: int, features: int, repeat: int, seed: int,
     return full
 
 
+def _train_gat(d, device: str, epochs: int, seed: int, fields: dict) -> dict:
+    """PyG's GAT example (8 heads x 8 hidden) on ``device``: the weighted S-SpMM and the SDDMM
+    on ``model`` (``weighted=true`` added), torch on ``cpu``; seconds per epoch (a training
+    step and an evaluation pass)."""
+    # lazy: keeps torch out of this module's import
+    from moagcn.host.training.gat import GATConfig, train_gat
+    if device == "model":
+        fields = {**fields, "params": {"weighted": "true", **fields.get("params", {})}}
+    r = train_gat(d, GATConfig(epochs=epochs, device=device, seed=seed, **fields))
+    return {"epoch_s": float(statistics.mean(r.epoch_s)), "epoch_s_curve": list(r.epoch_s),
+            "final_loss": r.loss[-1]}
+
+
 def train_speed(scale: int, features: int, epochs: int, seed: int,
-                accel: Accelerator | None = None) -> dict:
+                accel: Accelerator | None = None, model: str = "gcn") -> dict:
     # lazy: keeps torch out of this module's import
     from moagcn.host.training.config import TrainConfig
     from moagcn.host.training.fullgraph import train  # lazy, as above
     d = rmat(scale=scale, n_features=features, seed=seed)
-    out = {"dataset": f"rmat-{scale}", "nodes": int(d.graph.n_rows),
+    out = {"dataset": f"rmat-{scale}", "gnn": model, "nodes": int(d.graph.n_rows),
            "entries": int(d.graph.nnz), "features": features, "epochs": epochs}
     for device in ("model", "cpu"):
         fields = {} if accel is None or device == "cpu" else {
             "design": accel.design, "preset": accel.preset, "params": dict(accel.params)}
-        r = train(d, TrainConfig(epochs=epochs, device=device, seed=seed, **fields)).report()
-        curve = r["epoch_time_s_curve"]
-        out[device] = {"epoch_s": r["epoch_time_s"], "epoch_s_curve": curve,
-                       "later_epochs_s": statistics.mean(curve[1:]) if len(curve) > 1
-                       else curve[0], "final_loss": r["train_loss"][-1]}
+        if model == "gat":
+            out[device] = _train_gat(d, device, epochs, seed, fields)
+        else:
+            r = train(d, TrainConfig(epochs=epochs, device=device, seed=seed,
+                                     **fields)).report()
+            out[device] = {"epoch_s": r["epoch_time_s"], "epoch_s_curve": r["epoch_time_s_curve"],
+                           "final_loss": r["train_loss"][-1]}
+        curve = out[device]["epoch_s_curve"]
+        out[device]["later_epochs_s"] = statistics.mean(curve[1:]) if len(curve) > 1 else curve[0]
     out["model_over_cpu"] = out["model"]["epoch_s"] / out["cpu"]["epoch_s"]
     out["model_over_cpu_later_epochs"] = (out["model"]["later_epochs_s"]
                                           / out["cpu"]["later_epochs_s"])
@@ -131,6 +150,10 @@ def build_parser() -> argparse.ArgumentParser:
     add_renamed(ap, "--train-scale", "--rmat-scale")
     ap.add_argument("--epochs", type=int, default=3,
                     help="epochs of each training run (default 3)")
+    ap.add_argument("--model", choices=("gcn", "gat"), default="gcn",
+                    help="the training run's model: gcn (2 layers, hidden 16) or gat (PyG's "
+                         "GAT example, 8 heads x 8 hidden; on model the weighted S-SpMM beside "
+                         "the SDDMM) (default gcn)")
     add_accelerator_flags(ap, designs=("sspmm",), devices=("model",), device="model",
                           why={"--device": "this bench measures the model device against scipy "
                                            "and against the cpu device: model only"},
@@ -155,7 +178,8 @@ def main(argv=None) -> int:
                                 acc)}
     if args.train_scale:
         print("training: model device and cpu", file=sys.stderr, flush=True)
-        out["train"] = train_speed(args.train_scale, args.width, args.epochs, args.seed, acc)
+        out["train"] = train_speed(args.train_scale, args.width, args.epochs, args.seed, acc,
+                                   args.model)
     s = out["sspmm"]
     print(f"S-SpMM {s['nodes']} nodes, {s['entries']} entries, F = {s['features']}: model "
           f"device {s['model_s'] * 1e3:.1f} ms ({s['model_first_s'] * 1e3:.1f} ms first call), "
@@ -165,7 +189,7 @@ def main(argv=None) -> int:
           f"{s['per_entry_ratio']:.2f}", file=sys.stderr)
     if "train" in out:
         t = out["train"]
-        print(f"training GCN {t['epochs']} epochs on {t['dataset']} ({t['nodes']} nodes, "
+        print(f"training {t['gnn'].upper()} {t['epochs']} epochs on {t['dataset']} ({t['nodes']} nodes, "
               f"{t['entries']} entries, F = {t['features']}): model {t['model']['epoch_s']:.3f} "
               f"s per epoch, cpu {t['cpu']['epoch_s']:.3f} s: {t['model_over_cpu']:.2f}x "
               f"(after the first epoch {t['model_over_cpu_later_epochs']:.2f}x; target <= 3x)",

@@ -30,6 +30,20 @@ def test_bench_reports_the_model_device_beside_scipy_and_cpu(tmp_path, capsys):
     assert t["model_over_cpu"] == pytest.approx(t["model"]["epoch_s"] / t["cpu"]["epoch_s"])
 
 
+def test_bench_trains_gat_on_the_model_device_beside_cpu(tmp_path, capsys):
+    """--model gat: PyG's GAT example on the weighted S-SpMM + SDDMM model and on cpu; the same
+    seed gives the same losses (float32 sums in another order)."""
+    assert bench_model_device.main(["--nodes", "500", "--entries", "4000", "--repeats", "1",
+                                    "--rmat-scale", "7", "--epochs", "2", "--model", "gat",
+                                    "--width", "16"]) == 0
+    t = json.loads(capsys.readouterr().out)["train"]
+    assert (t["gnn"], t["nodes"], t["epochs"]) == ("gat", 128, 2)
+    for device in ("model", "cpu"):
+        assert len(t[device]["epoch_s_curve"]) == 2
+    assert t["model"]["final_loss"] == pytest.approx(t["cpu"]["final_loss"], rel=1e-4)
+    assert t["model_over_cpu"] == pytest.approx(t["model"]["epoch_s"] / t["cpu"]["epoch_s"])
+
+
 def test_bench_refuses_sizes_below_one():
     with pytest.raises(UserError, match="--entries 0"):
         bench_model_device.main(["--entries", "0"])
