@@ -19,6 +19,7 @@ from amaranth.lib.wiring import In, Out
 
 from moagcn.hw.common.bits import bits_for
 from moagcn.hw.common.target import VerilogTarget
+from moagcn.hw.common.wordsel import sim_form
 
 RAM_MODULE = "moagcn_ram"
 #: the same RAM for designs that never read a word in the cycle they write it (see
@@ -230,6 +231,12 @@ class LvtRam(wiring.Component):
     Same ports and timing as :class:`Ram` (whole words only) and, like a ``Ram`` built with
     ``collisions=False``, never read and written at one word in one cycle. Two write ports
     never write one word in one cycle either (which one would win is not defined).
+
+    In Verilog the banks and the table are what synthesis sees; simulators read the same
+    words from one multi-port memory (a ``Ram`` beside them, through a simulation form of
+    :mod:`.wordsel`: copying each read from every bank cost the S-SpMM's co-simulation 11 %),
+    and Verilator removes the banks, which nothing then reads. The Amaranth simulator runs the
+    banks and the table.
     """
 
     def __init__(self, width: int, depth: int, read_ports: int = 1, write_ports: int = 2):
@@ -261,9 +268,22 @@ class LvtRam(wiring.Component):
         for j, write in enumerate(self.write):
             with m.If(write.en):
                 m.d.sync += live[write.addr].eq(j)
+        plain = None
+        if isinstance(platform, VerilogTarget):
+            m.submodules.sim_ram = plain = Ram(self.width, self.depth, self.n_read, self.n_write,
+                                               collisions=False)
+            for write, port in zip(self.write, plain.write):
+                m.d.comb += [port.addr.eq(write.addr), port.data.eq(write.data),
+                             port.en.eq(write.en)]
         for p, read in enumerate(self.read):
             which = Signal(range(self.n_write), name=f"read_{p}_bank")
             with m.If(read.en):
                 m.d.sync += which.eq(live[read.addr])
-            m.d.comb += read.data.eq(Array(bank.read[p].data for bank in banks)[which])
+            data = Array(bank.read[p].data for bank in banks)[which]
+            if plain is None:
+                m.d.comb += read.data.eq(data)
+            else:
+                m.d.comb += [plain.read[p].addr.eq(read.addr), plain.read[p].en.eq(read.en),
+                             read.data.eq(sim_form(m, "pass", plain.read[p].data, data,
+                                                   name=f"read_{p}_data"))]
         return m

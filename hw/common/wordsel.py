@@ -43,7 +43,7 @@ MODULE_PREFIX = "moagcn_word_select"
 _NAME = re.compile(rf"\b{MODULE_PREFIX}_w(\d+)_n(\d+)_s(\d+)\b")
 SIM_FORM_PREFIX = "moagcn_sim_form"
 _CHUNK_NAME = re.compile(rf"\b{SIM_FORM_PREFIX}_chunksel_f(\d+)_l(\d+)_c(\d+)_s(\d+)\b")
-_SIM_NAME = re.compile(rf"\b{SIM_FORM_PREFIX}_(popcount|lowest|second|above)_n(\d+)_w(\d+)\b")
+_SIM_NAME = re.compile(rf"\b{SIM_FORM_PREFIX}_(popcount|lowest|second|above|pass)_n(\d+)_w(\d+)\b")
 #: what a simulator computes instead of the gates, per operation: ``a`` the input (``n`` bits),
 #: ``y`` the output (``w`` bits); ``low`` is ``a``'s lowest set bit
 _SIM_FORMS = {
@@ -53,6 +53,8 @@ _SIM_FORMS = {
     "lowest": "y = a & (~a + 1'b1);",
     # the second-lowest set bit: the lowest of what is left without the lowest
     "second": "y = (a & ~(a & (~a + 1'b1))) & (~(a & ~(a & (~a + 1'b1))) + 1'b1);",
+    # a structure simulators model more cheaply, given whole as ``a`` (the same values)
+    "pass": "y = a;",
     # the bits above the lowest set bit: everything above its one-hot, by one subtraction
     "above": "y = ~(((a & (~a + 1'b1)) << 1) - 1'b1);",
 }

@@ -163,8 +163,11 @@ def test_lvt_ram_reads_the_last_write_of_any_port(ports):
 
 
 @needs_icarus
-def test_lvt_ram_verilog_reads_the_last_write_of_any_port(tmp_path):
-    """The same on Icarus, from the Verilog the designs are built from (block-RAM banks)."""
+@pytest.mark.parametrize("synthesis", [False, True], ids=["simulation", "synthesis"])
+def test_lvt_ram_verilog_reads_the_last_write_of_any_port(tmp_path, synthesis):
+    """The same on Icarus, from the Verilog the designs are built from: what synthesis sees
+    (``SYNTHESIS`` defined: the block-RAM banks and the table) and what simulators run (one
+    multi-port memory)."""
     depth, ports = 28, 2
     text, _ = verilog_text(LvtRam(40, depth, read_ports=1, write_ports=ports), "lvttop")
     cycles, expect = _lvt_stimulus(depth, ports, 300, seed=7)
@@ -200,8 +203,9 @@ endmodule
 """
     (tmp_path / "lvt.v").write_text(text)
     (tmp_path / "tb.v").write_text(tb)
-    build = subprocess.run(["iverilog", "-g2012", "-o", str(tmp_path / "tb.vvp"),
-                            str(tmp_path / "lvt.v"), str(tmp_path / "tb.v")],
+    build = subprocess.run(["iverilog", "-g2012", *(["-DSYNTHESIS"] if synthesis else []),
+                            "-o", str(tmp_path / "tb.vvp"), str(tmp_path / "lvt.v"),
+                            str(tmp_path / "tb.v")],
                            capture_output=True, text=True)
     assert build.returncode == 0, build.stdout + build.stderr
     run = subprocess.run(["vvp", "-n", str(tmp_path / "tb.vvp")], capture_output=True,
