@@ -11,8 +11,8 @@ from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from moagcn.hw.common.bits import (above_onehot, lowest_onehot, lowest_set, onehot_select, popcount,
-                                   second_onehot)
+from moagcn.hw.common.bits import (above_onehot, lowest_onehot, lowest_set, onehot_select,
+                                   popcount, second_onehot)
 from moagcn.hw.common.ram import RamReadSignature
 from moagcn.hw.sspmm.config import SSpmmConfig
 from moagcn.hw.sspmm.crossbar import NodeRequestSignature

@@ -14,7 +14,7 @@ from moagcn.hw.common.ram import LvtRam, Ram
 from moagcn.hw.sspmm.config import SSpmmConfig
 from moagcn.hw.sspmm.layouts import RowLinkSignature, chunks, entry_layout, job_layout, widths
 from moagcn.hw.sspmm.protocol import FRONT_END_LATENCY  # noqa: F401 (the cycle model shares it)
-from moagcn.hw.sspmm.protocol import MUL_LATENCY
+from moagcn.hw.sspmm.protocol import MUL_LATENCY, local_write_latency
 
 
 class LaneAdders(wiring.Component):
@@ -112,8 +112,10 @@ class AggregationGroup(wiring.Component):
     lanes in use; when a neighbour's row arrives from the distribution tree for that context,
     with the job's W lane features (``sel``, which the fetcher keeps), the output-mask MUXes
     pick those W words and they are written as one entry (the feature-wise selection of the
-    hybrid index module). A row has at most one destination per group, so a
-    group has one bank of W MUXes per root link, not one per context. ``reserve`` / ``space``
+    hybrid index module; with two or more root links the entry is registered and written a
+    cycle later, :func:`~moagcn.hw.sspmm.protocol.local_write_latency`). A row has at most one
+    destination per group, so a group has one bank of W MUXes per root link, not one per
+    context. ``reserve`` / ``space``
     count the entries in flight, so the fetcher never sends more than fit. Entries of the next
     job follow those of the current one: fetching the next row overlaps reducing the current
     one.
@@ -285,11 +287,22 @@ class AggregationGroup(wiring.Component):
             bound = jobs[slot]
             m.d.comb += [entry.first.eq(pkt.first), entry.last.eq(pkt.last),
                          entry.row.eq(bound.row), entry.chunk.eq(bound.chunk),
-                         entry.lane_valid.eq(bound.lane_valid),
-                         write.addr.eq(slot * D + wptrs[slot][:ctx.depth_bits]),
-                         write.data.eq(entry), write.en.eq(pkt.valid)]
+                         entry.lane_valid.eq(bound.lane_valid)]
             if cfg.weighted:
                 m.d.comb += entry.value.eq(pkt.value)
+            addr = slot * D + wptrs[slot][:ctx.depth_bits]
+            if local_write_latency(cfg):
+                # the entry, its address and enable registered before the write: the two
+                # banks are often placed far from the word selects (routing to them was a
+                # longest path); :meth:`_take_turns` counts the entry a cycle later
+                w_addr = Signal(len(write.addr), name=f"leaf_{j}_w_addr")
+                w_data = Signal(el, name=f"leaf_{j}_w_data")
+                w_en = Signal(name=f"leaf_{j}_w_en")
+                m.d.sync += [w_addr.eq(addr), w_data.eq(entry),
+                             w_en.eq(pkt.valid & ~self.clear)]
+                m.d.comb += [write.addr.eq(w_addr), write.data.eq(w_data), write.en.eq(w_en)]
+            else:
+                m.d.comb += [write.addr.eq(addr), write.data.eq(entry), write.en.eq(pkt.valid)]
             hit_ctx.append((pkt.valid, slot, pkt.last))
         for i in range(L):
             hit = 0
@@ -328,7 +341,12 @@ class AggregationGroup(wiring.Component):
             ahead = Signal(range(L), name="phase_ahead", init=1)
             m.d.sync += ahead.eq(Mux(self.clear, 1, Mux(ahead == L - 1, 0, ahead + 1)))
             bits = len(ctx.wptr[0])
-            arriving = (wptrs[ahead] + Array(ctx.hit)[ahead])[:bits]
+            if local_write_latency(cfg):
+                # an entry arriving now is written next cycle and read from the one after:
+                # the write pointer as it is counts the entries written by then
+                arriving = wptrs[ahead]
+            else:
+                arriving = (wptrs[ahead] + Array(ctx.hit)[ahead])[:bits]
             m.d.sync += have.eq(~self.clear & (arriving != rptrs[ahead]))
         turn = self.run & have
         bubble = self.run & ~have & ctx.active.bit_select(phase, 1)

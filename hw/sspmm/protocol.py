@@ -47,6 +47,28 @@ FRONT_END_LATENCY = 3
 MUL_LATENCY = 7
 
 
+def row_check_latency(config) -> int:
+    """Cycles a fetched row spends in the scheduler's check stages: :data:`ROW_CHECK_LATENCY`,
+    and one more with two or more root links (the mask's count and ranks registered before
+    the row queue: the check's carry chains into the queue's LUT RAM were a longest path of
+    the larger design)."""
+    return ROW_CHECK_LATENCY + (1 if config.fetch_rows > 1 else 0)
+
+
+def local_write_latency(config) -> int:
+    """Cycles an arriving entry spends in a register before its local-buffer write: one with
+    two or more root links (``fetch_rows`` > 1: the buffer is two block-RAM banks, often placed
+    far from the leaf's word selects, and the selects' way to them was a longest path), none
+    with one."""
+    return 1 if config.fetch_rows > 1 else 0
+
+
+def leaf_to_buffer(config) -> int:
+    """Cycles from a row read's packet entering the tree to its entry being readable in a local
+    buffer: the tree's stages, the write register (:func:`local_write_latency`), the write."""
+    return tree_depth(config.groups, config.tree_radix) + local_write_latency(config) + 1
+
+
 def index_beat_words(config) -> int:
     """32-bit words of one ``indices_in`` beat: ``load_width`` column indices, and with
     ``weighted`` their ``load_width`` edge values after them (one beat, the same count of

@@ -13,6 +13,7 @@ from moagcn.hw.common.ram import RamReadSignature, RamWriteSignature
 from moagcn.hw.sspmm.config import SSpmmConfig
 from moagcn.hw.sspmm.layouts import job_layout, ranks_in_record, row_record_layout, widths
 from moagcn.hw.sspmm.mask_decoder import ChunkSelect, MaskRanks
+from moagcn.hw.sspmm.protocol import ROW_CHECK_LATENCY, row_check_latency
 
 ROW_QUEUE_DEPTH = 4
 #: row records each slice can hold: deep enough that the slice with the least work assigned
@@ -78,16 +79,20 @@ class JobScheduler(wiring.Component):
         rec_layout = row_record_layout(self.config)
         # (the queue's storage is written whenever it has room: the write enable, late from
         # the row check, fanned out to every LUT-RAM cell's write enable)
-        m.submodules.queue = queue = Queue(rec_layout.size, ROW_QUEUE_DEPTH)
+        # (a word more per extra check stage, so that rows in flight never hold the walk back
+        # when the emitter takes a row every cycle)
+        depth = ROW_QUEUE_DEPTH + row_check_latency(self.config) - ROW_CHECK_LATENCY
+        m.submodules.queue = queue = Queue(rec_layout.size, depth)
         checking = Signal()           # a fetched row is in the check stage
-        fetched, fetched_row, last_ptr, fetch_busy = self._walk_rows(m, queue, checking)
-        self._queue_row(m, queue, fetched, fetched_row, last_ptr, checking)
+        late = Signal()               # ... in the second check stage (row_check_latency)
+        fetched, fetched_row, last_ptr, fetch_busy = self._walk_rows(m, queue, checking, late)
+        self._queue_row(m, queue, fetched, fetched_row, last_ptr, checking, late)
         m.d.comb += [self.rows.valid.eq(queue.r_rdy), self.rows.payload.eq(queue.r_data),
                      queue.r_en.eq(self.rows.ready),
                      self.done.eq(~fetch_busy & ~queue.r_rdy)]
         return m
 
-    def _walk_rows(self, m: Module, queue: SyncFIFO, checking):
+    def _walk_rows(self, m: Module, queue: SyncFIFO, checking, late):
         """Read the rows' pointers and mask rows in order, one row per cycle while the queue
         has room (counting the rows on their way to it: read, and in the check stage).
 
@@ -106,8 +111,8 @@ class JobScheduler(wiring.Component):
         with m.If(priming):
             m.d.sync += [priming.eq(0), fetching.eq(1)]
         # issue a read only when the queue can take its result even if nothing leaves it
-        issue = fetching & (row < self.n_rows) & (queue.level + fetched + checking
-                                                   < ROW_QUEUE_DEPTH)
+        issue = fetching & (row < self.n_rows) & (queue.level + fetched + checking + late
+                                                   < queue.depth)
         m.d.comb += [self.ptr.addr.eq(Mux(fetching, row + 1, 0)), self.mask.addr.eq(row)]
         m.d.sync += [fetched.eq(issue), fetched_row.eq(row)]
         with m.If(issue):
@@ -118,9 +123,11 @@ class JobScheduler(wiring.Component):
         m.d.sync += primed.eq(priming)
         with m.If(primed | fetched):
             m.d.sync += last_ptr.eq(self.ptr.data)
-        return fetched, fetched_row, last_ptr, priming | primed | fetching | fetched | checking
+        return (fetched, fetched_row, last_ptr,
+                priming | primed | fetching | fetched | checking | late)
 
-    def _queue_row(self, m: Module, queue: SyncFIFO, fetched, fetched_row, last_ptr, checking):
+    def _queue_row(self, m: Module, queue: SyncFIFO, fetched, fetched_row, last_ptr, checking,
+                   late):
         """A fetched row: register its pointers and mask row; next cycle check the pointers,
         count its computed elements, queue it if it has work."""
         cfg = self.config
@@ -153,6 +160,21 @@ class JobScheduler(wiring.Component):
             m.d.sync += self.err_indptr.eq(1)
         with m.If(self.start):
             m.d.sync += self.err_indptr.eq(0)
+        if row_check_latency(cfg) > ROW_CHECK_LATENCY:
+            # a second check stage: the pointers' verdicts, the mask and its count registered
+            # before the ranks, the job count and the queue (the count's and the ranks' carry
+            # chains into the queue's LUT RAM were a longest path)
+            row2 = Signal.like(row, name="check2_row")
+            p0_2 = Signal(32, name="check2_p0")
+            deg2 = Signal.like(deg, name="check2_deg")
+            mask2 = Signal(F, name="check2_mask")
+            unmasked2 = Signal.like(unmasked, name="check2_unmasked")
+            bad2, neighbours2 = Signal(name="check2_bad"), Signal(name="check2_neighbours")
+            m.d.sync += [late.eq(checking & ~self.start), row2.eq(row), p0_2.eq(p0),
+                         deg2.eq(deg), mask2.eq(mask), unmasked2.eq(unmasked),
+                         bad2.eq(bad), neighbours2.eq(neighbours)]
+            checking, row, p0, deg, mask, unmasked, bad, neighbours = (
+                late, row2, p0_2, deg2, mask2, unmasked2, bad2, neighbours2)
         jobs = (unmasked + (W - 1)) >> (W.bit_length() - 1)
         record = Signal(row_record_layout(cfg))
         ranked = []

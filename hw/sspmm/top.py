@@ -477,6 +477,11 @@ class SSpmmAccelerator(wiring.Component):
             # every slice reads its own copy: each row fetched is a row read, never refused
             events = [c for c in events if c not in ("rows_read", "stall_bank")]
             m.d.comb += [self.rows_read.eq(self.rows_fetched), self.stall_bank.eq(0)]
+        # the rows issued, counted a cycle later: the pass table's picks through their
+        # population count into the counter's adder were a longest path (the last issue of a
+        # job comes many cycles before its end, so the job's count is the same)
+        fetched = Signal(range(self.config.fetch_rows * len(slices) + 1), name="rows_fetched_now")
+        m.d.sync += fetched.eq(sum(s.fetcher.issued for s in slices))
         count_events(m, counters_of(self, events), {
             "cycles_total": running | streaming,
             "cycles_compute": running,
@@ -485,7 +490,7 @@ class SSpmmAccelerator(wiring.Component):
             "stall_output": output.stall,
             "stall_no_context": popcount(m, Cat(*[s.fetcher.no_context for s in slices])),
             "bubbles": popcount(m, Cat(*[g.bubble for s in slices for g in s.groups])),
-            "rows_fetched": sum(s.fetcher.issued for s in slices),
+            "rows_fetched": fetched,
             **({} if xbar is None else {"rows_read": xbar.reads, "stall_bank": xbar.refused}),
         }, restart=restart)
         # the load cycles before the job's start, and those of them beside the job before

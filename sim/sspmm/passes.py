@@ -12,9 +12,9 @@ import heapq
 import numpy as np
 
 from moagcn.hw.sspmm.config import SSpmmConfig
-from moagcn.hw.sspmm.protocol import (ISSUE_TO_ROOT_SHARED, ROW_CHECK_LATENCY, ROW_HEAD_LATENCY,
-                                      front_end_latency, issue_to_root as issue_to_root_of,
-                                      tree_depth)
+from moagcn.hw.sspmm.protocol import (ISSUE_TO_ROOT_SHARED, ROW_HEAD_LATENCY, front_end_latency,
+                                      issue_to_root as issue_to_root_of, leaf_to_buffer,
+                                      local_write_latency, row_check_latency)
 from moagcn.sim.sspmm.crossbar import (CrossbarRates, replay as crossbar_replay,
                                        replay_sequences as crossbar_sequences)
 from moagcn.sim.sspmm.golden import piece_sizes
@@ -37,7 +37,7 @@ def turn_gap(config: SSpmmConfig, issue_to_root: float | None = None) -> float:
     L, D = config.adder_latency, config.local_depth
     if issue_to_root is None:
         issue_to_root = issue_to_root_of(config)
-    round_trip = issue_to_root + tree_depth(config.groups, config.tree_radix) + 2
+    round_trip = issue_to_root + leaf_to_buffer(config) + 1
     return max(D * L, -(-round_trip // L) * L) / D
 
 
@@ -46,8 +46,8 @@ def fill_cycles(config: SSpmmConfig, fetch: "FetchTiming") -> float:
     to a local buffer, the wait for its context's turn (half a ring on average), the buffer
     read and the operand register (with ``weighted``, the lanes' multipliers), the adders, the
     write."""
-    return (ROW_CHECK_LATENCY + ROW_HEAD_LATENCY + fetch.issue_to_root
-            + tree_depth(config.groups, config.tree_radix) + 1 + config.adder_latency // 2
+    return (row_check_latency(config) + ROW_HEAD_LATENCY + fetch.issue_to_root
+            + leaf_to_buffer(config) + config.adder_latency // 2
             + front_end_latency(config) + config.adder_latency + 1
             + (1 if config.slices > 1 else 0)         # the dispatcher's slice queues
             + (1 if config.split_degree else 0))      # and its row register when it splits
@@ -228,7 +228,7 @@ def pass_read_cost(config: SSpmmConfig, fetch: "FetchTiming") -> float:
     if config.node_banks:
         return 0.0
     L = config.adder_latency
-    round_trip = fetch.issue_to_root + tree_depth(config.groups, config.tree_radix) + 2
+    round_trip = fetch.issue_to_root + leaf_to_buffer(config) + 1
     return PASS_PORT_LOSS * max(0.0, round_trip - L) / L
 
 
@@ -236,7 +236,9 @@ def schedule_terms(config: SSpmmConfig, fetch: "FetchTiming") -> tuple[float, fl
     """The replay's rates for a slice with read timing ``fetch``: reads per cycle, the turn
     rate of one pass (neighbours per cycle) and the hold (:func:`slice_schedule`)."""
     cap = 1.0 / turn_gap(config, fetch.issue_to_root)
-    hold = (fetch.issue_to_root + tree_depth(config.groups, config.tree_radix) + 1) * cap
+    # a context is released as its pass's last entry arrives at the leaf (before the write
+    # register of two or more root links, :func:`local_write_latency`)
+    hold = (fetch.issue_to_root + leaf_to_buffer(config) - local_write_latency(config)) * cap
     return fetch.rate, cap, hold
 
 
