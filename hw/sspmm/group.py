@@ -115,10 +115,9 @@ class AggregationGroup(wiring.Component):
     hybrid index module; with two or more root links the entry is registered and written a
     cycle later, :func:`~moagcn.hw.sspmm.protocol.local_write_latency`). A row has at most one
     destination per group, so a group has one bank of W MUXes per root link, not one per
-    context. ``reserve`` / ``space``
-    count the entries in flight, so the fetcher never sends more than fit. Entries of the next
-    job follow those of the current one: fetching the next row overlaps reducing the current
-    one.
+    context. ``reserve`` / ``space`` count the entries in flight, so the fetcher never sends
+    more than fit. Entries of the next job follow those of the current one: fetching the next
+    row overlaps reducing the current one.
 
     *Ring.* The contexts take turns, one per cycle (context ``cycle mod L``), so a context's
     next turn comes exactly when the adders return its previous sums and every adder can take
