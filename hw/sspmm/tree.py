@@ -84,9 +84,16 @@ class DistributionTree(wiring.Component):
         out_words = Signal(len(words), name=f"{name}_words", reset_less=True)
         out_valid = Signal(name=f"{name}_valid")
         below = valid & pkt.dest[lo * L:hi * L].any()
-        # the payload only moves into a subtree with a destination
-        with m.If(below):
+        if (lo, hi) == (0, self.config.groups):
+            # a child under which every leaf lies (one group): every packet has a destination
+            # below it, so its payload registers load every cycle (what they hold without a
+            # packet is never read): an enable would fan out to each of the row's bits, and
+            # that fan-out was a longest path
             m.d.sync += [out.eq(pkt), out_words.eq(words)]
+        else:
+            # the payload only moves into a subtree with a destination
+            with m.If(below):
+                m.d.sync += [out.eq(pkt), out_words.eq(words)]
         m.d.sync += out_valid.eq(below & ~self.clear)
         return out_valid, out, out_words
 
