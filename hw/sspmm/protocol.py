@@ -55,6 +55,13 @@ def row_check_latency(config) -> int:
     return ROW_CHECK_LATENCY + (1 if config.fetch_rows > 1 else 0)
 
 
+def idle_latency(config) -> int:
+    """Cycles between the engine going idle and the output stream starting: one with two or
+    more root links (the idle test registered: the busy flags of the larger design's groups
+    and fetchers into the output stream's start were a longest path), none with one."""
+    return 1 if config.fetch_rows > 1 else 0
+
+
 def local_write_latency(config) -> int:
     """Cycles an arriving entry spends in a register before its local-buffer write: one with
     two or more root links (``fetch_rows`` > 1: the buffer is two block-RAM banks, often placed

@@ -20,7 +20,7 @@ from moagcn.hw.sspmm.crossbar import NodeCrossbar, bank_bits, bank_rows
 from moagcn.hw.sspmm.fetch import NeighbourFetcher
 from moagcn.hw.sspmm.group import AggregationGroup
 from moagcn.hw.sspmm.layouts import chunks, widths
-from moagcn.hw.sspmm.protocol import COUNTER_BITS, COUNTERS, index_beat_words
+from moagcn.hw.sspmm.protocol import COUNTER_BITS, COUNTERS, idle_latency, index_beat_words
 from moagcn.hw.sspmm.scheduler import JobEmitter, JobScheduler, RowDispatcher, owner_layout
 
 
@@ -434,6 +434,13 @@ class SSpmmAccelerator(wiring.Component):
                 & Cat(*[s.emitter.done for s in slices]).all()
                 & ~Cat(*[s.fetcher.busy for s in slices]).any()
                 & ~Cat(*[g.busy for s in slices for g in s.groups]).any())
+        if idle_latency(self.config):
+            # seen a cycle later, from a register (the groups' and fetchers' busy flags through
+            # this AND into the output stream's start, which clears its registers, were a
+            # longest path): an engine idle while running stays idle, nothing new enters it
+            seen = Signal(name="engine_idle")
+            m.d.sync += seen.eq(idle & running & ~start)
+            idle = seen
         # ``work`` is ``running & ~clear`` one cycle ahead: running next cycle, and no start now
         m.d.sync += engine.work.eq(~start & running & ~error & ~idle)
         with m.If(start):

@@ -13,8 +13,8 @@ import numpy as np
 
 from moagcn.hw.sspmm.config import SSpmmConfig
 from moagcn.hw.sspmm.protocol import (ISSUE_TO_ROOT_SHARED, ROW_HEAD_LATENCY, front_end_latency,
-                                      issue_to_root as issue_to_root_of, leaf_to_buffer,
-                                      local_write_latency, row_check_latency)
+                                      idle_latency, issue_to_root as issue_to_root_of,
+                                      leaf_to_buffer, local_write_latency, row_check_latency)
 from moagcn.sim.sspmm.crossbar import (CrossbarRates, replay as crossbar_replay,
                                        replay_sequences as crossbar_sequences)
 from moagcn.sim.sspmm.golden import piece_sizes
@@ -42,13 +42,14 @@ def turn_gap(config: SSpmmConfig, issue_to_root: float | None = None) -> float:
 
 
 def fill_cycles(config: SSpmmConfig, fetch: "FetchTiming") -> float:
-    """Fill and drain: a row's check stage and the emitter's head register, a row read's way
-    to a local buffer, the wait for its context's turn (half a ring on average), the buffer
-    read and the operand register (with ``weighted``, the lanes' multipliers), the adders, the
-    write."""
+    """Fill and drain: a row's check stages and the emitter's head register, a row read's way
+    to a local buffer (with its write register, :func:`local_write_latency`), the wait for its
+    context's turn (half a ring on average), the buffer read and the operand register (with
+    ``weighted``, the lanes' multipliers), the adders, the write, the idle test's register
+    (:func:`idle_latency`)."""
     return (row_check_latency(config) + ROW_HEAD_LATENCY + fetch.issue_to_root
             + leaf_to_buffer(config) + config.adder_latency // 2
-            + front_end_latency(config) + config.adder_latency + 1
+            + front_end_latency(config) + config.adder_latency + 1 + idle_latency(config)
             + (1 if config.slices > 1 else 0)         # the dispatcher's slice queues
             + (1 if config.split_degree else 0))      # and its row register when it splits
 
