@@ -75,28 +75,40 @@ def lowest_onehot(m: Module, value: Value, name: str = "lowest_onehot") -> Signa
     return sim_form(m, "lowest", value, Cat(*bits), name=name)
 
 
-def _any_two(bits: list) -> tuple[Value, Value]:
-    """(any one, any two) of ``bits``, as a tree of halves (logarithmic depth)."""
-    if len(bits) == 1:
-        return bits[0], Const(0, 1)
-    lo_any, lo_two = _any_two(bits[:len(bits) // 2])
-    hi_any, hi_two = _any_two(bits[len(bits) // 2:])
-    return lo_any | hi_any, lo_two | hi_two | (lo_any & hi_any)
-
-
 def second_onehot(m: Module, value: Value, name: str = "second_onehot") -> Signal:
     """The second-lowest set bit of ``value`` as a one-hot vector (zero with fewer than two
     set bits).
 
     Each bit is its own AND with "exactly one below" (one, and not two, among the bits below
-    it, each a tree of halves): of logarithmic depth, beside :func:`lowest_onehot` rather than
-    behind it, where ``lowest_onehot(value & ~lowest_onehot(value))`` puts one pick behind the
-    other.
+    it): of logarithmic depth, beside :func:`lowest_onehot` rather than behind it, where
+    ``lowest_onehot(value & ~lowest_onehot(value))`` puts one pick behind the other. The bits
+    below ``e`` are the aligned blocks of ``e``'s binary digits (``[0, 8)``, ``[8, 12)``,
+    ``[12, 13)`` for 13), each block's (any one, any two) computed once from its halves and
+    named, so that the Verilog stays small.
     """
     value = Value.cast(value)
+    n = len(value)
+    blocks = {}          # (start, size) -> (any one, any two) of value[start:start + size]
+
+    def block(start: int, size: int):
+        if (start, size) not in blocks:
+            if size == 1:
+                blocks[start, size] = (value[start], Const(0, 1))
+            else:
+                (a1, t1), (a2, t2) = block(start, size // 2), block(start + size // 2, size // 2)
+                one = wire(m, a1 | a2, name=f"{name}_one_{start}_{size}")
+                two = wire(m, t1 | t2 | (a1 & a2), name=f"{name}_two_{start}_{size}")
+                blocks[start, size] = (one, two)
+        return blocks[start, size]
+
     bits = [Const(0, 1)]
-    for e in range(1, len(value)):
-        one, two = _any_two([value[i] for i in range(e)])
+    for e in range(1, n):
+        one, two, start = Const(0, 1), Const(0, 1), 0
+        for j in reversed(range(e.bit_length())):
+            if e >> j & 1:
+                a, t = block(start, 1 << j)
+                one, two = one | a, two | t | (one & a)
+                start += 1 << j
         bits.append(value[e] & one & ~two)
     # Verilog simulations compute the lowest of what is left without the lowest instead
     return sim_form(m, "second", value, Cat(*bits), name=name)

@@ -178,3 +178,32 @@ endmodule
         want_sel, want_valid = _chunk_expected(mask, chunk)
         got_sel = [(sel >> (k * sel_bits)) & ((1 << sel_bits) - 1) for k in range(CW)]
         assert (got_sel, valid) == (want_sel, want_valid), (mask, chunk, got_sel, valid)
+
+
+@pytest.mark.parametrize("width", [7, 28, 33])
+def test_second_onehot_gates_on_wide_values(width):
+    """The gates of :func:`second_onehot` (the Amaranth simulator runs them) on random values
+    as wide as a pass table's slots, against the second set bit found in Python."""
+    import numpy as np
+    from amaranth.hdl import Signal
+    from amaranth.sim import Simulator
+
+    m = Module()
+    a = Signal(width)
+    y = second_onehot(m, a)
+    rng = np.random.default_rng(width)
+    values = [int(v) for v in rng.integers(0, 1 << width, 300, dtype=np.uint64)]
+    values += [0, 1, 1 << (width - 1), (1 << width) - 1, 3 << (width - 2)]
+    got = []
+
+    async def bench(ctx):
+        for v in values:
+            ctx.set(a, v)
+            got.append(ctx.get(y))
+
+    sim = Simulator(m)
+    sim.add_testbench(bench)
+    sim.run()
+    for v, g in zip(values, got):
+        bits = [b for b in range(width) if v >> b & 1]
+        assert g == (1 << bits[1] if len(bits) > 1 else 0), (hex(v), hex(g))
