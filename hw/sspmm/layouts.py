@@ -3,6 +3,7 @@ and the signature of the links that carry neighbour rows between them."""
 
 from __future__ import annotations
 
+from amaranth.hdl import Signal
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import Out
 
@@ -147,4 +148,14 @@ def row_record_layout(config: SSpmmConfig) -> data.StructLayout:
     if ranks_in_record(config):
         fields["chunk_of"] = data.ArrayLayout(chunk_shape(F, W), F)
         fields["lane_of"] = data.ArrayLayout(lane_shape(W), F)
+    if turns_in_record(config):
+        fields["turns"] = w["edge"] + len(Signal(range(chunks(config) + 1)))
     return data.StructLayout(fields)
+
+
+def turns_in_record(config: SSpmmConfig) -> bool:
+    """Whether a row record carries its work, ``deg * jobs`` turns, multiplied in the scheduler
+    before the row queue: with several slices and rows never split, the row dispatcher adds it
+    to the chosen slice's assigned work (multiplied from the queue's read, on the way into those
+    sums, it was the two-slice design's longest path)."""
+    return config.slices > 1 and not config.split_degree

@@ -11,7 +11,8 @@ from moagcn.hw.common.bits import popcount
 from moagcn.hw.common.queue import Queue
 from moagcn.hw.common.ram import RamReadSignature, RamWriteSignature
 from moagcn.hw.sspmm.config import SSpmmConfig
-from moagcn.hw.sspmm.layouts import job_layout, ranks_in_record, row_record_layout, widths
+from moagcn.hw.sspmm.layouts import (job_layout, ranks_in_record, row_record_layout,
+                                     turns_in_record, widths)
 from moagcn.hw.sspmm.mask_decoder import ChunkSelect, MaskRanks
 from moagcn.hw.sspmm.protocol import ROW_CHECK_LATENCY, row_check_latency
 
@@ -186,6 +187,8 @@ class JobScheduler(wiring.Component):
             m.d.comb += ranks.mask.eq(mask)
             ranked = [*[record.chunk_of[f].eq(ranks.chunk[f]) for f in range(F)],
                       *[record.lane_of[f].eq(ranks.lane[f]) for f in range(F)]]
+        if turns_in_record(cfg):
+            m.d.comb += record.turns.eq(deg * jobs)
         m.d.comb += [record.row.eq(row), record.ptr.eq(p0),
                      record.deg.eq(deg), record.mask.eq(mask), record.jobs.eq(jobs),
                      *ranked, queue.w_data.eq(record),
@@ -369,7 +372,7 @@ class RowDispatcher(wiring.Component):
             m.d.comb += [last.eq(1), target.eq(least), record.eq(head),
                          valid.eq(self.rows.valid)]
         turns = Signal(work_bits)
-        m.d.comb += turns.eq(record.deg * record.jobs)
+        m.d.comb += turns.eq(record.turns if turns_in_record(cfg) else record.deg * record.jobs)
         sent = Signal()                 # the record goes into its slice's queue
         empties = []
         for k in range(S):
