@@ -184,8 +184,8 @@ def synthesize(design, config, target_name: str, out_dir: Path, seed: int = 1,
     def yosys(split: bool) -> None:
         # ``split``: the nets split into single bits before synthesis (``splitnets``), yosys's
         # own workaround for an assertion its ABC9 pass can fail on a name collision
-        # (YosysHQ/yosys#4349: "Assert `count_id(wire->name) == 0' failed"), which the
-        # two-slice S-SpMM meets; the netlist is otherwise the same logic
+        # (YosysHQ/yosys#4349: "Assert `count_id(wire->name) == 0' failed"), which a
+        # two-slice S-SpMM netlist met; the netlist is otherwise the same logic
         prep = (f"hierarchy -top {verilog.toplevel}\nproc\nflatten\nsplitnets\n"
                 if split else "")
         script.write_text(
