@@ -4,7 +4,6 @@ the running one (two load banks) or following it (one bank): Verilator, lean har
 import numpy as np
 import pytest
 
-from moagcn.core.registry import gateware
 from moagcn.hw.hyscale import preset
 from moagcn.sim.rtl.build import generate_verilog
 from moagcn.sim.driver import Driver

@@ -5,7 +5,6 @@ the references are the golden model (bits) and the cycle model's replay (cycles)
 import numpy as np
 import pytest
 
-from moagcn.core.registry import gateware
 from moagcn.hw.hyscale import preset
 from moagcn.sim.rtl.build import generate_verilog
 from moagcn.sim.hyscale import golden
