@@ -133,6 +133,8 @@ class GATResult:
     val_acc: list = field(default_factory=list)
     test_acc: list = field(default_factory=list)
     epoch_s: list = field(default_factory=list)
+    #: per epoch, the training step's seconds (``epoch_s`` adds the evaluation pass)
+    step_s: list = field(default_factory=list)
     model: torch.nn.Module | None = None
     #: per epoch, the training step's counters of each accelerator design (``{"sspmm": {...},
     #: "sddmm": {...}}``; empty on cpu)
@@ -229,6 +231,7 @@ def train_gat(dataset: Dataset, cfg: GATConfig, impl: str = "moagcn",
         loss = F.cross_entropy(out[masks[0]], y[masks[0]])
         loss.backward()
         opt.step()
+        result.step_s.append(time.perf_counter() - t0)
         if pair:                  # the training step's counters, before the evaluation
             result.counters.append({d: dev.counters.as_dict() for d, dev in pair.items()})
         model.eval()

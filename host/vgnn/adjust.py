@@ -190,8 +190,7 @@ class ShareAdjuster:
             if span > self.best[0] * (1 + self.noise):
                 self._failed.add(_key(self.shares))   # worse: go back, never try it again
                 return self._move(epoch, "revert", self.best[1], t)
-            if span <= self.best[0] or self.noise > 0:
-                self.best = (span, self.shares, t)
+            self.best = (span, self.shares, t)
         elif self.best is None or span <= self.best[0] or here:
             self.best = (span, self.shares, t)
         self._correcting = False

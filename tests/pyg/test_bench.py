@@ -19,16 +19,20 @@ def test_bench_pyg_writes_its_tables(tmp_path, capsys):
 
 
 def test_bench_pyg_gat_rows_against_pygs_gat(tmp_path, capsys):
-    """PyG's GAT example with PyG's GATConv and moagcn's on cpu: same seed, same initial
-    weights and dropout draws, so the same accuracy; timed against gat:pyg."""
-    assert main(["bench", "pyg", "--datasets", "cora", "--impls", "gat:pyg,gat:cpu",
+    """PyG's GAT example with PyG's GATConv and moagcn's on cpu and on the model device (the
+    weighted S-SpMM set for it): same seed, same initial weights and dropout draws, so the same
+    accuracy; timed against gat:pyg, the step and the evaluation apart."""
+    assert main(["bench", "pyg", "--datasets", "cora", "--impls", "gat:pyg,gat:cpu,gat:model",
                  "--seeds", "1", "--epochs", "2", "--out", str(tmp_path)]) == 0
     report = json.loads((tmp_path / "bench_pyg.json").read_text())
     rows = {s["impl"]: s for s in report["summary"]}
-    assert set(rows) == {"gat:pyg", "gat:cpu"}
+    assert set(rows) == {"gat:pyg", "gat:cpu", "gat:model"}
     assert rows["gat:pyg"]["time_over_pyg"] == 1.0
-    assert rows["gat:cpu"]["test_acc_mean"] == rows["gat:pyg"]["test_acc_mean"]
-    assert rows["gat:cpu"]["best_val_test_acc_mean"] == rows["gat:pyg"]["best_val_test_acc_mean"]
+    for impl in ("gat:cpu", "gat:model"):
+        assert rows[impl]["test_acc_mean"] == rows["gat:pyg"]["test_acc_mean"]
+        assert rows[impl]["best_val_test_acc_mean"] == rows["gat:pyg"]["best_val_test_acc_mean"]
+    for run in report["runs"]:
+        assert 0 < run["eval_s_per_epoch"] < run["s_per_epoch"]
     assert "cora gat:cpu: best-val" in capsys.readouterr().out
 
 
