@@ -5,7 +5,8 @@ walks down from the targets: layer ``L - 1``'s targets are the batch, its source
 their sampled neighbours, which are layer ``L - 2``'s targets, and so on (one message-flow graph
 per layer, nodes deduplicated within the batch, as a neighbour loader does). The batch is then
 computed bottom-up with the model's own aggregate-then-update order, the aggregation on the
-same sparse device as DEAL's. Nothing is shared between batches: a node in the neighbourhood of
+same sparse device as DEAL's (a GAT's attention too: its SDDMM and weighted aggregation on
+the batch's block). Nothing is shared between batches: a node in the neighbourhood of
 many batches is sampled, gathered and computed again in each.
 
 The batches are the mini-batches of :class:`~moagcn.host.graphs.minibatch.NeighborSampler` (unsalted),
@@ -23,6 +24,7 @@ import time
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 
 from moagcn.errors import UserError
 from moagcn.host.deal.engine import MemTracker
@@ -30,6 +32,7 @@ from moagcn.host.devices.select import AcceleratorChoice
 from moagcn.host.graphs.minibatch import NeighborSampler
 from moagcn.host.graphs.ops import CSRGraph
 from moagcn.host.graphs.sampling import sample_rows
+from moagcn.host.nn.attention import row_softmax
 from moagcn.host.nn.layerwise import AGGREGATION_KIND, local_operator
 from moagcn.host.nn.models import GNN
 
@@ -49,6 +52,31 @@ def _gcn_degree(graph: CSRGraph, has_loop: np.ndarray, nodes: np.ndarray, k, lay
     return out
 
 
+def _gat_block(conv, x: torch.Tensor, adj: CSRGraph, at: np.ndarray, device,
+               times: dict) -> torch.Tensor:
+    """One GAT layer on a batch's block: the projection of every source (``x``, already
+    activated), the attention of the targets (sources ``at``) over ``adj`` (local ids, one self
+    loop each), the weighted aggregation and the bias."""
+    H, C = conv.heads, conv.out_channels
+    t0 = time.perf_counter()
+    h = (x @ conv.lin.weight.T).view(-1, H, C)
+    times["gemm"] += time.perf_counter() - t0
+    t0 = time.perf_counter()
+    t = (h * conv.att_src).sum(-1)
+    s = (h[torch.from_numpy(at)] * conv.att_dst).sum(-1)
+    e = device.sddmm(adj, torch.stack([s, torch.ones_like(s)], -1),
+                     torch.stack([torch.ones_like(t), t], -1), "GAT attention")
+    alpha = row_softmax(F.leaky_relu(e, conv.negative_slope), adj)
+    times["sddmm"] += time.perf_counter() - t0
+    t0 = time.perf_counter()
+    out = device.spmm_weighted(adj, alpha, h, "GAT attention")
+    out = out.reshape(adj.n_rows, H * C) if conv.concat else out.mean(dim=1)
+    if conv.bias is not None:
+        out = out + conv.bias
+    times["spmm"] += time.perf_counter() - t0
+    return out
+
+
 def ego_forward(model: GNN, graph: CSRGraph, X: np.ndarray, fanout: list, seed: int = 0,
                 batch_size: int = 1024, choice: AcceleratorChoice | None = None,
                 progress=None) -> tuple[np.ndarray, dict]:
@@ -65,9 +93,15 @@ def ego_forward(model: GNN, graph: CSRGraph, X: np.ndarray, fanout: list, seed: 
     if len(fanout) < L:
         raise UserError(f"ego_forward: {len(fanout)} fanouts for a {L}-layer model; give one per "
                         "layer, input layer first (parse_fanout(text, layers))")
-    device = (choice or AcceleratorChoice("cpu")).make()
+    choice = choice or AcceleratorChoice("cpu")
+    if model.kind == "gat" and choice.device != "cpu":
+        # lazy: the pair is needed only for attention on an accelerator
+        from moagcn.host.devices.pair import attention_device
+        device = attention_device(choice)
+    else:
+        device = choice.make()
     out = np.empty((N, model.dims[-1]), dtype=np.float32)
-    times = {"sample": 0.0, "gather": 0.0, "spmm": 0.0, "gemm": 0.0}
+    times = {"sample": 0.0, "gather": 0.0, "spmm": 0.0, "gemm": 0.0, "sddmm": 0.0}
     computed = [0] * L
     edges = 0
     mem = MemTracker()
@@ -98,6 +132,14 @@ def ego_forward(model: GNN, graph: CSRGraph, X: np.ndarray, fanout: list, seed: 
         with torch.no_grad():
             for layer in range(L):
                 local, rs, cs, at = ops[layer]
+                if model.kind == "gat":
+                    P = _gat_block(model.convs[layer], H if layer == 0 else F.elu(H), local,
+                                   at, device, times)
+                    computed[layer] += at.size
+                    mem.hold(P)
+                    live.append(P)
+                    H = P
+                    continue
                 t0 = time.perf_counter()
                 Hs = H * torch.from_numpy(cs)[:, None] if cs is not None else H
                 Z = device.sspmm(local, Hs)

@@ -57,6 +57,7 @@ import numpy as np
 import torch
 
 from moagcn.core.names import GEMMS  # noqa: F401 (the vocabulary; re-exported)
+from moagcn.host.deal import sddmm
 from moagcn.errors import UserError
 from moagcn.host.devices.select import AcceleratorChoice
 from moagcn.host.graphs.ops import CSRGraph, contiguous_ranges
@@ -64,6 +65,9 @@ from moagcn.host.graphs.sampling import LayerSampler
 from moagcn.host.nn.layerwise import AGGREGATION_KIND, local_operator
 from moagcn.host.nn.models import GNN
 from moagcn.host.parallel.comm import Communicator
+
+#: what the GAT attention's SDDMM receives, by kind (:mod:`moagcn.host.deal.sddmm`)
+SDDMM_CATEGORIES = ("sddmm_ids", "sddmm_dest", "sddmm_src", "sddmm_scores")
 
 FLOAT_BYTES = 4
 ID_BYTES = 8
@@ -104,8 +108,8 @@ class RankStats:
     rank: int
     partition: int
     group: int
-    bytes_received: dict = field(default_factory=lambda: {"gemm": 0, "spmm_ids": 0,
-                                                          "spmm_rows": 0})
+    bytes_received: dict = field(default_factory=lambda: dict.fromkeys(
+        ("gemm", "spmm_ids", "spmm_rows") + SDDMM_CATEGORIES, 0))
     mem: MemTracker = field(default_factory=MemTracker)
     seconds: dict = field(default_factory=dict)
     rows: int = 0
@@ -123,6 +127,8 @@ class RankStats:
                                         + self.bytes_received["spmm_rows"]),
                 "spmm_id_bytes_received": self.bytes_received["spmm_ids"],
                 "spmm_row_bytes_received": self.bytes_received["spmm_rows"],
+                "sddmm_bytes_received": sum(self.bytes_received[k] for k in SDDMM_CATEGORIES),
+                **{f"{k}_bytes_received": self.bytes_received[k] for k in SDDMM_CATEGORIES},
                 "peak_feature_bytes": self.mem.peak,
                 "time_s": dict(self.seconds), "device": self.device}
 
@@ -145,6 +151,10 @@ class SpmmPlan:
     rounds: list
     need: dict
     round_sizes: list
+    #: the layer graph's entry of each entry of ``local`` and of each round's matrix (their
+    #: values, when the aggregation is weighted)
+    local_entries: np.ndarray = None
+    round_entries: list = None
 
 
 def _plan(adj: CSRGraph, p: int, bounds: list[tuple[int, int]], groups: int) -> SpmmPlan:
@@ -176,7 +186,7 @@ def _plan(adj: CSRGraph, p: int, bounds: list[tuple[int, int]], groups: int) -> 
             pos += chunk.size
     where = np.searchsorted(needed, cols[rsel])
     rround, rslot, rrows = chunk_of[where], slot_of[where], rows[rsel]
-    rounds = []
+    rounds, entries = [], []
     for s in range(groups):
         sel = rround == s
         # only the rows this sub-group adds to: the device's output is that many rows
@@ -184,7 +194,8 @@ def _plan(adj: CSRGraph, p: int, bounds: list[tuple[int, int]], groups: int) -> 
         indptr = np.r_[0, np.cumsum(counts)].astype(np.int64)
         rounds.append((CSRGraph(indptr, rslot[sel], n_cols=round_sizes[s], what="sub-group"),
                        torch.from_numpy(active)))
-    return SpmmPlan(local, rounds, need, round_sizes)
+        entries.append(torch.from_numpy(rsel[sel]))
+    return SpmmPlan(local, rounds, need, round_sizes, torch.from_numpy(lsel), entries)
 
 
 # -- the engine ----------------------------------------------------------------------------------
@@ -268,10 +279,36 @@ class DealEngine:
         self.choice = choice or AcceleratorChoice("cpu")
         self.local = comm.local
         self.stats = {r: RankStats(r, r // self.M, r % self.M) for r in self.local}
-        self.devices = {r: self.choice.make() for r in self.local}
+        if model.kind == "gat":
+            for conv in model.convs:
+                if not conv.concat and conv.heads > 1:
+                    raise UserError(f"GAT layer {conv}: heads averaged (concat=False) over "
+                                    f"{conv.heads} heads are not supported by DEAL's "
+                                    "feature-partitioned SpMM (a head's columns lie in other "
+                                    "processes); use concat=True or one head")
+                if getattr(conv, "res", None) is not None:
+                    raise UserError(f"GAT layer {conv}: residual=True is not supported by "
+                                    "all-node inference; train without it")
+        self.devices = {r: self._make_device() for r in self.local}
         #: per process, every SpMM step: ``(kind, layer, group, seconds, device cycles)`` with
         #: kind ``wait`` (a sub-group's rows arriving) or ``compute`` (group -1: the local one)
         self.trace: dict[int, list] = {r: [] for r in self.local}
+
+    def _make_device(self):
+        """The process's sparse device; a GAT on an accelerator gets the weighted S-SpMM paired
+        with the SDDMM (:func:`~moagcn.host.devices.pair.attention_device`)."""
+        if self.model.kind == "gat" and self.choice.device != "cpu":
+            # lazy: the pair is needed only for attention on an accelerator
+            from moagcn.host.devices.pair import attention_device
+            choice = self.choice
+            if "weighted" not in choice.spec.entry_ops(choice.config()):   # before any build
+                raise UserError(f"--device {choice.device} --design {choice.design}: a GAT "
+                                "aggregates with per-edge attention weights, and this "
+                                "accelerator multiplies by a binary adjacency; add --param "
+                                "weighted=true (the weighted S-SpMM; the scores run on the "
+                                "sddmm design), or use --device cpu")
+            return attention_device(choice)
+        return self.choice.make()
 
     # -- geometry --------------------------------------------------------------------------------
 
@@ -453,6 +490,8 @@ class DealEngine:
                     sends[(r, self.rank(q, m))] = torch.tensor([plan.need[q].size])
                     expect[(self.rank(q, m), r)] = ((1,), torch.int64)
         counts = self._exchange(sends, expect, "spmm_ids")
+        if self.model.kind == "gat":   # the attention's source ids (its own round, first)
+            sddmm.prepare(self, layer)
         sends, expect = {}, {}
         for r in self.local:
             p, m = self.pm(r)
@@ -469,8 +508,12 @@ class DealEngine:
                 for (src, dst), ids in got.items() if dst == r and src != r}
             for r in self.local}
 
-    def spmm(self, layer: int, blocks: dict) -> dict:
-        """``Â`` times the column-split ``blocks`` (each process's own rows, columns ``m``)."""
+    def spmm(self, layer: int, blocks: dict, values: dict | None = None,
+             heads: int | None = None) -> dict:
+        """``Â`` times the column-split ``blocks`` (each process's own rows, columns ``m``);
+        with ``values`` (``{r: nnz x k_m}``, per entry of the range's layer graph and per head
+        of the block, :func:`~moagcn.host.deal.sddmm.head_segments` of ``heads`` heads) the
+        weighted aggregation ``Σ_u values_vu Y_u`` of each head's columns instead."""
         S, pipeline = self.cfg.groups, self.cfg.pipeline
         made = self._ops[layer]
         Ys, outs = {}, {}
@@ -512,16 +555,37 @@ class DealEngine:
                 self.stats[r].mem.drop(t)
             return got
 
+        def product(r, csr, H, entries):
+            if values is None:
+                return self.devices[r].sspmm(csr, H)
+            width = self.model.dims[layer + 1]
+            segs = sddmm.head_segments(width, width // heads, *self.cols(width, self.pm(r)[1]))
+            vals = values[r][entries]
+            n = H.shape[0]
+            C = segs[0][2] - segs[0][1]
+            if all(b - a == C for _, a, b in segs):      # whole heads: one product
+                Z = self.devices[r].spmm_weighted(csr, vals, H.view(n, len(segs), C),
+                                                  "GAT attention")
+                return Z.reshape(csr.n_rows, -1)
+            Z = torch.empty(csr.n_rows, H.shape[1])
+            for j, (_, a, b) in enumerate(segs):
+                Z[:, a:b] = self.devices[r].spmm_weighted(
+                    csr, vals[:, j:j + 1].contiguous(), H[:, a:b].reshape(n, 1, b - a),
+                    "GAT attention").reshape(csr.n_rows, b - a)
+            return Z
+
         def compute(r, csr, H, s=-1, rows=None):
             if csr.nnz == 0:
                 self.trace[r].append(("compute", layer, s, 0.0, 0))
                 return
             t0 = time.perf_counter()
             c0 = self.devices[r].counters.cycles_total
+            plan = made[self.pm(r)[0]][3]
+            entries = plan.local_entries if s < 0 else plan.round_entries[s]
             if rows is None:
-                outs[r] += self.devices[r].sspmm(csr, H)
+                outs[r] += product(r, csr, H, entries)
             else:
-                outs[r].index_add_(0, rows, self.devices[r].sspmm(csr, H))
+                outs[r].index_add_(0, rows, product(r, csr, H, entries))
             self._timed(r, "spmm", t0)
             self.trace[r].append(("compute", layer, s, time.perf_counter() - t0,
                                   self.devices[r].counters.cycles_total - c0))
@@ -577,7 +641,7 @@ class DealEngine:
     def run(self) -> dict:
         """Embed every node; returns ``{rank: (rows (lo, hi), cols (c0, c1), block)}``."""
         model, cfg = self.model, self.cfg
-        self._ops, self._serve = {}, {}
+        self._ops, self._serve, self._scores = {}, {}, {}
         t_start = time.perf_counter()
         samplers = {}
         for r in self.local:
@@ -622,8 +686,34 @@ class DealEngine:
         for r in list(blocks):
             self.stats[r].mem.drop(blocks.pop(r))
 
+    def _gat_layer(self, layer: int, P: dict, deal: bool) -> dict:
+        """``h = act(P) Wᵀ`` (GEMM), the attention weights (:func:`sddmm.attention`), then
+        ``Σ_u α_vu h_u`` per head (the weighted SpMM) plus the bias; ``act``: ELU after the
+        first layer."""
+        conv = self.model.convs[layer]
+        d_in, d_out = self.model.dims[layer], self.model.dims[layer + 1]
+        act = (lambda R: R) if layer == 0 else torch.nn.functional.elu
+        with torch.no_grad():
+            W = conv.lin.weight
+            if deal:
+                Y = self.rowwise(P, d_in, lambda R: [act(R) @ W.T], [d_out])[0]
+            else:
+                A = self._map(P, act)
+                Y = self.cagnet_linear(A, W, None)
+                self._drop(A)
+            alpha = sddmm.attention(self, layer, Y, conv)
+            Z = self.spmm(layer, Y, alpha, conv.heads)
+            for r, z in Z.items():
+                self.stats[r].mem.drop(alpha.pop(r))
+                if conv.bias is not None:
+                    c0, c1 = self.cols(d_out, self.pm(r)[1])
+                    z += conv.bias[c0:c1]
+        return Z
+
     def _layer(self, layer: int, P: dict) -> dict:
         model, kind, deal = self.model, self.model.kind, ring_gemm(self.model, self.cfg, layer)
+        if kind == "gat":
+            return self._gat_layer(layer, P, deal)
         act = self._act(layer)
         self_act = (lambda R: R) if layer == 0 else torch.relu   # SAGE's self term: relu(P)
         d_in, d_out = model.dims[layer], model.dims[layer + 1]

@@ -19,9 +19,11 @@ import torch
 from moagcn.errors import UserError
 from moagcn.host.deal.ego import ego_forward
 from moagcn.host.deal.engine import FLOAT_BYTES, DealEngine, InferConfig, assemble, ring_gemm
+from moagcn.host.deal.sddmm import formula as table3
+from moagcn.host.deal.sddmm import head_segments
 from moagcn.host.devices.select import AcceleratorChoice
 from moagcn.host.graphs.data import Dataset
-from moagcn.host.graphs.ops import row_normalize
+from moagcn.host.graphs.ops import contiguous_ranges, row_normalize
 from moagcn.host.nn.models import GNN
 from moagcn.host.parallel.comm import LocalComm
 from moagcn.host.parallel.launch import DistComm, launch
@@ -46,7 +48,7 @@ def _gemm_formula(model: GNN, cfg: InferConfig, n: int) -> dict:
     deal = cagnet = 0.0
     for layer in range(model.n_layers):
         d_in, d_out = model.dims[layer], model.dims[layer + 1]
-        if model.kind == "gcn":
+        if model.kind in ("gcn", "gat"):
             pairs = [(d_in, [d_out])]
         elif model.kind == "sage":
             pairs = [(d_in, [d_out, d_out])]
@@ -75,6 +77,31 @@ def _spmm_formula(graphs_nnz: list[int], widths: list[int], cfg: InferConfig, n:
     return total
 
 
+def sddmm_widths(model, cfg: InferConfig) -> list[tuple[int, float]]:
+    """Per layer of a GAT, the SDDMM's operand width ``D`` (the partial attention terms of all
+    ``M`` column blocks: ``Σ_m k_m``, the heads block ``m`` touches) and the mean heads of
+    attention weights a process receives (``D / M``); empty for the other models."""
+    if model.kind != "gat":
+        return []
+    out = []
+    for layer, conv in enumerate(model.convs):
+        width = model.dims[layer + 1]
+        ranges = contiguous_ranges(width, cfg.feature_groups)
+        D = sum(len(head_segments(width, width // conv.heads, c0, c1)) for c0, c1 in ranges)
+        out.append((D, D / cfg.feature_groups))
+    return out
+
+
+def _sddmm_formula(model, cfg: InferConfig, n: int, graphs_nnz) -> dict:
+    """DEAL's Table 3 over the layers (:func:`moagcn.host.deal.sddmm.formula`), bytes per
+    process."""
+    total: dict = {}
+    for (D, k), nnz in zip(sddmm_widths(model, cfg), graphs_nnz):
+        for key, v in table3(n, nnz, D, k, cfg.partitions, cfg.feature_groups).items():
+            total[key] = total.get(key, 0.0) + v
+    return total
+
+
 def _summarise(stats: list[dict], model: GNN, cfg: InferConfig, n: int, spmm_widths,
                graphs_nnz) -> dict:
     def col(key):
@@ -85,12 +112,14 @@ def _summarise(stats: list[dict], model: GNN, cfg: InferConfig, n: int, spmm_wid
         "processes": stats,
         "gemm_bytes_received": col("gemm_bytes_received"),
         "spmm_bytes_received": col("spmm_bytes_received"),
+        "sddmm_bytes_received": col("sddmm_bytes_received"),
         "peak_feature_bytes": col("peak_feature_bytes"),
         "time_s": {ph: max(s["time_s"].get(ph, 0.0) for s in stats) for ph in phases},
         "formulas": {
             "gemm_bytes_per_process": _gemm_formula(model, cfg, n),
             "spmm_bytes_per_process_table2": _spmm_formula(graphs_nnz, spmm_widths, cfg, n),
             "resident_block_bytes": FLOAT_BYTES * resident,
+            "sddmm_bytes_per_process_table3": _sddmm_formula(model, cfg, n, graphs_nnz),
         },
     }
 

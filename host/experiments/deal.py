@@ -1,14 +1,17 @@
 """DEAL's all-node inference experiment (seed 004) on moagcn: DEAL against its baselines.
 
 ``moagcn experiment deal [--out DIR] [--rmat-scale 17] [--fanout 10,10] [--hidden 64]
-[--distributed] [--device cpu] [--datasets cora,citeseer,rmat] [--grid 1x1,2x1,1x2,2x2]
-[--epochs 100] [--rmat-epochs 3] [--seeds 1] [--repeats 3]``
+[--models gcn,gat] [--gat-heads 8] [--distributed] [--device cpu]
+[--datasets cora,citeseer,rmat] [--grid 1x1,2x1,1x2,2x2] [--epochs 100] [--rmat-epochs 3]
+[--seeds 1] [--repeats 3]``
 
-1. **Models**: a 2-layer GCN (``--hidden`` units) trained on CPU for Cora and CiteSeer
+1. **Models** (``--models``): a 2-layer GCN (``--hidden`` units) and PyG's example GAT
+   (``--gat-heads`` heads of ``--hidden / heads`` units, so as wide; its attention is DEAL's
+   distributed SDDMM, :mod:`moagcn.host.deal.sddmm`), each trained on CPU for Cora and CiteSeer
    (``--epochs``; test accuracy, mean ± std over ``--seeds`` training seeds, the first seed's
    weights are the ones embedded) and for the R-MAT power-law graph (``2^--rmat-scale`` nodes, 128
    features; ``--rmat-epochs`` epochs, 0 = fresh weights: the timings and bytes do not depend
-   on the weights).
+   on the weights). A GAT's rows are named ``DATASET gat``.
 2. **Runs**: for every dataset and every ``P x M`` of ``--grid``,
    :func:`moagcn.host.deal.infer.compare` (``--repeats`` times) runs DEAL, DEAL with CAGNET's GEMM,
    DEAL without SpMM pipelining and ego-network inference with the same ``--fanout`` and
@@ -26,7 +29,8 @@
 4. **Bytes and memory**: per process, the GEMM and SpMM bytes received (mean and max over
    processes) next to DEAL's Table 1 formula (``N (D_in + D_out) (M - 1) / (P M^2)`` per GEMM,
    ``2 N D (M - 1) / (P M^2)`` when ``D_in = D_out``; CAGNET's ``N D_out (M - 1) / (P M)``) and
-   Table 2 estimate, and the peak feature bytes per process next to the resident block size.
+   Table 2 estimate, a GAT's SDDMM bytes by term next to Table 3 (approach ii), and the peak
+   feature bytes per process next to the resident block size.
 
 Writes ``deal.csv`` (one row per dataset x P x M x system), ``deal.json`` (rows, targets,
 training, every repeat's reports) and ``deal_time.png``, ``deal_bytes.png``,
@@ -40,6 +44,7 @@ import argparse
 import json
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -52,13 +57,17 @@ from moagcn.errors import UserError
 from moagcn.host.deal.engine import InferConfig
 from moagcn.host.deal.infer import compare
 from moagcn.host.devices.select import AcceleratorChoice
+from moagcn.host.experiments.deal_rows import (LABELS, PHASES, SYSTEMS,  # noqa: F401
+                                               find_row, panel, system_row)
 from moagcn.host.graphs.data import Dataset
 from moagcn.host.graphs.datasets import load_dataset
 from moagcn.host.graphs.generators import rmat
 from moagcn.host.graphs.sampling import parse_fanout
+from moagcn.host.nn.gat import GAT
 from moagcn.host.nn.models import GNN
 from moagcn.host.training.config import TrainConfig
 from moagcn.host.training.fullgraph import train
+from moagcn.host.training.gat import GATConfig, train_gat
 
 #: the paper's numbers (DEAL, Sec. 4): end-to-end speed-up over the state of the art (max),
 #: SpMM pipelining (average per dataset), distributed GEMM over CAGNET (average)
@@ -72,10 +81,9 @@ TARGET_NODES = 100_000
 #: assumes ``N / (P M)`` rows and ``D / M`` columns each; the uneven splits differ by rounding)
 GEMM_TOLERANCE = 0.01
 
-SYSTEMS = ("deal", "cagnet_gemm", "no_pipeline", "ego")
-LABELS = {"deal": "DEAL", "cagnet_gemm": "CAGNET GEMM", "no_pipeline": "no pipeline",
-          "ego": "ego-network"}
-PHASES = ("sample", "gather", "gemm", "spmm", "comm", "other")
+MODEL_NAMES = ("gcn", "gat")
+#: the issue's target for the GAT row: DEAL over ego-network on the 100k-node graph
+TARGET_E2E_GAT = 2.0
 LAYERS = 2
 
 
@@ -120,10 +128,13 @@ def label(name: str, scale: int) -> str:
 
 # -- models --------------------------------------------------------------------------------------
 
-def make_model(name: str, d: Dataset, args) -> tuple[GNN, dict, dict]:
-    """The GCN to embed with, its meta and what its training was."""
+def make_model(name: str, d: Dataset, args, kind: str = "gcn") -> tuple[GNN, dict, dict]:
+    """The model to embed with (``kind``: the GCN, or PyG's example GAT), its meta and what its
+    training was."""
     epochs = args.rmat_epochs if name == "rmat" else args.epochs
     seeds = 1 if name == "rmat" else args.seeds
+    if kind == "gat":
+        return _make_gat(d, args, epochs, seeds)
     if epochs == 0:
         torch.manual_seed(0)
         model = GNN("gcn", d.n_features, args.hidden, d.n_classes, LAYERS)
@@ -150,72 +161,31 @@ def make_model(name: str, d: Dataset, args) -> tuple[GNN, dict, dict]:
     return model.eval(), m, info
 
 
-# -- one system of one run -----------------------------------------------------------------------
-
-def _e2e(run: dict, system: str, distributed: bool) -> float:
-    if system != "ego" and distributed:
-        return float(run["time_s"]["total"])
-    return float(run["wall_s"])
-
-
-def breakdown(run: dict, system: str, distributed: bool) -> dict:
-    """Seconds by phase (see the module doc); ``other`` is the end-to-end time's remainder."""
-    e2e = _e2e(run, system, distributed)
-    t = dict.fromkeys(PHASES, 0.0)
-    if system == "ego":
-        for ph in ("sample", "gather", "gemm", "spmm"):
-            t[ph] = float(run["time_s"].get(ph, 0.0))
-    elif distributed:
-        for ph in ("sample", "gemm", "spmm"):
-            t[ph] = float(run["time_s"].get(ph, 0.0))
-        t["comm"] = float(run["time_s"].get("spmm_comm", 0.0))
-    else:
-        procs = run["processes"]
-        for ph in ("sample", "gemm", "spmm"):
-            t[ph] = float(sum(p["time_s"].get(ph, 0.0) for p in procs))
-        t["comm"] = float(max(p["time_s"].get("spmm_comm", 0.0) for p in procs))
-    t["other"] = max(e2e - sum(t[ph] for ph in PHASES if ph != "other"), 0.0)
-    return t
-
-
-def system_row(dataset: str, d: Dataset, P: int, M: int, system: str, runs: list[dict],
-               agree: list[dict], distributed: bool) -> tuple[dict, int]:
-    """The row of one system (its median-time repeat) and that repeat's index."""
-    times = [_e2e(r, system, distributed) for r in runs]
-    k = int(np.argsort(times)[(len(times) - 1) // 2])
-    run = runs[k]
-    t = breakdown(run, system, distributed)
-    row = {"dataset": dataset, "nodes": d.n_nodes, "edges": int(d.graph.nnz), "P": P, "M": M,
-           "processes": 1 if system == "ego" else P * M, "system": system,
-           "distributed": bool(distributed and system != "ego"), "repeats": len(runs),
-           "end_to_end_s": times[k], "end_to_end_s_min": min(times),
-           "end_to_end_s_max": max(times), "wall_s": float(run["wall_s"])}
-    row.update({f"t_{ph}_s": t[ph] for ph in PHASES})
-    if system == "ego":
-        row.update({"gemm_bytes_mean": 0.0, "gemm_bytes_max": 0, "gemm_bytes_formula": None,
-                    "gemm_formula": "", "spmm_bytes_mean": 0.0, "spmm_bytes_max": 0,
-                    "spmm_bytes_table2": None,
-                    "peak_feature_bytes_max": int(run["peak_feature_bytes"]),
-                    "peak_feature_bytes_mean": float(run["peak_feature_bytes"]),
-                    "resident_block_bytes": None,
-                    "nodes_computed": sum(run["nodes_computed"])})
-    else:
-        f = run["formulas"]
-        which = "cagnet" if system == "cagnet_gemm" else "deal"
-        g, s, pk = run["gemm_bytes_received"], run["spmm_bytes_received"], \
-            run["peak_feature_bytes"]
-        row.update({"gemm_bytes_mean": float(np.mean(g)), "gemm_bytes_max": int(max(g)),
-                    "gemm_bytes_formula": float(f["gemm_bytes_per_process"][which]),
-                    "gemm_formula": which, "spmm_bytes_mean": float(np.mean(s)),
-                    "spmm_bytes_max": int(max(s)),
-                    "spmm_bytes_table2": float(f["spmm_bytes_per_process_table2"]),
-                    "peak_feature_bytes_max": int(max(pk)),
-                    "peak_feature_bytes_mean": float(np.mean(pk)),
-                    "resident_block_bytes": int(f["resident_block_bytes"]),
-                    "nodes_computed": LAYERS * d.n_nodes})
-    diff = [a.get(system) for a in agree if a.get(system) is not None]
-    row["max_rel_diff_from_deal"] = float(max(diff)) if diff else 0.0
-    return row, k
+def _make_gat(d: Dataset, args, epochs: int, seeds: int):
+    """PyG's example GAT (``--gat-heads`` heads of ``--hidden / heads`` units, so its hidden
+    layer is as wide as the GCN's), trained on CPU like the GCN (or fresh weights)."""
+    heads = args.gat_heads
+    cfg = GATConfig(heads=heads, hidden=args.hidden // heads, epochs=max(epochs, 1), seed=0)
+    meta = {"model": "gat", "in_features": d.n_features, "hidden": cfg.hidden, "heads": heads,
+            "n_classes": d.n_classes, "layers": LAYERS, "dropout": cfg.dropout,
+            "normalize_features": True, "dataset": d.name, "n_nodes": d.n_nodes}
+    if epochs == 0:
+        torch.manual_seed(0)
+        model = GAT(d.n_features, cfg.hidden, heads, d.n_classes, cfg.dropout)
+        info = {"weights": "fresh (untrained, torch seed 0)", "epochs": 0, "device": "cpu",
+                "test_acc": None, "test_acc_mean": None, "test_acc_std": None}
+        return model.eval(), meta, info
+    accs, first, t0 = [], None, time.perf_counter()
+    for seed in range(seeds):
+        res = train_gat(d, replace(cfg, seed=seed))
+        accs.append(res.final_test_acc)
+        first = first or res
+    info = {"weights": f"trained {epochs} epochs on cpu" + (f", {seeds} seeds" if seeds > 1
+                                                            else ""),
+            "epochs": epochs, "device": "cpu", "seeds": seeds, "test_acc": accs[0],
+            "test_acc_mean": float(np.mean(accs)), "test_acc_std": float(np.std(accs)),
+            "train_s": time.perf_counter() - t0}
+    return first.model.eval(), meta, info
 
 
 # -- targets -------------------------------------------------------------------------------------
@@ -228,13 +198,6 @@ def _within(dev: float) -> str:
     return "exactly equal to" if dev == 0 else f"within {100 * dev:.3g}% of"
 
 
-def _find(rows, dataset, P, M, system):
-    for r in rows:
-        if (r["dataset"], r["P"], r["M"], r["system"]) == (dataset, P, M, system):
-            return r
-    return None
-
-
 def _fmt_range(vals):
     if not vals:
         return "n/a"
@@ -242,29 +205,62 @@ def _fmt_range(vals):
     return f"{lo:.2f}x" if abs(hi - lo) < 0.005 else f"{lo:.2f}-{hi:.2f}x"
 
 
-def targets(rows: list[dict], datasets: list[str], grid, scale: int) -> list[dict]:
-    """The issue's targets, evaluated, beside the paper's numbers."""
-    out = []
-    # 1. end-to-end on the power-law graph
-    rm = label("rmat", scale) if "rmat" in datasets else None
-    if rm:
-        sp = {f"{P}x{M}": _ratio(_find(rows, rm, P, M, "ego")["end_to_end_s"],
-                                 _find(rows, rm, P, M, "deal")["end_to_end_s"])
+def _e2e_target(rows, key: str | None, grid, threshold: float, what: str, paper: str) -> dict:
+    """DEAL's end-to-end speed-up over ego-network inference at every ``P x M`` of ``key``'s
+    rows (None: not run, ``what`` says why)."""
+    if key is not None and find_row(rows, key, *grid[0], "deal") is not None:
+        sp = {f"{P}x{M}": _ratio(find_row(rows, key, P, M, "ego")["end_to_end_s"],
+                                 find_row(rows, key, P, M, "deal")["end_to_end_s"])
               for P, M in grid}
-        n = _find(rows, rm, *grid[0], "deal")["nodes"]
-        met = [k for k, v in sp.items() if v >= TARGET_E2E]
+        n = find_row(rows, key, *grid[0], "deal")["nodes"]
+        met = [k for k, v in sp.items() if v >= threshold]
         verdict = ("met" if len(met) == len(sp) else
                    f"met at {len(met)}/{len(sp)} P x M" if met else "not met")
         if n < TARGET_NODES:
             verdict += f" (graph has {n:,} nodes < 100k: not the target's graph)"
         ours = ", ".join(f"{k} {v:.2f}x" for k, v in sp.items())
     else:
-        sp, verdict, ours = {}, "not run (rmat not in --datasets)", "n/a"
-    out.append({"target": f"End-to-end all-node inference on the 100k-node synthetic graph "
-                          f"(2 layers): DEAL >= {TARGET_E2E:g}x faster than ego-network",
-                "ours": ours, "values": sp,
-                "paper": f"up to {PAPER['end_to_end_speedup_max']}x (over DGI / SALIENT++)",
-                "verdict": verdict})
+        sp, verdict, ours = {}, f"not run ({what})", "n/a"
+    return {"target": f"End-to-end all-node inference on the 100k-node synthetic graph "
+                      f"({key or 'rmat'}, 2 layers): DEAL >= {threshold:g}x faster than "
+                      "ego-network", "ours": ours, "values": sp, "paper": paper,
+            "verdict": verdict}
+
+
+def _sddmm_target(rows) -> dict:
+    """A GAT run's SDDMM bytes per process against DEAL's Table 3 (approach ii), by term."""
+    detail = []
+    for r in rows:
+        if r["model"] == "gat" and r["system"] == "deal" and r["M"] * r["P"] > 1:
+            detail.append({"run": f"{r['panel']} {r['P']}x{r['M']}",
+                           **{f"{k}_measured": r[f"sddmm_{k}_bytes_mean"]
+                              for k in ("ids", "dest", "src", "scores")},
+                           **{f"{k}_table3": r[f"sddmm_{k}_bytes_table3"]
+                              for k in ("dest", "src", "scores")}})
+    parts = []
+    for k in ("dest", "src", "scores"):
+        ratios = [x[f"{k}_measured"] / x[f"{k}_table3"] for x in detail if x[f"{k}_table3"]]
+        if ratios:
+            parts.append(f"{k} {_fmt_range(ratios)}")
+    return {"target": "(context) GAT's SDDMM bytes received per process / DEAL Table 3 "
+                      "(approach ii) terms, P x M > 1",
+            "ours": ", ".join(parts) if parts else "n/a (no GAT run with P x M > 1)",
+            "values": detail,
+            "paper": "Table 3: (M+MP-2)ND/(M²P) + NZ(M-1)/(PM); dest and scores exact on a "
+                     "regular graph, src an estimate (see docs/deal.md)", "verdict": "-"}
+
+
+def targets(rows: list[dict], datasets: list[str], grid, scale: int) -> list[dict]:
+    """The issue's targets, evaluated, beside the paper's numbers."""
+    out = []
+    # 1. end-to-end on the power-law graph, GCN, then GAT
+    rm = label("rmat", scale) if "rmat" in datasets else None
+    why = "rmat not in --datasets" if rm is None else "{} not in --models"
+    for kind, threshold in (("gcn", TARGET_E2E), ("gat", TARGET_E2E_GAT)):
+        out.append(_e2e_target(rows, rm and panel(rm, kind), grid, threshold,
+                               why.format(kind),
+                               f"up to {PAPER['end_to_end_speedup_max']}x (over DGI / "
+                               "SALIENT++; GCN and GAT)"))
     # 2. GEMM bytes per process against Table 1
     devs, detail = [], []
     for r in rows:
@@ -272,7 +268,7 @@ def targets(rows: list[dict], datasets: list[str], grid, scale: int) -> list[dic
             f = r["gemm_bytes_formula"]
             dev = abs(r["gemm_bytes_mean"] - f) / f if f else float(r["gemm_bytes_mean"] != 0)
             devs.append(dev)
-            detail.append({"dataset": r["dataset"], "PxM": f"{r['P']}x{r['M']}",
+            detail.append({"dataset": r["panel"], "PxM": f"{r['P']}x{r['M']}",
                            "system": r["system"], "measured_mean": r["gemm_bytes_mean"],
                            "measured_max": r["gemm_bytes_max"], "formula": f,
                            "rel_deviation": dev})
@@ -295,8 +291,8 @@ def targets(rows: list[dict], datasets: list[str], grid, scale: int) -> list[dic
     # 3. pipelined SpMM at 2x2
     if (2, 2) in grid:
         sp = {}
-        for ds in dict.fromkeys(r["dataset"] for r in rows):
-            a, b = _find(rows, ds, 2, 2, "deal"), _find(rows, ds, 2, 2, "no_pipeline")
+        for ds in dict.fromkeys(r["panel"] for r in rows):
+            a, b = find_row(rows, ds, 2, 2, "deal"), find_row(rows, ds, 2, 2, "no_pipeline")
             sp[ds] = _ratio(b["t_spmm_s"] + b["t_comm_s"], a["t_spmm_s"] + a["t_comm_s"])
         met = [k for k, v in sp.items() if v >= TARGET_PIPELINE]
         verdict = ("met" if len(met) == len(sp) else
@@ -309,14 +305,15 @@ def targets(rows: list[dict], datasets: list[str], grid, scale: int) -> list[dic
                 "ours": ours, "values": sp,
                 "paper": "1.47-1.65x average (1.50, 1.65, 1.47 per dataset)",
                 "verdict": verdict})
+    out.append(_sddmm_target(rows))
     # context: GEMM over CAGNET, graph construction over ego
     g_compute, g_e2e, g_bytes = {}, {}, {}
     for r in rows:
         if r["system"] == "deal" and r["M"] > 1:
-            c = _find(rows, r["dataset"], r["P"], r["M"], "cagnet_gemm")
+            c = find_row(rows, r["panel"], r["P"], r["M"], "cagnet_gemm")
             if c is None:
                 continue
-            k = f"{r['dataset']} {r['P']}x{r['M']}"
+            k = f"{r['panel']} {r['P']}x{r['M']}"
             g_compute[k] = _ratio(c["t_gemm_s"], r["t_gemm_s"])
             g_e2e[k] = _ratio(c["end_to_end_s"], r["end_to_end_s"])
             g_bytes[k] = _ratio(r["gemm_bytes_formula"], c["gemm_bytes_formula"])
@@ -331,8 +328,8 @@ def targets(rows: list[dict], datasets: list[str], grid, scale: int) -> list[dic
     gc = {}
     for r in rows:
         if r["system"] == "deal":
-            e = _find(rows, r["dataset"], r["P"], r["M"], "ego")
-            gc[f"{r['dataset']} {r['P']}x{r['M']}"] = _ratio(e["t_sample_s"], r["t_sample_s"])
+            e = find_row(rows, r["panel"], r["P"], r["M"], "ego")
+            gc[f"{r['panel']} {r['P']}x{r['M']}"] = _ratio(e["t_sample_s"], r["t_sample_s"])
     out.append({"target": "(context) graph construction (sampling) time, ego / DEAL",
                 "ours": _fmt_range(list(gc.values())), "values": gc,
                 "paper": f"up to {PAPER['graph_construction_speedup_max']}x", "verdict": "-"})
@@ -362,7 +359,7 @@ def _plots(out: Path, rows: list[dict], datasets: list[str], grid) -> None:
     fig, axes = plt.subplots(1, n, figsize=(max(5.0, 0.42 * len(pos)) * n, 4.0), squeeze=False)
     for ax, ds in zip(axes[0], datasets):
         for (P, M, s), x in pos.items():
-            r = _find(rows, ds, P, M, s)
+            r = find_row(rows, ds, P, M, s)
             if r is None:
                 continue
             bottom = 0.0
@@ -393,7 +390,7 @@ def _plots(out: Path, rows: list[dict], datasets: list[str], grid) -> None:
         for j, (s, key, lab, col, hatch) in enumerate(series):
             xs, vs = [], []
             for i, (P, M) in enumerate(grid):
-                r = _find(rows, ds, P, M, s)
+                r = find_row(rows, ds, P, M, s)
                 if r is not None and r[key] is not None:
                     xs.append(i + (j - (len(series) - 1) / 2) * w)
                     vs.append(r[key] / 1e6)
@@ -414,7 +411,7 @@ def _plots(out: Path, rows: list[dict], datasets: list[str], grid) -> None:
         for j, s in enumerate(SYSTEMS + ("resident",)):
             xs, vs = [], []
             for i, (P, M) in enumerate(grid):
-                r = _find(rows, ds, P, M, "deal" if s == "resident" else s)
+                r = find_row(rows, ds, P, M, "deal" if s == "resident" else s)
                 if r is None:
                     continue
                 v = r["resident_block_bytes"] if s == "resident" else r["peak_feature_bytes_max"]
@@ -439,26 +436,29 @@ def _mb(v):
 
 
 def print_tables(rows, training, tg, args) -> None:
-    print("\n| dataset | weights | test accuracy |")
+    print("\n| dataset, model | weights | test accuracy |")
     print("|---|---|---|")
     for ds, t in training.items():
         acc = "-" if t["test_acc_mean"] is None else (
             f"{t['test_acc_mean']:.3f}" + (f" ± {t['test_acc_std']:.3f}" if t.get("seeds", 1) > 1
                                            else ""))
         print(f"| {ds} | {t['weights']} | {acc} |")
-    print("\n| dataset | PxM | system | end-to-end s | sample | gather | gemm | spmm | comm | "
-          "other | DEAL speed-up | GEMM MB/proc (formula) | SpMM MB/proc (Table 2) | "
-          "peak MB/proc (resident) | max rel diff |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("\n| dataset, model | PxM | system | end-to-end s | sample | gather | gemm | sddmm | "
+          "spmm | comm | other | DEAL speed-up | GEMM MB/proc (formula) | SpMM MB/proc "
+          "(Table 2) | SDDMM MB/proc (Table 3) | peak MB/proc (resident) | max rel diff |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
-        deal = _find(rows, r["dataset"], r["P"], r["M"], "deal")
+        deal = find_row(rows, r["panel"], r["P"], r["M"], "deal")
         sp = r["end_to_end_s"] / deal["end_to_end_s"]
-        print(f"| {r['dataset']} | {r['P']}x{r['M']} | {LABELS[r['system']]} | "
+        sd = (f"{_mb(r['sddmm_bytes_mean'])} ({_mb(r['sddmm_bytes_table3'])})"
+              if r["model"] == "gat" and r["system"] != "ego" else "-")
+        print(f"| {r['panel']} | {r['P']}x{r['M']} | {LABELS[r['system']]} | "
               f"{r['end_to_end_s']:.3f} | {r['t_sample_s']:.3f} | {r['t_gather_s']:.3f} | "
-              f"{r['t_gemm_s']:.3f} | {r['t_spmm_s']:.3f} | {r['t_comm_s']:.4f} | "
-              f"{r['t_other_s']:.3f} | {sp:.2f}x | {_mb(r['gemm_bytes_mean'])} "
-              f"({_mb(r['gemm_bytes_formula'])}) | {_mb(r['spmm_bytes_mean'])} "
-              f"({_mb(r['spmm_bytes_table2'])}) | {_mb(r['peak_feature_bytes_max'])} "
+              f"{r['t_gemm_s']:.3f} | {r['t_sddmm_s']:.3f} | {r['t_spmm_s']:.3f} | "
+              f"{r['t_comm_s']:.4f} | {r['t_other_s']:.3f} | {sp:.2f}x | "
+              f"{_mb(r['gemm_bytes_mean'])} ({_mb(r['gemm_bytes_formula'])}) | "
+              f"{_mb(r['spmm_bytes_mean'])} ({_mb(r['spmm_bytes_table2'])}) | {sd} | "
+              f"{_mb(r['peak_feature_bytes_max'])} "
               f"({_mb(r['resident_block_bytes'])}) | {r['max_rel_diff_from_deal']:.1e} |")
     mode = ("torch.distributed, one process per (partition, feature group)" if args.distributed
             else "all P x M processes in this one, run one after another")
@@ -487,6 +487,11 @@ def build_parser() -> argparse.ArgumentParser:
                              "(default 10,10)")
     parser.add_argument("--hidden", type=int, default=64,
                         help="hidden units of the 2-layer GCN (default 64)")
+    parser.add_argument("--models", default="gcn,gat", metavar="gcn[,gat]",
+                        help="models embedded (default gcn,gat: the 2-layer GCN and PyG's "
+                             "example GAT, --gat-heads heads of --hidden / heads units)")
+    parser.add_argument("--gat-heads", type=int, default=8,
+                        help="attention heads of the GAT's hidden layer (default 8)")
     parser.add_argument("--epochs", type=int, default=100,
                         help="training epochs on Cora and CiteSeer (default 100)")
     parser.add_argument("--rmat-epochs", type=int, default=3,
@@ -519,6 +524,14 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     datasets = parse_datasets(args.datasets)
+    args.models = [m.strip() for m in args.models.split(",") if m.strip()]
+    bad = [m for m in args.models if m not in MODEL_NAMES]
+    if bad or not args.models:
+        raise UserError(f"--models {','.join(args.models) or '(empty)'}: choose from "
+                        f"{', '.join(MODEL_NAMES)} (e.g. gcn,gat)")
+    if args.gat_heads < 1 or args.hidden % args.gat_heads:
+        raise UserError(f"--gat-heads {args.gat_heads}: give a positive number of heads that "
+                        f"divides --hidden {args.hidden} (e.g. 8 heads of 8 units for 64)")
     grid = parse_grid(args.grid)
     fanout = parse_fanout(args.fanout, LAYERS)
     for flag, v, lo in (("--hidden", args.hidden, 1), ("--epochs", args.epochs, 1),
@@ -545,26 +558,30 @@ def _run(args, datasets, grid, fanout, choice, out) -> int:
     for name in datasets:
         d = load(name, args.scale)
         ds = label(name, args.scale)
-        model, meta, info = make_model(name, d, args)
-        min_width = min(model.dims)
-        for P, M in grid:
-            if P > d.n_nodes or M > min_width:
-                raise UserError(f"--grid {P}x{M}: {ds} has {d.n_nodes} nodes and its narrowest "
-                                f"layer is {min_width} wide; use P <= {d.n_nodes}, M <= "
-                                f"{min_width}")
-        acc = "" if info["test_acc"] is None else f", test accuracy {info['test_acc_mean']:.3f}"
-        print(f"{d.summary()}\n  GCN {model.dims}: {info['weights']}{acc}", flush=True)
-        loaded[ds], training[ds] = (d, model, meta), info
+        print(d.summary(), flush=True)
+        for kind in args.models:
+            model, meta, info = make_model(name, d, args, kind)
+            min_width = min(model.dims)
+            for P, M in grid:
+                if P > d.n_nodes or M > min_width:
+                    raise UserError(f"--grid {P}x{M}: {ds} has {d.n_nodes} nodes and the "
+                                    f"{kind}'s narrowest layer is {min_width} wide; use P <= "
+                                    f"{d.n_nodes}, M <= {min_width}")
+            acc = ("" if info["test_acc"] is None
+                   else f", test accuracy {info['test_acc_mean']:.3f}")
+            print(f"  {kind.upper()} {model.dims}: {info['weights']}{acc}", flush=True)
+            key = panel(ds, kind)
+            loaded[key], training[key] = (ds, d, model, meta, kind), info
     rows, runs_json = [], {}
     bar = tqdm(total=len(loaded) * len(grid) * args.repeats, desc="deal runs", unit="run",
                file=sys.stderr)
-    for ds, (d, model, meta) in loaded.items():
+    for key, (ds, d, model, meta, kind) in loaded.items():
         for P, M in grid:
             cfg = InferConfig(P, M, fanout, "deal", True, args.groups, args.seed)
             dist = args.distributed and P * M > 1
             reps = []
             for _ in range(args.repeats):
-                bar.set_postfix_str(f"{ds} {P}x{M}")
+                bar.set_postfix_str(f"{key} {P}x{M}")
                 reps.append(compare(d, model, meta, cfg, choice, dist, args.batch_size,
                                     args.timeout))
                 bar.update()
@@ -572,8 +589,8 @@ def _run(args, datasets, grid, fanout, choice, out) -> int:
             for s in SYSTEMS:
                 runs = [c["runs"][s] for c in reps if c["runs"].get(s) is not None]
                 if runs:
-                    rows.append(system_row(ds, d, P, M, s, runs, agree, dist)[0])
-            runs_json[f"{ds} {P}x{M}"] = reps
+                    rows.append(system_row(ds, d, P, M, s, runs, agree, dist, kind)[0])
+            runs_json[f"{key} {P}x{M}"] = reps
     bar.close()
     tg = targets(rows, datasets, grid, args.scale)
     print_tables(rows, training, tg, args)

@@ -3,7 +3,9 @@
 A checkpoint is a ``torch.save``'d dict: ``format`` (``"moagcn-checkpoint"``), ``version``,
 ``meta`` (model kind, widths, layers, whether the model embeds labels or normalises layers,
 whether the input features were row-normalised, the training dataset's name and size and the
-final test accuracy) and ``state_dict`` (the :class:`~moagcn.host.nn.models.GNN`'s weights).
+final test accuracy) and ``state_dict`` (the :class:`~moagcn.host.nn.models.GNN`'s weights, or
+with ``model = "gat"`` the :class:`~moagcn.host.nn.gat.GAT`'s, whose meta adds ``heads`` and
+``dropout``).
 """
 
 from __future__ import annotations
@@ -15,7 +17,8 @@ import torch
 
 from moagcn.errors import UserError
 
-from moagcn.host.nn.models import MODELS, GNN
+from moagcn.host.nn.gat import GAT
+from moagcn.host.nn.models import GNN, GNN_NAMES
 
 FORMAT = "moagcn-checkpoint"
 VERSION = 1
@@ -36,7 +39,8 @@ def save(path, state: dict, meta: dict) -> Path:
     return path
 
 
-def load(path, n_features: int | None = None, model: str | None = None) -> tuple[GNN, dict]:
+def load(path, n_features: int | None = None, model: str | None = None
+         ) -> tuple[GNN | GAT, dict]:
     """The model of a checkpoint and its ``meta``; checks it against the dataset's feature
     width and the model named (``None``: not checked)."""
     path = Path(path)
@@ -56,7 +60,7 @@ def load(path, n_features: int | None = None, model: str | None = None) -> tuple
         raise UserError(f"--checkpoint {path}: checkpoint version {blob.get('version')} is not "
                         f"the supported {VERSION}")
     meta = blob["meta"]
-    if meta.get("model") not in MODELS:
+    if meta.get("model") not in GNN_NAMES:
         raise UserError(f"--checkpoint {path}: unknown model {meta.get('model')!r}")
     if model is not None and model != meta["model"]:
         raise UserError(f"--checkpoint {path} holds a {meta['model']} model, not the {model} "
@@ -65,9 +69,13 @@ def load(path, n_features: int | None = None, model: str | None = None) -> tuple
         raise UserError(f"--checkpoint {path} was trained on {meta['in_features']} input "
                         f"features ({meta.get('dataset')}), but the dataset has {n_features}; "
                         "use the dataset it was trained on or a matching checkpoint")
-    net = GNN(meta["model"], meta["in_features"], meta["hidden"], meta["n_classes"],
-              meta["layers"], label_embedding=meta.get("label_embedding", False),
-              layer_norm=meta.get("layer_norm", False))
+    if meta["model"] == "gat":
+        net = GAT(meta["in_features"], meta["hidden"], meta["heads"], meta["n_classes"],
+                  meta.get("dropout", 0.0))
+    else:
+        net = GNN(meta["model"], meta["in_features"], meta["hidden"], meta["n_classes"],
+                  meta["layers"], label_embedding=meta.get("label_embedding", False),
+                  layer_norm=meta.get("layer_norm", False))
     try:
         net.load_state_dict(blob["state_dict"])
     except RuntimeError as exc:

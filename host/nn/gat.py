@@ -51,7 +51,7 @@ from moagcn.host.graphs.ops import CSRGraph
 from moagcn.host.nn.attention import row_softmax, sddmm, spmm_weighted
 from moagcn.host.nn.layers import _check_channels, _DeviceConv, _reject
 
-__all__ = ["GATConv"]
+__all__ = ["GAT", "GATConv"]
 
 _WHAT = "GAT attention"
 
@@ -187,3 +187,40 @@ class GATConv(_DeviceConv):
     def __repr__(self) -> str:
         return (f"GATConv({self.in_channels}, {self.out_channels}, heads={self.heads}, "
                 f"device={self.sparse_device.name})")
+
+
+class GAT(nn.Module):
+    """PyTorch Geometric's example GAT (``examples/gat.py``), two :class:`GATConv` layers (or
+    ``conv``, e.g. PyG's own ``GATConv``)::
+
+        x = dropout(x, p);  x = elu(conv1(x))       conv1: in -> hidden x heads, concatenated
+        x = dropout(x, p);  logits = conv2(x)       conv2: -> classes, one head, concat=False
+
+    What all-node inference reads (as of :class:`~moagcn.host.nn.models.GNN`): ``kind``
+    (``"gat"``), ``dims`` (``[in, hidden * heads, classes]``), ``n_layers``, ``convs``, ``norms``
+    (None) and ``label_embedding`` (False)."""
+
+    kind = "gat"
+    norms = None
+    label_embedding = False
+
+    def __init__(self, in_features: int, hidden: int, heads: int, n_classes: int,
+                 dropout: float = 0.6, conv=None, **kw):
+        super().__init__()
+        conv = conv or GATConv
+        self.p = float(dropout)
+        self.conv1 = conv(in_features, hidden, heads=heads, dropout=dropout, **kw)
+        self.conv2 = conv(hidden * heads, n_classes, heads=1, concat=False, dropout=dropout,
+                          **kw)
+        self.dims = [in_features, hidden * heads, n_classes]
+        self.n_layers = 2
+
+    @property
+    def convs(self) -> list:
+        return [self.conv1, self.conv2]
+
+    def forward(self, x, edge_index):
+        x = F.dropout(x, p=self.p, training=self.training)
+        x = F.elu(self.conv1(x, edge_index))
+        x = F.dropout(x, p=self.p, training=self.training)
+        return self.conv2(x, edge_index)

@@ -19,7 +19,7 @@ from moagcn.host.nn.autograd import reference_aggregate
 from moagcn.host.nn.models import GNN
 
 #: the operator kind of :func:`local_operator` each model aggregates with
-AGGREGATION_KIND = {"gcn": "gcn", "sage": "mean", "gin": "sum"}
+AGGREGATION_KIND = {"gcn": "gcn", "sage": "mean", "gin": "sum", "gat": "sum"}
 
 
 def local_operator(kind: str, rows: CSRGraph, row_nodes: np.ndarray):
@@ -29,7 +29,7 @@ def local_operator(kind: str, rows: CSRGraph, row_nodes: np.ndarray):
     scales its own rows before they are used or served).
 
     ``gcn``: ``A + I`` (one self loop per node), ``r = c = 1 / sqrt(deg)``; ``mean``: loops
-    removed, ``r = 1 / deg`` (0 without neighbours); ``sum``: ``A + I`` unscaled.
+    removed, ``r = 1 / deg`` (0 without neighbours); ``sum``: ``A + I`` unscaled (GAT: PyG's ``GATConv`` removes the loops and adds one each).
     """
     n = rows.n_rows
     row_nodes = np.asarray(row_nodes, dtype=np.int64)
@@ -63,6 +63,14 @@ def layerwise_forward(model: GNN, graphs: list[CSRGraph], X: torch.Tensor) -> to
     """The model's own forward pass (aggregate, then update) with layer ``l`` aggregating over
     ``graphs[l]``, in plain torch: the single-process reference of the embeddings."""
     model.eval()
+    if model.kind == "gat":     # the GAT's own layers, each on its layer's graph
+        # lazy: keeps the edge-index conversion out of the GCN path
+        from moagcn.host.graphs.pyg import to_edge_index
+        with torch.no_grad():
+            for layer, conv in enumerate(model.convs):
+                X = conv(X if layer == 0 else torch.nn.functional.elu(X),
+                         to_edge_index(graphs[layer]))
+        return X
     P, H_self = X, X
     with torch.no_grad():
         for layer in range(model.n_layers):

@@ -38,7 +38,7 @@ from moagcn.host.devices.select import AcceleratorChoice
 from moagcn.host.graphs.data import Dataset
 from moagcn.host.graphs.ops import row_normalize
 from moagcn.host.graphs.pyg import to_edge_index
-from moagcn.host.nn.gat import GATConv
+from moagcn.host.nn.gat import GAT
 
 IMPLS = ("moagcn", "pyg")
 
@@ -158,6 +158,14 @@ class GATResult:
                 "epoch_s_median": float(np.median(self.epoch_s)), "epochs_run": len(self.loss),
                 **self.cycles_report()}
 
+    def model_meta(self, dataset: Dataset, cfg: GATConfig) -> dict:
+        """The checkpoint's ``meta`` of the trained model (:mod:`moagcn.host.nn.checkpoint`)."""
+        return {"model": "gat", "in_features": dataset.n_features, "hidden": cfg.hidden,
+                "heads": cfg.heads, "n_classes": dataset.n_classes, "layers": 2,
+                "dropout": cfg.dropout, "normalize_features": cfg.normalize_features,
+                "dataset": dataset.name, "n_nodes": dataset.n_nodes,
+                "test_acc": self.final_test_acc}
+
     def cycles_report(self) -> dict:
         """The accelerators' cycles per training step: each design's per epoch and their sum,
         the last epoch's counters of each, and the accelerator time at their clocks."""
@@ -175,32 +183,16 @@ class GATResult:
             "devices": last}}
 
 
-class GAT(torch.nn.Module):
-    """PyG's example GAT with ``conv`` as the layer class."""
-
-    def __init__(self, conv, f_in: int, classes: int, cfg: GATConfig, **kw):
-        super().__init__()
-        self.p = cfg.dropout
-        self.conv1 = conv(f_in, cfg.hidden, heads=cfg.heads, dropout=cfg.dropout, **kw)
-        self.conv2 = conv(cfg.hidden * cfg.heads, classes, heads=1, concat=False,
-                          dropout=cfg.dropout, **kw)
-
-    def forward(self, x, edge_index):
-        x = F.dropout(x, p=self.p, training=self.training)
-        x = F.elu(self.conv1(x, edge_index))
-        x = F.dropout(x, p=self.p, training=self.training)
-        return self.conv2(x, edge_index)
-
-
 def build(impl: str, f_in: int, classes: int, cfg: GATConfig) -> torch.nn.Module:
     if impl == "moagcn":
-        return GAT(GATConv, f_in, classes, cfg, device=cfg.sparse_device())
+        return GAT(f_in, cfg.hidden, cfg.heads, classes, cfg.dropout,
+                   device=cfg.sparse_device())
     if impl == "pyg":
         # lazy: torch-geometric is optional (the reference implementation)
         from moagcn.host.graphs.pyg import require_pyg
         tg = require_pyg()
         import torch_geometric.nn  # noqa: F401
-        return GAT(tg.nn.GATConv, f_in, classes, cfg)
+        return GAT(f_in, cfg.hidden, cfg.heads, classes, cfg.dropout, conv=tg.nn.GATConv)
     raise UserError(f"GAT implementation {impl!r}: choose one of {', '.join(IMPLS)}")
 
 

@@ -17,7 +17,7 @@ import numpy as np
 
 from moagcn.cli.common import (accelerator_choice, add_accelerator_args, add_undirected_arg,
                                one_line_warnings, output_path, report_path, write_json)
-from moagcn.core.names import GEMMS, MODELS
+from moagcn.core.names import GEMMS, GNN_NAMES
 from moagcn.core.options import add_renamed, deprecated
 from moagcn.errors import UserError
 
@@ -119,6 +119,10 @@ def cmd_infer(args) -> int:
           f"{report['gemm_bytes_received']} (Table 1: "
           f"{report['formulas']['gemm_bytes_per_process']['deal']:.0f}), SpMM bytes received "
           f"{report['spmm_bytes_received']}, peak feature bytes {report['peak_feature_bytes']}")
+    if meta["model"] == "gat":
+        t3 = report["formulas"]["sddmm_bytes_per_process_table3"]
+        print(f"attention SDDMM bytes received per process {report['sddmm_bytes_received']} "
+              f"(Table 3, approach ii: {t3.get('approach_ii', 0):.0f})")
     if args.compare:
         sp = report["compare"]["speedup_over"]
         print("DEAL speed-up over " + ", ".join(f"{k} {v:.2f}x" for k, v in sp.items()))
@@ -132,13 +136,14 @@ def register(subparsers) -> None:
         description="All-node inference (DEAL): each layer's 1-hop graph sampled once for all "
                     "nodes, computed layer by layer over P row ranges x M feature groups, with "
                     "the ring-exchange GEMM and the sub-grouped, pipelined SpMM on the sparse "
-                    "devices. See docs/deal.md.")
+                    "devices (a GAT's attention: DEAL's distributed SDDMM, Table 3 approach "
+                    "ii). See docs/deal.md.")
     p.add_argument("--dataset", default="cora", metavar="sbm|rmat|cora|citeseer|PATH",
                    help="the graph and features to embed (default cora)")
     add_undirected_arg(p)
     p.add_argument("--checkpoint", required=True, metavar="C.pt",
                    help="weights written by moagcn train --save C.pt")
-    p.add_argument("--model", default=None, choices=MODELS,
+    p.add_argument("--model", default=None, choices=GNN_NAMES,
                    help="check that the checkpoint holds this model")
     p.add_argument("--fanout", default="all", metavar="all|K|K1,K2,...",
                    help="neighbours sampled per node and layer, input layer first (default all)")

@@ -4,8 +4,9 @@ on ``model`` / ``rtl``, on the weighted S-SpMM (``--param weighted=true``) paire
 SDDMM (``--sddmm-preset``), each design's cycles per epoch reported.
 
 The options of the GCN runtimes that GAT training does not have (workers, parallelism, fleets,
-pipelines, label propagation, checkpoints, ...) are refused in one line when given, never
-ignored.
+pipelines, label propagation, ...) are refused in one line when given, never ignored.
+``--save C.pt`` writes the trained GAT as a checkpoint (:mod:`moagcn.host.nn.checkpoint`) that
+``moagcn infer`` embeds all nodes with.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 import sys
 import time
 
-from moagcn.cli.common import one_line_warnings, report_path, write_json
+from moagcn.cli.common import one_line_warnings, output_path, report_path, write_json
 from moagcn.errors import UserError
 
 #: PyG's Cora GAT example, where the flag is not given
@@ -26,7 +27,7 @@ _UNSUPPORTED = (("workers", 1, "--workers"), ("parallelism", "mop", "--paralleli
                 ("reorder", "none", "--reorder"), ("pipeline", "layers", "--pipeline"),
                 ("comm_bits", 32, "--comm-bits"), ("layers", 2, "--layers"),
                 ("dropout_at", "aggregate", "--dropout-at"), ("reference", False, "--reference"),
-                ("save", None, "--save"), ("balance", "uniform", "--balance"),
+                ("balance", "uniform", "--balance"),
                 ("perf_model", None, "--perf-model"), ("adjust", None, "--adjust"),
                 ("aggregation", "post", "--aggregation"), ("stages", None, "--stages"))
 
@@ -54,6 +55,7 @@ def cmd_train_gat(args, choice) -> int:
                     sddmm_preset=args.sddmm_preset,
                     normalize_features=not args.raw_features).validate()
     rpath = report_path(args.report)
+    save = output_path(args.save, "--save") if getattr(args, "save", None) else None
     with one_line_warnings():
         dataset = load_dataset(args.dataset, seed=args.seed, undirected=args.undirected)
     cfg.validate(dataset)
@@ -80,6 +82,11 @@ def cmd_train_gat(args, choice) -> int:
                   device=cfg.device, heads=cfg.heads, hidden=cfg.hidden, seed=cfg.seed,
                   counters=result.model.conv1.sparse_device.counters.as_dict())
     write_json(rpath, report)
+    if save is not None:
+        # lazy: keeps the host runtime, torch out of this module's import
+        from moagcn.host.nn.checkpoint import save as save_checkpoint
+        save_checkpoint(save, result.model.state_dict(), result.model_meta(dataset, cfg))
+        print(f"checkpoint: {save}")
     print(f"done in {wall:.1f} s: test accuracy {report['test_acc']:.4f} (at the best "
           f"validation epoch {report['best_val_test_acc']:.4f}), validation "
           f"{report['val_acc']:.4f}, final loss {report['train_loss'][-1]:.4f}")

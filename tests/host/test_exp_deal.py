@@ -15,7 +15,7 @@ from moagcn.host.experiments.deal import PHASES, SYSTEMS, parse_grid
 def test_experiment_deal_smoke(tmp_path, capsys):
     assert main(["experiment", "deal", "--datasets", "rmat", "--rmat-scale", "9",
                  "--grid", "1x1,2x2", "--rmat-epochs", "2", "--repeats", "2",
-                 "--out", str(tmp_path)]) == 0
+                 "--models", "gcn", "--out", str(tmp_path)]) == 0
     printed = capsys.readouterr().out
     assert "DEAL >= 3x faster than ego-network" in printed and "7.7x" in printed
     with open(tmp_path / "deal.csv") as f:
@@ -52,12 +52,43 @@ def test_experiment_deal_smoke(tmp_path, capsys):
         if row["P"] == 2:
             assert row["gemm_bytes_mean"] > 0 and row["spmm_bytes_mean"] > 0
             assert row["processes"] == 4
-    gemm = report["targets"][1]
+    gemm = report["targets"][2]
     assert gemm["verdict"].startswith("met")
     assert max(v["rel_deviation"] for v in gemm["values"]) <= 0.01
-    assert set(report["targets"][2]["values"]) == {"rmat-9"}   # pipelining, evaluated at 2x2
+    assert set(report["targets"][3]["values"]) == {"rmat-9"}   # pipelining, evaluated at 2x2
     for name in ("deal_time.png", "deal_bytes.png", "deal_memory.png"):
         assert (tmp_path / name).stat().st_size > 0
+
+
+def test_experiment_deal_gat_rows(tmp_path, capsys):
+    """The GAT's rows: its SDDMM columns are the reports' own and beside Table 3's terms; its
+    own end-to-end target line."""
+    assert main(["experiment", "deal", "--datasets", "rmat", "--rmat-scale", "9",
+                 "--grid", "2x2", "--rmat-epochs", "1", "--repeats", "1", "--models", "gat",
+                 "--gat-heads", "4", "--hidden", "16", "--out", str(tmp_path)]) == 0
+    printed = capsys.readouterr().out
+    assert "(rmat-9 gat, 2 layers): DEAL >= 2x faster than ego-network" in printed
+    report = json.loads((tmp_path / "deal.json").read_text())
+    rows = report["rows"]
+    assert {r["panel"] for r in rows} == {"rmat-9 gat"} and len(rows) == len(SYSTEMS)
+    run = report["runs"]["rmat-9 gat 2x2"][0]["runs"]["deal"]
+    row = next(r for r in rows if r["system"] == "deal")
+    assert row["sddmm_bytes_mean"] == np.mean(run["sddmm_bytes_received"]) > 0
+    t3 = run["formulas"]["sddmm_bytes_per_process_table3"]
+    assert row["sddmm_bytes_table3"] == t3["approach_ii"] > 0
+    assert row["t_sddmm_s"] > 0
+    # 16 wide, 4 heads over M = 2 blocks: each block holds 2 whole heads, so the dest term is
+    # Table 3's exactly up to the uneven sub-ranges (N = 512 divides by P M)
+    assert row["sddmm_dest_bytes_mean"] == pytest.approx(row["sddmm_dest_bytes_table3"])
+    sd = next(t for t in report["targets"] if "SDDMM" in t["target"])
+    assert sd["values"][0]["dest_measured"] == row["sddmm_dest_bytes_mean"]
+
+
+def test_bad_models_are_one_line(tmp_path, capsys):
+    assert main(["experiment", "deal", "--models", "gcn,gin", "--out", str(tmp_path)]) != 0
+    assert "--models" in capsys.readouterr().err
+    assert main(["experiment", "deal", "--gat-heads", "5", "--out", str(tmp_path)]) != 0
+    assert "--gat-heads 5" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("grid", ["", "2by2", "0x1", "2x"])

@@ -173,3 +173,36 @@ def test_unwritable_output_is_refused_before_work(checkpoint, tmp_path):
     out = moagcn("infer", "--checkpoint", checkpoint, "--device", "cpu",
                  "--out", blocker / "e.npy", "--report", tmp_path / "r.json")
     assert out.returncode != 0 and "--out" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_gat_checkpoint_trains_saves_and_embeds(tmp_path):
+    """``moagcn train --model gat --save`` then ``moagcn infer``: the embeddings are the saved
+    model's own layers over the same samples; a GAT checkpoint is not a GCN one and the
+    reverse; a binary S-SpMM is refused for its attention before any build."""
+    ck = tmp_path / "gat.pt"
+    out = moagcn("train", "--model", "gat", "--dataset", "cora", "--device", "cpu",
+                 "--epochs", "2", "--heads", "2", "--hidden", "4", "--quiet", "--report",
+                 tmp_path / "t.json", "--save", ck)
+    assert out.returncode == 0, out.stderr
+    out = moagcn("infer", "--dataset", "cora", "--checkpoint", ck, "--device", "cpu",
+                 "--grid", "2x2", "--fanout", "4,6", "--model", "gat",
+                 "--out", tmp_path / "e.npy", "--report", tmp_path / "r.json")
+    assert out.returncode == 0, out.stderr
+    assert "attention SDDMM bytes received per process" in out.stdout
+    from moagcn.host.graphs.datasets import load_dataset
+    d = load_dataset("cora")
+    model, meta = load(ck, d.n_features, "gat")
+    assert meta["heads"] == 2 and model.dims == [d.n_features, 8, d.n_classes]
+    ref = layerwise_forward(model, layer_graphs(d.graph, [4, 6], 0),
+                            torch.from_numpy(model_input(model, meta, d))).numpy()
+    emb = np.load(tmp_path / "e.npy")
+    assert np.abs(emb - ref).max() < 1e-5 * np.abs(ref).max()
+    rep = json.loads((tmp_path / "r.json").read_text())
+    assert min(rep["sddmm_bytes_received"]) > 0
+    assert rep["formulas"]["sddmm_bytes_per_process_table3"]["approach_ii"] > 0
+    for argv, message in (
+            (["--checkpoint", ck, "--model", "gcn"], "holds a gat model, not the gcn"),
+            (["--checkpoint", ck, "--device", "model"], "--param weighted=true")):
+        out = moagcn("infer", *argv, "--out", tmp_path / "x.npy", "--report",
+                     tmp_path / "x.json")
+        assert out.returncode == 2 and message in out.stderr and "Traceback" not in out.stderr
