@@ -95,6 +95,12 @@ def row_sort_order(indptr, indices) -> np.ndarray:
     arrays (edge weights) follow with ``[order]``."""
     indptr = np.asarray(indptr, dtype=np.int64)
     indices = np.asarray(indices, dtype=np.int64)
+    descents = np.flatnonzero(np.diff(indices) < 0) + 1
+    if descents.size:
+        starts = np.zeros(indices.size + 1, dtype=bool)
+        starts[indptr] = True
+    if descents.size == 0 or starts[descents].all():
+        return np.arange(indices.size, dtype=np.int64)   # every row sorted already
     span = int(indices.max(initial=-1)) + 1
     if span > 4 * indices.size + 4096:
         # few entries among many ids: a comparison sort of (row, id) keys, not a count per id

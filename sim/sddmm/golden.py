@@ -49,6 +49,13 @@ def sddmm(indptr, indices, Q, K, heads: int = 1, lanes: int = 16, mask=None) -> 
     rows = np.repeat(np.arange(indptr.size - 1, dtype=np.int64), np.diff(indptr))
     Qc, Kc = chunked(np.asarray(Q, np.float32), heads, lanes), \
         chunked(np.asarray(K, np.float32), heads, lanes)
+    D = np.asarray(Q).shape[1] // heads
+    if Qc.shape[2] == 1 and D < lanes:
+        # one chunk narrower than the lanes: its tree's lanes beyond the power of two that
+        # holds D add only +0 products, and x + (+0) is x except that -0 becomes +0, which the
+        # chunk sum (+0 + t[0]) does anyway; so the tree over those lanes alone is bit-exact
+        w = 1 << (D - 1).bit_length()
+        Qc, Kc = np.ascontiguousarray(Qc[..., :w]), np.ascontiguousarray(Kc[..., :w])
     S = np.zeros((indices.size, heads), dtype=np.float32)
     e, h = np.nonzero(np.ones_like(S, dtype=bool) if mask is None else np.asarray(mask, bool))
     with np.errstate(all="ignore"):

@@ -100,16 +100,23 @@ def plan_parts(rows: np.ndarray, cols: np.ndarray, kept: np.ndarray, config: Sdd
     and name at most ``max_rows`` distinct Q rows (``rows``, ascending) and ``max_cols`` distinct
     K rows (``cols``)."""
     pos = np.flatnonzero(kept)
+    k_all = cols[pos]
+    # prev[t]: the last kept position before t naming the same K row (-1: none), so the K rows
+    # of window [i, t] number the entries e in it with prev[e] < i (no sort per part)
+    order = np.argsort(k_all, kind="stable")
+    prev = np.full(pos.size, -1, dtype=np.int64)
+    same = k_all[order[1:]] == k_all[order[:-1]]
+    prev[order[1:][same]] = order[:-1][same]
     parts, i = [], 0
     while i < pos.size:
         j = min(pos.size, i + config.max_edges)
-        r, k = rows[pos[i:j]], cols[pos[i:j]]
+        r = rows[pos[i:j]]
         change = np.flatnonzero(r[1:] != r[:-1]) + 1          # first entries of new rows
         if change.size >= config.max_rows:
             j = i + int(change[config.max_rows - 1])
-        _, first = np.unique(k[:j - i], return_index=True)
-        if first.size > config.max_cols:
-            j = i + int(np.sort(first)[config.max_cols])
+        new = np.flatnonzero(prev[i:j] < i)                    # first entries of new K rows
+        if new.size > config.max_cols:
+            j = i + int(new[config.max_cols])
         parts.append(pos[i:j])
         i = j
     return parts
@@ -258,6 +265,25 @@ class SddmmSpec(AcceleratorSpec):
 
     def golden(self, job: SddmmJob, config: SddmmConfig) -> np.ndarray:
         return sddmm(job.indptr, job.indices, job.Q, job.K, job.heads, config.lanes, job.mask)
+
+    def parts_cycles(self, parts, job: SddmmJob, config: SddmmConfig) -> list:
+        """:meth:`cycles` of every part from its entries' counts alone (kept entries, distinct
+        Q and K rows, pairs), without building the parts' jobs (their Q and K cut): the model
+        device's hot path; the same counts :meth:`cycles` takes from a part's own job."""
+        if len(parts) == 1 and parts[0].tile is None:
+            return [self.cycles(job, config)]
+        C = self._fits(job, config)
+        pairs = job.pair_mask()
+        rows = np.repeat(np.arange(job.n_rows, dtype=np.int64), np.diff(job.indptr))
+        out = []
+        for part in parts:
+            p = part.tile.positions
+            r = rows[p]
+            n_rows = int(np.count_nonzero(r[1:] != r[:-1])) + 1 if p.size else 0
+            n_cols = int(np.unique(job.indices[p]).size)
+            out.append(part_counters(int(pairs[p].any(axis=1).sum()), n_rows, n_cols,
+                                     int(pairs[p].sum()), C, job.heads, config))
+        return out
 
     def cycles(self, job: SddmmJob, config: SddmmConfig) -> Counters:
         """One part: loads (the longest load stream), compute (:func:`compute_cycles`)."""

@@ -48,7 +48,6 @@ def test_cli_trains_a_gat(path, tmp_path, capsys):
     (["--device", "cpu", "--heads", "0"], r"--heads 0: give a positive"),
     (["--device", "cpu", "--heads", "-3"], r"--heads -3"),
     (["--device", "cpu", "--workers", "2"], r"--workers 2: not available with --model gat"),
-    (["--device", "cpu", "--save", "c.pt"], r"--save c.pt: not available"),
     (["--device", "cpu", "--early-stop", "5"], r"--early-stop 5: not available"),
 ])
 def test_cli_refuses_in_one_line(path, extra, match, capsys):
