@@ -49,6 +49,7 @@ from moagcn.errors import UserError
 from moagcn.host.graphs.pyg import check_edge_index
 from moagcn.host.graphs.ops import CSRGraph
 from moagcn.host.nn.attention import row_softmax, sddmm, spmm_weighted
+from moagcn.host.nn.autograd import AggregationOp
 from moagcn.host.nn.layers import _check_channels, _DeviceConv, _reject
 
 __all__ = ["GAT", "GATConv"]
@@ -203,6 +204,9 @@ class GAT(nn.Module):
     kind = "gat"
     norms = None
     label_embedding = False
+    #: (the partition-parallel runtime's interface, :meth:`aggregation` and :meth:`pad_input`
+    #: too) no self term beside the aggregation
+    uses_self = False
 
     def __init__(self, in_features: int, hidden: int, heads: int, n_classes: int,
                  dropout: float = 0.6, conv=None, **kw):
@@ -218,6 +222,28 @@ class GAT(nn.Module):
     @property
     def convs(self) -> list:
         return [self.conv1, self.conv2]
+
+    def aggregation(self, graph) -> AggregationOp:
+        """The graph every layer attends over, as PyG's ``GATConv`` builds it: the stored self
+        loops removed and one per node added; binary, unscaled (the attention weights are the
+        values)."""
+        return AggregationOp(graph.without_self_loops().with_self_loops(), None, None, "gat")
+
+    def pad_input(self, X):
+        """The input features as they are (a GAT takes no label columns)."""
+        return X
+
+    def use_edge_weights(self, graph, weights) -> None:
+        """A GAT takes no edge weights (as PyG's ``GATConv``)."""
+        if weights is not None:
+            raise UserError("--model gat: the dataset has edge weights and GAT takes none (as "
+                            "PyG's GATConv); use --model gcn, or drop the weights")
+
+    def dense_macs(self, layer: int, n_in: int, input_grad: bool = True) -> int:
+        """Multiply-accumulates of layer ``layer``'s projection of ``n_in`` rows, forward and
+        backward (the weight gradient, and the input gradient when ``input_grad``)."""
+        d_in, d_out = self.dims[layer], self.convs[layer].lin.out_features
+        return (3 if input_grad else 2) * n_in * d_in * d_out
 
     def forward(self, x, edge_index):
         x = F.dropout(x, p=self.p, training=self.training)

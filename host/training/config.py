@@ -12,7 +12,7 @@ from moagcn.errors import UserError
 from moagcn.host.devices.select import (DEFAULT_DESIGN, DEFAULT_DEVICE, DEFAULT_SIMULATOR,
                                         AcceleratorChoice)
 from moagcn.host.graphs.partition import PARTITION_METHODS
-from moagcn.host.nn.models import MODELS
+from moagcn.host.nn.models import GNN_NAMES
 from moagcn.host.parallel.comm import COMM_BITS
 from moagcn.host.parallel.runtime import DROPOUT_PLACES
 from moagcn.host.supergcn.partition import AGGREGATIONS
@@ -81,11 +81,36 @@ class TrainConfig:
     #: early stopping (Kipf & Welling's window): stop once an epoch's validation loss exceeds
     #: the mean of the ``early_stop`` epochs before it; 0 trains every epoch
     early_stop: int = 0
+    #: ``--model gat`` (PyG's example GAT, :class:`~moagcn.host.nn.gat.GAT`): the hidden
+    #: layer's attention heads (``hidden`` units each)
+    heads: int = 8
+
+    def _gat_checks(self) -> list:
+        """What a GAT trained by the runtimes needs: partition parallelism with the post
+        exchange, two layers, no label propagation, layer norm, reordering or quantisation."""
+        if self.model != "gat":
+            return []
+        return [
+            (self.parallelism == "partition",
+             f"--parallelism {self.parallelism} with --model gat: GAT trains with partition "
+             "parallelism (each worker attends over its rows' entries); use --parallelism "
+             "partition"),
+            (self.layers == 2, f"--layers {self.layers} with --model gat: PyG's example GAT "
+                               "has 2 layers; leave --layers out"),
+            (isinstance(self.heads, int) and not isinstance(self.heads, bool)
+             and self.heads >= 1, f"--heads {self.heads}: give a positive number of heads"),
+            (self.label_prop == 0 and not self.layer_norm and self.reorder == "none"
+             and self.comm_bits == 32,
+             "--model gat trains without --label-prop, --layer-norm, --reorder and "
+             "--comm-bits; leave them out"),
+        ]
 
     def validate(self) -> "TrainConfig":
         """Raise :class:`UserError` naming the first bad field."""
         checks = [
-            (self.model in MODELS, f"--model {self.model!r}: choose one of {', '.join(MODELS)}"),
+            (self.model in GNN_NAMES,
+             f"--model {self.model!r}: choose one of {', '.join(GNN_NAMES)}"),
+            *self._gat_checks(),
             (self.layers >= 1, f"--layers {self.layers}: use at least 1"),
             (self.hidden >= 1, f"--hidden {self.hidden}: use at least 1"),
             (0.0 <= self.dropout < 1.0, f"--dropout {self.dropout}: must be in [0, 1)"),

@@ -27,6 +27,7 @@ from moagcn.host.graphs.data import Dataset
 from moagcn.host.graphs.ops import row_normalize
 from moagcn.host.graphs.partition import imbalance
 from moagcn.host.nn.autograd import PhaseTimer
+from moagcn.host.nn.gat import GAT
 from moagcn.host.nn.models import GNN, DropoutMasks, aggregation_op, reference_forward
 from moagcn.host.parallel.comm import Communicator
 from moagcn.host.training.config import TrainConfig
@@ -331,8 +332,12 @@ def train(dataset: Dataset, cfg: TrainConfig, comm: Communicator | None = None,
         raise UserError(f"--label-prop {cfg.label_prop} leaves no training node for the loss "
                         f"({int(dataset.train_mask.sum())} training nodes); use a smaller "
                         "fraction")
-    model = GNN(cfg.model, dataset.n_features, cfg.hidden, dataset.n_classes, cfg.layers,
-                label_embedding=cfg.label_prop > 0, layer_norm=cfg.layer_norm).to(dense)
+    if cfg.model == "gat":      # PyG's example GAT; the partition runtime attends
+        model = GAT(dataset.n_features, cfg.hidden, cfg.heads, dataset.n_classes,
+                    cfg.dropout).to(dense)
+    else:
+        model = GNN(cfg.model, dataset.n_features, cfg.hidden, dataset.n_classes, cfg.layers,
+                    label_embedding=cfg.label_prop > 0, layer_norm=cfg.layer_norm).to(dense)
     model.use_edge_weights(dataset.graph, dataset.edge_weight)
     X = model.pad_input(X)   # the label columns of masked label propagation (zeros: no label)
     timer = PhaseTimer()
@@ -511,6 +516,8 @@ def train(dataset: Dataset, cfg: TrainConfig, comm: Communicator | None = None,
                          "normalize_features": cfg.normalize_features,
                          "dataset": dataset.name, "n_nodes": dataset.n_nodes,
                          "test_acc": result.history[-1].test_acc}
+    if cfg.model == "gat":      # the checkpoint's GAT (moagcn infer)
+        result.model_meta.update(heads=cfg.heads, dropout=cfg.dropout)
     for part in comm.gather((ops, dev)):
         p_ops, p_dev = part
         for i in sorted(p_ops):

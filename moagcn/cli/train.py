@@ -136,12 +136,17 @@ def cmd_train(args) -> int:
         if getattr(args, name) is None:      # GAT: PyG's Cora example's settings
             setattr(args, name, GAT_DEFAULTS.get(name, 0) if gat else default)
     if gat:
-        # lazy: keeps the host runtime out of this module's import
-        from moagcn.cli.train_gat import cmd_train_gat
         if args.heads is None:
             args.heads = GAT_DEFAULTS["heads"]
-        _set_threads(args.threads)
-        return cmd_train_gat(args, choice)
+        if args.parallelism != "partition":    # PyG's example, one process
+            # lazy: keeps the host runtime out of this module's import
+            from moagcn.cli.train_gat import cmd_train_gat
+            _set_threads(args.threads)
+            return cmd_train_gat(args, choice)
+        # partition parallelism: the runtimes' training (workers, fleets, --distributed)
+        # lazy: keeps the host runtime out of this module's import
+        from moagcn.cli.train_gat import check_partitioned_gat
+        check_partitioned_gat(args, choice)
     rpath = report_path(args.report)
     save = output_path(args.save, "--save") if args.save else None
     _set_threads(args.threads)
@@ -178,6 +183,7 @@ def cmd_train(args) -> int:
                       devices=args.devices, balance=args.balance, perf_model=args.perf_model,
                       adjust=adjust, warmup=args.warmup,
                       pipeline=pipeline_mode(args.pipeline), stages=args.stages,
+                      heads=args.heads if gat else 8,
                       normalize_features=not args.raw_features).validate()
     with one_line_warnings():
         dataset = load_dataset(args.dataset, seed=args.seed, undirected=args.undirected)

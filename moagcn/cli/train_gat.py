@@ -3,8 +3,11 @@
 on ``model`` / ``rtl``, on the weighted S-SpMM (``--param weighted=true``) paired with the
 SDDMM (``--sddmm-preset``), each design's cycles per epoch reported.
 
-The options of the GCN runtimes that GAT training does not have (workers, parallelism, fleets,
-pipelines, label propagation, ...) are refused in one line when given, never ignored.
+The options of the GCN runtimes that this one-process path does not have (workers, fleets,
+pipelines, label propagation, ...) are refused in one line when given, never ignored; with
+``--parallelism partition`` GAT trains on the runtimes instead (workers, ``--devices`` fleets,
+``--distributed``; :meth:`moagcn.host.supergcn.partition.PartitionRuntime._gat_forward`),
+checked by :func:`check_partitioned_gat`.
 ``--save C.pt`` writes the trained GAT as a checkpoint (:mod:`moagcn.host.nn.checkpoint`) that
 ``moagcn infer`` embeds all nodes with.
 """
@@ -32,14 +35,30 @@ _UNSUPPORTED = (("workers", 1, "--workers"), ("parallelism", "mop", "--paralleli
                 ("aggregation", "post", "--aggregation"), ("stages", None, "--stages"))
 
 
+def check_partitioned_gat(args, choice) -> None:
+    """``--model gat --parallelism partition`` (the runtimes' training: workers, fleets,
+    ``--distributed``): refuse in one line what it does not take, before any work -- the SDDMM's
+    preset (each accelerator's is its default) and an accelerator without edge weights."""
+    if args.sddmm_preset is not None:
+        raise UserError(f"--sddmm-preset {args.sddmm_preset}: with --parallelism partition each "
+                        "worker's SDDMM is its design's default preset; leave it out")
+    # lazy: keeps the host runtime, torch out of this module's import
+    from moagcn.host.training.gat import GATConfig
+    GATConfig(heads=args.heads, hidden=args.hidden, dropout=args.dropout, lr=args.lr,
+              epochs=args.epochs, device=choice.device, design=choice.design,
+              preset=choice.preset, params=dict(choice.params), simulator=choice.simulator
+              ).validate()
+
+
 def cmd_train_gat(args, choice) -> int:
     """Train PyG's example GAT; write the report (JSON)."""
     for attr, keep, flag in _UNSUPPORTED:
         if getattr(args, attr, keep) != keep:
             raise UserError(f"{flag} {getattr(args, attr)}: not available with --model gat "
-                            "(GAT trains the full graph in one process, PyG's Cora example: "
-                            "--heads, --hidden, --dropout, --lr, --weight-decay, --epochs, "
-                            "--seed); leave it out")
+                            "in one process (PyG's Cora example: --heads, --hidden, "
+                            "--dropout, --lr, --weight-decay, --epochs, --seed); add "
+                            "--parallelism partition for workers, fleets and --distributed, "
+                            "or leave it out")
     if args.early_stop not in (None, 0):
         raise UserError(f"--early-stop {args.early_stop}: not available with --model gat "
                         "(PyG's example trains every epoch); leave it out")
