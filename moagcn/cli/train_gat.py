@@ -44,10 +44,20 @@ def check_partitioned_gat(args, choice) -> None:
                         "worker's SDDMM is its design's default preset; leave it out")
     # lazy: keeps the host runtime, torch out of this module's import
     from moagcn.host.training.gat import GATConfig
+    fleet = args.devices is not None
     GATConfig(heads=args.heads, hidden=args.hidden, dropout=args.dropout, lr=args.lr,
-              epochs=args.epochs, device=choice.device, design=choice.design,
-              preset=choice.preset, params=dict(choice.params), simulator=choice.simulator
-              ).validate()
+              epochs=args.epochs, device="cpu" if fleet else choice.device,
+              design=choice.design, preset=choice.preset, params=dict(choice.params),
+              simulator=choice.simulator).validate()
+    if fleet:       # every accelerator of the fleet aggregates with the attention weights
+        # lazy: keeps the host runtime out of this module's import
+        from moagcn.host.devices.select import parse_devices
+        for dev in parse_devices(args.devices, choice.device):
+            if dev.device != "cpu" and "weighted" not in dev.spec.entry_ops(dev.config()):
+                raise UserError(f"--devices {args.devices}: {dev.key} multiplies by a binary "
+                                "adjacency, and GAT aggregates with per-edge attention "
+                                f"weights; add :weighted=true to its spec (e.g. {dev.key}:"
+                                "weighted=true)")
 
 
 def cmd_train_gat(args, choice) -> int:

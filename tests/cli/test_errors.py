@@ -233,6 +233,9 @@ CASES = [
     C("train-gat-gcn-option", "train --epochs 1 --model gat --device cpu --workers 2 "
       "--report {tmp}/t.json", "train_gat.py", "add --parallelism partition for workers",
       "--workers 2: not available with --model gat"),
+    C("train-gat-fleet-binary", "train --epochs 1 --model gat --device model --parallelism "
+      "partition --devices sspmm:lanes=8,cpu --report {tmp}/t.json", "train_gat.py",
+      "add :weighted=true to its spec", "multiplies by a binary adjacency"),
     C("train-gat-partition-sddmm", "train --epochs 1 --model gat --device model --param "
       "weighted=true --parallelism partition --sddmm-preset tiny --report {tmp}/t.json",
       "train_gat.py", "each worker's SDDMM is its design's default preset",

@@ -84,6 +84,17 @@ def test_model_is_near_cpu_and_rtl_is_model_bit_for_bit(small):
                                                                         rel=0.03)
 
 
+def test_a_mixed_fleet_splits_the_attention_by_its_shares(small):
+    """Two weighted S-SpMMs of unequal lanes and a cpu worker, split by capability: the same
+    trajectory as one worker, each accelerator's cycles its own."""
+    one = train(small, gat_cfg(workers=1))
+    r = train(small, gat_cfg(device="model", devices="sspmm:lanes=16:weighted=true,"
+                             "sspmm:lanes=4:weighted=true,cpu", workers=3, balance="spec"))
+    assert np.allclose(r.train_loss, one.train_loss, rtol=1e-5, atol=0)
+    shares = r.report()["shares"]
+    assert shares[0] > shares[1] > 0 and abs(sum(shares) - 1) < 1e-9
+
+
 def test_distributed_equals_in_process(small, tmp_path):
     path = tmp_path / "s.npz"
     save_npz(small, path)
