@@ -57,11 +57,12 @@ import numpy as np
 import torch
 
 from moagcn.core.names import GEMMS  # noqa: F401 (the vocabulary; re-exported)
-from moagcn.host.deal import sddmm
 from moagcn.errors import UserError
+from moagcn.host.deal import sddmm
 from moagcn.host.devices.select import AcceleratorChoice
 from moagcn.host.graphs.ops import CSRGraph, contiguous_ranges
 from moagcn.host.graphs.sampling import LayerSampler
+from moagcn.host.nn.attention import head_segments
 from moagcn.host.nn.layerwise import AGGREGATION_KIND, local_operator
 from moagcn.host.nn.models import GNN
 from moagcn.host.parallel.comm import Communicator
@@ -512,7 +513,7 @@ class DealEngine:
              heads: int | None = None) -> dict:
         """``Â`` times the column-split ``blocks`` (each process's own rows, columns ``m``);
         with ``values`` (``{r: nnz x k_m}``, per entry of the range's layer graph and per head
-        of the block, :func:`~moagcn.host.deal.sddmm.head_segments` of ``heads`` heads) the
+        of the block, :func:`~moagcn.host.nn.attention.head_segments` of ``heads`` heads) the
         weighted aggregation ``Σ_u values_vu Y_u`` of each head's columns instead."""
         S, pipeline = self.cfg.groups, self.cfg.pipeline
         made = self._ops[layer]
@@ -559,7 +560,7 @@ class DealEngine:
             if values is None:
                 return self.devices[r].sspmm(csr, H)
             width = self.model.dims[layer + 1]
-            segs = sddmm.head_segments(width, width // heads, *self.cols(width, self.pm(r)[1]))
+            segs = head_segments(width, width // heads, *self.cols(width, self.pm(r)[1]))
             vals = values[r][entries]
             n = H.shape[0]
             C = segs[0][2] - segs[0][1]

@@ -20,10 +20,10 @@ from moagcn.errors import UserError
 from moagcn.host.deal.ego import ego_forward
 from moagcn.host.deal.engine import FLOAT_BYTES, DealEngine, InferConfig, assemble, ring_gemm
 from moagcn.host.deal.sddmm import formula as table3
-from moagcn.host.deal.sddmm import head_segments
 from moagcn.host.devices.select import AcceleratorChoice
 from moagcn.host.graphs.data import Dataset
 from moagcn.host.graphs.ops import contiguous_ranges, row_normalize
+from moagcn.host.nn.attention import head_segments
 from moagcn.host.nn.models import GNN
 from moagcn.host.parallel.comm import LocalComm
 from moagcn.host.parallel.launch import DistComm, launch

@@ -41,18 +41,10 @@ import torch
 import torch.nn.functional as F
 
 from moagcn.host.graphs.ops import CSRGraph
-from moagcn.host.nn.attention import row_softmax
+from moagcn.host.nn.attention import head_segments, row_softmax
 
 FLOAT_BYTES = 4
 CATEGORIES = ("sddmm_ids", "sddmm_dest", "sddmm_src", "sddmm_scores")
-
-
-def head_segments(width: int, C: int, c0: int, c1: int) -> list[tuple[int, int, int]]:
-    """The heads that columns ``[c0, c1)`` of a ``width``-wide (heads x ``C``) tensor touch:
-    ``(head, a, b)`` with ``[a, b)`` the head's columns, as positions within the block."""
-    del width
-    return [(h, max(c0, h * C) - c0, min(c1, (h + 1) * C) - c0)
-            for h in range(c0 // C, (c1 - 1) // C + 1)]
 
 
 @dataclass

@@ -8,6 +8,16 @@ training. Work is balanced by construction (Prop. 3.3) and the bytes of an all-t
 ``w`` are ``4 (N w - Σ_i n_i w_i)`` whatever the graph (Prop. 3.4), so they approach ``4 N w`` as
 ``m`` grows. With work shares (vGNN's non-uniform split) the column and row ranges follow them.
 
+**GAT under MoP** (beyond MixGCN, whose Sec. 5 leaves attention out; :meth:`MoPRuntime._gat_forward`):
+a GAT layer projects first, so dense worker ``j`` computes ``h = act(x) W`` of its rows, and
+with whole rows it computes their attention terms ``s = <h, a_dst>``, ``t = <h, a_src>`` whole
+too: no partial dot products cross. One all-to-all sends sparse device ``i`` its columns of
+``h`` and, for the ``k_i`` heads those columns touch, ``s`` and ``t`` of every node; device
+``i`` scores every entry for those heads (the SDDMM), normalises each row, aggregates its
+columns (the weighted SpMM), and a second all-to-all returns the rows. Bytes per layer and
+direction: MoP's ``4 (N w - Σ n_i w_i)`` twice (``w = heads x C``), plus ``4 · 2 (N Σ_i k_i -
+Σ_i n_i k_i)`` for the attention terms (``k_i = H / m`` when ``m`` divides the heads).
+
 The partition-parallel baseline (Alg. 1) is
 :class:`moagcn.host.supergcn.partition.PartitionRuntime`, which SuperGCN extends.
 """
@@ -16,9 +26,11 @@ from __future__ import annotations
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 
 from moagcn.host.graphs.ops import contiguous_ranges
 from moagcn.host.graphs.partition import weighted_ranges
+from moagcn.host.nn.attention import head_segments, row_softmax, sddmm, spmm_weighted
 from moagcn.host.parallel.comm import FLOAT_BYTES
 from moagcn.host.parallel.runtime import Runtime
 
@@ -44,13 +56,39 @@ class MoPRuntime(Runtime):
         # the worker's own rows as well
         self.X_cols = {i: torch.from_numpy(np.ascontiguousarray(X[:, slice(*fr)]))
                        for i, fr in enumerate(self.feat_ranges[0]) if i in self.local}
+        gat = self.model.kind == "gat"
         self.X_rows = {j: torch.from_numpy(X[slice(*self.node_ranges[j])]).to(self.dense)
-                       for j in self.local} if self.model.uses_self else {}
+                       for j in self.local} if self.model.uses_self or gat else {}
+        if gat:
+            self._gat_setup()
+
+    def _gat_setup(self) -> None:
+        """A GAT: each layer's column ranges of ``h`` (``heads x C``, by the shares when
+        given), the heads they touch, and on an accelerator the weighted S-SpMM paired with
+        the SDDMM."""
+        self.gat_cols, self.gat_segs = [], []
+        for conv in self.model.convs:
+            w = conv.heads * conv.out_channels
+            cols = (contiguous_ranges(w, self.m) if self.shares is None
+                    else weighted_ranges(w, self.shares))
+            self.gat_cols.append(cols)
+            self.gat_segs.append([head_segments(w, conv.out_channels, *c) if c[1] > c[0]
+                                  else [] for c in cols])
+        for i in self.local:
+            dev = self.devices[i]
+            if dev.kind != "cpu" and "sddmm" not in dev.entry_ops:
+                # lazy: the pair is needed only for attention on an accelerator
+                from moagcn.host.devices.pair import attention_device
+                if "weighted" not in dev.entry_ops:
+                    raise dev.cannot("weighted", "GAT attention")
+                self.moa.sparse[i] = attention_device(self.moa.choices[i])
 
     def rows(self, j):
         return np.arange(*self.node_ranges[j])
 
     def forward(self, mask_fn=None, out_scale=1.0, count_ops=True, inputs=None):
+        if self.model.kind == "gat":
+            return self._gat_forward(mask_fn, out_scale, count_ops)
         model, m, L = self.model, self.m, self.model.n_layers
         nr = self.node_ranges
         H_cols = dict(self.X_cols)
@@ -87,6 +125,74 @@ class MoPRuntime(Runtime):
                 H_cols = {i: torch.cat([t.cpu() for t in recv[i]], dim=0) for i in self.local}
         return P
 
+    def _gat_forward(self, mask_fn, out_scale, count_ops):
+        """PyG's example GAT under MoP (the module docstring): dense workers project their rows
+        and form the attention terms; sparse devices score, normalise and aggregate their
+        columns for every node. Dropout as PyG's (each layer's input; the attention weights,
+        one global ``(nnz, heads)`` mask per layer)."""
+        model, m, L, nr = self.model, self.m, self.model.n_layers, self.node_ranges
+        adj = self.op.adj
+        P = {}
+        for layer, conv in enumerate(model.convs):
+            H, C = conv.heads, conv.out_channels
+            fr, segs = self.gat_cols[layer], self.gat_segs[layer]
+            heads = [[h for h, _, _ in sg] for sg in segs]
+            mask = mask_fn(layer, (self.n, model.dims[layer])) if mask_fn else None
+            att = mask_fn(L + layer, (adj.nnz, H)) if mask_fn else None
+            send = {}
+            for j in self.local:
+                x = self.X_rows[j] if layer == 0 else F.elu(P[j])
+                if mask is not None:
+                    x = x * mask[slice(*nr[j])].to(x.device) * out_scale
+                h = conv.lin(x)
+                hv = h.view(-1, H, C)
+                s, t = (hv * conv.att_dst).sum(-1), (hv * conv.att_src).sum(-1)
+                send[j] = [torch.cat([h[:, slice(*fr[i])], s[:, heads[i]], t[:, heads[i]]], 1)
+                           for i in range(m)]
+                if count_ops:
+                    self.dense_macs[j] += model.dense_macs(layer, _width(nr[j]), layer > 0)
+            recv = self.comm.all_to_all(
+                send, {i: [(_width(nr[j]), _width(fr[i]) + 2 * len(heads[i])) for j in range(m)]
+                       for i in self.local})
+            Z = {}
+            for i in self.local:
+                got = torch.cat([r.cpu() for r in recv[i]], dim=0)       # N x (w_i + 2 k_i)
+                w, k = _width(fr[i]), len(heads[i])
+                Z[i] = self._gat_aggregate(i, got[:, :w], got[:, w:w + k], got[:, w + k:],
+                                           segs[i], conv, None if att is None
+                                           else att[:, heads[i]], out_scale)
+            back = self.comm.all_to_all(
+                {i: [Z[i][slice(*nr[j])] for j in range(m)] for i in self.local},
+                {j: [(_width(nr[j]), _width(fr[i])) for i in range(m)] for j in self.local})
+            for j in self.local:
+                out = torch.cat([b.to(self.dense) for b in back[j]], dim=1)
+                if not conv.concat:
+                    out = out.view(-1, H, C).mean(dim=1)
+                P[j] = out + conv.bias if conv.bias is not None else out
+        return P
+
+    def _gat_aggregate(self, i, h, S, T, segs, conv, att, out_scale):
+        """Device ``i``'s part of a GAT layer: the scores of every entry for its heads (the
+        SDDMM), LeakyReLU, the row softmax, attention dropout (``att``), and ``Σ_u α_vu h_u`` of
+        each head's columns of its slice (the weighted SpMM)."""
+        adj, dev = self.op.adj, self.devices[i]
+        n = h.shape[0]
+        if not segs:
+            return h.new_zeros((n, 0))
+        e = sddmm(adj, torch.stack([S, torch.ones_like(S)], -1),
+                  torch.stack([torch.ones_like(T), T], -1), dev)
+        alpha = row_softmax(F.leaky_relu(e, conv.negative_slope), adj)
+        keep = None
+        if att is not None:
+            alpha = alpha * att.to(alpha.device) * out_scale
+            keep = alpha.detach() != 0
+        parts = []
+        for k, (_, a, b) in enumerate(segs):
+            Zk = spmm_weighted(adj, alpha[:, k:k + 1], h[:, a:b].reshape(n, 1, b - a), dev,
+                               "GAT attention", None if keep is None else keep[:, k:k + 1])
+            parts.append(Zk.reshape(n, b - a))
+        return torch.cat(parts, dim=1)
+
     def _exchange_bytes(self, w: int) -> int:
         """``4 (N w - Σ_i n_i w_i)``: an all-to-all of width w without the diagonal blocks."""
         own = sum(_width(n) * _width(f) for n, f in zip(self.node_ranges,
@@ -94,6 +200,8 @@ class MoPRuntime(Runtime):
         return FLOAT_BYTES * (self.n * w - own)
 
     def comm_bytes_analytic(self, backward=True):
+        if self.model.kind == "gat":
+            return self._gat_bytes(backward)
         d, L = self.model.dims, self.model.n_layers
         fwd = sum(self._exchange_bytes(d[l]) for l in range(L)) \
             + sum(self._exchange_bytes(d[l + 1]) for l in range(L - 1))
@@ -104,7 +212,38 @@ class MoPRuntime(Runtime):
             + sum(self._exchange_bytes(d[l + 1]) for l in range(L - 1))
         return fwd + bwd
 
+    def _gat_feature_bytes(self) -> list[int]:
+        """Per worker and layer: the sparse side's received columns and attention terms, its
+        scores and weights (``nnz x k_i`` each) and output columns; the dense side's input,
+        projected and output rows."""
+        nnz, d = self.op.adj.nnz, self.model.dims
+        out = []
+        for i in range(self.m):
+            n_i = _width(self.node_ranges[i])
+            b = 0
+            for layer, (cols, segs) in enumerate(zip(self.gat_cols, self.gat_segs)):
+                w, k = _width(cols[i]), len(segs[i])
+                b += self.n * (2 * w + 2 * k) + 2 * nnz * k
+                b += n_i * (d[layer] + 2 * sum(_width(c) for c in cols))
+            out.append(FLOAT_BYTES * b)
+        return out
+
+    def _gat_bytes(self, backward: bool) -> int:
+        """Per layer: the all-to-all of ``h`` with the attention terms, and that of the
+        aggregated rows back (module docstring); the backward pass returns both (the first
+        layer's input needs no gradient, but its projection's output does)."""
+        own = [_width(n) for n in self.node_ranges]
+        fwd = 0
+        for cols, segs in zip(self.gat_cols, self.gat_segs):
+            w = [_width(c) + 2 * len(s) for c, s in zip(cols, segs)]
+            fwd += FLOAT_BYTES * (self.n * sum(w) - sum(o * x for o, x in zip(own, w)))
+            fwd += FLOAT_BYTES * (self.n * sum(_width(c) for c in cols)
+                                  - sum(o * _width(c) for o, c in zip(own, cols)))
+        return 2 * fwd if backward else fwd
+
     def feature_bytes(self):
+        if self.model.kind == "gat":
+            return self._gat_feature_bytes()
         d, L = self.model.dims, self.model.n_layers
         out = []
         for i in range(self.m):

@@ -100,6 +100,15 @@ def sddmm(csr: CSRGraph, Q: torch.Tensor, K: torch.Tensor, device: SparseDevice,
     return _SDDMM.apply(Q.contiguous(), K.contiguous(), csr, device, what)
 
 
+def head_segments(width: int, C: int, c0: int, c1: int) -> list[tuple[int, int, int]]:
+    """The heads that columns ``[c0, c1)`` of a ``width``-wide (heads x ``C``) tensor touch:
+    ``(head, a, b)`` with ``[a, b)`` the head's columns, as positions within the block (a
+    feature-partitioned attention layer: DEAL's processes, MoP's sparse devices)."""
+    del width
+    return [(h, max(c0, h * C) - c0, min(c1, (h + 1) * C) - c0)
+            for h in range(c0 // C, (c1 - 1) // C + 1)]
+
+
 def row_softmax(scores: torch.Tensor, csr: CSRGraph) -> torch.Tensor:
     """Softmax of ``scores`` (``nnz x heads``) over each row's entries, exactly as PyG's
     ``torch_geometric.utils.softmax``: the row maximum (not differentiated) subtracted,

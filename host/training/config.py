@@ -86,15 +86,14 @@ class TrainConfig:
     heads: int = 8
 
     def _gat_checks(self) -> list:
-        """What a GAT trained by the runtimes needs: partition parallelism with the post
-        exchange, two layers, no label propagation, layer norm, reordering or quantisation."""
+        """What a GAT trained by the runtimes needs: two layers, whole layers (no fine-grain
+        pipeline), no label propagation, layer norm, reordering or quantisation."""
         if self.model != "gat":
             return []
         return [
-            (self.parallelism == "partition",
-             f"--parallelism {self.parallelism} with --model gat: GAT trains with partition "
-             "parallelism (each worker attends over its rows' entries); use --parallelism "
-             "partition"),
+            (self.pipeline == "none",
+             f"--pipeline {self.pipeline} with --model gat: MoP's fine-grain pipeline batches "
+             "GCN layers; leave --pipeline out"),
             (self.layers == 2, f"--layers {self.layers} with --model gat: PyG's example GAT "
                                "has 2 layers; leave --layers out"),
             (isinstance(self.heads, int) and not isinstance(self.heads, bool)

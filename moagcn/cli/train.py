@@ -138,15 +138,17 @@ def cmd_train(args) -> int:
     if gat:
         if args.heads is None:
             args.heads = GAT_DEFAULTS["heads"]
-        if args.parallelism != "partition":    # PyG's example, one process
+        runtime = (args.parallelism == "partition" or args.workers > 1 or args.devices
+                   or args.distributed)
+        if not runtime:    # PyG's example, one process
             # lazy: keeps the host runtime out of this module's import
             from moagcn.cli.train_gat import cmd_train_gat
             _set_threads(args.threads)
             return cmd_train_gat(args, choice)
-        # partition parallelism: the runtimes' training (workers, fleets, --distributed)
+        # workers, fleets, --distributed: the runtimes' training (MoP or partition)
         # lazy: keeps the host runtime out of this module's import
-        from moagcn.cli.train_gat import check_partitioned_gat
-        check_partitioned_gat(args, choice)
+        from moagcn.cli.train_gat import check_runtime_gat
+        check_runtime_gat(args, choice)
     rpath = report_path(args.report)
     save = output_path(args.save, "--save") if args.save else None
     _set_threads(args.threads)

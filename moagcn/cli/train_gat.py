@@ -5,9 +5,10 @@ SDDMM (``--sddmm-preset``), each design's cycles per epoch reported.
 
 The options of the GCN runtimes that this one-process path does not have (workers, fleets,
 pipelines, label propagation, ...) are refused in one line when given, never ignored; with
-``--parallelism partition`` GAT trains on the runtimes instead (workers, ``--devices`` fleets,
-``--distributed``; :meth:`moagcn.host.supergcn.partition.PartitionRuntime._gat_forward`),
-checked by :func:`check_partitioned_gat`.
+``--workers``, ``--devices``, ``--distributed`` or ``--parallelism partition`` GAT trains on the
+runtimes instead (MoP: :meth:`moagcn.host.mixgcn.mop.MoPRuntime._gat_forward`; partition:
+:meth:`moagcn.host.supergcn.partition.PartitionRuntime._gat_forward`), checked by
+:func:`check_runtime_gat`.
 ``--save C.pt`` writes the trained GAT as a checkpoint (:mod:`moagcn.host.nn.checkpoint`) that
 ``moagcn infer`` embeds all nodes with.
 """
@@ -35,13 +36,14 @@ _UNSUPPORTED = (("workers", 1, "--workers"), ("parallelism", "mop", "--paralleli
                 ("aggregation", "post", "--aggregation"), ("stages", None, "--stages"))
 
 
-def check_partitioned_gat(args, choice) -> None:
-    """``--model gat --parallelism partition`` (the runtimes' training: workers, fleets,
-    ``--distributed``): refuse in one line what it does not take, before any work -- the SDDMM's
+def check_runtime_gat(args, choice) -> None:
+    """``--model gat`` on the runtimes (workers, fleets, ``--distributed``; MoP or partition
+    parallelism): refuse in one line what it does not take, before any work -- the SDDMM's
     preset (each accelerator's is its default) and an accelerator without edge weights."""
     if args.sddmm_preset is not None:
-        raise UserError(f"--sddmm-preset {args.sddmm_preset}: with --parallelism partition each "
-                        "worker's SDDMM is its design's default preset; leave it out")
+        raise UserError(f"--sddmm-preset {args.sddmm_preset}: on the runtimes (workers, "
+                        "fleets) each worker's SDDMM is its design's default preset; leave "
+                        "it out")
     # lazy: keeps the host runtime, torch out of this module's import
     from moagcn.host.training.gat import GATConfig
     fleet = args.devices is not None
@@ -66,9 +68,9 @@ def cmd_train_gat(args, choice) -> int:
         if getattr(args, attr, keep) != keep:
             raise UserError(f"{flag} {getattr(args, attr)}: not available with --model gat "
                             "in one process (PyG's Cora example: --heads, --hidden, "
-                            "--dropout, --lr, --weight-decay, --epochs, --seed); add "
-                            "--parallelism partition for workers, fleets and --distributed, "
-                            "or leave it out")
+                            "--dropout, --lr, --weight-decay, --epochs, --seed); with "
+                            "--workers, --devices or --distributed GAT trains on the "
+                            "runtimes, or leave it out")
     if args.early_stop not in (None, 0):
         raise UserError(f"--early-stop {args.early_stop}: not available with --model gat "
                         "(PyG's example trains every epoch); leave it out")

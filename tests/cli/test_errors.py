@@ -230,16 +230,16 @@ CASES = [
     C("train-sddmm-preset-without-gat", "train --epochs 1 --sddmm-preset tiny "
       "--report {tmp}/t.json", "train.py", "attention scores, which need --model gat"),
     # train_gat.py
-    C("train-gat-gcn-option", "train --epochs 1 --model gat --device cpu --workers 2 "
-      "--report {tmp}/t.json", "train_gat.py", "add --parallelism partition for workers",
-      "--workers 2: not available with --model gat"),
+    C("train-gat-gcn-option", "train --epochs 1 --model gat --device cpu --layer-norm "
+      "--report {tmp}/t.json", "train_gat.py", "with --workers, --devices or --distributed",
+      "--layer-norm True: not available with --model gat"),
     C("train-gat-fleet-binary", "train --epochs 1 --model gat --device model --parallelism "
       "partition --devices sspmm:lanes=8,cpu --report {tmp}/t.json", "train_gat.py",
       "add :weighted=true to its spec", "multiplies by a binary adjacency"),
     C("train-gat-partition-sddmm", "train --epochs 1 --model gat --device model --param "
       "weighted=true --parallelism partition --sddmm-preset tiny --report {tmp}/t.json",
       "train_gat.py", "each worker's SDDMM is its design's default preset",
-      "--sddmm-preset tiny: with --parallelism partition"),
+      "--sddmm-preset tiny: on the runtimes"),
     C("train-gat-early-stop", "train --epochs 1 --model gat --device cpu --early-stop 5 "
       "--report {tmp}/t.json", "train_gat.py", "(PyG's example trains every epoch)",
       "--early-stop 5: not available"),

@@ -111,8 +111,9 @@ def test_distributed_equals_in_process(small, tmp_path):
 
 
 @pytest.mark.parametrize("extra,match", [
-    (["--parallelism", "mop", "--workers", "2"], r"--workers 2: not available .* --parallelism "
-                                                 r"partition"),
+    (["--reorder", "rcm"], r"--reorder rcm: not available .* with --workers, --devices or "
+                           r"--distributed"),
+    (["--workers", "2", "--pipeline", "natural"], r"--pipeline natural with --model gat"),
     (["--parallelism", "partition", "--aggregation", "pre"], r"--aggregation pre with --model "
                                                               r"gat"),
     (["--parallelism", "partition", "--device", "model"], r"--param weighted=true"),
@@ -132,6 +133,33 @@ def test_refusals_are_one_line(small, tmp_path, capsys, extra, match):
     assert re.search(match, err), err
 
 
-def test_config_refuses_gat_under_mop():
-    with pytest.raises(UserError, match="--parallelism mop with --model gat"):
-        gat_cfg(parallelism="mop").validate()
+def test_config_refuses_gat_in_the_fine_grain_pipeline():
+    with pytest.raises(UserError, match="--pipeline natural with --model gat"):
+        gat_cfg(parallelism="mop", pipeline="natural").validate()
+
+
+# -- MoP ------------------------------------------------------------------------------------
+
+def test_mop_trains_the_same_trajectory_and_moves_its_analytic_bytes(odd, small):
+    """GAT under MoP (beyond MixGCN): without dropout the one-process trajectory; with
+    dropout, 2 and 3 workers (3 does not divide the heads' columns: a head cut between two
+    devices) the same as one; the bytes counted equal the analytic count."""
+    ref = train_gat(small, GATConfig(heads=2, hidden=3, dropout=0.0, lr=0.01, epochs=3))
+    r = train(small, gat_cfg(dropout=0.0, workers=3, parallelism="mop"))
+    assert np.allclose(r.train_loss, ref.loss, rtol=1e-5, atol=0)
+    one = train(odd, gat_cfg(workers=1, parallelism="mop"))
+    for m in (2, 3):
+        r = train(odd, gat_cfg(workers=m, parallelism="mop"))
+        assert np.allclose(r.train_loss, one.train_loss, rtol=1e-5, atol=0), m
+        rep = r.report()
+        assert rep["comm_bytes_per_epoch"]["data"] == rep["comm_bytes_analytic"] > 0
+
+
+def test_mop_gat_on_the_accelerators(small):
+    cpu = train(small, gat_cfg(workers=2, epochs=2, parallelism="mop"))
+    kw = dict(workers=2, epochs=2, parallelism="mop", preset="tiny",
+              params={"weighted": "true"})
+    model = train(small, gat_cfg(device="model", **kw))
+    rtl = train(small, gat_cfg(device="rtl", **kw))
+    assert np.allclose(model.train_loss, cpu.train_loss, rtol=1e-5, atol=0)
+    assert rtl.train_loss == model.train_loss

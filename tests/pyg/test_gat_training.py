@@ -47,7 +47,7 @@ def test_cli_trains_a_gat(path, tmp_path, capsys):
                             r".*add --param weighted=true.*--device cpu"),
     (["--device", "cpu", "--heads", "0"], r"--heads 0: give a positive"),
     (["--device", "cpu", "--heads", "-3"], r"--heads -3"),
-    (["--device", "cpu", "--workers", "2"], r"--workers 2: not available with --model gat"),
+    (["--device", "cpu", "--layer-norm"], r"--layer-norm True: not available with --model gat"),
     (["--device", "cpu", "--early-stop", "5"], r"--early-stop 5: not available"),
 ])
 def test_cli_refuses_in_one_line(path, extra, match, capsys):
