@@ -98,6 +98,10 @@ class TrainConfig:
                                "has 2 layers; leave --layers out"),
             (isinstance(self.heads, int) and not isinstance(self.heads, bool)
              and self.heads >= 1, f"--heads {self.heads}: give a positive number of heads"),
+            (self.balance != "vgnn" and self.perf_model is None,
+             "--model gat with --balance vgnn or --perf-model: the performance model is "
+             "fitted on binary aggregations and does not model GAT's SDDMM and weighted "
+             "aggregation; use --balance spec or uniform"),
             (self.label_prop == 0 and not self.layer_norm and self.reorder == "none"
              and self.comm_bits == 32,
              "--model gat trains without --label-prop, --layer-norm, --reorder and "
@@ -179,7 +183,23 @@ class TrainConfig:
                                     f"{self.workers}; give one device per worker")
             else:
                 self.accelerators().config()  # a bad design, preset or parameter is named
+            if self.model == "gat":
+                self._check_gat_devices()
         return self
+
+    def _check_gat_devices(self) -> None:
+        """Every accelerator of a GAT run aggregates with attention weights: a binary S-SpMM
+        (or another design) is refused naming ``weighted=true``, before any device is built."""
+        choices = self.accelerators()
+        for c in choices if isinstance(choices, list) else [choices]:
+            if c.device == "cpu":
+                continue
+            if "weighted" not in c.spec.entry_ops(c.config()):
+                raise UserError(f"--model gat on {c.device}:{c.key}: GAT aggregates with "
+                                "per-edge attention weights, and this accelerator multiplies "
+                                "by a binary adjacency; use the weighted S-SpMM (--design sspmm "
+                                "--param weighted=true, or :weighted=true in a --devices spec), "
+                                "or --device cpu")
 
     def adjust_budget(self) -> int:
         """Re-partitions after warm-up this run may make (0: a static split)."""
