@@ -91,7 +91,7 @@ def prepare(engine, layer: int) -> None:
         for dst in _holders(engine, r):
             q = engine.pm(dst)[0]
             sends[(r, dst)] = torch.tensor([sp.need[sp.need_of[q]].size])
-        for src in _askers(engine, r):
+        for src in _holders(engine, r):
             expect[(src, r)] = ((1,), torch.int64)
     counts = engine._exchange(sends, expect, "sddmm_ids")
     sends = {(r, dst): torch.from_numpy(plans[r].need[plans[r].need_of[engine.pm(dst)[0]]])
@@ -106,13 +106,28 @@ def prepare(engine, layer: int) -> None:
 
 
 def _holders(engine, r: int) -> list[int]:
-    """The processes ``r`` asks for source terms: every process but itself (each holds one
-    column block of one range)."""
+    """The processes ``r`` asks for source terms, and that ask ``r``: every process but itself
+    (each holds one column block of one range)."""
     return [d for d in range(engine.P * engine.M) if d != r]
 
 
-def _askers(engine, r: int) -> list[int]:
-    return _holders(engine, r)
+def _width(bounds) -> int:
+    return bounds[1] - bounds[0]
+
+
+def _swap_in_range(engine, ranks, piece, shape, category: str) -> dict:
+    """One round among each range's ``M`` processes: process ``r`` sends ``piece(r, m2)`` to
+    the range's process ``m2`` and expects ``shape(r, m2)`` (float32) from it; received
+    bytes are counted under ``category``."""
+    sends, expect = {}, {}
+    for r in ranks:
+        p, m = engine.pm(r)
+        for m2 in range(engine.M):
+            if m2 != m:
+                peer = engine.rank(p, m2)
+                sends[(r, peer)] = piece(r, m2).contiguous()
+                expect[(peer, r)] = (shape(r, m2), torch.float32)
+    return engine._exchange(sends, expect, category)
 
 
 def attention(engine, layer: int, Y: dict, conv) -> dict:
@@ -137,19 +152,11 @@ def attention(engine, layer: int, Y: dict, conv) -> dict:
         engine._timed(r, "sddmm", t0)
         engine.stats[r].mem.hold(s_part[r], t_part[r])
     # 2. dest: the other blocks' partial s of this sub-range's rows
-    sends, expect = {}, {}
-    for r in Y:
-        p, m = engine.pm(r)
-        for m2 in range(engine.M):
-            if m2 == m:
-                continue
-            peer = engine.rank(p, m2)
-            a, b = engine.rsub(p)[m2]
-            sends[(r, peer)] = s_part[r][a:b].contiguous()
-            a, b = engine.rsub(p)[m]
-            expect[(peer, r)] = ((b - a, len(segs[m2])), torch.float32)
     t0 = time.perf_counter()
-    dest = engine._exchange(sends, expect, "sddmm_dest")
+    dest = _swap_in_range(
+        engine, Y, lambda r, m2: s_part[r][slice(*engine.rsub(engine.pm(r)[0])[m2])],
+        lambda r, m2: (_width(engine.rsub(engine.pm(r)[0])[engine.pm(r)[1]]), len(segs[m2])),
+        "sddmm_dest")
     # 3. src: every block's partial t of the needed source rows
     sends, expect = {}, {}
     for r in Y:
@@ -198,18 +205,11 @@ def attention(engine, layer: int, Y: dict, conv) -> dict:
     for r in Y:
         engine.stats[r].mem.drop(s_part[r], t_part[r])
     # 5. scores: each process gets the other sub-ranges' weights of the heads it aggregates
-    sends, expect = {}, {}
-    for r in Y:
-        p, m = engine.pm(r)
-        for m2 in range(engine.M):
-            if m2 == m:
-                continue
-            peer = engine.rank(p, m2)
-            sends[(r, peer)] = alpha_own[r][:, [h for h, _, _ in segs[m2]]].contiguous()
-            sp2 = score_plan_size(engine, layer, p, m2)
-            expect[(peer, r)] = ((sp2, len(segs[m])), torch.float32)
     t0 = time.perf_counter()
-    got = engine._exchange(sends, expect, "sddmm_scores")
+    got = _swap_in_range(
+        engine, Y, lambda r, m2: alpha_own[r][:, [h for h, _, _ in segs[m2]]],
+        lambda r, m2: (score_plan_size(engine, layer, engine.pm(r)[0], m2),
+                       len(segs[engine.pm(r)[1]])), "sddmm_scores")
     out = {}
     for r in Y:
         p, m = engine.pm(r)
