@@ -563,9 +563,9 @@ class DealEngine:
             segs = head_segments(width, width // heads, *self.cols(width, self.pm(r)[1]))
             vals = values[r][entries]
             n = H.shape[0]
-            C = segs[0][2] - segs[0][1]
-            if all(b - a == C for _, a, b in segs):      # whole heads: one product
-                Z = self.devices[r].spmm_weighted(csr, vals, H.view(n, len(segs), C),
+            w = segs[0][2] - segs[0][1]
+            if all(b - a == w for _, a, b in segs):      # equal segments: one product
+                Z = self.devices[r].spmm_weighted(csr, vals, H.view(n, len(segs), w),
                                                   "GAT attention")
                 return Z.reshape(csr.n_rows, -1)
             Z = torch.empty(csr.n_rows, H.shape[1])
