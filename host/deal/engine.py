@@ -1,6 +1,6 @@
 """DEAL: distributed all-node inference (seed 004), on the sparse devices.
 
-A trained GCN / GraphSAGE / GIN embeds every node of a graph layer by layer:
+A trained GCN / GraphSAGE / GIN / GAT embeds every node of a graph layer by layer:
 
 1. **Sampling with shared state** (Sec. 3.2): each layer's 1-hop graph is sampled once for all
    nodes (:class:`~moagcn.host.graphs.sampling.LayerSampler`, whose per-row state is built once and
@@ -40,6 +40,8 @@ for ``l > 0`` and the input features for ``l = 0``; SAGE's self term uses ``relu
     gcn:  Y = act(P) Wᵀ (GEMM);   P = Â Y + b (SpMM)
     sage: [Yn, Ys] = act(P) [W_n, W_s]ᵀ (one GEMM);   P = mean(Yn) + Ys + b
     gin:  Z = (A + I) act(P) (SpMM);   P = MLP(Z) (GEMM)
+    gat:  h = elu(P) Wᵀ (GEMM);   α = softmax(LeakyReLU(s_v + t_u)) (SDDMM,
+          :mod:`moagcn.host.deal.sddmm`);   P = Σ_u α_vu h_u + b (weighted SpMM, per head)
 
 The reference (:func:`layerwise_forward`) is the model's own aggregate-then-update forward with
 plain torch sparse products over the same sampled graphs.

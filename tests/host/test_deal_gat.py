@@ -182,6 +182,24 @@ def test_distributed_gat_equals_the_in_process_run():
     assert min(r1["sddmm_bytes_received"]) > 0
 
 
+def test_rtl_equals_model_bit_for_bit():
+    """The attention's SDDMM and the weighted SpMM on the tiny presets' RTL (Verilator) give
+    the model device's embeddings and cycles exactly."""
+    from moagcn.host.devices.select import AcceleratorChoice
+    g = awkward(20, seed=6)
+    X = features(g.n_rows, 4, seed=2)
+    model = gat(4, 2, 2, 3, seed=7)
+    cfg = InferConfig(2, 2, [3, None], groups=2, seed=1)
+    out = {}
+    for device in ("model", "rtl"):
+        eng = DealEngine(model, g, X, cfg, LocalComm(4),
+                         AcceleratorChoice(device, "sspmm", "tiny", {"weighted": "true"}))
+        out[device] = (assemble([eng.run()], g.n_rows, 3),
+                       [s.device["cycles_total"] for s in eng.stats.values()])
+    assert np.array_equal(out["rtl"][0], out["model"][0])
+    assert min(out["model"][1]) > 0
+
+
 def test_model_device_runs_the_attention_and_bad_models_are_named():
     from moagcn.host.devices.select import AcceleratorChoice
     g = awkward(24, seed=2)
