@@ -294,3 +294,21 @@ def test_configurations_load_without_the_gateware():
             "moagcn.cli.main; assert 'amaranth' not in sys.modules, 'amaranth'; "
             "assert 'moagcn.host' not in sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_the_command_line_s_help_loads_without_torch():
+    """``moagcn --help`` and ``moagcn perfmodel fit --help`` build every sub-command's parser:
+    their defaults come from :mod:`moagcn.core.names`, not from the host modules (torch)."""
+    import subprocess
+    import sys
+    code = ("import sys\nfrom moagcn.cli.main import main\n"
+            "for argv in (['--help'], ['perfmodel', 'fit', '--help']):\n"
+            "    try:\n        main(argv)\n    except SystemExit:\n        pass\n"
+            "assert 'torch' not in sys.modules, 'torch'")
+    subprocess.run([sys.executable, "-c", code], check=True, capture_output=True)
+
+
+def test_the_performance_model_s_regressor_names_are_its_regressors():
+    from moagcn.core.names import PERF_REGRESSORS
+    from moagcn.host.vgnn.regressors import REGRESSORS
+    assert tuple(REGRESSORS) == PERF_REGRESSORS

@@ -13,6 +13,7 @@ from typing import Sequence
 
 import numpy as np
 
+from moagcn.core.names import PERF_KEEPS, PERF_RATIOS, PERF_SEEDS, PERF_WIDTHS
 from moagcn.errors import UserError
 from moagcn.host.graphs.datasets import load_dataset
 from moagcn.core.generators import synth_graph
@@ -20,25 +21,14 @@ from moagcn.host.graphs.ops import CSRGraph
 from moagcn.host.graphs.partition import metis_owner
 from moagcn.host.vgnn.features import check_keep
 
-#: node ratios of the sampled sub-graphs (1.0: the whole graph, sampled once)
-DEFAULT_RATIOS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
-
-
-#: feature widths of the sampled runs; 100 is a multiple of no lane count (8, 16, 32)
-DEFAULT_WIDTHS = (16, 32, 64, 100, 128)
-
-
-#: sub-graphs drawn per ratio
-DEFAULT_SEEDS = 3
+#: the sampling defaults (named once, in :mod:`moagcn.core.names`, which the CLI reads without
+#: importing this module)
+DEFAULT_RATIOS, DEFAULT_WIDTHS, DEFAULT_SEEDS = PERF_RATIOS, PERF_WIDTHS, PERF_SEEDS
+DEFAULT_KEEPS = PERF_KEEPS
 
 
 #: timed repeats of one CPU aggregation (the median counts)
 CPU_REPEATS = 15
-
-
-#: kept fractions of the output masks the runs are timed with by default (1: no mask; 0.5: a
-#: dropout of 0.5, or a ReLU mask, as training's aggregations carry)
-DEFAULT_KEEPS = (1.0, 0.5)
 
 
 #: the synthetic held-out graph :func:`load_graph` knows by this name

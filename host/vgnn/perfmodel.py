@@ -43,6 +43,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
+from moagcn.core.names import PERF_TEST_FRACTION
 from moagcn.errors import UserError
 from moagcn.host.devices.select import AcceleratorChoice
 from moagcn.host.graphs.ops import CSRGraph
@@ -54,7 +55,7 @@ from moagcn.host.vgnn.features import (DEVICE_FEATURES, GRAPH_FEATURES, cost_ter
 from moagcn.host.vgnn.regressors import REGRESSORS, Score, fit_baseline, make_regressor, mape
 
 #: fraction of the sub-graphs held out to score the regressors
-DEFAULT_TEST_FRACTION = 0.25
+DEFAULT_TEST_FRACTION = PERF_TEST_FRACTION
 
 FORMAT = "moagcn-perfmodel"
 FORMAT_VERSION = 3

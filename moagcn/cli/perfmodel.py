@@ -17,6 +17,8 @@ import csv
 from pathlib import Path
 
 from moagcn.cli.common import add_undirected_arg, one_line_warnings, output_path
+from moagcn.core.names import (PERF_KEEPS, PERF_RATIOS, PERF_REGRESSORS, PERF_SEEDS,
+                               PERF_TEST_FRACTION, PERF_WIDTHS)
 from moagcn.core.options import add_renamed
 from moagcn.errors import UserError
 
@@ -214,8 +216,6 @@ def cmd_predict(args) -> int:
 
 def register(subparsers) -> None:
     """Add the ``perfmodel`` command (``fit``, ``predict``) to a ``moagcn`` sub-parser set."""
-    # lazy: keeps the host runtime out of this module's import
-    from moagcn.host.vgnn import perfmodel as pm, augment as pma, regressors as pmr
 
     pm_parser = subparsers.add_parser(
         "perfmodel", help="learned performance model of the sparse devices (vGNN Table 7)",
@@ -241,28 +241,28 @@ def register(subparsers) -> None:
                         "fitted on more than one graph family generalises better)")
     add_undirected_arg(f)
     f.add_argument("--out", required=True, metavar="M.json", help="the model; M.csv beside it")
-    f.add_argument("--ratios", default=",".join(f"{r:g}" for r in pma.DEFAULT_RATIOS),
+    f.add_argument("--ratios", default=",".join(f"{r:g}" for r in PERF_RATIOS),
                    metavar="R,...", help="node ratios of the sub-graphs (default 0.1,...,1)")
-    f.add_argument("--width-list", default=",".join(map(str, pma.DEFAULT_WIDTHS)),
+    f.add_argument("--width-list", default=",".join(map(str, PERF_WIDTHS)),
                    metavar="F,...", dest="widths",
                    help="feature widths, comma-separated (default 16,32,64,100,128; 100: no "
                         "lane multiple)")
     add_renamed(f, "--widths", "--width-list")
-    f.add_argument("--keeps", default=",".join(f"{k:g}" for k in pma.DEFAULT_KEEPS),
+    f.add_argument("--keeps", default=",".join(f"{k:g}" for k in PERF_KEEPS),
                    metavar="K,...",
                    help="kept fractions of a random output mask every run is timed with "
                         "(default 1,0.5: unmasked and half-masked, as training's dropout and "
                         "ReLU masks; 1: unmasked only)")
-    f.add_argument("--seeds", type=int, default=pma.DEFAULT_SEEDS,
-                   help=f"sub-graphs per ratio (default {pma.DEFAULT_SEEDS})")
+    f.add_argument("--seeds", type=int, default=PERF_SEEDS,
+                   help=f"sub-graphs per ratio (default {PERF_SEEDS})")
     f.add_argument("--seed", type=int, default=0, help="base seed of the sampling and split")
     f.add_argument("--device", choices=("model", "rtl"), default="model",
                    help="how accelerators are timed: cycle model (default) or simulated RTL")
-    f.add_argument("--test-fraction", type=float, default=pm.DEFAULT_TEST_FRACTION,
+    f.add_argument("--test-fraction", type=float, default=PERF_TEST_FRACTION,
                    help="share of the sub-graphs held out to score the regressors "
-                        f"(default {pm.DEFAULT_TEST_FRACTION})")
+                        f"(default {PERF_TEST_FRACTION})")
     f.add_argument("--regressors", metavar="NAME,...",
-                   help=f"compare only these (default all: {', '.join(pmr.REGRESSORS)})")
+                   help=f"compare only these (default all: {', '.join(PERF_REGRESSORS)})")
     f.add_argument("--no-baseline", action="store_true",
                    help="fit log(time) directly, without the cost-term baseline")
     f.add_argument("--no-blocks", action="store_true",

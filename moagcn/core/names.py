@@ -26,3 +26,19 @@ PARALLELISMS = ("mop", "partition")
 PARTITION_METHODS = ("contiguous", "rcm", "kway", "metis")
 #: DEAL's dense-layer schemes (``moagcn infer --gemm``)
 GEMMS = ("deal", "cagnet", "auto")
+
+# -- vGNN's performance model (``moagcn perfmodel fit``; :mod:`moagcn.host.vgnn.perfmodel`) --
+#: its regressors, by name (:data:`moagcn.host.vgnn.regressors.REGRESSORS` builds them)
+PERF_REGRESSORS = ("cost_terms", "linear", "ridge", "lasso", "decision_tree", "svr",
+                   "adaboost", "bagging", "random_forest", "gradient_boosting", "knn")
+#: node ratios of the sampled sub-graphs (1.0: the whole graph, sampled once)
+PERF_RATIOS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
+#: feature widths of the sampled runs; 100 is a multiple of no lane count (8, 16, 32)
+PERF_WIDTHS = (16, 32, 64, 100, 128)
+#: sub-graphs drawn per ratio
+PERF_SEEDS = 3
+#: kept fractions of the output masks the runs are timed with by default (1: no mask; 0.5: a
+#: dropout of 0.5, or a ReLU mask, as training's aggregations carry)
+PERF_KEEPS = (1.0, 0.5)
+#: fraction of the sub-graphs held out to score the regressors
+PERF_TEST_FRACTION = 0.25
