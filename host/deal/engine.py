@@ -562,7 +562,7 @@ class DealEngine:
             if values is None:
                 return self.devices[r].sspmm(csr, H)
             width = self.model.dims[layer + 1]
-            segs = head_segments(width, width // heads, *self.cols(width, self.pm(r)[1]))
+            segs = head_segments(width // heads, *self.cols(width, self.pm(r)[1]))
             vals = values[r][entries]
             n = H.shape[0]
             w = segs[0][2] - segs[0][1]

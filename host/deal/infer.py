@@ -87,7 +87,7 @@ def sddmm_widths(model, cfg: InferConfig) -> list[tuple[int, float]]:
     for layer, conv in enumerate(model.convs):
         width = model.dims[layer + 1]
         ranges = contiguous_ranges(width, cfg.feature_groups)
-        D = sum(len(head_segments(width, width // conv.heads, c0, c1)) for c0, c1 in ranges)
+        D = sum(len(head_segments(width // conv.heads, c0, c1)) for c0, c1 in ranges)
         out.append((D, D / cfg.feature_groups))
     return out
 

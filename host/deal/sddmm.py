@@ -44,19 +44,16 @@ from moagcn.host.graphs.ops import CSRGraph
 from moagcn.host.nn.attention import head_segments, row_softmax
 
 FLOAT_BYTES = 4
-CATEGORIES = ("sddmm_ids", "sddmm_dest", "sddmm_src", "sddmm_scores")
 
 
 @dataclass
 class ScorePlan:
     """What process ``(p, m)`` scores in one layer: its sub-range's rows ``[a, b)`` of range
-    ``p``'s graph (entries ``[e0, e1)``), with the columns renumbered to positions in ``need``
+    ``p``'s graph, with the columns renumbered to positions in ``need``
     (the sorted global ids of the sources they use; ``need_of[q]`` the slice of range ``q``)."""
 
     a: int
     b: int
-    e0: int
-    e1: int
     sub: CSRGraph
     need: np.ndarray
     need_of: dict
@@ -74,7 +71,7 @@ def score_plan(adj: CSRGraph, a: int, b: int, bounds) -> ScorePlan:
     for q in range(len(bounds)):
         i0, i1 = np.searchsorted(owner, [q, q + 1])
         need_of[q] = slice(int(i0), int(i1))
-    return ScorePlan(a, b, e0, e1, sub, need, need_of)
+    return ScorePlan(a, b, sub, need, need_of)
 
 
 def prepare(engine, layer: int) -> None:
@@ -138,7 +135,7 @@ def attention(engine, layer: int, Y: dict, conv) -> dict:
     a_dst = conv.att_dst.detach().reshape(-1)
     a_src = conv.att_src.detach().reshape(-1)
     plans, serve = engine._scores[layer]
-    segs = {m: head_segments(width, C, *engine.cols(width, m)) for m in range(engine.M)}
+    segs = {m: head_segments(C, *engine.cols(width, m)) for m in range(engine.M)}
     # 1. partial terms of every row this process holds, for the heads its block touches
     s_part, t_part = {}, {}
     for r, Yr in Y.items():
@@ -210,6 +207,8 @@ def attention(engine, layer: int, Y: dict, conv) -> dict:
         engine, Y, lambda r, m2: alpha_own[r][:, [h for h, _, _ in segs[m2]]],
         lambda r, m2: (score_plan_size(engine, layer, engine.pm(r)[0], m2),
                        len(segs[engine.pm(r)[1]])), "sddmm_scores")
+    for r in Y:
+        engine._timed(r, "sddmm_comm", t0)
     out = {}
     for r in Y:
         p, m = engine.pm(r)
@@ -219,7 +218,6 @@ def attention(engine, layer: int, Y: dict, conv) -> dict:
         out[r] = torch.cat(parts) if len(parts) > 1 else parts[0].contiguous()
         engine.stats[r].mem.hold(out[r])
         engine.stats[r].mem.drop(alpha_own[r])
-        engine._timed(r, "sddmm_comm", t0)
     return out
 
 

@@ -95,12 +95,14 @@ class AttentionDevice(SparseDevice):
         return self.scores.sddmm(csr, Q, K, what, mask)
 
 
-def attention_device(choice: AcceleratorChoice, sddmm_preset: str | None = None
-                     ) -> AttentionDevice:
+def attention_device(choice: AcceleratorChoice, sddmm_preset: str | None = None,
+                     aggregate: SparseDevice | None = None) -> AttentionDevice:
     """The pair for ``choice`` (a ``model`` / ``rtl`` choice of the weighted S-SpMM): the
     SDDMM of the same kind and simulator, preset ``sddmm_preset`` (None: the rule of
-    :func:`default_sddmm_preset`)."""
+    :func:`default_sddmm_preset`). ``aggregate``: the device already made for ``choice``
+    (None: make it)."""
     scores = AcceleratorChoice(choice.device, SCORES_DESIGN,
                                sddmm_preset or default_sddmm_preset(choice),
                                simulator=choice.simulator)
-    return AttentionDevice(choice.make(), scores.make())
+    return AttentionDevice(aggregate if aggregate is not None else choice.make(),
+                           scores.make())

@@ -72,8 +72,7 @@ class MoPRuntime(Runtime):
             cols = (contiguous_ranges(w, self.m) if self.shares is None
                     else weighted_ranges(w, self.shares))
             self.gat_cols.append(cols)
-            self.gat_segs.append([head_segments(w, conv.out_channels, *c) if c[1] > c[0]
-                                  else [] for c in cols])
+            self.gat_segs.append([head_segments(conv.out_channels, *c) for c in cols])
         for i in self.local:
             dev = self.devices[i]
             if dev.kind != "cpu" and "sddmm" not in dev.entry_ops:
@@ -81,7 +80,7 @@ class MoPRuntime(Runtime):
                 from moagcn.host.devices.pair import attention_device
                 if "weighted" not in dev.entry_ops:
                     raise dev.cannot("weighted", "GAT attention")
-                self.moa.sparse[i] = attention_device(self.moa.choices[i])
+                self.moa.sparse[i] = attention_device(self.moa.choices[i], aggregate=dev)
 
     def rows(self, j):
         return np.arange(*self.node_ranges[j])

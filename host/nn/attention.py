@@ -100,11 +100,12 @@ def sddmm(csr: CSRGraph, Q: torch.Tensor, K: torch.Tensor, device: SparseDevice,
     return _SDDMM.apply(Q.contiguous(), K.contiguous(), csr, device, what)
 
 
-def head_segments(width: int, C: int, c0: int, c1: int) -> list[tuple[int, int, int]]:
-    """The heads that columns ``[c0, c1)`` of a ``width``-wide (heads x ``C``) tensor touch:
-    ``(head, a, b)`` with ``[a, b)`` the head's columns, as positions within the block (a
-    feature-partitioned attention layer: DEAL's processes, MoP's sparse devices)."""
-    del width
+def head_segments(C: int, c0: int, c1: int) -> list[tuple[int, int, int]]:
+    """The heads that columns ``[c0, c1)`` of a heads x ``C`` tensor touch: ``(head, a, b)``
+    with ``[a, b)`` the head's columns, as positions within the block (a feature-partitioned
+    attention layer: DEAL's processes, MoP's sparse devices); none for an empty block."""
+    if c1 <= c0:
+        return []
     return [(h, max(c0, h * C) - c0, min(c1, (h + 1) * C) - c0)
             for h in range(c0 // C, (c1 - 1) // C + 1)]
 

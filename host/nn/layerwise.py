@@ -29,7 +29,8 @@ def local_operator(kind: str, rows: CSRGraph, row_nodes: np.ndarray):
     scales its own rows before they are used or served).
 
     ``gcn``: ``A + I`` (one self loop per node), ``r = c = 1 / sqrt(deg)``; ``mean``: loops
-    removed, ``r = 1 / deg`` (0 without neighbours); ``sum``: ``A + I`` unscaled (GAT: PyG's ``GATConv`` removes the loops and adds one each).
+    removed, ``r = 1 / deg`` (0 without neighbours); ``sum``: ``A + I`` unscaled (GAT: PyG's
+    ``GATConv`` removes the loops and adds one each).
     """
     n = rows.n_rows
     row_nodes = np.asarray(row_nodes, dtype=np.int64)

@@ -107,7 +107,7 @@ class PartitionRuntime(Runtime):
                 from moagcn.host.devices.pair import attention_device
                 if "weighted" not in dev.entry_ops:
                     raise dev.cannot("weighted", "GAT attention")
-                self.moa.sparse[j] = attention_device(self.moa.choices[j])
+                self.moa.sparse[j] = attention_device(self.moa.choices[j], aggregate=dev)
 
     def _plan_exchange(self, owner) -> None:
         """The exchange of the layers after the first: which rows cross as rows (post) and which
@@ -231,6 +231,22 @@ class PartitionRuntime(Runtime):
                     self.dense_macs[j] += model.dense_macs(layer, int(x.shape[0]), layer > 0)
         return P
 
+    def _gat_feature_bytes(self) -> list[int]:
+        """Per worker and layer of a GAT: its input rows with the halo, their projection and
+        attention terms, the scores and weights of its rows' entries, and its output rows."""
+        deg = self.op.adj.degrees()
+        out = []
+        for j in range(self.m):
+            own, cols = self.parts[j].size, self.local_cols[j].size
+            nnz = int(deg[self.parts[j]].sum())
+            b = 0
+            for layer, conv in enumerate(self.model.convs):
+                w, H = conv.heads * conv.out_channels, conv.heads
+                b += cols * (self.model.dims[layer] + w + 2 * H) + 2 * nnz * H
+                b += own * self.model.dims[layer + 1]
+            out.append(FLOAT_BYTES * b)
+        return out
+
     def _exchange(self, P, mask, out_scale, layer):
         """Send every worker's post rows and pre partial sums of ``layer``'s input (the previous
         pre-activations ``P``) in one all-to-all; return the receivers' input rows (own and
@@ -282,6 +298,8 @@ class PartitionRuntime(Runtime):
 
     def feature_bytes(self):
         d, L = self.model.dims, self.model.n_layers
+        if self.model.kind == "gat":
+            return self._gat_feature_bytes()
         out = []
         for j in range(self.m):
             own, cols = self.parts[j].size, self.local_cols[j].size

@@ -40,6 +40,13 @@ def check_runtime_gat(args, choice) -> None:
     """``--model gat`` on the runtimes (workers, fleets, ``--distributed``; MoP or partition
     parallelism): refuse in one line what it does not take, before any work -- the SDDMM's
     preset (each accelerator's is its default) and an accelerator without edge weights."""
+    if args.reference:
+        raise UserError("--reference with --model gat: the plain torch reference trains GCN, "
+                        "GraphSAGE and GIN; the GAT's own reference is the one-process run "
+                        "(leave out --workers, --devices, --distributed); leave it out")
+    if args.dropout_at != "aggregate":
+        raise UserError(f"--dropout-at {args.dropout_at} with --model gat: a GAT's dropout is "
+                        "PyG's (each layer's input and the attention weights); leave it out")
     if args.sddmm_preset is not None:
         raise UserError(f"--sddmm-preset {args.sddmm_preset}: on the runtimes (workers, "
                         "fleets) each worker's SDDMM is its design's default preset; leave "

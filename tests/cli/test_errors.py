@@ -236,6 +236,12 @@ CASES = [
     C("train-gat-fleet-binary", "train --epochs 1 --model gat --device model --parallelism "
       "partition --devices sspmm:lanes=8,cpu --report {tmp}/t.json", "train_gat.py",
       "add :weighted=true to its spec", "multiplies by a binary adjacency"),
+    C("train-gat-runtime-reference", "train --epochs 1 --model gat --device cpu --workers 2 "
+      "--reference --report {tmp}/t.json", "train_gat.py",
+      "the plain torch reference trains GCN", "--reference with --model gat"),
+    C("train-gat-runtime-dropout-at", "train --epochs 1 --model gat --device cpu --workers 2 "
+      "--dropout-at input --report {tmp}/t.json", "train_gat.py",
+      "a GAT's dropout is PyG's", "--dropout-at input with --model gat"),
     C("train-gat-partition-sddmm", "train --epochs 1 --model gat --device model --param "
       "weighted=true --parallelism partition --sddmm-preset tiny --report {tmp}/t.json",
       "train_gat.py", "each worker's SDDMM is its design's default preset",

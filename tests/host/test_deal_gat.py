@@ -184,7 +184,7 @@ def test_distributed_gat_equals_the_in_process_run():
 
 def test_rtl_equals_model_bit_for_bit():
     """The attention's SDDMM and the weighted SpMM on the tiny presets' RTL (Verilator) give
-    the model device's embeddings and cycles exactly."""
+    the model device's embeddings bit for bit, and cycles within the cycle models' 3 %."""
     from moagcn.host.devices.select import AcceleratorChoice
     g = awkward(20, seed=6)
     X = features(g.n_rows, 4, seed=2)
@@ -198,6 +198,7 @@ def test_rtl_equals_model_bit_for_bit():
                        [s.device["cycles_total"] for s in eng.stats.values()])
     assert np.array_equal(out["rtl"][0], out["model"][0])
     assert min(out["model"][1]) > 0
+    assert out["rtl"][1] == pytest.approx(out["model"][1], rel=0.03)
 
 
 def test_model_device_runs_the_attention_and_bad_models_are_named():
