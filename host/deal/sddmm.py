@@ -164,8 +164,11 @@ def attention(engine, layer: int, Y: dict, conv) -> dict:
             q, m2 = engine.pm(src)
             expect[(src, r)] = ((sp.need[sp.need_of[q]].size, len(segs[m2])), torch.float32)
     src_terms = engine._exchange(sends, expect, "sddmm_src")
+    received = {r: [t for (_, dst), t in (*dest.items(), *src_terms.items()) if dst == r]
+                for r in Y}
     for r in Y:
         engine._timed(r, "sddmm_comm", t0)
+        engine.stats[r].mem.hold(*received[r])
     # 4. sum the partials per head, score on the device, LeakyReLU, row softmax
     alpha_own = {}
     for r in Y:
@@ -200,7 +203,7 @@ def attention(engine, layer: int, Y: dict, conv) -> dict:
         engine.trace[r].append(("sddmm", layer, -1, time.perf_counter() - t0,
                                 engine.devices[r].counters.cycles_total - c_before))
     for r in Y:
-        engine.stats[r].mem.drop(s_part[r], t_part[r])
+        engine.stats[r].mem.drop(s_part[r], t_part[r], *received[r])
     # 5. scores: each process gets the other sub-ranges' weights of the heads it aggregates
     t0 = time.perf_counter()
     got = _swap_in_range(
