@@ -370,7 +370,12 @@ def test_predict_on_a_small_graph(small, cal):
         assert v["pipeline"]["iteration_s"] >= e6["T_sync"]
         h = v["host"]
         assert h["iteration_s"] > 0
-        assert h["iteration_median_s"] >= h["iteration_s"] * 0.9 and h["iteration_mean_s"] > 0
+        # the median of the slowest stage bounds the median of the max from below: a
+        # log-normal stage of mean t and spread cv has median t / sqrt(1 + cv^2) (the spreads
+        # come from the calibration's measurements, large on a loaded machine)
+        cv = max([0.0, *h["stage_cv"]["A"], *h["stage_cv"]["T"]])
+        floor = (h["iteration_s"] - e6["T_sync"]) / math.sqrt(1 + cv * cv) + e6["T_sync"]
+        assert h["iteration_median_s"] >= 0.99 * floor and h["iteration_mean_s"] > 0
     # the cycle-model variant's accelerator aggregation is the device's figure
     assert full["variants"]["cycles"]["eq6"]["trainers"][1]["agg_from"] == "given"
     assert all(math.isfinite(x) and x > 0 for x in r["epoch_s"].values())
