@@ -14,7 +14,8 @@ process ``(p, m)`` scores the entries of sub-range ``m`` only:
 
 1. **dest**: it receives the other ``M - 1`` blocks' partial ``s`` of its sub-range's rows
    (DEAL: ``(M - 1) N D / (M^2 P)`` values);
-2. **src**: it sends the ids of the source rows its entries use to their owners, then receives
+2. **src**: it sends the ids of the source rows its entries use to their owners in other
+   ranges (its own range's processes hold the same graph and work the ids out), then receives
    every block's partial ``t`` of those rows that it does not hold (DEAL: ``(M P - 1) N D /
    (M^2 P)``, which assumes the sources a process needs scale with the rows it scores; on a
    dense graph every process needs every source, ``(M P - 1) N D / (M P)``, approach (i)'s);
@@ -75,30 +76,42 @@ def score_plan(adj: CSRGraph, a: int, b: int, bounds) -> ScorePlan:
 
 
 def prepare(engine, layer: int) -> None:
-    """Every local process's :class:`ScorePlan` of layer ``layer``, and the ids of the source
-    rows it needs sent to their holders (counts, then ids: ``sddmm_ids``)."""
+    """Every local process's :class:`ScorePlan` of layer ``layer``, and which source rows each
+    holder serves to whom: the processes of the other ranges are sent the ids (counts, then
+    ids: ``sddmm_ids``); the range's own processes hold the same sampled graph, so each
+    works out its peers' plans itself."""
     made = engine._ops[layer]
-    plans = {}
-    for r in engine.local:
-        p, m = engine.pm(r)
+
+    def plan_of(p, m):
         a, b = engine.rsub(p)[m]
-        plans[r] = score_plan(made[p][0], a, b, engine.bounds)
+        return score_plan(made[p][0], a, b, engine.bounds)
+
+    plans = {r: plan_of(*engine.pm(r)) for r in engine.local}
+
+    def others(r):          # the holders in other ranges (they need the ids sent)
+        return [d for d in _holders(engine, r) if engine.pm(d)[0] != engine.pm(r)[0]]
+
     sends, expect = {}, {}
     for r, sp in plans.items():
-        for dst in _holders(engine, r):
-            q = engine.pm(dst)[0]
-            sends[(r, dst)] = torch.tensor([sp.need[sp.need_of[q]].size])
-        for src in _holders(engine, r):
-            expect[(src, r)] = ((1,), torch.int64)
+        for dst in others(r):
+            sends[(r, dst)] = torch.tensor([sp.need[sp.need_of[engine.pm(dst)[0]]].size])
+            expect[(dst, r)] = ((1,), torch.int64)
     counts = engine._exchange(sends, expect, "sddmm_ids")
     sends = {(r, dst): torch.from_numpy(plans[r].need[plans[r].need_of[engine.pm(dst)[0]]])
-             for r in plans for dst in _holders(engine, r)}
+             for r in plans for dst in others(r)}
     expect = {key: ((int(c[0]),), torch.int64) for key, c in counts.items()}
     got = engine._exchange(sends, expect, "sddmm_ids")
     serve = {r: {} for r in engine.local}
     for (src, dst), ids in got.items():
         lo = engine.bounds[engine.pm(dst)[0]][0]
         serve[dst][src] = torch.from_numpy(ids.numpy() - lo)
+    for r in engine.local:          # the range's peers: their own-range sources, worked out
+        p, m = engine.pm(r)
+        lo = engine.bounds[p][0]
+        for m2 in range(engine.M):
+            if m2 != m:
+                sp = plans.get(engine.rank(p, m2)) or plan_of(p, m2)
+                serve[r][engine.rank(p, m2)] = torch.from_numpy(sp.need[sp.need_of[p]] - lo)
     engine._scores[layer] = (plans, serve)
 
 

@@ -148,8 +148,18 @@ def test_sddmm_fetches_exactly_the_needed_source_terms():
     bounds = [(N * i // P, N * (i + 1) // P) for i in range(P)]
     subs = [[(lo + (hi - lo) * m // M, lo + (hi - lo) * (m + 1) // M) for m in range(M)]
             for lo, hi in bounds]
+    def needed(G, q, j):         # the sources sub-range (q, j)'s entries use (loops added)
+        a, b = subs[q][j]
+        return {int(u) for v in range(a, b)
+                for u in G.indices[G.indptr[v]:G.indptr[v + 1]]} | set(range(a, b))
+
     for r, st in eng.stats.items():
         p, m = divmod(r, M)
+        lo, hi = bounds[p]
+        # ids come only from the other ranges' processes: a count, then the ids in this range
+        ids = sum(8 * (1 + len({u for u in needed(G, q, j) if lo <= u < hi}))
+                  for G in graphs for q in range(P) if q != p for j in range(M))
+        assert st.bytes_received["sddmm_ids"] == ids
         a, b = subs[p][m]
         src = 0
         for layer, G in enumerate(graphs):
