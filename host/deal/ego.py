@@ -32,7 +32,6 @@ from moagcn.host.devices.select import AcceleratorChoice
 from moagcn.host.graphs.minibatch import NeighborSampler
 from moagcn.host.graphs.ops import CSRGraph
 from moagcn.host.graphs.sampling import sample_rows
-from moagcn.host.nn.attention import row_softmax
 from moagcn.host.nn.layerwise import AGGREGATION_KIND, local_operator
 from moagcn.host.nn.models import GNN
 
@@ -57,22 +56,14 @@ def _gat_block(conv, x: torch.Tensor, adj: CSRGraph, at: np.ndarray, device,
     """One GAT layer on a batch's block: the projection of every source (``x``, already
     activated), the attention of the targets (sources ``at``) over ``adj`` (local ids, one self
     loop each), the weighted aggregation and the bias."""
-    H, C = conv.heads, conv.out_channels
     t0 = time.perf_counter()
-    h = (x @ conv.lin.weight.T).view(-1, H, C)
+    h, s, t = conv.project(x)
     times["gemm"] += time.perf_counter() - t0
     t0 = time.perf_counter()
-    t = (h * conv.att_src).sum(-1)
-    s = (h[torch.from_numpy(at)] * conv.att_dst).sum(-1)
-    e = device.sddmm(adj, torch.stack([s, torch.ones_like(s)], -1),
-                     torch.stack([torch.ones_like(t), t], -1), "GAT attention")
-    alpha = row_softmax(F.leaky_relu(e, conv.negative_slope), adj)
+    alpha = conv.attention(adj, s[torch.from_numpy(at)], t, device)
     times["sddmm"] += time.perf_counter() - t0
     t0 = time.perf_counter()
-    out = device.spmm_weighted(adj, alpha, h, "GAT attention")
-    out = out.reshape(adj.n_rows, H * C) if conv.concat else out.mean(dim=1)
-    if conv.bias is not None:
-        out = out + conv.bias
+    out = conv.combine(device.spmm_weighted(adj, alpha, h, "GAT attention"))
     times["spmm"] += time.perf_counter() - t0
     return out
 

@@ -64,7 +64,7 @@ from moagcn.host.deal import sddmm
 from moagcn.host.devices.select import AcceleratorChoice
 from moagcn.host.graphs.ops import CSRGraph, contiguous_ranges
 from moagcn.host.graphs.sampling import LayerSampler
-from moagcn.host.nn.attention import head_segments
+from moagcn.host.nn.attention import head_segments, spmm_segments
 from moagcn.host.nn.layerwise import AGGREGATION_KIND, local_operator
 from moagcn.host.nn.models import GNN
 from moagcn.host.parallel.comm import Communicator
@@ -303,14 +303,7 @@ class DealEngine:
         if self.model.kind == "gat" and self.choice.device != "cpu":
             # lazy: the pair is needed only for attention on an accelerator
             from moagcn.host.devices.pair import attention_device
-            choice = self.choice
-            if "weighted" not in choice.spec.entry_ops(choice.config()):   # before any build
-                raise UserError(f"--device {choice.device} --design {choice.design}: a GAT "
-                                "aggregates with per-edge attention weights, and this "
-                                "accelerator multiplies by a binary adjacency; add --param "
-                                "weighted=true (the weighted S-SpMM; the scores run on the "
-                                "sddmm design), or use --device cpu")
-            return attention_device(choice)
+            return attention_device(self.choice)   # (refuses a binary S-SpMM before a build)
         return self.choice.make()
 
     # -- geometry --------------------------------------------------------------------------------
@@ -563,19 +556,7 @@ class DealEngine:
                 return self.devices[r].sspmm(csr, H)
             width = self.model.dims[layer + 1]
             segs = head_segments(width // heads, *self.cols(width, self.pm(r)[1]))
-            vals = values[r][entries]
-            n = H.shape[0]
-            w = segs[0][2] - segs[0][1]
-            if all(b - a == w for _, a, b in segs):      # equal segments: one product
-                Z = self.devices[r].spmm_weighted(csr, vals, H.view(n, len(segs), w),
-                                                  "GAT attention")
-                return Z.reshape(csr.n_rows, -1)
-            Z = torch.empty(csr.n_rows, H.shape[1])
-            for j, (_, a, b) in enumerate(segs):
-                Z[:, a:b] = self.devices[r].spmm_weighted(
-                    csr, vals[:, j:j + 1].contiguous(), H[:, a:b].reshape(n, 1, b - a),
-                    "GAT attention").reshape(csr.n_rows, b - a)
-            return Z
+            return spmm_segments(csr, values[r][entries], H, segs, self.devices[r])
 
         def compute(r, csr, H, s=-1, rows=None):
             if csr.nnz == 0:

@@ -39,10 +39,9 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 from moagcn.host.graphs.ops import CSRGraph
-from moagcn.host.nn.attention import head_segments, row_softmax
+from moagcn.host.nn.attention import head_segments
 
 FLOAT_BYTES = 4
 
@@ -205,11 +204,8 @@ def attention(engine, layer: int, Y: dict, conv) -> dict:
                     piece = src_terms[(holder, r)]
                 T[sl, heads] += piece
         engine.stats[r].mem.hold(S, T)
-        one_s, one_t = torch.ones_like(S), torch.ones_like(T)
         c_before = engine.devices[r].counters.cycles_total
-        e = engine.devices[r].sddmm(sp.sub, torch.stack([S, one_s], -1),
-                                    torch.stack([one_t, T], -1), "GAT attention")
-        alpha_own[r] = row_softmax(F.leaky_relu(e, conv.negative_slope), sp.sub)
+        alpha_own[r] = conv.attention(sp.sub, S, T, engine.devices[r])
         engine.stats[r].mem.hold(alpha_own[r])
         engine.stats[r].mem.drop(S, T)
         engine._timed(r, "sddmm", t0)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from moagcn.core.counters import Counters
 from moagcn.core.device import SparseDevice
+from moagcn.errors import UserError
 
 from moagcn.host.devices.select import AcceleratorChoice
 
@@ -95,12 +96,28 @@ class AttentionDevice(SparseDevice):
         return self.scores.sddmm(csr, Q, K, what, mask)
 
 
+def require_weighted(choice: AcceleratorChoice, flag: str) -> None:
+    """Refuse in one line, before any device is built, an accelerator ``choice`` that cannot
+    aggregate with per-edge attention weights (a binary S-SpMM, another design); ``flag``
+    names the option that chose it (``--device rtl``, ``--devices sspmm:lanes=8``). The cpu
+    passes."""
+    if choice.device == "cpu":
+        return
+    if "weighted" not in choice.spec.entry_ops(choice.config()):
+        raise UserError(f"{flag}: GAT aggregates with per-edge attention weights, and this "
+                        f"{choice.design} accelerator multiplies by a binary adjacency; add "
+                        "--param weighted=true (in a --devices spec, :weighted=true: the "
+                        "weighted S-SpMM; the scores run on the sddmm design), or train with "
+                        "--device cpu")
+
+
 def attention_device(choice: AcceleratorChoice, sddmm_preset: str | None = None,
                      aggregate: SparseDevice | None = None) -> AttentionDevice:
-    """The pair for ``choice`` (a ``model`` / ``rtl`` choice of the weighted S-SpMM): the
-    SDDMM of the same kind and simulator, preset ``sddmm_preset`` (None: the rule of
-    :func:`default_sddmm_preset`). ``aggregate``: the device already made for ``choice``
-    (None: make it)."""
+    """The pair for ``choice`` (a ``model`` / ``rtl`` choice of the weighted S-SpMM, else
+    refused by :func:`require_weighted`): the SDDMM of the same kind and simulator, preset
+    ``sddmm_preset`` (None: the rule of :func:`default_sddmm_preset`). ``aggregate``: the
+    device already made for ``choice`` (None: make it)."""
+    require_weighted(choice, f"--device {choice.device} --design {choice.design}")
     scores = AcceleratorChoice(choice.device, SCORES_DESIGN,
                                sddmm_preset or default_sddmm_preset(choice),
                                simulator=choice.simulator)

@@ -30,7 +30,7 @@ import torch.nn.functional as F
 
 from moagcn.host.graphs.ops import contiguous_ranges
 from moagcn.host.graphs.partition import weighted_ranges
-from moagcn.host.nn.attention import head_segments, row_softmax, sddmm, spmm_weighted
+from moagcn.host.nn.attention import head_segments, spmm_segments
 from moagcn.host.parallel.comm import FLOAT_BYTES
 from moagcn.host.parallel.runtime import Runtime
 
@@ -64,8 +64,8 @@ class MoPRuntime(Runtime):
 
     def _gat_setup(self) -> None:
         """A GAT: each layer's column ranges of ``h`` (``heads x C``, by the shares when
-        given), the heads they touch, and on an accelerator the weighted S-SpMM paired with
-        the SDDMM."""
+        given) and the heads they touch (:class:`Runtime` paired each accelerator with the
+        SDDMM)."""
         self.gat_cols, self.gat_segs = [], []
         for conv in self.model.convs:
             w = conv.heads * conv.out_channels
@@ -73,14 +73,6 @@ class MoPRuntime(Runtime):
                     else weighted_ranges(w, self.shares))
             self.gat_cols.append(cols)
             self.gat_segs.append([head_segments(conv.out_channels, *c) for c in cols])
-        for i in self.local:
-            dev = self.devices[i]
-            if dev.kind != "cpu" and "sddmm" not in dev.entry_ops:
-                # lazy: the pair is needed only for attention on an accelerator
-                from moagcn.host.devices.pair import attention_device
-                if "weighted" not in dev.entry_ops:
-                    raise dev.cannot("weighted", "GAT attention")
-                self.moa.sparse[i] = attention_device(self.moa.choices[i], aggregate=dev)
 
     def rows(self, j):
         return np.arange(*self.node_ranges[j])
@@ -133,19 +125,17 @@ class MoPRuntime(Runtime):
         adj = self.op.adj
         P = {}
         for layer, conv in enumerate(model.convs):
-            H, C = conv.heads, conv.out_channels
             fr, segs = self.gat_cols[layer], self.gat_segs[layer]
             heads = [[h for h, _, _ in sg] for sg in segs]
             mask = mask_fn(layer, (self.n, model.dims[layer])) if mask_fn else None
-            att = mask_fn(L + layer, (adj.nnz, H)) if mask_fn else None
+            att = mask_fn(L + layer, (adj.nnz, conv.heads)) if mask_fn else None
             send = {}
             for j in self.local:
                 x = self.X_rows[j] if layer == 0 else F.elu(P[j])
                 if mask is not None:
                     x = x * mask[slice(*nr[j])].to(x.device) * out_scale
-                h = conv.lin(x)
-                hv = h.view(-1, H, C)
-                s, t = (hv * conv.att_dst).sum(-1), (hv * conv.att_src).sum(-1)
+                hv, s, t = conv.project(x)
+                h = hv.reshape(hv.shape[0], -1)
                 send[j] = [torch.cat([h[:, slice(*fr[i])], s[:, heads[i]], t[:, heads[i]]], 1)
                            for i in range(m)]
                 if count_ops:
@@ -165,9 +155,7 @@ class MoPRuntime(Runtime):
                 {j: [(_width(nr[j]), _width(fr[i])) for i in range(m)] for j in self.local})
             for j in self.local:
                 out = torch.cat([b.to(self.dense) for b in back[j]], dim=1)
-                if not conv.concat:
-                    out = out.view(-1, H, C).mean(dim=1)
-                P[j] = out + conv.bias if conv.bias is not None else out
+                P[j] = conv.combine(out.view(-1, conv.heads, conv.out_channels))
         return P
 
     def _gat_aggregate(self, i, h, S, T, segs, conv, att, out_scale):
@@ -175,22 +163,13 @@ class MoPRuntime(Runtime):
         SDDMM), LeakyReLU, the row softmax, attention dropout (``att``), and ``Σ_u α_vu h_u`` of
         each head's columns of its slice (the weighted SpMM)."""
         adj, dev = self.op.adj, self.devices[i]
-        n = h.shape[0]
         if not segs:
-            return h.new_zeros((n, 0))
-        e = sddmm(adj, torch.stack([S, torch.ones_like(S)], -1),
-                  torch.stack([torch.ones_like(T), T], -1), dev)
-        alpha = row_softmax(F.leaky_relu(e, conv.negative_slope), adj)
+            return h.new_zeros((h.shape[0], 0))
+        alpha = conv.attention(adj, S, T, dev)
         keep = None
         if att is not None:
-            alpha = alpha * att.to(alpha.device) * out_scale
-            keep = alpha.detach() != 0
-        parts = []
-        for k, (_, a, b) in enumerate(segs):
-            Zk = spmm_weighted(adj, alpha[:, k:k + 1], h[:, a:b].reshape(n, 1, b - a), dev,
-                               "GAT attention", None if keep is None else keep[:, k:k + 1])
-            parts.append(Zk.reshape(n, b - a))
-        return torch.cat(parts, dim=1)
+            alpha, keep = conv.drop_attention(alpha, att, out_scale)
+        return spmm_segments(adj, alpha, h, segs, dev, keep=keep)
 
     def _exchange_bytes(self, w: int) -> int:
         """``4 (N w - Σ_i n_i w_i)``: an all-to-all of width w without the diagonal blocks."""

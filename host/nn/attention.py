@@ -110,6 +110,26 @@ def head_segments(C: int, c0: int, c1: int) -> list[tuple[int, int, int]]:
             for h in range(c0 // C, (c1 - 1) // C + 1)]
 
 
+def spmm_segments(csr: CSRGraph, values: torch.Tensor, X: torch.Tensor, segs: list,
+                  device: SparseDevice, what: str = "GAT attention",
+                  keep: torch.Tensor | None = None) -> torch.Tensor:
+    """A feature block's weighted aggregation when the block cuts heads: ``X`` holds the
+    block's columns, ``segs`` its :func:`head_segments` ``(head, a, b)``, ``values[:, j]`` (and
+    ``keep[:, j]``) segment ``j``'s head; returns ``Σ_u values[k, j] X[u, a:b]`` side by side
+    (rows x block width), one :func:`spmm_weighted` when the segments are equally wide."""
+    n, rows = X.shape[0], csr.n_rows
+    if not segs:
+        return X.new_zeros((rows, 0))
+    w = segs[0][2] - segs[0][1]
+    if all(b - a == w for _, a, b in segs):
+        return spmm_weighted(csr, values, X.reshape(n, len(segs), w), device, what,
+                             keep).reshape(rows, -1)
+    return torch.cat([spmm_weighted(csr, values[:, j:j + 1], X[:, a:b].reshape(n, 1, b - a),
+                                    device, what, None if keep is None else keep[:, j:j + 1]
+                                    ).reshape(rows, b - a)
+                      for j, (_, a, b) in enumerate(segs)], dim=1)
+
+
 def row_softmax(scores: torch.Tensor, csr: CSRGraph) -> torch.Tensor:
     """Softmax of ``scores`` (``nnz x heads``) over each row's entries, exactly as PyG's
     ``torch_geometric.utils.softmax``: the row maximum (not differentiated) subtracted,

@@ -143,10 +143,7 @@ class AggregationOp:
         cols = np.asarray(cols, dtype=np.int64)
         values = None
         if self.values is not None:     # the rows' entries, in order (block keeps them all)
-            deg = self.adj.degrees()[rows]
-            starts = np.repeat(self.adj.indptr[rows], deg)
-            offsets = np.arange(int(deg.sum())) - np.repeat(np.cumsum(deg) - deg, deg)
-            values = self.values[starts + offsets]
+            values = self.values[self.adj.row_entries(rows)]
         return AggregationOp(self.adj.block(rows, cols),
                              None if self.row_scale is None else self.row_scale[rows],
                              None if self.col_scale is None else self.col_scale[cols], self.kind,

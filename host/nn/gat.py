@@ -158,13 +158,8 @@ class GATConv(_DeviceConv):
         n = self._check_input(x, edge_index)
         edges = self._edges(edge_index, n)
         csr, dev = edges.csr, self.sparse_device
-        H, C = self.heads, self.out_channels
-        h = self.lin(x).view(-1, H, C)
-        s = (h * self.att_dst).sum(-1)                       # target term, N x H
-        t = (h * self.att_src).sum(-1)                       # source term, N x H
-        one = torch.ones_like(s)
-        e = sddmm(csr, torch.stack([s, one], -1), torch.stack([one, t], -1), dev, _WHAT)
-        alpha = row_softmax(F.leaky_relu(e, self.negative_slope), csr)
+        h, s, t = self.project(x)
+        alpha = self.attention(csr, s, t, dev)
         order, inv = edges.order.to(x.device), edges.inv.to(x.device)
         keep = None
         if self.training and self.dropout > 0 or return_attention_weights:
@@ -175,15 +170,43 @@ class GATConv(_DeviceConv):
                 # the scores: dropout's is 0 where it dropped, the softmax's is α_k (...) = 0
                 # where α_k = 0; so the gradient SDDMM <dZ_v, h_u> skips those pairs
                 keep = alpha.detach() != 0
-        out = spmm_weighted(csr, alpha, h, dev, _WHAT, keep)
-        out = out.reshape(-1, H * C) if self.concat else out.mean(dim=1)
-        if self.res is not None:
-            out = out + self.res(x)
-        if self.bias is not None:
-            out = out + self.bias
+        out = self.combine(spmm_weighted(csr, alpha, h, dev, _WHAT, keep), x)
         if return_attention_weights:
             return out, (edges.edge_index.to(x.device), alpha_edges)
         return out
+
+    # -- the layer's steps, also run by the parallel runtimes and DEAL on their own rows --------
+
+    def project(self, x: torch.Tensor):
+        """``h = x W`` (rows x heads x C) and its attention terms: ``s = <h, a_dst>`` (as a
+        target) and ``t = <h, a_src>`` (as a source), rows x heads."""
+        h = self.lin(x).view(-1, self.heads, self.out_channels)
+        return h, (h * self.att_dst).sum(-1), (h * self.att_src).sum(-1)
+
+    def attention(self, csr: CSRGraph, s: torch.Tensor, t: torch.Tensor, device):
+        """The attention weights of ``csr``'s entries (rows: targets, ``s`` per row; columns:
+        sources, ``t`` per column): the scores ``<[s_v, 1], [1, t_u]>`` as an SDDMM on
+        ``device``, LeakyReLU, the softmax over each row's entries."""
+        e = sddmm(csr, torch.stack([s, torch.ones_like(s)], -1),
+                  torch.stack([torch.ones_like(t), t], -1), device, _WHAT)
+        return row_softmax(F.leaky_relu(e, self.negative_slope), csr)
+
+    @staticmethod
+    def drop_attention(alpha: torch.Tensor, keep: torch.Tensor, scale: float):
+        """Attention dropout with a given keep-mask: the kept weights scaled, and the pairs
+        whose weight's gradient is used (the gradient SDDMM's mask: a zero weight, dropped or
+        underflowed, passes no gradient to its score)."""
+        alpha = alpha * keep.to(alpha.device) * scale
+        return alpha, alpha.detach() != 0
+
+    def combine(self, out: torch.Tensor, x: torch.Tensor | None = None) -> torch.Tensor:
+        """The aggregated heads (rows x heads x C) concatenated or averaged, plus the residual
+        of ``x`` (with ``residual=True``) and the bias."""
+        out = out.reshape(-1, self.heads * self.out_channels) if self.concat \
+            else out.mean(dim=1)
+        if self.res is not None and x is not None:
+            out = out + self.res(x)
+        return out + self.bias if self.bias is not None else out
 
     def __repr__(self) -> str:
         return (f"GATConv({self.in_channels}, {self.out_channels}, heads={self.heads}, "

@@ -22,6 +22,7 @@ import torch
 from moagcn.core.counters import Counters
 from moagcn.errors import UserError
 from moagcn.host.devices.moa import MixtureOfAccelerators
+from moagcn.host.devices.pair import attention_device
 from moagcn.host.devices.select import AcceleratorChoice
 from moagcn.host.graphs.ops import CSRGraph
 from moagcn.host.nn.autograd import PhaseTimer, aggregate
@@ -104,6 +105,11 @@ class Runtime(ABC):
         self.widths = model.dims[:-1]  # aggregation width of every layer
         #: evaluation's first-layer products of the fixed input, by (worker, operator)
         self._first_layer_eval: dict[tuple, torch.Tensor] = {}
+        if model.kind == "gat":     # attention: each accelerator paired with the SDDMM
+            for i in self.local:
+                dev = self.devices[i]
+                if dev.kind != "cpu" and "sddmm" not in dev.entry_ops:
+                    self.moa.sparse[i] = attention_device(self.moa.choices[i], aggregate=dev)
 
     # the node rows each dense worker holds, and the forward pass
 

@@ -17,7 +17,7 @@ import torch.nn.functional as F
 
 from moagcn.errors import UserError
 from moagcn.host.graphs.partition import partition_nodes, partition_quality
-from moagcn.host.nn.attention import row_softmax, sddmm, spmm_weighted
+from moagcn.host.nn.attention import spmm_weighted
 from moagcn.host.nn.autograd import AggregationOp
 from moagcn.host.parallel.comm import FLOAT_BYTES
 from moagcn.host.parallel.quant import wire_bytes
@@ -86,28 +86,16 @@ class PartitionRuntime(Runtime):
     def _gat_setup(self) -> None:
         """A GAT (:meth:`_gat_forward`): post exchange only; each worker's own rows among its
         columns, its block's entries in the global operator (attention dropout slices one
-        global mask), and on an accelerator the weighted S-SpMM paired with the SDDMM."""
+        global mask); :class:`Runtime` paired each accelerator with the SDDMM."""
         if self.aggregation != "post":
             raise UserError(f"--aggregation {self.aggregation} with --model gat: the attention "
                             "normalises each row over all its entries, so a sender cannot "
                             "pre-sum them; use --aggregation post")
-        adj = self.op.adj
-        deg = adj.degrees()
         self._gat_own, self._gat_entries = {}, {}
         for j in self.local:
             own = self.parts[j]
             self._gat_own[j] = torch.from_numpy(np.searchsorted(self.local_cols[j], own))
-            d = deg[own]
-            starts = np.repeat(adj.indptr[own], d)
-            self._gat_entries[j] = torch.from_numpy(
-                starts + np.arange(int(d.sum())) - np.repeat(np.cumsum(d) - d, d))
-            dev = self.devices[j]
-            if dev.kind != "cpu" and "sddmm" not in dev.entry_ops:
-                # lazy: the pair is needed only for attention on an accelerator
-                from moagcn.host.devices.pair import attention_device
-                if "weighted" not in dev.entry_ops:
-                    raise dev.cannot("weighted", "GAT attention")
-                self.moa.sparse[j] = attention_device(self.moa.choices[j], aggregate=dev)
+            self._gat_entries[j] = torch.from_numpy(self.op.adj.row_entries(own))
 
     def _plan_exchange(self, owner) -> None:
         """The exchange of the layers after the first: which rows cross as rows (post) and which
@@ -200,9 +188,8 @@ class PartitionRuntime(Runtime):
         model, L = self.model, self.model.n_layers
         H_local, P = dict(self.X_local), {}
         for layer, conv in enumerate(model.convs):
-            H, C = conv.heads, conv.out_channels
             mask = mask_fn(layer, (self.n, self.widths[layer])) if mask_fn else None
-            att = mask_fn(L + layer, (self.op.adj.nnz, H)) if mask_fn else None
+            att = mask_fn(L + layer, (self.op.adj.nnz, conv.heads)) if mask_fn else None
             if layer > 0:
                 H_local, _ = self._exchange(P, None, 1.0, layer)
             for j in self.local:
@@ -211,22 +198,14 @@ class PartitionRuntime(Runtime):
                     x = F.elu(x)
                 if mask is not None:
                     x = x * mask[torch.from_numpy(self.local_cols[j])].to(x.device) * out_scale
-                h = conv.lin(x).view(-1, H, C)
-                s = (h[self._gat_own[j].to(h.device)] * conv.att_dst).sum(-1)
-                t = (h * conv.att_src).sum(-1)
+                h, s, t = conv.project(x)
                 csr, dev = self.ops[j].adj, self.devices[j]
-                e = sddmm(csr, torch.stack([s, torch.ones_like(s)], -1),
-                          torch.stack([torch.ones_like(t), t], -1), dev)
-                alpha = row_softmax(F.leaky_relu(e, conv.negative_slope), csr)
+                alpha = conv.attention(csr, s[self._gat_own[j].to(s.device)], t, dev)
                 keep = None
                 if att is not None:
-                    alpha = alpha * att[self._gat_entries[j]].to(alpha.device) * out_scale
-                    # a dropped weight passes no gradient to its score: the gradient SDDMM
-                    # skips it (as GATConv in training)
-                    keep = alpha.detach() != 0
-                out = spmm_weighted(csr, alpha, h, dev, "GAT attention", keep)
-                out = out.reshape(-1, H * C) if conv.concat else out.mean(dim=1)
-                P[j] = out + conv.bias if conv.bias is not None else out
+                    alpha, keep = conv.drop_attention(alpha, att[self._gat_entries[j]],
+                                                      out_scale)
+                P[j] = conv.combine(spmm_weighted(csr, alpha, h, dev, "GAT attention", keep))
                 if count_ops:
                     self.dense_macs[j] += model.dense_macs(layer, int(x.shape[0]), layer > 0)
         return P

@@ -212,7 +212,7 @@ class PrePostPlan:
         :meth:`local_cols`; exactly the entries of those rows that are not pre-aggregated."""
         own, cols = self.parts[j], self.local_cols(j)
         deg = self.adj.degrees()[own]
-        take = _row_positions(self.adj.indptr, own, deg)
+        take = self.adj.row_entries(own)
         keep = ~self.is_pre[take]
         row = np.repeat(np.arange(own.size, dtype=np.int64), deg)[keep]
         take = take[keep]
@@ -380,12 +380,3 @@ def _split_keys(keys: np.ndarray, span: int, P: int) -> list:
     nodes = keys % span
     return [[nodes[bounds[i * P + j]:bounds[i * P + j + 1]] for j in range(P)]
             for i in range(P)]
-
-
-def _row_positions(indptr: np.ndarray, rows: np.ndarray, deg: np.ndarray) -> np.ndarray:
-    """Positions in ``indices`` of the entries of ``rows`` (row by row, stored order)."""
-    total = int(deg.sum())
-    if total == 0:
-        return np.zeros(0, dtype=np.int64)
-    starts = np.repeat(indptr[rows], deg)
-    return starts + np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(deg) - deg, deg)

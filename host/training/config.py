@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from moagcn.errors import UserError
+from moagcn.host.devices.pair import require_weighted
 from moagcn.host.devices.select import (DEFAULT_DESIGN, DEFAULT_DEVICE, DEFAULT_SIMULATOR,
                                         AcceleratorChoice)
 from moagcn.host.graphs.partition import PARTITION_METHODS
@@ -190,16 +191,11 @@ class TrainConfig:
     def _check_gat_devices(self) -> None:
         """Every accelerator of a GAT run aggregates with attention weights: a binary S-SpMM
         (or another design) is refused naming ``weighted=true``, before any device is built."""
-        choices = self.accelerators()
-        for c in choices if isinstance(choices, list) else [choices]:
-            if c.device == "cpu":
-                continue
-            if "weighted" not in c.spec.entry_ops(c.config()):
-                raise UserError(f"--model gat on {c.device}:{c.key}: GAT aggregates with "
-                                "per-edge attention weights, and this accelerator multiplies "
-                                "by a binary adjacency; use the weighted S-SpMM (--design sspmm "
-                                "--param weighted=true, or :weighted=true in a --devices spec), "
-                                "or --device cpu")
+        if self.devices:
+            for c in self.accelerators():
+                require_weighted(c, f"--devices {c.key}")
+        else:
+            require_weighted(self.accelerators(), f"--device {self.device}")
 
     def adjust_budget(self) -> int:
         """Re-partitions after warm-up this run may make (0: a static split)."""

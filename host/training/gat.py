@@ -33,7 +33,7 @@ import torch
 import torch.nn.functional as F
 
 from moagcn.errors import UserError
-from moagcn.host.devices.pair import attention_device, default_sddmm_preset
+from moagcn.host.devices.pair import attention_device, default_sddmm_preset, require_weighted
 from moagcn.host.devices.select import AcceleratorChoice
 from moagcn.host.graphs.data import Dataset
 from moagcn.host.graphs.ops import row_normalize
@@ -93,17 +93,13 @@ class GATConfig:
             return
         option = f"--device {self.device}"
         choice = self.choice()
-        spec, config = choice.spec, choice.config()   # a bad preset or parameter is named
+        choice.config()   # a bad preset or parameter is named
         if self.design != "sspmm":
             raise UserError(f"--design {self.design}: GAT on {option} runs its weighted "
                             "aggregation on the S-SpMM and its attention scores on the sddmm "
                             "design; use --design sspmm --param weighted=true, or train with "
                             "--device cpu")
-        if "weighted" not in spec.entry_ops(config):
-            raise UserError(f"{option}: GAT aggregates with per-edge attention weights, and "
-                            "this sspmm accelerator multiplies by a binary adjacency; add "
-                            "--param weighted=true (the weighted S-SpMM; the scores run on the "
-                            "sddmm design), or train with --device cpu")
+        require_weighted(choice, option)
         preset = self.sddmm_preset or default_sddmm_preset(choice)
         try:
             AcceleratorChoice(self.device, "sddmm", preset).config()

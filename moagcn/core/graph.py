@@ -313,6 +313,12 @@ class CSRGraph:
         return CSRGraph.from_edges(pos[self.row_ids()], pos[self.indices], self.n_nodes,
                                    dedupe=False)
 
+    def row_entries(self, rows) -> np.ndarray:
+        """Positions in ``indices`` of the entries of ``rows``, row by row in stored order (the
+        entries a :meth:`block` of those rows keeps, in its order)."""
+        rows = np.asarray(rows, dtype=np.int64)
+        return _row_gather(self.indptr, rows, self.degrees()[rows])
+
     def block(self, rows, cols) -> "CSRGraph":
         """The submatrix ``A[rows][:, cols]`` with columns renumbered to positions in ``cols``.
 

@@ -89,7 +89,8 @@ def test_reorder_keeps_the_result(data):
 def test_config_errors(data):
     with pytest.raises(UserError, match="--dropout 1.0"):
         train(data, TrainConfig(dropout=1.0))
-    with pytest.raises(UserError, match="--model gat on rtl:sspmm: .*--param weighted=true"):
+    with pytest.raises(UserError, match="--device rtl: GAT aggregates .*sspmm accelerator "
+                                        ".*--param weighted=true"):
         train(data, TrainConfig(model="gat"))
     with pytest.raises(UserError, match="--device 'fpga'"):
         train(data, TrainConfig(device="fpga"))
