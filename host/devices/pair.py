@@ -103,12 +103,15 @@ def require_weighted(choice: AcceleratorChoice, flag: str) -> None:
     passes."""
     if choice.device == "cpu":
         return
-    if "weighted" not in choice.spec.entry_ops(choice.config()):
+    spec = choice.spec
+    if "weighted" not in spec.entry_ops(choice.config()):
+        param = spec.entry_op_params.get("weighted")
+        fix = (f"add --param {param} (in a --devices spec, :{param}: the weighted S-SpMM; the "
+               "scores run on the sddmm design)" if param else
+               "use --design sspmm --param weighted=true (the weighted S-SpMM)")
         raise UserError(f"{flag}: GAT aggregates with per-edge attention weights, and this "
-                        f"{choice.design} accelerator multiplies by a binary adjacency; add "
-                        "--param weighted=true (in a --devices spec, :weighted=true: the "
-                        "weighted S-SpMM; the scores run on the sddmm design), or train with "
-                        "--device cpu")
+                        f"{choice.design} accelerator multiplies by a binary adjacency; {fix}, "
+                        "or train with --device cpu")
 
 
 def attention_device(choice: AcceleratorChoice, sddmm_preset: str | None = None,

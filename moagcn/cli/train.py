@@ -148,7 +148,7 @@ def cmd_train(args) -> int:
         # workers, fleets, --distributed: the runtimes' training (MoP or partition)
         # lazy: keeps the host runtime out of this module's import
         from moagcn.cli.train_gat import check_runtime_gat
-        check_runtime_gat(args, choice)
+        check_runtime_gat(args)
     rpath = report_path(args.report)
     save = output_path(args.save, "--save") if args.save else None
     _set_threads(args.threads)

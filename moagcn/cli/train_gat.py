@@ -36,10 +36,11 @@ _UNSUPPORTED = (("workers", 1, "--workers"), ("parallelism", "mop", "--paralleli
                 ("aggregation", "post", "--aggregation"), ("stages", None, "--stages"))
 
 
-def check_runtime_gat(args, choice) -> None:
+def check_runtime_gat(args) -> None:
     """``--model gat`` on the runtimes (workers, fleets, ``--distributed``; MoP or partition
-    parallelism): refuse in one line what it does not take, before any work -- the SDDMM's
-    preset (each accelerator's is its default) and an accelerator without edge weights."""
+    parallelism): refuse in one line what it does not take, before any work -- the plain torch
+    reference, ``--dropout-at`` and the SDDMM's preset (each accelerator's is its default).
+    ``TrainConfig`` refuses the rest (an accelerator without edge weights among them)."""
     if args.reference:
         raise UserError("--reference with --model gat: the plain torch reference trains GCN, "
                         "GraphSAGE and GIN; the GAT's own reference is the one-process run "
@@ -51,22 +52,6 @@ def check_runtime_gat(args, choice) -> None:
         raise UserError(f"--sddmm-preset {args.sddmm_preset}: on the runtimes (workers, "
                         "fleets) each worker's SDDMM is its design's default preset; leave "
                         "it out")
-    # lazy: keeps the host runtime, torch out of this module's import
-    from moagcn.host.training.gat import GATConfig
-    fleet = args.devices is not None
-    GATConfig(heads=args.heads, hidden=args.hidden, dropout=args.dropout, lr=args.lr,
-              epochs=args.epochs, device="cpu" if fleet else choice.device,
-              design=choice.design, preset=choice.preset, params=dict(choice.params),
-              simulator=choice.simulator).validate()
-    if fleet:       # every accelerator of the fleet aggregates with the attention weights
-        # lazy: keeps the host runtime out of this module's import
-        from moagcn.host.devices.select import parse_devices
-        for dev in parse_devices(args.devices, choice.device):
-            if dev.device != "cpu" and "weighted" not in dev.spec.entry_ops(dev.config()):
-                raise UserError(f"--devices {args.devices}: {dev.key} multiplies by a binary "
-                                "adjacency, and GAT aggregates with per-edge attention "
-                                f"weights; add :weighted=true to its spec (e.g. {dev.key}:"
-                                "weighted=true)")
 
 
 def cmd_train_gat(args, choice) -> int:

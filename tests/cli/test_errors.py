@@ -233,9 +233,6 @@ CASES = [
     C("train-gat-gcn-option", "train --epochs 1 --model gat --device cpu --layer-norm "
       "--report {tmp}/t.json", "train_gat.py", "with --workers, --devices or --distributed",
       "--layer-norm True: not available with --model gat"),
-    C("train-gat-fleet-binary", "train --epochs 1 --model gat --device model --parallelism "
-      "partition --devices sspmm:lanes=8,cpu --report {tmp}/t.json", "train_gat.py",
-      "add :weighted=true to its spec", "multiplies by a binary adjacency"),
     C("train-gat-runtime-reference", "train --epochs 1 --model gat --device cpu --workers 2 "
       "--reference --report {tmp}/t.json", "train_gat.py",
       "the plain torch reference trains GCN", "--reference with --model gat"),

@@ -120,6 +120,10 @@ def test_distributed_equals_in_process(small, tmp_path):
     (["--parallelism", "partition", "--device", "model", "--param", "weighted=true",
       "--sddmm-preset", "tiny"], r"--sddmm-preset tiny"),
     (["--parallelism", "partition", "--label-prop", "0.5"], r"--label-prop"),
+    (["--workers", "2", "--device", "model", "--devices", "sspmm:lanes=8,cpu"],
+     r"--devices sspmm:lanes=8: GAT aggregates .* add --param weighted=true"),
+    (["--workers", "2", "--device", "model", "--design", "hyscale"],
+     r"--device model: .* hyscale accelerator .* use --design sspmm"),
 ])
 def test_refusals_are_one_line(small, tmp_path, capsys, extra, match):
     path = tmp_path / "s.npz"
