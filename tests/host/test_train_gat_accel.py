@@ -43,10 +43,9 @@ def data():
 
 
 @pytest.fixture(scope="module")
-def small():
+def small(gat_small):
     """Small enough for a quick Verilator run on the tiny presets (still many parts)."""
-    return sbm(n_nodes=40, n_features=12, n_classes=3, train_per_class=5, n_val=10, n_test=15,
-               seed=7)
+    return gat_small
 
 
 def accel(**kw):

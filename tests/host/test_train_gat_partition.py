@@ -20,7 +20,6 @@ import pytest
 from moagcn.cli.main import main
 from moagcn.errors import UserError
 from moagcn.host.graphs.data import Dataset, save_npz
-from moagcn.host.graphs.generators import sbm
 from moagcn.host.training.config import TrainConfig
 from moagcn.host.training.fullgraph import train
 from moagcn.host.training.gat import GATConfig, train_gat
@@ -28,17 +27,16 @@ from moagcn.host.training.gat import GATConfig, train_gat
 from .test_deal import awkward
 
 
+@pytest.fixture(scope="module")
+def small(gat_small):
+    return gat_small
+
+
 def gat_cfg(**kw):
     base = dict(model="gat", hidden=3, heads=2, dropout=0.5, lr=0.01, epochs=3, device="cpu",
                 parallelism="partition")
     base.update(kw)
     return TrainConfig(**base)
-
-
-@pytest.fixture(scope="module")
-def small():
-    return sbm(n_nodes=40, n_features=12, n_classes=3, train_per_class=5, n_val=10, n_test=15,
-               seed=7)
 
 
 @pytest.fixture(scope="module")
