@@ -95,12 +95,23 @@ def row_sort_order(indptr, indices) -> np.ndarray:
     arrays (edge weights) follow with ``[order]``."""
     indptr = np.asarray(indptr, dtype=np.int64)
     indices = np.asarray(indices, dtype=np.int64)
+    if _rows_sorted(indptr, indices):
+        return np.arange(indices.size, dtype=np.int64)
+    return _sort_order(indptr, indices)
+
+
+def _rows_sorted(indptr: np.ndarray, indices: np.ndarray) -> bool:
+    """Whether every row's ids are ascending already (every descent at a row start)."""
     descents = np.flatnonzero(np.diff(indices) < 0) + 1
-    if descents.size:
-        starts = np.zeros(indices.size + 1, dtype=bool)
-        starts[indptr] = True
-    if descents.size == 0 or starts[descents].all():
-        return np.arange(indices.size, dtype=np.int64)   # every row sorted already
+    if descents.size == 0:
+        return True
+    starts = np.zeros(indices.size + 1, dtype=bool)
+    starts[indptr] = True
+    return bool(starts[descents].all())
+
+
+def _sort_order(indptr: np.ndarray, indices: np.ndarray) -> np.ndarray:
+    """:func:`row_sort_order` of rows not all sorted."""
     span = int(indices.max(initial=-1)) + 1
     if span > 4 * indices.size + 4096:
         # few entries among many ids: a comparison sort of (row, id) keys, not a count per id
@@ -117,14 +128,9 @@ def sort_rows(indptr, indices) -> np.ndarray:
     """``indices`` with each row sorted ascending (stable: equal ids keep their order)."""
     indptr = np.asarray(indptr, dtype=np.int64)
     indices = np.asarray(indices, dtype=np.int64)
-    descents = np.flatnonzero(np.diff(indices) < 0) + 1
-    if descents.size == 0:
+    if _rows_sorted(indptr, indices):
         return indices.copy()
-    starts = np.zeros(indices.size + 1, dtype=bool)
-    starts[indptr] = True
-    if starts[descents].all():
-        return indices.copy()           # already sorted: every descent is at a row start
-    return indices[row_sort_order(indptr, indices)]
+    return indices[_sort_order(indptr, indices)]
 
 
 class CSRGraph:

@@ -99,7 +99,7 @@ def _rows_too_long(indptr: np.ndarray, indices: np.ndarray, limits: TileLimits) 
     return np.nonzero(too_long)[0]
 
 
-def _previous_occurrence(indices: np.ndarray) -> np.ndarray:
+def previous_occurrence(indices: np.ndarray) -> np.ndarray:
     """Per entry, the position of the previous entry with the same column id (-1 if none).
 
     The entries' positions grouped by column in order of appearance are a stable sort by
@@ -138,7 +138,7 @@ def _row_blocks(indptr: np.ndarray, indices: np.ndarray, n_rows: int,
     before ``lo``, so each block is found with one cumulative sum over its candidate entries
     (linear in the entries overall), not a row-by-row loop.
     """
-    prev = _previous_occurrence(indices)
+    prev = previous_occurrence(indices)
     blocks = []
     start = 0
     window = 1024                 # entries scanned first; doubled while the block may go on

@@ -17,7 +17,7 @@ import numpy as np
 from moagcn.core.counters import Counters
 from moagcn.core.graph import validate_csr
 from moagcn.core.spec import AcceleratorSpec, Packed, Part, StreamProtocol
-from moagcn.core.tiling import TileLimits
+from moagcn.core.tiling import TileLimits, previous_occurrence
 from moagcn.errors import SimulationError, UserError
 from moagcn.hw.sddmm import protocol
 from moagcn.hw.sddmm.config import SddmmConfig
@@ -100,13 +100,9 @@ def plan_parts(rows: np.ndarray, cols: np.ndarray, kept: np.ndarray, config: Sdd
     and name at most ``max_rows`` distinct Q rows (``rows``, ascending) and ``max_cols`` distinct
     K rows (``cols``)."""
     pos = np.flatnonzero(kept)
-    k_all = cols[pos]
     # prev[t]: the last kept position before t naming the same K row (-1: none), so the K rows
     # of window [i, t] number the entries e in it with prev[e] < i (no sort per part)
-    order = np.argsort(k_all, kind="stable")
-    prev = np.full(pos.size, -1, dtype=np.int64)
-    same = k_all[order[1:]] == k_all[order[:-1]]
-    prev[order[1:][same]] = order[:-1][same]
+    prev = previous_occurrence(np.asarray(cols)[pos])
     parts, i = [], 0
     while i < pos.size:
         j = min(pos.size, i + config.max_edges)

@@ -99,8 +99,8 @@ def test_sorted_columns_remembered_only_for_read_only_graphs():
     assert sorted_columns(indptr, indices) is first
 
 
-def test_previous_occurrence_against_a_loop():
-    from moagcn.core.tiling import _previous_occurrence
+def testprevious_occurrence_against_a_loop():
+    from moagcn.core.tiling import previous_occurrence
     rng = np.random.default_rng(5)
     cases = [np.zeros(0, np.int64), np.array([7]), np.array([2, 2, 2, 2]),
              np.array([5, 0, 5, 1, 0, 5]),
@@ -111,7 +111,7 @@ def test_previous_occurrence_against_a_loop():
         for k, c in enumerate(indices.tolist()):
             want.append(last.get(c, -1))
             last[c] = k
-        assert _previous_occurrence(indices).tolist() == want
+        assert previous_occurrence(indices).tolist() == want
 
 
 @pytest.mark.parametrize("scale", [1, 10 ** 6])     # counting sort; few entries, large ids
