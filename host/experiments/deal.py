@@ -1,12 +1,12 @@
 """DEAL's all-node inference experiment (seed 004) on moagcn: DEAL against its baselines.
 
 ``moagcn experiment deal [--out DIR] [--rmat-scale 17] [--fanout 10,10] [--hidden 64]
-[--models gcn,gat] [--gat-heads 8] [--distributed] [--device cpu]
+[--models gcn,gat] [--heads 8] [--distributed] [--device cpu]
 [--datasets cora,citeseer,rmat] [--grid 1x1,2x1,1x2,2x2] [--epochs 100] [--rmat-epochs 3]
 [--seeds 1] [--repeats 3]``
 
 1. **Models** (``--models``): a 2-layer GCN (``--hidden`` units) and PyG's example GAT
-   (``--gat-heads`` heads of ``--hidden / heads`` units, so as wide; its attention is DEAL's
+   (``--heads`` heads of ``--hidden / heads`` units, so as wide; its attention is DEAL's
    distributed SDDMM, :mod:`moagcn.host.deal.sddmm`), each trained on CPU for Cora and CiteSeer
    (``--epochs``; test accuracy, mean ± std over ``--seeds`` training seeds, the first seed's
    weights are the ones embedded) and for the R-MAT power-law graph (``2^--rmat-scale`` nodes, 128
@@ -162,9 +162,9 @@ def make_model(name: str, d: Dataset, args, kind: str = "gcn") -> tuple[GNN, dic
 
 
 def _make_gat(d: Dataset, args, epochs: int, seeds: int):
-    """PyG's example GAT (``--gat-heads`` heads of ``--hidden / heads`` units, so its hidden
+    """PyG's example GAT (``--heads`` heads of ``--hidden / heads`` units, so its hidden
     layer is as wide as the GCN's), trained on CPU like the GCN (or fresh weights)."""
-    heads = args.gat_heads
+    heads = args.heads
     cfg = GATConfig(heads=heads, hidden=args.hidden // heads, epochs=max(epochs, 1), seed=0)
     meta = {"model": "gat", "in_features": d.n_features, "hidden": cfg.hidden, "heads": heads,
             "n_classes": d.n_classes, "layers": LAYERS, "dropout": cfg.dropout,
@@ -489,8 +489,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="hidden units of the 2-layer GCN (default 64)")
     parser.add_argument("--models", default="gcn,gat", metavar="gcn[,gat]",
                         help="models embedded (default gcn,gat: the 2-layer GCN and PyG's "
-                             "example GAT, --gat-heads heads of --hidden / heads units)")
-    parser.add_argument("--gat-heads", type=int, default=8,
+                             "example GAT, --heads heads of --hidden / heads units)")
+    parser.add_argument("--heads", type=int, default=8,
                         help="attention heads of the GAT's hidden layer (default 8)")
     parser.add_argument("--epochs", type=int, default=100,
                         help="training epochs on Cora and CiteSeer (default 100)")
@@ -529,8 +529,8 @@ def main(argv=None) -> int:
     if bad or not args.models:
         raise UserError(f"--models {','.join(args.models) or '(empty)'}: choose from "
                         f"{', '.join(MODEL_NAMES)} (e.g. gcn,gat)")
-    if args.gat_heads < 1 or args.hidden % args.gat_heads:
-        raise UserError(f"--gat-heads {args.gat_heads}: give a positive number of heads that "
+    if args.heads < 1 or args.hidden % args.heads:
+        raise UserError(f"--heads {args.heads}: give a positive number of heads that "
                         f"divides --hidden {args.hidden} (e.g. 8 heads of 8 units for 64)")
     grid = parse_grid(args.grid)
     fanout = parse_fanout(args.fanout, LAYERS)

@@ -65,7 +65,7 @@ def test_experiment_deal_gat_rows(tmp_path, capsys):
     own end-to-end target line."""
     assert main(["experiment", "deal", "--datasets", "rmat", "--rmat-scale", "9",
                  "--grid", "2x2", "--rmat-epochs", "1", "--repeats", "1", "--models", "gat",
-                 "--gat-heads", "4", "--hidden", "16", "--out", str(tmp_path)]) == 0
+                 "--heads", "4", "--hidden", "16", "--out", str(tmp_path)]) == 0
     printed = capsys.readouterr().out
     assert "(rmat-9 gat, 2 layers): DEAL >= 2x faster than ego-network" in printed
     report = json.loads((tmp_path / "deal.json").read_text())
@@ -87,8 +87,8 @@ def test_experiment_deal_gat_rows(tmp_path, capsys):
 def test_bad_models_are_one_line(tmp_path, capsys):
     assert main(["experiment", "deal", "--models", "gcn,gin", "--out", str(tmp_path)]) != 0
     assert "--models" in capsys.readouterr().err
-    assert main(["experiment", "deal", "--gat-heads", "5", "--out", str(tmp_path)]) != 0
-    assert "--gat-heads 5" in capsys.readouterr().err
+    assert main(["experiment", "deal", "--heads", "5", "--out", str(tmp_path)]) != 0
+    assert "--heads 5" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("grid", ["", "2by2", "0x1", "2x"])
