@@ -13,19 +13,13 @@ from typing import Sequence
 
 import numpy as np
 
-from moagcn.core.names import PERF_KEEPS, PERF_RATIOS, PERF_SEEDS, PERF_WIDTHS
+from moagcn.core.names import PERF_RATIOS, PERF_SEEDS
 from moagcn.errors import UserError
 from moagcn.host.graphs.datasets import load_dataset
 from moagcn.core.generators import synth_graph
 from moagcn.host.graphs.ops import CSRGraph
 from moagcn.host.graphs.partition import metis_owner
 from moagcn.host.vgnn.features import check_keep
-
-#: the sampling defaults (named once, in :mod:`moagcn.core.names`, which the CLI reads without
-#: importing this module)
-DEFAULT_RATIOS, DEFAULT_WIDTHS, DEFAULT_SEEDS = PERF_RATIOS, PERF_WIDTHS, PERF_SEEDS
-DEFAULT_KEEPS = PERF_KEEPS
-
 
 #: timed repeats of one CPU aggregation (the median counts)
 CPU_REPEATS = 15
@@ -133,8 +127,8 @@ def _worker_blocks(sub: SubGraph, rng: np.random.Generator) -> list[SubGraph]:
     return out
 
 
-def sample_subgraphs(graph: CSRGraph, ratios: Sequence[float] = DEFAULT_RATIOS,
-                     seeds: int = DEFAULT_SEEDS, seed: int = 0,
+def sample_subgraphs(graph: CSRGraph, ratios: Sequence[float] = PERF_RATIOS,
+                     seeds: int = PERF_SEEDS, seed: int = 0,
                      name: str = "graph", blocks: bool = True) -> list[SubGraph]:
     """Data augmentation: for every ratio, ``seeds`` induced sub-graphs on ``round(ratio * N)``
     nodes drawn uniformly without replacement (ratio 1.0: the graph itself, once), and with

@@ -43,19 +43,16 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from moagcn.core.names import PERF_TEST_FRACTION
+from moagcn.core.names import (PERF_KEEPS, PERF_RATIOS, PERF_SEEDS, PERF_TEST_FRACTION,
+                               PERF_WIDTHS)
 from moagcn.errors import UserError
 from moagcn.host.devices.select import AcceleratorChoice
 from moagcn.host.graphs.ops import CSRGraph
-from moagcn.host.vgnn.augment import (DEFAULT_KEEPS, DEFAULT_RATIOS, DEFAULT_SEEDS, DEFAULT_WIDTHS,
-                                      SubGraph, aggregation_time, check_keeps, check_widths,
+from moagcn.host.vgnn.augment import (SubGraph, aggregation_time, check_keeps, check_widths,
                                       load_graph, sample_subgraphs)
 from moagcn.host.vgnn.features import (DEVICE_FEATURES, GRAPH_FEATURES, cost_terms,
                                        device_features, graph_features, regression_features)
 from moagcn.host.vgnn.regressors import REGRESSORS, Score, fit_baseline, make_regressor, mape
-
-#: fraction of the sub-graphs held out to score the regressors
-DEFAULT_TEST_FRACTION = PERF_TEST_FRACTION
 
 FORMAT = "moagcn-perfmodel"
 FORMAT_VERSION = 3
@@ -267,7 +264,7 @@ class PerfModel:
 
 def collect(subgraphs: Sequence[SubGraph], widths: Sequence[int], devices: Sequence[AcceleratorChoice],
             device_kind: str = "model", progress: bool = False,
-            keeps: Sequence[float] = DEFAULT_KEEPS) -> Samples:
+            keeps: Sequence[float] = PERF_KEEPS) -> Samples:
     """Time every (sub-graph, width, kept fraction, device) run (``keeps``: the output masks'
     kept fractions, 1 for none); a progress bar over the runs with ``progress``."""
     from tqdm import tqdm
@@ -324,11 +321,11 @@ def score_regressors(samples: Samples, device_rows: Mapping[str, np.ndarray],
 
 
 def fit(dataset: str | CSRGraph | Mapping[str, CSRGraph], devices: Sequence[AcceleratorChoice], *,
-        ratios: Sequence[float] = DEFAULT_RATIOS, widths: Sequence[int] = DEFAULT_WIDTHS,
-        seeds: int = DEFAULT_SEEDS, seed: int = 0, device_kind: str = "model",
-        test_fraction: float = DEFAULT_TEST_FRACTION, regressors: Sequence[str] | None = None,
+        ratios: Sequence[float] = PERF_RATIOS, widths: Sequence[int] = PERF_WIDTHS,
+        seeds: int = PERF_SEEDS, seed: int = 0, device_kind: str = "model",
+        test_fraction: float = PERF_TEST_FRACTION, regressors: Sequence[str] | None = None,
         baseline: bool = True, blocks: bool = True, progress: bool = False,
-        name: str | None = None, keeps: Sequence[float] = DEFAULT_KEEPS) -> PerfModel:
+        name: str | None = None, keeps: Sequence[float] = PERF_KEEPS) -> PerfModel:
     """Sample sub-graphs of ``dataset``, time them on ``devices``, score the regressors on a
     held-out ``test_fraction`` of the sub-graphs, and return the model with the lowest MAPE
     (refitted on every run; its :attr:`PerfModel.report` holds the scores).
@@ -412,7 +409,7 @@ class HeldOut:
 
 def held_out(model: PerfModel, graphs: Mapping[str, CSRGraph], widths: Sequence[int],
              device_kind: str = "model", devices: Sequence[AcceleratorChoice] | None = None,
-             progress: bool = False, keeps: Sequence[float] = DEFAULT_KEEPS) -> HeldOut:
+             progress: bool = False, keeps: Sequence[float] = PERF_KEEPS) -> HeldOut:
     """Measure ``graphs`` at ``widths`` (and output masks keeping ``keeps``) on the model's
     devices (or ``devices``) and set the predictions beside the measurements."""
     from tqdm import tqdm

@@ -15,6 +15,7 @@ import pytest
 
 from moagcn.cli import perfmodel as cli_perfmodel
 from moagcn.core.device import CpuDevice
+from moagcn.core.names import PERF_KEEPS, PERF_WIDTHS
 from moagcn.errors import UserError
 from moagcn.host.devices.select import parse_device, parse_devices
 from moagcn.host.graphs.generators import sbm
@@ -247,7 +248,7 @@ def test_fit_reports_every_regressor_and_keeps_the_lowest_mape(small_model):
     subs = pma.sample_subgraphs(sbm(n_nodes=300, seed=1).graph, (0.25, 0.5, 0.75, 1.0),
                                seeds=2, seed=3)
     assert len(subs) > 7                           # 7 sub-graphs and their worker blocks
-    assert rep.train_runs + rep.test_runs == len(subs) * 3 * 3 * len(pma.DEFAULT_KEEPS)
+    assert rep.train_runs + rep.test_runs == len(subs) * 3 * 3 * len(PERF_KEEPS)
     assert rep.test_runs > 0
     best = min(rep.scores, key=lambda s: s.mape)
     assert rep.chosen == small_model.regressor == best.regressor
@@ -328,8 +329,8 @@ def test_held_out_mape_on_graphs_never_sampled():
     devices = parse_devices("sspmm,sspmm:lanes=32,sspmm:lanes=8:clock_mhz=150")
     model = pm.fit("cora", devices)
     graphs = {name: pma.load_graph(name) for name in ("citeseer", pma.POWERLAW)}
-    res = pm.held_out(model, graphs, pma.DEFAULT_WIDTHS)
-    assert len(res.rows) == 2 * len(pma.DEFAULT_WIDTHS) * len(pma.DEFAULT_KEEPS) * 3
+    res = pm.held_out(model, graphs, PERF_WIDTHS)
+    assert len(res.rows) == 2 * len(PERF_WIDTHS) * len(PERF_KEEPS) * 3
     for name in graphs:
         assert res.mape(name) <= HELD_OUT_BOUND, (name, res.mape(name))
     # every prediction within 25 % (measured: 11 %), none off by a factor
