@@ -69,8 +69,11 @@ class AttentionDevice(SparseDevice):
 
     @property
     def counters(self) -> Counters:
-        """The two devices' counters added (cycles, work, bytes, calls)."""
-        return Counters.total([self.aggregate.counters, self.scores.counters])
+        """The two devices' counters added (cycles, work, bytes, calls); ``extra`` adds
+        ``accelerator_s`` (:meth:`accelerator_s`: the cycles are of two clocks)."""
+        c = Counters.total([self.aggregate.counters, self.scores.counters])
+        c.extra["accelerator_s"] = self.accelerator_s()
+        return c
 
     def accelerator_s(self) -> float:
         """Seconds of accelerator time: each device's cycles at its own clock, added."""
@@ -121,8 +124,17 @@ def attention_device(choice: AcceleratorChoice, sddmm_preset: str | None = None,
     ``sddmm_preset`` (None: the rule of :func:`default_sddmm_preset`). ``aggregate``: the
     device already made for ``choice`` (None: make it)."""
     require_weighted(choice, f"--device {choice.device} --design {choice.design}")
-    scores = AcceleratorChoice(choice.device, SCORES_DESIGN,
-                               sddmm_preset or default_sddmm_preset(choice),
-                               simulator=choice.simulator)
     return AttentionDevice(aggregate if aggregate is not None else choice.make(),
-                           scores.make())
+                           scores_choice(choice, sddmm_preset).make())
+
+
+def scores_choice(choice: AcceleratorChoice, sddmm_preset: str | None = None
+                  ) -> AcceleratorChoice:
+    """The SDDMM beside the aggregating accelerator ``choice``: the ``sddmm`` design of the
+    same kind and simulator, preset ``sddmm_preset`` (None: :func:`default_sddmm_preset`);
+    the CPU scores on itself."""
+    if choice.is_cpu:
+        return choice
+    return AcceleratorChoice(choice.device, SCORES_DESIGN,
+                             sddmm_preset or default_sddmm_preset(choice),
+                             simulator=choice.simulator)

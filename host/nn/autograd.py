@@ -137,6 +137,13 @@ class AggregationOp:
         """``A + I`` unscaled (GIN with ε = 0)."""
         return cls(graph.with_self_loops(), None, None, "sum")
 
+    @classmethod
+    def attention(cls, graph: CSRGraph) -> "AggregationOp":
+        """The graph a GAT attends over, as PyG's ``GATConv`` builds it: the stored self loops
+        removed and one per node added; binary, unscaled (the attention weights are the
+        values)."""
+        return cls(graph.without_self_loops().with_self_loops(), None, None, "gat")
+
     def block(self, rows, cols) -> "AggregationOp":
         """The operator restricted to output ``rows`` and input ``cols`` (ascending ids)."""
         rows = np.asarray(rows, dtype=np.int64)

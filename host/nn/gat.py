@@ -242,15 +242,19 @@ class GAT(nn.Module):
         self.dims = [in_features, hidden * heads, n_classes]
         self.n_layers = 2
 
+    @staticmethod
+    def head_shapes(hidden: int, heads: int, n_classes: int) -> list[tuple[int, int]]:
+        """Each layer's ``(heads, C)``: ``heads`` heads of ``hidden``, then one head of the
+        classes (what the performance model's GAT step composes)."""
+        return [(int(heads), int(hidden)), (1, int(n_classes))]
+
     @property
     def convs(self) -> list:
         return [self.conv1, self.conv2]
 
     def aggregation(self, graph) -> AggregationOp:
-        """The graph every layer attends over, as PyG's ``GATConv`` builds it: the stored self
-        loops removed and one per node added; binary, unscaled (the attention weights are the
-        values)."""
-        return AggregationOp(graph.without_self_loops().with_self_loops(), None, None, "gat")
+        """The graph every layer attends over (:meth:`AggregationOp.attention`)."""
+        return AggregationOp.attention(graph)
 
     def pad_input(self, X):
         """The input features as they are (a GAT takes no label columns)."""

@@ -161,11 +161,11 @@ class GNN(nn.Module):
 
 
 def aggregation_op(kind: str, graph: CSRGraph) -> AggregationOp:
-    """The aggregation operator of a ``kind`` model (gcn, sage or gin) on ``graph``: its
-    ``adj`` is the sparsity the sparse devices run (GCN's and GIN's carry a self loop on every
-    row, GraphSAGE's none)."""
+    """The aggregation operator of a ``kind`` model (gcn, sage, gin or gat) on ``graph``: its
+    ``adj`` is the sparsity the sparse devices run (GCN's, GIN's and GAT's carry a self loop on
+    every row, GraphSAGE's none)."""
     return {"gcn": AggregationOp.gcn, "sage": AggregationOp.mean,
-            "gin": AggregationOp.sum_with_self}[kind](graph)
+            "gin": AggregationOp.sum_with_self, "gat": AggregationOp.attention}[kind](graph)
 
 
 class DropoutMasks:

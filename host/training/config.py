@@ -99,10 +99,6 @@ class TrainConfig:
                                "has 2 layers; leave --layers out"),
             (isinstance(self.heads, int) and not isinstance(self.heads, bool)
              and self.heads >= 1, f"--heads {self.heads}: give a positive number of heads"),
-            (self.balance != "vgnn" and self.perf_model is None,
-             "--model gat with --balance vgnn or --perf-model: the performance model is "
-             "fitted on binary aggregations and does not model GAT's SDDMM and weighted "
-             "aggregation; use --balance spec or uniform"),
             (self.label_prop == 0 and not self.layer_norm and self.reorder == "none"
              and self.comm_bits == 32,
              "--model gat trains without --label-prop, --layer-norm, --reorder and "

@@ -34,7 +34,9 @@ from moagcn.host.training.config import TrainConfig
 from moagcn.host.training.runtimes import make_runtime
 from moagcn.host.training.weighted import check_weighted_training
 from moagcn.host.vgnn.adjust import EQUAL, WORSE, ShareAdjuster
-from moagcn.host.vgnn.fleet import predicted_times, step_keeps, work_shares
+from moagcn.host.vgnn.fleet import (gat_predicted_times, predicted_times, step_keeps,
+                                   work_shares)
+from moagcn.host.vgnn.features import ENTRY_OPS
 from moagcn.host.vgnn.perfmodel import PerfModel
 
 
@@ -217,11 +219,21 @@ def work_shares_of(cfg: TrainConfig, dataset: Dataset, widths) -> np.ndarray | N
     perf = PerfModel.load(cfg.perf_model, specs) if cfg.balance == "vgnn" else None
     op, keeps = None, (1.0, None)
     if perf is not None:
+        if cfg.model == "gat":
+            perf.require_ops(ENTRY_OPS, f"--perf-model {cfg.perf_model}")
         op = aggregation_op(cfg.model, dataset.graph).adj
         keeps = step_keeps(cfg.dropout, cfg.dropout_at, relu=not cfg.layer_norm)
     return work_shares(cfg.balance, specs, dataset.graph, widths, cfg.parallelism, perf,
                        partition=cfg.partition, operator=op, keep=keeps[0],
-                       back_keep=keeps[1])
+                       back_keep=keeps[1], gat_layers=gat_layers(cfg, dataset),
+                       att_keep=1.0 - cfg.dropout)
+
+
+def gat_layers(cfg: TrainConfig, dataset: Dataset) -> list[tuple[int, int]] | None:
+    """Each layer's ``(heads, C)`` of the GAT ``cfg`` trains (None for another model)."""
+    if cfg.model != "gat":
+        return None
+    return GAT.head_shapes(cfg.hidden, cfg.heads, dataset.n_classes)
 
 
 def device_predictor(cfg: TrainConfig, dataset: Dataset, widths):
@@ -233,14 +245,21 @@ def device_predictor(cfg: TrainConfig, dataset: Dataset, widths):
     if specs is None or cfg.perf_model is None:
         return None
     perf = PerfModel.load(cfg.perf_model, specs)
+    if cfg.model == "gat":
+        perf.require_ops(ENTRY_OPS, f"--perf-model {cfg.perf_model}")
     op = aggregation_op(cfg.model, dataset.graph).adj
     keep, back_keep = step_keeps(cfg.dropout, cfg.dropout_at, relu=not cfg.layer_norm)
     if cfg.aggregation != "post":
         return None      # pre / prepost aggregation builds other blocks than the solver's
 
+    layers = gat_layers(cfg, dataset)
+
     def predict(shares):
-        return predicted_times(perf, specs, dataset.graph, widths, cfg.parallelism,
-                               None if shares is None else np.asarray(shares),
+        shares = None if shares is None else np.asarray(shares)
+        if layers is not None:
+            return gat_predicted_times(perf, specs, dataset.graph, layers, cfg.parallelism,
+                                       shares, cfg.partition, op, 1.0 - cfg.dropout)
+        return predicted_times(perf, specs, dataset.graph, widths, cfg.parallelism, shares,
                                cfg.partition, exact=True, operator=op, keep=keep,
                                back_keep=back_keep)
     return predict
@@ -251,7 +270,9 @@ def device_times(devices: list[dict]) -> list[float]:
     the measured time of its calls (torch on the CPU)."""
     out = []
     for d in devices:
-        if d.get("clock_mhz"):
+        if d.get("accelerator_s") is not None:     # two designs, each at its own clock
+            out.append(float(d["accelerator_s"]))
+        elif d.get("clock_mhz"):
             out.append(d["cycles_total"] / (d["clock_mhz"] * 1e6))
         else:
             out.append(float(d.get("wall_s", 0.0)))

@@ -69,6 +69,71 @@ def aggregation_time(device, graph: CSRGraph, width: int, repeats: int = CPU_REP
     return c.cycles_total / (c.clock_mhz * 1e6)
 
 
+def pair_mask(n_entries: int, heads: int, keep: float, seed: int = 0) -> np.ndarray | None:
+    """A seeded Bernoulli mask over ``n_entries x heads`` (entry, head) pairs keeping a
+    ``keep`` fraction (attention dropout's mask on the SDDMM of the gradient); ``None`` for 1."""
+    keep = check_keep(keep, "the SDDMM mask's kept fraction")
+    if keep >= 1:
+        return None
+    rng = np.random.default_rng([seed, n_entries, int(heads), int(round(keep * 1e6))])
+    return rng.random((n_entries, int(heads))) < keep
+
+
+def _device_seconds(device) -> float:
+    """The seconds of what ``device`` ran since its reset: each design's cycles at its own
+    clock (an :class:`~moagcn.host.devices.pair.AttentionDevice` adds its two designs')."""
+    if hasattr(device, "accelerator_s"):
+        return float(device.accelerator_s())
+    c = device.counters
+    if not c.clock_mhz:
+        raise UserError(f"device {device.name} reports no clock; its time cannot be computed")
+    return c.cycles_total / (c.clock_mhz * 1e6)
+
+
+def entry_op_time(device, graph: CSRGraph, op: str, width: int, heads: int = 1,
+                  keep: float = 1.0, repeats: int = CPU_REPEATS) -> float:
+    """Seconds one per-entry product of GAT takes on ``device`` (a sparse device running
+    both, e.g. :func:`~moagcn.host.devices.pair.attention_device`'s pair): ``weighted``, the
+    aggregation ``Σ_k values[k, h] X[u, h]`` of ``heads`` heads of ``width`` columns (no
+    output mask: GAT's has none); ``sddmm``, ``<Q[v, h], K[u, h]>`` for every entry and head
+    (``width`` columns per head) under a seeded mask keeping a ``keep`` fraction of the
+    pairs (:func:`pair_mask`). Accelerators: cycles at each design's clock; the CPU: the
+    median wall time of ``repeats`` calls after a warm-up."""
+    import torch  # lazy: the perf model's fitting needs torch only to time these products
+
+    w, h = int(width), int(heads)
+    if op == "weighted":
+        values = torch.ones((graph.nnz, h), dtype=torch.float32)
+        X = torch.ones((graph.n_cols, h, w), dtype=torch.float32)
+
+        def run():
+            device.spmm_weighted(graph, values, X)
+    elif op == "sddmm":
+        Q = torch.ones((graph.n_rows, h, w), dtype=torch.float32)
+        K = torch.ones((graph.n_cols, h, w), dtype=torch.float32)
+        mask = pair_mask(graph.nnz, h, keep)
+        mask = None if mask is None else torch.from_numpy(mask)
+
+        def run():
+            device.sddmm(graph, Q, K, mask=mask)
+    else:
+        raise UserError(f"operation {op!r}: the per-entry products are weighted and sddmm")
+    if device.kind == "cpu":
+        run()
+        walls = []
+        for _ in range(repeats):
+            device.reset()
+            run()
+            walls.append(device.counters.wall_s)
+        device.reset()
+        return float(statistics.median(walls))
+    device.reset()
+    run()
+    t = _device_seconds(device)
+    device.reset()
+    return t
+
+
 def induced_subgraph(graph: CSRGraph, nodes) -> CSRGraph:
     """The sub-graph on ``nodes`` (ascending ids), renumbered ``0..len(nodes)-1``: the entries
     whose row and column are both kept, in their original order."""

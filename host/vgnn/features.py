@@ -69,7 +69,7 @@ SHORT_ROWS = (2, 4, 8, 16)
 
 #: the graph statistics of one run (stored with every training sample)
 GRAPH_FEATURES = ("nodes", "cols", "edges", "deg_mean", "deg_std", "deg_max", "isolated",
-                  "width", *(f"short{k}" for k in SHORT_ROWS), "keep")
+                  "width", *(f"short{k}" for k in SHORT_ROWS), "keep", "heads")
 
 
 #: cost terms: graph sizes over device rates, in seconds (see :func:`cost_terms`)
@@ -91,23 +91,28 @@ def check_keep(keep: float, what: str = "--keep") -> float:
     return k
 
 
-def graph_features(graph: CSRGraph, width: int, keep: float = 1.0) -> np.ndarray:
+def graph_features(graph: CSRGraph, width: int, keep: float = 1.0, heads: int = 1
+                   ) -> np.ndarray:
     """:data:`GRAPH_FEATURES` of aggregating ``graph`` at ``width`` features: nodes (rows),
     columns (the feature rows it reads), stored entries, the mean, standard deviation
     (population) and largest row degree, rows without neighbours, the width, the short-row
-    statistics (:data:`SHORT_ROWS`) and ``keep``, the fraction of output elements an output
-    mask keeps (1: no mask; a dropout mask of rate p keeps 1 - p)."""
+    statistics (:data:`SHORT_ROWS`), ``keep``, the fraction of output elements an output
+    mask keeps (1: no mask; a dropout mask of rate p keeps 1 - p), and ``heads``. For the
+    per-entry products (:data:`ENTRY_OPS`) ``width`` is one head's columns and ``keep`` the
+    SDDMM's kept fraction of (entry, head) pairs."""
     if int(width) < 1:
         raise UserError(f"feature width {width}: an aggregation needs at least one column")
+    if int(heads) < 1:
+        raise UserError(f"heads {heads}: a per-entry product needs at least one head")
     keep = check_keep(keep, "the output mask's kept fraction")
     deg = graph.degrees().astype(np.float64)
     if deg.size == 0:
-        return np.array([0, graph.n_cols, 0, 0, 0, 0, 0, width, *([0] * len(SHORT_ROWS)), keep],
-                        dtype=np.float64)
+        return np.array([0, graph.n_cols, 0, 0, 0, 0, 0, width, *([0] * len(SHORT_ROWS)), keep,
+                         heads], dtype=np.float64)
     busy = deg[deg > 0]
     short = [np.maximum(k - busy, 0).sum() for k in SHORT_ROWS]
     return np.array([graph.n_rows, graph.n_cols, graph.nnz, deg.mean(), deg.std(), deg.max(),
-                     np.count_nonzero(deg == 0), width, *short, keep], dtype=np.float64)
+                     np.count_nonzero(deg == 0), width, *short, keep, heads], dtype=np.float64)
 
 
 def expected_groups(width, keep, granule) -> np.ndarray:
@@ -210,3 +215,131 @@ def regression_features(G: np.ndarray, D: np.ndarray) -> np.ndarray:
     cols += [T[:, j] / total for j in range(T.shape[1])]
     cols.append(np.log(total))
     return np.stack(cols, axis=1)
+
+
+# -- the per-entry products of attention (GAT) ---------------------------------------------------
+
+#: what a performance model can predict: the binary aggregation (``sum``), the weighted one
+#: (``weighted``: ``Σ_k values[k, h] X[u, h]`` per head, GAT's ``Σ_u α_vu h_u``) and the SDDMM
+#: (``sddmm``: ``<Q[v, h], K[u, h]>`` per entry and head, GAT's scores and the gradient of its
+#: attention weights)
+OPS = ("sum", "weighted", "sddmm")
+#: the per-entry products: a model fitted with them predicts a GAT's training step
+ENTRY_OPS = ("weighted", "sddmm")
+
+#: the SDDMM engine's parameters (:func:`scores_device_features`), in the order of its vector
+SCORES_FEATURES = ("lanes", "clock_mhz", "capability", "max_rows", "max_cols", "max_edges",
+                   "max_heads", "latency")
+
+#: the SDDMM's cost terms (:func:`scores_cost_terms`)
+SCORES_TERMS = ("t_chunks", "t_entries", "t_q_rows", "t_k_rows", "t_parts", "t_fixed")
+
+
+def scores_device_features(dev: AcceleratorChoice) -> dict[str, float]:
+    """:data:`SCORES_FEATURES` of the device that runs the SDDMM: the ``sddmm`` design's lanes
+    (multipliers into one adder tree), clock, peak multiply-adds per second, buffers (Q rows, K
+    rows, entries per part; heads per job) and its accumulating adder's latency (pairs
+    interleaved per chunk); the CPU as ``threads`` lanes without buffers."""
+    cap = dev.capability()
+    feats = dict.fromkeys(SCORES_FEATURES, 0.0)
+    if dev.is_cpu:
+        import torch
+        lanes = float(torch.get_num_threads())
+        feats.update(lanes=lanes, clock_mhz=cap / lanes / 1e6, capability=cap, latency=1.0)
+        return feats
+    spec, config = get_spec(dev.design), dev.config()
+    feats.update(lanes=float(spec.lanes(config)), clock_mhz=float(spec.clock_mhz(config)),
+                 capability=cap)
+    for name in ("max_rows", "max_cols", "max_edges", "max_heads"):
+        feats[name] = float(getattr(config, name, 0) or 0)
+    feats["latency"] = float(getattr(config, "add_latency", 1) or 1)
+    return feats
+
+
+def _scores_sizes(G: np.ndarray, D: np.ndarray) -> dict:
+    g = {k: G[:, i] for i, k in enumerate(GRAPH_FEATURES)}
+    d = {k: D[:, i] for i, k in enumerate(SCORES_FEATURES)}
+    N, C, E, w, H, keep = (g["nodes"], g["cols"], g["edges"], g["width"], g["heads"],
+                           g["keep"])
+    chunks = np.ceil(w / d["lanes"])               # chunks of P columns per (entry, head)
+
+    def per(size, limit):
+        return np.where(limit > 0, np.ceil(size / np.where(limit > 0, limit, 1)), 1.0)
+
+    parts = np.maximum.reduce([per(E, d["max_edges"]), per(N, d["max_rows"]),
+                               per(C, d["max_cols"])])
+    jobs = per(H, d["max_heads"])
+    spread = np.maximum(parts * C, 1.0)
+    return dict(g=g, d=d, N=N, C=C, E=E, H=H, keep=keep, chunks=chunks, parts=parts,
+                jobs=jobs, distinct=spread * -np.expm1(-E / spread))
+
+
+def scores_cost_terms(G: np.ndarray, D: np.ndarray) -> np.ndarray:
+    """:data:`SCORES_TERMS` (seconds) of SDDMMs with graph features ``G`` (``width``: one
+    head's ``D`` columns, ``keep``: the kept (entry, head) pairs) on SDDMM engines ``D`` (rows
+    of :data:`SCORES_FEATURES`), with ``f`` the clock, ``c = ceil(D / lanes)`` chunks per pair:
+    ``t_chunks = nnz H keep c / f`` (one chunk per cycle into the tree), ``t_entries = jobs nnz
+    / f`` (the entry stream, once per job of at most ``max_heads`` heads), ``t_q_rows = N H c /
+    f`` and ``t_k_rows = R H c / f`` (the Q rows and each part's distinct K rows, ``R`` as in
+    :func:`cost_terms`' gather), ``t_parts = jobs parts latency / f`` (every part's pipeline
+    fill and drain; parts: entries, Q rows or K rows over the buffers) and ``t_fixed = 1 /
+    f``."""
+    z = _scores_sizes(G, D)
+    f = z["d"]["clock_mhz"] * 1e6
+    H, c = z["H"], z["chunks"]
+    return np.stack([z["E"] * H * z["keep"] * c, z["jobs"] * z["E"], z["N"] * H * c,
+                     z["distinct"] * H * c, z["jobs"] * z["parts"] * z["d"]["latency"],
+                     np.ones_like(f)], axis=1) / f[:, None]
+
+
+#: names of the SDDMM regressors' feature vector (:func:`scores_regression_features`)
+SCORES_FEATURE_NAMES = ("log_nodes", "log_cols", "log_edges", "deg_mean", "deg_cv",
+                        "log_deg_max", "log_width", "log_heads", "pad_ratio", "keep",
+                        *(f"log_{k}" for k in SCORES_FEATURES),
+                        *(f"share_{k}" for k in SCORES_TERMS), "log_cost")
+
+
+def scores_regression_features(G: np.ndarray, D: np.ndarray) -> np.ndarray:
+    """The SDDMM regressors' input (:data:`SCORES_FEATURE_NAMES`), built as
+    :func:`regression_features` is for the aggregations."""
+    z = _scores_sizes(G, D)
+    g = z["g"]
+    T = scores_cost_terms(G, D)
+    total = T.sum(axis=1)
+    mean = g["deg_mean"]
+    cols = [np.log1p(g["nodes"]), np.log1p(g["cols"]), np.log1p(g["edges"]), mean,
+            g["deg_std"] / np.where(mean > 0, mean, 1), np.log1p(g["deg_max"]),
+            np.log(g["width"]), np.log(z["H"]), z["chunks"] * z["d"]["lanes"] / g["width"],
+            g["keep"]]
+    cols += [np.log1p(D[:, i]) for i in range(D.shape[1])]
+    cols += [T[:, j] / total for j in range(T.shape[1])]
+    cols.append(np.log(total))
+    return np.stack(cols, axis=1)
+
+
+def weighted_cost_terms(G: np.ndarray, D: np.ndarray) -> np.ndarray:
+    """The weighted aggregation's cost terms: :func:`cost_terms` of one head (``width``: one
+    head's columns) times ``heads`` -- an accelerator runs one weighted job per head
+    (``AcceleratorDevice._spmm_weighted``), each reading its values with the index beats."""
+    heads = G[:, GRAPH_FEATURES.index("heads")]
+    return cost_terms(G, D) * heads[:, None]
+
+
+def weighted_regression_features(G: np.ndarray, D: np.ndarray) -> np.ndarray:
+    """:func:`regression_features` of one head plus ``log(heads)``, with the cost terms' sum
+    of :func:`weighted_cost_terms`."""
+    heads = G[:, GRAPH_FEATURES.index("heads")]
+    X = regression_features(G, D)
+    X[:, -1] += np.log(heads)
+    return np.concatenate([X, np.log(heads)[:, None]], axis=1)
+
+
+def op_functions(op: str):
+    """``(cost_terms, regression_features, device feature names)`` of ``op`` (:data:`OPS`)."""
+    if op == "sum":
+        return cost_terms, regression_features, DEVICE_FEATURES
+    if op == "weighted":
+        return weighted_cost_terms, weighted_regression_features, DEVICE_FEATURES
+    if op == "sddmm":
+        return scores_cost_terms, scores_regression_features, SCORES_FEATURES
+    raise UserError(f"operation {op!r}: choose one of {', '.join(OPS)}")

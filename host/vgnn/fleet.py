@@ -106,6 +106,64 @@ def predicted_times(perf_model, specs, graph: CSRGraph, widths, parallelism: str
     return t
 
 
+def _gat_worker_time(perf_model, spec, block: CSRGraph, segs, att_keep: float) -> float:
+    """Predicted seconds of one GAT layer's sparse products, forward and backward, on one
+    device holding ``block`` and the head segments ``segs`` (``(head, a, b)``,
+    :func:`~moagcn.host.nn.attention.head_segments`) of the layer's ``h``: the scores (an
+    SDDMM of width 2 per head), the weighted aggregation of each segment (one call for equal
+    segments, as :func:`~moagcn.host.nn.attention.spmm_segments` makes them), and in the
+    backward the gradient of the attention weights (an SDDMM of the segment's width under the
+    attention dropout's mask, keeping ``att_keep``), the transposed aggregation and the two
+    weighted products of width 2 that give the scores' operands their gradients."""
+    if not segs:
+        return 0.0
+    k = len(segs)
+    back = block.transpose()
+
+    def p(graph, op, width, heads, keep=1.0):
+        return perf_model.predict(graph, int(width), spec, keep, op, int(heads))
+
+    t = p(block, "sddmm", 2, k) + p(block, "weighted", 2, k) + p(back, "weighted", 2, k)
+    widths = [b - a for _, a, b in segs]
+    groups = [(widths[0], k)] if len(set(widths)) == 1 else [(w, 1) for w in widths]
+    for w, heads in groups:
+        t += (p(block, "weighted", w, heads) + p(block, "sddmm", w, heads, att_keep)
+              + p(back, "weighted", w, heads))
+    return t
+
+
+def gat_predicted_times(perf_model, specs, graph: CSRGraph, layers, parallelism: str, shares,
+                        partition: str = "contiguous", operator: CSRGraph | None = None,
+                        att_keep: float = 1.0) -> np.ndarray:
+    """Seconds the performance model (fitted with the per-entry ops) predicts each worker
+    needs for the sparse products of one GAT training step (:func:`_gat_worker_time` for
+    every layer; ``layers``: each layer's ``(heads, C)``). Under partition parallelism a
+    worker scores and aggregates its rows' entries over its own and halo columns (its
+    :func:`~moagcn.host.vgnn.augment.worker_block`) for every head; under MoP every row, for
+    the heads its columns of ``h`` touch (cut by the shares, as ``MoPRuntime`` cuts them).
+    ``att_keep``: the kept fraction of the attention dropout (1: none)."""
+    from moagcn.host.nn.attention import head_segments  # lazy: the nn layer imports torch
+    perf_model.require_ops(("weighted", "sddmm"), "--perf-model")
+    op = graph if operator is None else operator
+    m = len(specs)
+    if parallelism == "mop":
+        blocks = [op] * m
+    else:
+        blocks = [worker_block(op, p) for p in partition_nodes(graph, m, partition, shares)]
+    t = np.zeros(m)
+    for heads, C in layers:
+        w = int(heads) * int(C)
+        if parallelism == "mop":
+            cuts = (contiguous_ranges(w, m) if shares is None
+                    else weighted_ranges(w, np.asarray(shares, dtype=np.float64)))
+            segs = [head_segments(int(C), a, b) for a, b in cuts]
+        else:
+            segs = [[(h, h * int(C), (h + 1) * int(C)) for h in range(int(heads))]] * m
+        for i, (spec, block) in enumerate(zip(specs, blocks)):
+            t[i] += _gat_worker_time(perf_model, spec, block, segs[i], att_keep)
+    return t
+
+
 #: the kept fraction of the ReLU mask a backward aggregation carries (the share of positive
 #: pre-activations: about half at Glorot initialisation; measured 0.41-0.48 with dropout 0.5)
 RELU_KEEP = 0.5
@@ -190,11 +248,14 @@ def bf16_shift(shares, specs, graph: CSRGraph, calibration: dict | None = None) 
 def work_shares(balance: str, specs, graph: CSRGraph, widths, parallelism: str,
                 perf_model=None, iterations: int = 6,
                 partition: str = "contiguous", operator: CSRGraph | None = None,
-                keep: float = 1.0, back_keep: float | None = None) -> np.ndarray:
+                keep: float = 1.0, back_keep: float | None = None,
+                gat_layers=None, att_keep: float = 1.0) -> np.ndarray:
     """Each worker's fraction of the work (sums to 1); ``widths`` are the aggregation widths of
     the layers (the vGNN prediction of a worker is the sum over them); ``operator``, ``keep``
     and ``back_keep``: the sparsity the devices run and the output masks' kept fractions (see
-    :func:`predicted_times`)."""
+    :func:`predicted_times`). ``gat_layers`` (each layer's ``(heads, C)``): a GAT, whose
+    step the solver predicts with :func:`gat_predicted_times` (``att_keep``: its attention
+    dropout's kept fraction)."""
     widths = [int(w) for w in np.atleast_1d(widths)]
     m = len(specs)
     if balance not in BALANCES:
@@ -213,12 +274,23 @@ def work_shares(balance: str, specs, graph: CSRGraph, widths, parallelism: str,
     perf_model.require(specs, "--perf-model")
 
     def predicted(shares):
+        if gat_layers is not None:
+            return np.maximum(gat_predicted_times(perf_model, specs, graph, gat_layers,
+                                                  parallelism, shares, partition, operator,
+                                                  att_keep), 1e-12)
         return np.maximum(predicted_times(perf_model, specs, graph, widths, parallelism, shares,
                                           partition, exact=False, operator=operator,
                                           keep=keep, back_keep=back_keep), 1e-12)
 
     op = graph if operator is None else operator
-    full = np.array([sum(perf_model.predict(op, w, s, keep) for w in widths) for s in specs])
+    if gat_layers is not None:     # each device alone on the whole operator, every head
+        full = np.array([sum(_gat_worker_time(perf_model, s, op,
+                                              [(h, h * int(C), (h + 1) * int(C))
+                                               for h in range(int(H))], att_keep)
+                             for H, C in gat_layers) for s in specs])
+    else:
+        full = np.array([sum(perf_model.predict(op, w, s, keep) for w in widths)
+                         for s in specs])
     shares = (1.0 / np.maximum(full, 1e-12))
     shares /= shares.sum()
     for _ in range(iterations):

@@ -43,19 +43,21 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from moagcn.core.names import (PERF_KEEPS, PERF_RATIOS, PERF_SEEDS, PERF_TEST_FRACTION,
-                               PERF_WIDTHS)
+from moagcn.core.names import (PERF_ENTRY_WIDTHS, PERF_HEADS, PERF_KEEPS, PERF_RATIOS,
+                               PERF_SEEDS, PERF_TEST_FRACTION, PERF_WIDTHS)
 from moagcn.errors import UserError
 from moagcn.host.devices.select import AcceleratorChoice
 from moagcn.host.graphs.ops import CSRGraph
+from moagcn.host.devices.pair import attention_device, require_weighted, scores_choice
 from moagcn.host.vgnn.augment import (SubGraph, aggregation_time, check_keeps, check_widths,
-                                      load_graph, sample_subgraphs)
-from moagcn.host.vgnn.features import (DEVICE_FEATURES, GRAPH_FEATURES, cost_terms,
-                                       device_features, graph_features, regression_features)
+                                      entry_op_time, load_graph, sample_subgraphs)
+from moagcn.host.vgnn.features import (DEVICE_FEATURES, GRAPH_FEATURES, OPS,
+                                       SCORES_FEATURES, device_features, graph_features,
+                                       op_functions, scores_device_features)
 from moagcn.host.vgnn.regressors import REGRESSORS, Score, fit_baseline, make_regressor, mape
 
 FORMAT = "moagcn-perfmodel"
-FORMAT_VERSION = 3
+FORMAT_VERSION = 4
 
 
 # -- the model -----------------------------------------------------------------------------------
@@ -63,17 +65,37 @@ FORMAT_VERSION = 3
 @dataclass
 class Samples:
     """Training runs: graph features (rows of :data:`GRAPH_FEATURES`), the device key, the
-    measured seconds and the sub-graph each run came from."""
+    measured seconds, the sub-graph each run came from and the operation timed (:data:`OPS`;
+    None: every run an aggregation, ``sum``)."""
 
     graph: np.ndarray
     device: list[str]
     time_s: np.ndarray
     group: list[str]
+    op: list[str] | None = None
+
+    def __post_init__(self):
+        if self.op is None:
+            self.op = ["sum"] * len(self.device)
 
     def as_dict(self) -> dict:
         return {"columns": list(GRAPH_FEATURES), "graph": self.graph.tolist(),
                 "device": list(self.device), "time_s": self.time_s.tolist(),
-                "group": list(self.group)}
+                "group": list(self.group), "op": list(self.op)}
+
+    def of(self, op: str) -> "Samples":
+        """The runs of one operation."""
+        sel = np.array([o == op for o in self.op], dtype=bool)
+        idx = np.flatnonzero(sel)
+        return Samples(self.graph[sel], [self.device[i] for i in idx], self.time_s[sel],
+                       [self.group[i] for i in idx], [op] * idx.size)
+
+    @classmethod
+    def concat(cls, parts: Sequence["Samples"]) -> "Samples":
+        return cls(np.concatenate([p.graph for p in parts]).reshape(-1, len(GRAPH_FEATURES)),
+                   [k for p in parts for k in p.device],
+                   np.concatenate([p.time_s for p in parts]),
+                   [g for p in parts for g in p.group], [o for p in parts for o in p.op])
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "Samples":
@@ -82,22 +104,24 @@ class Samples:
                             f"moagcn expects {list(GRAPH_FEATURES)}: fit the model again")
         return cls(np.asarray(d["graph"], dtype=np.float64).reshape(-1, len(GRAPH_FEATURES)),
                    [str(k) for k in d["device"]], np.asarray(d["time_s"], dtype=np.float64),
-                   [str(g) for g in d["group"]])
+                   [str(g) for g in d["group"]], [str(o) for o in d["op"]])
 
 
 class _Fitted:
-    """Baseline coefficients per device and one regressor on the log residual."""
+    """Baseline coefficients per device and one regressor on the log residual, for one
+    operation (:data:`OPS`: its cost terms and features, :func:`op_functions`)."""
 
     def __init__(self, name: str, params: Mapping[str, Any], use_baseline: bool,
-                 device_rows: Mapping[str, np.ndarray]):
+                 device_rows: Mapping[str, np.ndarray], op: str = "sum"):
         self.name, self.params, self.use_baseline = name, dict(params), use_baseline
         self.device_rows = device_rows
+        self.terms, self.features, _ = op_functions(op)
         self.coef: dict[str, np.ndarray] = {}
         self.regressor = None
 
     def _design(self, G: np.ndarray, keys: Sequence[str]):
         D = np.stack([self.device_rows[k] for k in keys])
-        return regression_features(G, D), cost_terms(G, D)
+        return self.features(G, D), self.terms(G, D)
 
     def _base(self, T: np.ndarray, keys: Sequence[str]) -> np.ndarray:
         if not self.use_baseline:
@@ -139,8 +163,19 @@ class FitReport:
                 "fitting_s": self.fitting_s, "scores": [s.as_dict() for s in self.scores]}
 
 
+def _report(rep: Mapping[str, Any] | None) -> FitReport | None:
+    """A :class:`FitReport` from its dict (None stays None)."""
+    if rep is None:
+        return None
+    return FitReport(
+        [Score(s["regressor"], s["mse_s2"], s["mae_s"], s["mape"], s["us_per_prediction"])
+         for s in rep["scores"]], rep["chosen"], rep["train_runs"], rep["test_runs"],
+        rep.get("sampling_s", 0.0), rep.get("fitting_s", 0.0))
+
+
 class PerfModel:
-    """Predicts the seconds of one aggregation on the devices it was fitted for.
+    """Predicts the seconds of one aggregation (and, fitted with the per-entry ``ops``, of
+    GAT's weighted aggregation and SDDMM) on the devices it was fitted for.
 
     Build one with :func:`fit`, or :meth:`load` a saved one. The model is defined by its JSON
     state (devices, samples, regressor name and hyper-parameters); construction refits from it.
@@ -164,20 +199,29 @@ class PerfModel:
                             f"{FORMAT_VERSION}; fit it again with this moagcn")
         self.state = dict(state)
         self.devices = {d["key"]: AcceleratorChoice.from_describe(d) for d in state["devices"]}
-        self._device_rows = {d["key"]: np.array([float(d["features"][k])
-                                                 for k in DEVICE_FEATURES])
+        #: the operations fitted (:data:`OPS`): ``sum`` always, the per-entry ones for GAT
+        self.ops = list(state.get("ops", ["sum"]))
+        rows = {"sum": {d["key"]: np.array([float(d["features"][k]) for k in DEVICE_FEATURES])
+                        for d in state["devices"]}}
+        rows["weighted"] = rows["sum"]
+        if "sddmm" in self.ops:
+            rows["sddmm"] = {d["key"]: np.array([float(d["scores"]["features"][k])
+                                                 for k in SCORES_FEATURES])
                              for d in state["devices"]}
+        self._device_rows = rows["sum"]
         self.samples = Samples.from_dict(state["samples"])
         self.regressor = state["regressor"]["name"]
         self.baseline = bool(state.get("baseline", True))
-        rep = state.get("report")
-        self.report = None if rep is None else FitReport(
-            [Score(s["regressor"], s["mse_s2"], s["mae_s"], s["mape"], s["us_per_prediction"])
-             for s in rep["scores"]], rep["chosen"], rep["train_runs"], rep["test_runs"],
-            rep.get("sampling_s", 0.0), rep.get("fitting_s", 0.0))
-        s = self.samples
-        self._fitted = _Fitted(self.regressor, state["regressor"]["params"], self.baseline,
-                               self._device_rows).fit(s.graph, s.device, s.time_s)
+        self.report = _report(state.get("report"))
+        #: per-entry operation -> its chosen regressor's name and its held-out scores
+        self.op_regressors = {op: r["name"] for op, r in state.get("op_regressors", {}).items()}
+        self.op_reports = {op: _report(r) for op, r in state.get("op_reports", {}).items()}
+        self._fitted = {}
+        for op in self.ops:
+            reg = state["regressor"] if op == "sum" else state["op_regressors"][op]
+            s = self.samples.of(op)
+            self._fitted[op] = _Fitted(reg["name"], reg["params"], self.baseline, rows[op],
+                                       op).fit(s.graph, s.device, s.time_s)
 
     # -- persistence ---------------------------------------------------------------------------
 
@@ -238,24 +282,39 @@ class PerfModel:
             self.require([dev])
         return key
 
-    def predict(self, graph: CSRGraph, width: int, device: AcceleratorChoice | str,
-                keep: float = 1.0) -> float:
-        """Predicted seconds of one aggregation of ``graph`` at ``width`` features on
-        ``device`` (a spec or its key), under an output mask keeping a ``keep`` fraction of the
-        result (1: no mask)."""
-        key = self._key(device)
-        return float(self._fitted.predict(graph_features(graph, width, keep)[None, :],
-                                          [key])[0])
+    def require_ops(self, ops: Iterable[str], where: str = "the performance model") -> None:
+        """Raise UserError unless the model was fitted for every one of ``ops``."""
+        missing = [op for op in ops if op not in self.ops]
+        if missing:
+            raise UserError(
+                f"{where} was fitted for {', '.join(self.ops)} only; a GAT also needs "
+                f"{', '.join(missing)} (its attention's per-entry products). Fit it again with "
+                "--ops sum,weighted,sddmm (the devices' S-SpMMs with :weighted=true)")
 
-    def predict_features(self, G: np.ndarray, keys: Sequence[str]) -> np.ndarray:
-        """Predicted seconds of many runs at once: rows of :data:`GRAPH_FEATURES` and device
-        keys."""
+    def predict(self, graph: CSRGraph, width: int, device: AcceleratorChoice | str,
+                keep: float = 1.0, op: str = "sum", heads: int = 1) -> float:
+        """Predicted seconds of one ``op`` (:data:`OPS`; default an aggregation) of ``graph``
+        at ``width`` features on ``device`` (a spec or its key), under an output mask keeping
+        a ``keep`` fraction of the result (1: no mask). For the per-entry products ``width``
+        is one head's columns of ``heads``, and ``keep`` the SDDMM's kept (entry, head)
+        pairs."""
+        key = self._key(device)
+        self.require_ops([op])
+        return float(self._fitted[op].predict(
+            graph_features(graph, width, keep, heads)[None, :], [key])[0])
+
+    def predict_features(self, G: np.ndarray, keys: Sequence[str], op: str = "sum"
+                         ) -> np.ndarray:
+        """Predicted seconds of many runs of ``op`` at once: rows of :data:`GRAPH_FEATURES`
+        and device keys."""
         keys = [self._key(k) for k in keys]
-        return self._fitted.predict(np.asarray(G, dtype=np.float64), keys)
+        self.require_ops([op])
+        return self._fitted[op].predict(np.asarray(G, dtype=np.float64), keys)
 
     def describe(self) -> str:
         """One line: the regressor, the devices, the samples."""
-        return (f"{self.regressor} on {len(self.samples.time_s)} runs of "
+        ops = "".join(f"; {op}: {self.op_regressors[op]}" for op in self.ops if op != "sum")
+        return (f"{self.regressor}{ops} on {len(self.samples.time_s)} runs of "
                 f"{self.state.get('dataset', '?')} sub-graphs; devices: "
                 f"{', '.join(self.devices)}")
 
@@ -290,6 +349,66 @@ def collect(subgraphs: Sequence[SubGraph], widths: Sequence[int], devices: Seque
                    np.array(times, dtype=np.float64), groups)
 
 
+def entry_devices(devices: Sequence[AcceleratorChoice], device_kind: str,
+                  sddmm_preset: str | None = None) -> list[tuple[str, Any]]:
+    """``(key, device)`` running the per-entry products for each of ``devices``: an
+    accelerator (a weighted S-SpMM, else refused in one line) paired with its SDDMM
+    (:func:`~moagcn.host.devices.pair.attention_device`), the CPU itself."""
+    out = []
+    for d in devices:
+        if d.is_cpu:
+            out.append((d.key, d.make()))
+            continue
+        require_weighted(d, f"--devices {d.text or d.key} (with --ops weighted,sddmm)")
+        out.append((d.key, attention_device(d.on(device_kind), sddmm_preset)))
+    return out
+
+
+def collect_entry(subgraphs: Sequence[SubGraph], made, widths: Sequence[int],
+                  heads: Sequence[int], keeps: Sequence[float], progress: bool = False
+                  ) -> Samples:
+    """Time the per-entry products on every sub-graph: the weighted aggregation at every
+    (width, heads), the SDDMM at every (width, heads, kept fraction of its pairs); ``made``:
+    :func:`entry_devices`."""
+    from tqdm import tqdm
+    check_widths(widths)
+    keeps = check_keeps(keeps)
+    runs = [("weighted", w, h, 1.0) for w in widths for h in heads] + \
+        [("sddmm", w, h, k) for w in widths for h in heads for k in keeps]
+    G, keys, times, groups, ops = [], [], [], [], []
+    bar = tqdm(total=len(subgraphs) * len(runs) * len(made), desc="perfmodel GAT runs",
+               unit="run", disable=not progress, file=sys.stderr)
+    with bar:
+        for sub in subgraphs:
+            for op, w, h, k in runs:
+                feats = graph_features(sub.graph, int(w), k, int(h))
+                for key, dev in made:
+                    t = entry_op_time(dev, sub.graph, op, int(w), int(h), k)
+                    bar.update(1)
+                    if not t > 0:
+                        continue
+                    G.append(feats)
+                    keys.append(key)
+                    times.append(t)
+                    groups.append(sub.group or sub.name)
+                    ops.append(op)
+    return Samples(np.array(G, dtype=np.float64).reshape(-1, len(GRAPH_FEATURES)), keys,
+                   np.array(times, dtype=np.float64), groups, ops)
+
+
+def check_ops(ops: Sequence[str]) -> list[str]:
+    """``ops`` as a list that starts with ``sum``, or a UserError."""
+    out = list(dict.fromkeys(str(o).strip() for o in ops))
+    for op in out:
+        if op not in OPS:
+            raise UserError(f"--ops {','.join(map(str, ops))}: {op!r} is not an operation; "
+                            f"choose from {', '.join(OPS)}, e.g. sum,weighted,sddmm")
+    if "sum" not in out:
+        raise UserError(f"--ops {','.join(map(str, ops))}: include sum (the aggregation every "
+                        "model predicts), e.g. sum or sum,weighted,sddmm")
+    return ["sum"] + [o for o in out if o != "sum"]
+
+
 def _split(groups: Sequence[str], test_fraction: float, seed: int) -> np.ndarray:
     """Boolean test mask: a seeded random ``test_fraction`` of the sub-graphs, all their runs."""
     names = np.array(sorted(set(groups)))
@@ -303,13 +422,14 @@ def _split(groups: Sequence[str], test_fraction: float, seed: int) -> np.ndarray
 
 
 def score_regressors(samples: Samples, device_rows: Mapping[str, np.ndarray],
-                     test: np.ndarray, regressors: Sequence[str], use_baseline: bool
-                     ) -> list[Score]:
-    """Fit each regressor on the runs outside ``test`` and score it on those inside."""
+                     test: np.ndarray, regressors: Sequence[str], use_baseline: bool,
+                     op: str = "sum") -> list[Score]:
+    """Fit each regressor on the runs outside ``test`` and score it on those inside (the
+    runs of one operation ``op``)."""
     G, y, keys = samples.graph, samples.time_s, np.asarray(samples.device)
     scores = []
     for name in regressors:
-        m = _Fitted(name, REGRESSORS[name][1], use_baseline, device_rows)
+        m = _Fitted(name, REGRESSORS[name][1], use_baseline, device_rows, op)
         m.fit(G[~test], list(keys[~test]), y[~test])
         t0 = time.perf_counter()
         pred = m.predict(G[test], list(keys[test]))
@@ -325,7 +445,9 @@ def fit(dataset: str | CSRGraph | Mapping[str, CSRGraph], devices: Sequence[Acce
         seeds: int = PERF_SEEDS, seed: int = 0, device_kind: str = "model",
         test_fraction: float = PERF_TEST_FRACTION, regressors: Sequence[str] | None = None,
         baseline: bool = True, blocks: bool = True, progress: bool = False,
-        name: str | None = None, keeps: Sequence[float] = PERF_KEEPS) -> PerfModel:
+        name: str | None = None, keeps: Sequence[float] = PERF_KEEPS,
+        ops: Sequence[str] = ("sum",), entry_widths: Sequence[int] = PERF_ENTRY_WIDTHS,
+        heads: Sequence[int] = PERF_HEADS, sddmm_preset: str | None = None) -> PerfModel:
     """Sample sub-graphs of ``dataset``, time them on ``devices``, score the regressors on a
     held-out ``test_fraction`` of the sub-graphs, and return the model with the lowest MAPE
     (refitted on every run; its :attr:`PerfModel.report` holds the scores).
@@ -338,7 +460,16 @@ def fit(dataset: str | CSRGraph | Mapping[str, CSRGraph], devices: Sequence[Acce
     ``blocks=False``: square sub-graphs only (see :func:`sample_subgraphs`).
     ``keeps``: the kept fractions of the output masks every run is also timed with (1: no
     mask; add a dropout's ``1 - p`` to predict masked training aggregations).
+    ``ops``: ``sum`` and, for a GAT, the per-entry products ``weighted`` and ``sddmm``
+    (:data:`OPS`): each accelerator (a weighted S-SpMM) is paired with its SDDMM (preset
+    ``sddmm_preset``, :func:`~moagcn.host.devices.pair.scores_choice`) and both products are
+    timed on every sub-graph at one head's ``entry_widths`` and ``heads`` (the SDDMM also
+    under masks keeping ``keeps`` of its pairs); each product gets its own regressor, chosen
+    on the same held-out sub-graphs.
     """
+    ops = check_ops(ops)
+    if any(int(h) < 1 for h in heads) or not len(heads):
+        raise UserError(f"--heads-list {','.join(map(str, heads))}: give head counts >= 1")
     if not devices:
         raise UserError("--devices: give at least one device, e.g. sspmm:lanes=32,cpu")
     if not 0 < test_fraction < 1:
@@ -362,26 +493,58 @@ def fit(dataset: str | CSRGraph | Mapping[str, CSRGraph], devices: Sequence[Acce
     t0 = time.perf_counter()
     subs = [sub for glabel, graph in graphs.items()
             for sub in sample_subgraphs(graph, ratios, seeds, seed, name=glabel, blocks=blocks)]
-    samples = collect(subs, widths, devices, device_kind, progress, keeps)
+    made = entry_devices(devices, device_kind, sddmm_preset) if len(ops) > 1 else []
+    parts = [collect(subs, widths, devices, device_kind, progress, keeps)]
+    entry_s = 0.0
+    if made:
+        t1 = time.perf_counter()
+        parts.append(collect_entry(subs, made, entry_widths, heads, keeps, progress))
+        entry_s = time.perf_counter() - t1
+    samples = Samples.concat(parts)
     sampling_s = time.perf_counter() - t0
     rows = {d.key: device_features(d) for d in devices}
-    device_rows = {k: np.array([v[f] for f in DEVICE_FEATURES]) for k, v in rows.items()}
-    t0 = time.perf_counter()
+    device_rows = {"sum": {k: np.array([v[f] for f in DEVICE_FEATURES])
+                           for k, v in rows.items()}}
+    device_rows["weighted"] = device_rows["sum"]
+    scores_rows = {}
+    if "sddmm" in ops:
+        scores_rows = {d.key: scores_device_features(scores_choice(d, sddmm_preset))
+                       for d in devices}
+        device_rows["sddmm"] = {k: np.array([v[f] for f in SCORES_FEATURES])
+                                for k, v in scores_rows.items()}
     test = _split(samples.group, test_fraction, seed)
-    scores = score_regressors(samples, device_rows, test, names, baseline)
-    best = min(scores, key=lambda s: s.mape)
-    report = FitReport(scores, best.regressor, int((~test).sum()), int(test.sum()), sampling_s,
-                       time.perf_counter() - t0)
+    reports, chosen = {}, {}
+    for op in ops:
+        t1 = time.perf_counter()
+        sel = np.array([o == op for o in samples.op], dtype=bool)
+        sub_samples = samples.of(op)
+        scores = score_regressors(sub_samples, device_rows[op], test[sel], names, baseline, op)
+        best = min(scores, key=lambda s: s.mape)
+        chosen[op] = best.regressor
+        reports[op] = FitReport(scores, best.regressor, int((~test[sel]).sum()),
+                                int(test[sel].sum()),
+                                sampling_s - entry_s if op == "sum" else entry_s,
+                                time.perf_counter() - t1)
     state = {
         "format": FORMAT, "version": FORMAT_VERSION, "dataset": label,
-        "device_kind": device_kind, "baseline": baseline,
+        "device_kind": device_kind, "baseline": baseline, "ops": ops,
         "devices": [{**d.describe(), "capability": rows[d.key]["capability"],
-                     "features": rows[d.key]} for d in devices],
+                     "features": rows[d.key],
+                     **({"scores": {"design": scores_choice(d, sddmm_preset).design,
+                                    "preset": scores_choice(d, sddmm_preset).preset,
+                                    "features": scores_rows[d.key]}}
+                        if d.key in scores_rows else {})} for d in devices],
         "sampling": {"ratios": [float(r) for r in ratios], "widths": [int(w) for w in widths],
                      "seeds": int(seeds), "seed": int(seed), "test_fraction": test_fraction,
-                     "blocks": bool(blocks), "keeps": [float(k) for k in check_keeps(keeps)]},
-        "regressor": {"name": best.regressor, "params": REGRESSORS[best.regressor][1]},
-        "report": report.as_dict(),
+                     "blocks": bool(blocks), "keeps": [float(k) for k in check_keeps(keeps)],
+                     **({"entry_widths": [int(w) for w in entry_widths],
+                         "heads": [int(h) for h in heads], "sddmm_preset": sddmm_preset}
+                        if len(ops) > 1 else {})},
+        "regressor": {"name": chosen["sum"], "params": REGRESSORS[chosen["sum"]][1]},
+        "report": reports["sum"].as_dict(),
+        "op_regressors": {op: {"name": chosen[op], "params": REGRESSORS[chosen[op]][1]}
+                          for op in ops if op != "sum"},
+        "op_reports": {op: reports[op].as_dict() for op in ops if op != "sum"},
         "samples": samples.as_dict(),
     }
     return PerfModel(state)
@@ -395,10 +558,12 @@ class HeldOut:
 
     rows: list[dict] = field(default_factory=list)
 
-    def mape(self, graph: str | None = None, device: str | None = None) -> float:
-        """MAPE (fraction) over the rows of one graph / device, or all."""
+    def mape(self, graph: str | None = None, device: str | None = None,
+             op: str | None = None) -> float:
+        """MAPE (fraction) over the rows of one graph / device / operation, or all."""
         sel = [r for r in self.rows if (graph is None or r["graph"] == graph)
-               and (device is None or r["device"] == device)]
+               and (device is None or r["device"] == device)
+               and (op is None or r.get("op", "sum") == op)]
         return mape(np.array([r["predicted_s"] for r in sel]),
                     np.array([r["measured_s"] for r in sel]))
 
@@ -409,9 +574,15 @@ class HeldOut:
 
 def held_out(model: PerfModel, graphs: Mapping[str, CSRGraph], widths: Sequence[int],
              device_kind: str = "model", devices: Sequence[AcceleratorChoice] | None = None,
-             progress: bool = False, keeps: Sequence[float] = PERF_KEEPS) -> HeldOut:
+             progress: bool = False, keeps: Sequence[float] = PERF_KEEPS,
+             ops: Sequence[str] = ("sum",), entry_widths: Sequence[int] = PERF_ENTRY_WIDTHS,
+             heads: Sequence[int] = PERF_HEADS) -> HeldOut:
     """Measure ``graphs`` at ``widths`` (and output masks keeping ``keeps``) on the model's
-    devices (or ``devices``) and set the predictions beside the measurements."""
+    devices (or ``devices``) and set the predictions beside the measurements; with the
+    per-entry ``ops`` also those products at one head's ``entry_widths`` and ``heads`` (rows
+    with ``op`` and ``heads``)."""
+    ops = check_ops(ops)
+    model.require_ops(ops)
     from tqdm import tqdm
     check_widths(widths)
     keeps = check_keeps(keeps)
@@ -426,7 +597,22 @@ def held_out(model: PerfModel, graphs: Mapping[str, CSRGraph], widths: Sequence[
         keys = [k for k, _ in made]
         pred = model.predict_features(np.tile(feats, (len(keys), 1)), keys)
         for (key, dev), p in zip(made, pred):
-            out.rows.append({"graph": name, "width": width, "keep": keep, "device": key,
-                             "predicted_s": float(p),
+            out.rows.append({"graph": name, "op": "sum", "width": width, "heads": 1,
+                             "keep": keep, "device": key, "predicted_s": float(p),
                              "measured_s": aggregation_time(dev, graph, width, keep=keep)})
+    if len(ops) > 1:
+        pairs = entry_devices(devs, device_kind,
+                              model.state["sampling"].get("sddmm_preset"))
+        runs = [(op, w, h, k if op == "sddmm" else 1.0) for op in ops[1:]
+                for w in entry_widths for h in heads
+                for k in (keeps if op == "sddmm" else [1.0])]
+        for name, graph in tqdm(graphs.items(), desc="held-out GAT runs", unit="graph",
+                                disable=not progress, file=sys.stderr):
+            for op, w, h, k in runs:
+                for key, dev in pairs:
+                    out.rows.append({
+                        "graph": name, "op": op, "width": int(w), "heads": int(h),
+                        "keep": k, "device": key,
+                        "predicted_s": model.predict(graph, int(w), key, k, op, int(h)),
+                        "measured_s": entry_op_time(dev, graph, op, int(w), int(h), k)})
     return out

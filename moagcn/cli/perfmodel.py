@@ -17,8 +17,8 @@ import csv
 from pathlib import Path
 
 from moagcn.cli.common import add_undirected_arg, one_line_warnings, output_path
-from moagcn.core.names import (PERF_KEEPS, PERF_RATIOS, PERF_REGRESSORS, PERF_SEEDS,
-                               PERF_TEST_FRACTION, PERF_WIDTHS)
+from moagcn.core.names import (PERF_ENTRY_WIDTHS, PERF_HEADS, PERF_KEEPS, PERF_RATIOS,
+                               PERF_REGRESSORS, PERF_SEEDS, PERF_TEST_FRACTION, PERF_WIDTHS)
 from moagcn.core.options import add_renamed
 from moagcn.errors import UserError
 
@@ -92,6 +92,9 @@ def print_holdout(res, model) -> None:
         print(f"{k:{wide}s} {cells} {100 * res.mape(device=k):7.2f}%")
     cells = " ".join(f"{100 * res.mape(g):11.2f}%" for g in res.graphs)
     print(f"{'all':{wide}s} {cells} {100 * res.mape():7.2f}%")
+    ops = list(dict.fromkeys(r.get("op", "sum") for r in res.rows))
+    if len(ops) > 1:
+        print("by operation: " + ", ".join(f"{op} {100 * res.mape(op=op):.2f}%" for op in ops))
 
 
 def write_csv(path: Path, rows: list[dict], columns) -> None:
@@ -122,6 +125,10 @@ def cmd_fit(args) -> int:
     pma.check_ratios(ratios)
     pma.check_widths(widths)
     pma.check_keeps(keeps)
+    ops = pm.check_ops(_names(args.ops))
+    entry_widths = _numbers(args.entry_widths, "--entry-widths", int)
+    heads = _numbers(args.heads_list, "--heads-list", int)
+    pma.check_widths(entry_widths)
     regressors = _names(args.regressors) or None
     holdout = _names(args.holdout)
     _set_threads(args.threads)
@@ -139,30 +146,38 @@ def cmd_fit(args) -> int:
           f"{', '.join(d.key for d in devices)} ({args.device} for accelerators); "
           f"{len(ratios)} ratios x {args.seeds} seeds"
           f"{'' if args.no_blocks else ' (and their worker blocks)'} x {len(widths)} widths"
-          + (f" x {len(keeps)} output masks" if len(keeps) > 1 or keeps[0] < 1 else ""))
+          + (f" x {len(keeps)} output masks" if len(keeps) > 1 or keeps[0] < 1 else "")
+          + ("" if len(ops) == 1 else f"; GAT's products ({', '.join(ops[1:])}) at one head's "
+             f"widths {','.join(map(str, entry_widths))} x heads {','.join(map(str, heads))}"))
     model = pm.fit(graphs, devices, ratios=ratios, widths=widths, seeds=args.seeds,
                    seed=args.seed, device_kind=args.device, test_fraction=args.test_fraction,
                    regressors=regressors, baseline=not args.no_baseline,
                    blocks=not args.no_blocks, progress=not args.quiet, name=label,
-                   keeps=keeps)
+                   keeps=keeps, ops=ops, entry_widths=entry_widths, heads=heads,
+                   sddmm_preset=args.sddmm_preset)
     rep = model.report
     print(f"{rep.train_runs} runs fitted, {rep.test_runs} held out (sub-graphs not fitted); "
           f"sampling {rep.sampling_s:.1f} s, fitting {rep.fitting_s:.1f} s; target "
           f"{'log(time / cost-term baseline)' if model.baseline else 'log(time)'}")
     print_scores(rep)
+    rows = [{"op": "sum", **r} for r in score_rows(rep)]
+    for op, oprep in model.op_reports.items():
+        print(f"{op}: {oprep.train_runs} runs fitted, {oprep.test_runs} held out")
+        print_scores(oprep)
+        rows += [{"op": op, **r} for r in score_rows(oprep)]
     csv_path = out.with_suffix(".csv")
-    write_csv(csv_path, score_rows(rep), SCORE_COLUMNS)
+    write_csv(csv_path, rows, ("op",) + SCORE_COLUMNS)
     written = [out, csv_path]
     if held:
         res = pm.held_out(model, held, widths, args.device, progress=not args.quiet,
-                          keeps=keeps)
+                          keeps=keeps, ops=ops, entry_widths=entry_widths, heads=heads)
         print_holdout(res, model)
         model.state["holdout"] = {"graphs": res.graphs, "mape": res.mape(),
                                   "mape_by_graph": {g: res.mape(g) for g in res.graphs},
                                   "rows": res.rows}
         hpath = out.with_name(out.stem + "-holdout.csv")
-        write_csv(hpath, res.rows, ("graph", "width", "keep", "device", "predicted_s",
-                                    "measured_s"))
+        write_csv(hpath, res.rows, ("graph", "op", "width", "heads", "keep", "device",
+                                    "predicted_s", "measured_s"))
         written.append(hpath)
     model.save(out)
     print(f"chosen: {model.regressor}; wrote {', '.join(str(p) for p in written)}")
@@ -197,10 +212,15 @@ def cmd_predict(args) -> int:
     print(head)
     errors = []
     for dev in devices:
-        pred = model.predict(graph, args.width, dev, keep)
+        pred = model.predict(graph, args.width, dev, keep, args.op, args.heads)
         line = f"{dev.key:36s} {_ms(pred):>15s}"
-        if args.measure:
+        if args.measure and args.op != "sum":
+            pair = pm.entry_devices([dev], args.device,
+                                    model.state["sampling"].get("sddmm_preset"))[0][1]
+            true = pma.entry_op_time(pair, graph, args.op, args.width, args.heads, keep)
+        if args.measure and args.op == "sum":
             true = pma.aggregation_time(dev.on(args.device).make(), graph, args.width, keep=keep)
+        if args.measure:
             err = (pred - true) / true
             errors.append(abs(err))
             line += f" {_ms(true):>15s} {100 * err:+7.2f}%"
@@ -253,6 +273,21 @@ def register(subparsers) -> None:
                    help="kept fractions of a random output mask every run is timed with "
                         "(default 1,0.5: unmasked and half-masked, as training's dropout and "
                         "ReLU masks; 1: unmasked only)")
+    f.add_argument("--ops", default="sum", metavar="OP,...",
+                   help="what the model predicts: sum (the aggregation, default) and, for a "
+                        "GAT (--balance vgnn with --model gat), weighted,sddmm: the weighted "
+                        "aggregation and the SDDMM, timed on every accelerator (a weighted "
+                        "S-SpMM, :weighted=true) paired with its sddmm design")
+    f.add_argument("--entry-widths", default=",".join(map(str, PERF_ENTRY_WIDTHS)),
+                   metavar="C,...",
+                   help="one head's widths the per-entry products are timed at (default "
+                        f"{','.join(map(str, PERF_ENTRY_WIDTHS))})")
+    f.add_argument("--heads-list", default=",".join(map(str, PERF_HEADS)), metavar="H,...",
+                   help="heads the per-entry products are timed with (default "
+                        f"{','.join(map(str, PERF_HEADS))})")
+    f.add_argument("--sddmm-preset", metavar="P",
+                   help="the sddmm design's preset beside each accelerator (default: tiny "
+                        "beside a tiny S-SpMM, else default; as moagcn train --sddmm-preset)")
     f.add_argument("--seeds", type=int, default=PERF_SEEDS,
                    help=f"sub-graphs per ratio (default {PERF_SEEDS})")
     f.add_argument("--seed", type=int, default=0, help="base seed of the sampling and split")
@@ -290,6 +325,12 @@ def register(subparsers) -> None:
     p.add_argument("--dataset", required=True, metavar="D", help=dataset_help)
     add_undirected_arg(p)
     p.add_argument("--width", required=True, type=int, metavar="F", help="feature columns")
+    p.add_argument("--op", choices=("sum", "weighted", "sddmm"), default="sum",
+                   help="the operation: sum (the aggregation, default), weighted (GAT's "
+                        "weighted aggregation, --width columns per head) or sddmm (its "
+                        "scores, --width columns per head); the model must be fitted with it")
+    p.add_argument("--heads", type=int, default=1,
+                   help="heads of a weighted or sddmm product (default 1)")
     p.add_argument("--keep", default="1", metavar="K",
                    help="kept fraction of a random output mask (default 1: no mask; 0.5 for a "
                         "dropout of 0.5)")

@@ -40,5 +40,10 @@ PERF_SEEDS = 3
 #: kept fractions of the output masks the runs are timed with by default (1: no mask; 0.5: a
 #: dropout of 0.5, or a ReLU mask, as training's aggregations carry)
 PERF_KEEPS = (1.0, 0.5)
+#: one head's widths the per-entry products (weighted aggregation, SDDMM) are timed at: GAT's
+#: scores (2), its heads' widths and the classes
+PERF_ENTRY_WIDTHS = (2, 4, 8, 16, 64)
+#: heads the per-entry products are timed with
+PERF_HEADS = (1, 8)
 #: fraction of the sub-graphs held out to score the regressors
 PERF_TEST_FRACTION = 0.25
