@@ -170,8 +170,11 @@ def test_graph_features_of_a_hand_built_graph():
                                "width": 10,
                                # non-empty rows 2, 3, 1 topped up to k: (k - 2) + (k - 3) + (k - 1)
                                "short2": 1, "short4": 6, "short8": 18, "short16": 42,
-                               "keep": 1.0})
+                               "keep": 1.0, "heads": 1})
     assert dict(zip(pmf.GRAPH_FEATURES, pmf.graph_features(HAND, 10, 0.25)))["keep"] == 0.25
+    assert dict(zip(pmf.GRAPH_FEATURES, pmf.graph_features(HAND, 10, 1, 8)))["heads"] == 8
+    with pytest.raises(UserError, match="heads 0"):
+        pmf.graph_features(HAND, 10, 1, 0)
     for bad in (0, 1.5, "x"):
         with pytest.raises(UserError, match="kept fraction"):
             pmf.graph_features(HAND, 10, bad)
@@ -358,7 +361,7 @@ def test_cli_fit_and_predict(tmp_path, capsys):
         assert word in text
     assert out.exists() and out.with_suffix(".csv").exists()
     header = out.with_suffix(".csv").read_text().splitlines()[0]
-    assert header == ",".join(cli_perfmodel.SCORE_COLUMNS)
+    assert header == ",".join(("op",) + cli_perfmodel.SCORE_COLUMNS)
     with open(tmp_path / "m-holdout.csv") as f:
         assert {r["keep"] for r in csv.DictReader(f)} == {"1.0", "0.5"}
     state = json.loads(out.read_text())

@@ -135,12 +135,9 @@ def test_refusals_are_one_line(small, tmp_path, capsys, extra, match):
     assert re.search(match, err), err
 
 
-def test_config_refuses_gat_in_the_fine_grain_pipeline_and_the_perf_model():
+def test_config_refuses_gat_in_the_fine_grain_pipeline():
     with pytest.raises(UserError, match="--pipeline natural with --model gat"):
         gat_cfg(parallelism="mop", pipeline="natural").validate()
-    with pytest.raises(UserError, match="does not model GAT's SDDMM"):
-        gat_cfg(devices="sspmm:weighted=true,cpu", device="model", workers=2, balance="vgnn",
-                perf_model="m.json").validate()
 
 
 # -- MoP ------------------------------------------------------------------------------------
