@@ -59,7 +59,8 @@ from moagcn.host.graphs.datasets import load_dataset
 from moagcn.host.graphs.generators import rmat, sbm
 from moagcn.host.graphs.ops import CSRGraph
 from moagcn.host.vgnn.augment import load_graph
-from moagcn.host.vgnn.fleet import BALANCES, RELU_KEEP, predicted_times, step_keeps
+from moagcn.host.vgnn.fleet import (BALANCES, RELU_KEEP, gat_predicted_times, predicted_times,
+                                    step_keeps)
 from moagcn.host.vgnn.perfmodel import PerfModel, fit, held_out
 from moagcn.host.vgnn.regressors import mape
 
@@ -97,6 +98,14 @@ PAPER = {
     "halo_imbalance_arxiv_even": 2.65,
     "setup": "3 GPUs (A100, TITAN RTX, TITAN X), DGL, GCN 4 layers x 256, 100 epochs",
 }
+#: the models each fleet trains (``--models``); a GAT runs on the fleet's devices made weighted
+#: S-SpMMs (:func:`weighted_fleet`, case label ``F1-gat``), each paired with the SDDMM
+MODELS = ("gcn", "gat")
+#: PyG's example GAT (vGNN's GAT is 3 layers x 128; moagcn's runtimes train PyG's 2 layers)
+GAT_HEADS, GAT_HIDDEN, GAT_DROPOUT, GAT_LR = 8, 8, 0.6, 0.005
+#: one head's widths the GAT perf models are fitted at: the scores (2), the hidden head, and
+#: what MoP's column cuts and the classes make of them
+GAT_ENTRY_WIDTHS = (2, 4, 8, 16)
 #: the issue's targets
 TARGET_UNIFORM = 1.3
 TARGET_ACC = 0.005
@@ -154,6 +163,18 @@ def parse_seeds(text: str) -> list[int]:
     return list(dict.fromkeys(seeds))
 
 
+def weighted_fleet(spec: str) -> str:
+    """The fleet ``spec`` with every accelerator a weighted S-SpMM (``:weighted=true``), as a
+    GAT needs; the CPU as it is."""
+    return ",".join(d if d.strip().startswith("cpu") else f"{d.strip()}:weighted=true"
+                    for d in spec.split(","))
+
+
+def gat_label(fleet: str) -> str:
+    """The case label of a fleet's GAT runs and perf model."""
+    return f"{fleet}-gat"
+
+
 def load(name: str, scale: int):
     return rmat(scale=scale, seed=0) if name == "rmat" else load_dataset(name)
 
@@ -162,11 +183,12 @@ def label(name: str, scale: int) -> str:
     return f"rmat-{scale}" if name == "rmat" else name
 
 
-def operator(graph: CSRGraph) -> CSRGraph:
-    """The sparsity the devices run for the experiment's GCN on ``graph``: ``A + I``."""
+def operator(graph: CSRGraph, model: str = "gcn") -> CSRGraph:
+    """The sparsity the devices run for the experiment's ``model`` on ``graph``: ``A + I``
+    (the GCN's; the GAT's, its stored self loops replaced by one per node)."""
     # lazy: keeps torch out of this module's import
     from moagcn.host.nn.models import aggregation_op
-    return aggregation_op("gcn", graph).adj
+    return aggregation_op(model, graph).adj
 
 
 def fit_graphs(names: str, scale: int) -> dict[str, CSRGraph]:
@@ -201,19 +223,35 @@ def fit_keeps(dropout: float) -> tuple[float, ...]:
 
 
 def fit_fleet(name: str, spec: str, fgraphs: dict, evaluated: dict, out: Path, seed: int,
-              quiet: bool, keeps=(1.0,)) -> dict:
+              quiet: bool, keeps=(1.0,), model_kind: str = "gcn") -> dict:
     """Fit the fleet's model on sub-graphs of the ``fgraphs`` (label -> graph), save it, and
     score it on the ``evaluated`` graphs (label -> (graph, widths)) as whole graphs; every run
-    without a mask and with output masks keeping each of ``keeps``."""
+    without a mask and with output masks keeping each of ``keeps``. ``model_kind`` ``gat``:
+    the per-entry products (weighted aggregation, SDDMM) at one head's
+    :data:`GAT_ENTRY_WIDTHS` and 1 or :data:`GAT_HEADS` heads (the aggregation itself once,
+    at width 16: a GAT runs none), scored on the evaluated graphs at their ``widths`` (one
+    head's), the MAPE over those products."""
     specs = parse_devices(spec)
     t0 = time.perf_counter()
     fit_label = "+".join(fgraphs)
-    model = fit(fgraphs, specs, widths=FIT_WIDTHS, seed=seed, device_kind="model",
-                progress=not quiet, name=fit_label, keeps=keeps)
-    rep = model.report
+    gat = model_kind == "gat"
+    ops = ("sum", "weighted", "sddmm") if gat else ("sum",)
+    entry = dict(ops=ops, entry_widths=GAT_ENTRY_WIDTHS, heads=(1, GAT_HEADS)) if gat else {}
+    model = fit(fgraphs, specs, widths=(16,) if gat else FIT_WIDTHS, seed=seed,
+                device_kind="model", progress=not quiet, name=fit_label, keeps=keeps, **entry)
+    # the chosen regressor's split MAPE of each operation the runs use
+    reps = ({op: model.op_reports[op] for op in ("weighted", "sddmm")} if gat
+            else {"sum": model.report})
+    split = {op: float(next(s for s in r.scores if s.regressor == r.chosen).mape)
+             for op, r in reps.items()}
     ho_rows = []
     for g, (graph, widths) in evaluated.items():
-        ho_rows += held_out(model, {g: graph}, widths, "model", keeps=keeps).rows
+        if gat:
+            rows = held_out(model, {g: graph}, (16,), "model", keeps=keeps, ops=ops,
+                            entry_widths=widths, heads=(1, GAT_HEADS)).rows
+            ho_rows += [r for r in rows if r["op"] != "sum"]
+        else:
+            ho_rows += held_out(model, {g: graph}, widths, "model", keeps=keeps).rows
     path = out / f"perfmodel-{name}.json"
     model.state["holdout"] = {"graphs": list(evaluated), "rows": ho_rows}
     model.save(path)
@@ -222,14 +260,18 @@ def fit_fleet(name: str, spec: str, fgraphs: dict, evaluated: dict, out: Path, s
         return float(mape(np.array([r["predicted_s"] for r in rows]),
                           np.array([r["measured_s"] for r in rows]))) if rows else float("nan")
 
-    chosen = next(s for s in rep.scores if s.regressor == rep.chosen)
-    return {"fleet": name, "devices": spec, "keys": [s.key for s in specs],
+    return {"fleet": name, "model": model_kind, "devices": spec, "keys": [s.key for s in specs],
             "capability": [s.capability() for s in specs], "fit_graph": fit_label,
             "fit_nodes": int(sum(g.n_rows for g in fgraphs.values())),
             "fit_entries": int(sum(g.nnz for g in fgraphs.values())),
-            "widths": list(FIT_WIDTHS), "regressor": rep.chosen,
-            "runs": rep.train_runs + rep.test_runs, "split_mape": float(chosen.mape),
+            "widths": list(GAT_ENTRY_WIDTHS if gat else FIT_WIDTHS),
+            "regressor": " / ".join(f"{op} {r.chosen}" if gat else r.chosen
+                                    for op, r in reps.items()),
+            "runs": sum(r.train_runs + r.test_runs for r in reps.values()),
+            "split_mape": float(np.mean(list(split.values()))), "split_mape_by_op": split,
             "holdout_mape": _m(ho_rows),
+            "holdout_mape_by_op": {op: _m([r for r in ho_rows if r.get("op", "sum") == op])
+                                   for op in reps},
             "holdout_mape_by_graph": {g: _m([r for r in ho_rows if r["graph"] == g])
                                       for g in evaluated},
             "holdout_mape_by_device": {k.key: _m([r for r in ho_rows if r["device"] == k.key])
@@ -258,39 +300,51 @@ def _unrotate(values, order: int):
 
 def run_row(fleet: str, spec: str, ds: str, d, parallelism: str, balance: str, seed: int,
             epochs: int, perf_path: Path, perf, specs, dropout: float = 0.5,
-            order: int = 0) -> dict:
+            order: int = 0, model: str = "gcn") -> dict:
     """One training run; ``order`` > 0 runs the fleet rotated by that many devices (the parts
     of an order-blind split then land on other devices) and reports every per-device figure
-    in the listed order."""
+    in the listed order. ``model`` ``gat``: PyG's example GAT (:data:`GAT_HEADS` heads of
+    :data:`GAT_HIDDEN`, dropout :data:`GAT_DROPOUT`) on ``spec``'s weighted S-SpMMs."""
     # lazy: keeps torch out of this module's import
     from moagcn.host.training.config import TrainConfig
     from moagcn.host.training.fullgraph import train  # lazy, as above
     run_spec = rotate(spec, order)
     run_specs = specs[order:] + specs[:order]
+    gat = model == "gat"
+    if gat:
+        dropout = GAT_DROPOUT
     cfg = TrainConfig(device="model", workers=len(specs), devices=run_spec, balance=balance,
                       perf_model=str(perf_path) if balance == "vgnn" else None,
                       parallelism=parallelism,
                       partition="metis" if parallelism == "partition" else "contiguous",
-                      hidden=HIDDEN, epochs=epochs, seed=seed, dropout=dropout)
+                      hidden=GAT_HIDDEN if gat else HIDDEN, epochs=epochs, seed=seed,
+                      dropout=dropout, model=model,
+                      **(dict(heads=GAT_HEADS, lr=GAT_LR) if gat else {}))
     t0 = time.perf_counter()
     res = train(d, cfg)
     wall = time.perf_counter() - t0
     rep = res.report()
     times = [float(t) for t in rep["device_time_s"]]
     shares = rep["shares"] if rep["shares"] is not None else [1.0 / len(specs)] * len(specs)
-    widths = [d.n_features, HIDDEN]
-    keep, back_keep = step_keeps(dropout)
-    pred = [float(t) for t in predicted_times(perf, run_specs, d.graph, widths, parallelism,
-                                              rep["shares"], cfg.partition,
-                                              operator=operator(d.graph), keep=keep,
-                                              back_keep=back_keep)]
+    if gat:
+        from moagcn.host.nn.gat import GAT  # lazy, as above
+        pred = gat_predicted_times(perf, run_specs, d.graph,
+                                   GAT.head_shapes(GAT_HIDDEN, GAT_HEADS, d.n_classes),
+                                   parallelism, rep["shares"], cfg.partition,
+                                   operator(d.graph, "gat"), 1.0 - dropout)
+    else:
+        keep, back_keep = step_keeps(dropout)
+        pred = predicted_times(perf, run_specs, d.graph, [d.n_features, HIDDEN], parallelism,
+                               rep["shares"], cfg.partition, operator=operator(d.graph),
+                               keep=keep, back_keep=back_keep)
+    pred = [float(t) for t in pred]
     part = rep["partition"] or {}
     halo = _unrotate(rep["halo_sizes"], order)
     sizes = _unrotate(part.get("part_sizes"), order)
     times, shares, pred = (_unrotate(v, order) for v in (times, shares, pred))
     mean_t = float(np.mean(times))
     return {
-        "fleet": fleet, "devices": spec, "dataset": ds, "nodes": d.n_nodes,
+        "fleet": fleet, "model": model, "devices": spec, "dataset": ds, "nodes": d.n_nodes,
         "edges": int(d.graph.nnz), "features": d.n_features, "parallelism": parallelism,
         "partition": cfg.partition, "balance": balance, "order": order, "seed": seed,
         "epochs": epochs,
@@ -380,7 +434,7 @@ def spread(fit: dict) -> float:
 def targets(rows: list[dict], summ: list[dict], fits: dict) -> list[dict]:
     out = []
     four = [f for f, info in fits.items() if abs(spread(info) - 4.0) < 1e-6
-            and len(info["keys"]) == 2]
+            and len(info["keys"]) == 2 and info.get("model", "gcn") == "gcn"]
     if four:
         f = four[0]
         ss = [s for s in summ if s["fleet"] == f]
@@ -449,11 +503,30 @@ def targets(rows: list[dict], summ: list[dict], fits: dict) -> list[dict]:
                 "verdict": "met" if all(v <= 0.10 for v in hm.values()) else
                            "not met (> 10% on " + ", ".join(f for f, v in hm.items()
                                                            if v > 0.10) + ")"})
-    # beside the paper: vgnn over spec, all fleets
-    vs_all = [s["vgnn_over_spec"] for s in summ]
-    std_mean = {b: float(np.mean([s[f"std_{b}_s"] for s in summ])) * 1e3 for b in BALANCES}
-    out.append({"target": "(context) vgnn over the spec-ratio split, every fleet, graph and "
-                          "parallelism",
+    # beside the paper: GAT, vgnn over spec
+    gat = [s for s in summ if s["fleet"] in fits and fits[s["fleet"]].get("model") == "gat"]
+    if gat:
+        vs_gat = {f"{s['fleet']} {s['dataset']} {s['parallelism']}": s["vgnn_over_spec"]
+                  for s in gat}
+        vu_gat = {k: s["vgnn_over_uniform"] for k, s in zip(vs_gat, gat)}
+        out.append({"target": "(beside the paper) GAT: vgnn over the spec-ratio split, every "
+                              "fleet, graph and parallelism",
+                    "ours": f"average (geometric) {_geo(list(vs_gat.values())):.2f}x, range "
+                            f"{min(vs_gat.values()):.2f}-{max(vs_gat.values()):.2f}x over "
+                            f"{len(vs_gat)} cases (over uniform "
+                            f"{_geo(list(vu_gat.values())):.2f}x): "
+                            + ", ".join(f"{k} {v:.2f}x" for k, v in vs_gat.items()),
+                    "values": {"over_spec": vs_gat, "over_uniform": vu_gat},
+                    "paper": "GAT: 1.33x / 1.17x / 1.19x average over frequency / GFLOPS / "
+                             "CUDA-core splits, 1.23x overall, up to 2.41x (Figs. 10-11)",
+                    "verdict": "-"})
+    # beside the paper: vgnn over spec, all fleets (GCN)
+    gcn = [s for s in summ if fits.get(s["fleet"], {}).get("model", "gcn") == "gcn"]
+    vs_all = [s["vgnn_over_spec"] for s in gcn]
+    std_mean = {b: float(np.mean([s[f"std_{b}_s"] for s in gcn])) * 1e3 if gcn else 0.0
+                for b in BALANCES}
+    out.extend([{"target": "(context) vgnn over the spec-ratio split, every fleet, graph and "
+                           "parallelism (GCN)",
                 "ours": f"average (geometric) {_geo(vs_all):.2f}x, range "
                         f"{min(vs_all):.2f}-{max(vs_all):.2f}x over {len(vs_all)} cases; "
                         "mean device-time std (ms) " + ", ".join(f"{b} {v:.3f}" for b, v in
@@ -462,7 +535,7 @@ def targets(rows: list[dict], summ: list[dict], fits: dict) -> list[dict]:
                 "paper": "GCN: 1.39x / 1.32x / 1.27x average over frequency / GFLOPS / "
                          "CUDA-core splits, up to 2.75x; Table 6 mean std 11.53 / 8.50 / 10.50 "
                          "vs vGNN 8.12",
-                "verdict": "-"})
+                "verdict": "-"}] if gcn else [])
     halo = [s for s in summ if "halo_vgnn" in s]
     if halo:
         red = {f"{s['fleet']} {s['dataset']}": 1 - s["halo_vgnn"] / s["halo_uniform"]
@@ -486,7 +559,7 @@ def _fmt_list(v, fmt="{:.3g}"):
     return "-" if v is None else "[" + ", ".join(fmt.format(x) for x in v) + "]"
 
 
-CSV_COLUMNS = ("fleet", "devices", "dataset", "nodes", "edges", "features", "parallelism",
+CSV_COLUMNS = ("fleet", "model", "devices", "dataset", "nodes", "edges", "features", "parallelism",
                "partition", "balance", "order", "seed", "epochs", "dropout", "makespan_s",
                "device_time_s",
                "device_time_std_s", "device_time_cv", "max_over_min", "shares", "part_fraction",
@@ -656,6 +729,11 @@ def build_parser() -> argparse.ArgumentParser:
                         help="fleets separated by ';': names ("
                              + ", ".join(f"{k} = {v}" for k, v in FLEETS.items())
                              + ") or device lists (default F1;F2;F3)")
+    parser.add_argument("--models", default="gcn,gat", metavar="M,...",
+                        help="gcn and/or gat (default both): a GAT (PyG's example, 8 heads x "
+                             "8, dropout 0.6) runs on each fleet's devices as weighted S-SpMMs "
+                             "(:weighted=true) paired with the sddmm design, its rows and perf "
+                             "model labelled FLEET-gat")
     parser.add_argument("--parallelism", default="partition,mop",
                         help="partition (METIS) and/or mop (default both)")
     parser.add_argument("--seed-list", default="0", metavar="S,...",
@@ -693,6 +771,7 @@ def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     datasets = _names(args.datasets, "--datasets", DATASETS)
     pars = _names(args.parallelism, "--parallelism", PARALLELISMS)
+    models = _names(args.models, "--models", MODELS)
     fleets = parse_fleets(args.fleets)
     seeds = parse_seeds(args.seed_list)
     if args.epochs < 1:
@@ -707,10 +786,10 @@ def main(argv=None) -> int:
             raise UserError(f"--rmat-scale {args.scale}: use 6..18 (2^K nodes)")
     out = output_dir(args.out)
     with torch_threads(args.threads):
-        return _run(args, datasets, pars, fleets, seeds, out)
+        return _run(args, datasets, pars, fleets, seeds, out, models)
 
 
-def _run(args, datasets, pars, fleets, seeds, out) -> int:
+def _run(args, datasets, pars, fleets, seeds, out, models=("gcn",)) -> int:
     from tqdm import tqdm
 
     t_start = time.perf_counter()
@@ -725,12 +804,20 @@ def _run(args, datasets, pars, fleets, seeds, out) -> int:
           + ", ".join(f"{k} ({g.n_rows} nodes, {g.nnz} entries)" for k, g in fgraphs.items())
           + (f"; NOTE: {', '.join(held)} is also evaluated, so it is not held out" if held else
              "; every evaluated graph is held out"), flush=True)
-    evaluated = {ds: (operator(d.graph), [HIDDEN, d.n_features]) for ds, d in loaded.items()}
-    fits, models = {}, {}
-    for name, spec in fleets:
-        fits[name] = fit_fleet(name, spec, fgraphs, evaluated, out, args.fit_seed, args.quiet,
-                               fit_keeps(args.dropout))
-        models[name] = (PerfModel.load(fits[name]["path"]), parse_devices(spec))
+    evaluated = {"gcn": {ds: (operator(d.graph), [HIDDEN, d.n_features])
+                         for ds, d in loaded.items()},
+                 "gat": {ds: (operator(d.graph, "gat"), [2, GAT_HIDDEN, d.n_classes])
+                         for ds, d in loaded.items()}}
+    # (case label, device list, model): a fleet's GAT runs on its devices made weighted
+    cases = [(name if m == "gcn" else gat_label(name),
+              spec if m == "gcn" else weighted_fleet(spec), m)
+             for name, spec in fleets for m in models]
+    fits, perf_models = {}, {}
+    for name, spec, m in cases:
+        keeps = fit_keeps(args.dropout) if m == "gcn" else (1.0, 1.0 - GAT_DROPOUT)
+        fits[name] = fit_fleet(name, spec, fgraphs, evaluated[m], out, args.fit_seed,
+                               args.quiet, keeps, model_kind=m)
+        perf_models[name] = (PerfModel.load(fits[name]["path"]), parse_devices(spec))
         i = fits[name]
         print(f"{name} ({spec}): {i['regressor']} on {i['runs']} runs, split MAPE "
               f"{100 * i['split_mape']:.2f}%, held-out MAPE {100 * i['holdout_mape']:.1f}% "
@@ -738,16 +825,17 @@ def _run(args, datasets, pars, fleets, seeds, out) -> int:
     rows = []
     # an order-blind uniform partition is also run with the fleet rotated, so each part lands
     # on each device once (under MoP every device gets the same columns: one order suffices)
-    steps = [(f, spec, ds, p, seed, b, k) for f, spec in fleets for ds in loaded for p in pars
-             for seed in seeds for b in BALANCES
+    steps = [(f, spec, m, ds, p, seed, b, k) for f, spec, m in cases for ds in loaded
+             for p in pars for seed in seeds for b in BALANCES
              for k in (range(len(spec.split(","))) if b == "uniform" and p == "partition"
                        else [0])]
     bar = tqdm(steps, desc="vgnn runs", unit="run", file=sys.stderr, disable=args.quiet)
-    for f, spec, ds, p, seed, b, k in bar:
+    for f, spec, m, ds, p, seed, b, k in bar:
         bar.set_postfix_str(f"{f} {ds} {p} {b}" + (f" rotated {k}" if k else ""))
-        perf, specs = models[f]
+        perf, specs = perf_models[f]
         rows.append(run_row(f, spec, ds, loaded[ds], p, b, seed, args.epochs,
-                            Path(fits[f]["path"]), perf, specs, args.dropout, order=k))
+                            Path(fits[f]["path"]), perf, specs, args.dropout, order=k,
+                            model=m))
     bar.close()
     for r in rows:
         same = [x for x in rows if (x["fleet"], x["dataset"], x["parallelism"], x["seed"])
@@ -759,7 +847,7 @@ def _run(args, datasets, pars, fleets, seeds, out) -> int:
     tg = targets(rows, summ, fits)
     print_tables(rows, summ, fits, tg)
     _csv(out / "vgnn.csv", rows)
-    pics = _plots(out, rows, summ, fleets, list(loaded), pars)
+    pics = _plots(out, rows, summ, [(c[0], c[1]) for c in cases], list(loaded), pars)
     fits_json = {k: {kk: vv for kk, vv in v.items() if kk != "holdout_rows"}
                  for k, v in fits.items()}
     (out / "vgnn.json").write_text(json.dumps(
@@ -770,6 +858,8 @@ def _run(args, datasets, pars, fleets, seeds, out) -> int:
                        "the largest; dense updates and communication are not in it",
          "perf_models": fits_json, "holdout_rows": {k: v["holdout_rows"] for k, v in
                                                     fits.items()},
+         "models": list(models), "gat": {"heads": GAT_HEADS, "hidden": GAT_HIDDEN,
+                                         "dropout": GAT_DROPOUT, "lr": GAT_LR},
          "rows": rows, "summary": summ, "targets": tg, "paper": PAPER,
          "wall_s": time.perf_counter() - t_start}, indent=1, default=json_default) + "\n")
     print(f"\nwrote {out}/vgnn.csv, vgnn.json, {', '.join(pics)}, "
