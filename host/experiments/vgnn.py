@@ -2,7 +2,7 @@
 
 ``moagcn experiment vgnn [--out DIR] [--epochs 30] [--datasets cora,citeseer,rmat]
 [--rmat-scale 13] [--fleets F1;F2;F3] [--parallelism partition,mop] [--seed-list 0]
-[--dropout 0.5] [--fit-graph rmat,powerlaw,sbm]``
+[--dropout 0.5] [--fit-graph rmat,powerlaw,sbm] [--models gcn,gat]``
 
 1. **Fleets** (``--fleets``: names of :data:`FLEETS` or device lists, separated by ``;``): F1 is
    the issue's 4:1 fleet, a design and its quarter (``sspmm:lanes=32:load_width=8,
@@ -26,6 +26,11 @@
    standard deviation (vGNN Table 6), ``shares``, test accuracy, and for partition runs the halo
    of every worker, the edge cut and the part sizes (vGNN Fig. 6 / Fig. 12). Beside them the
    share solver's own prediction of every device's time for the shares it ran.
+   **GAT** (``--models``, default both): every fleet also trains PyG's example GAT (8 heads x
+   8, dropout 0.6) on its devices made weighted S-SpMMs (``:weighted=true``), each paired with
+   the ``sddmm`` design; its perf model (``perfmodel-F1-gat.json``) is fitted on GAT's two
+   products (``--ops sum,weighted,sddmm``) and scored on the evaluated graphs' GAT operators;
+   its rows are labelled ``F1-gat``.
 4. **Targets**: on the 4:1 fleet vgnn's makespan >= 1.3x better than uniform and no worse than
    spec on every graph (better on average); accuracy within 0.5 point of uniform's at the same
    seed; the perf model's held-out MAPE; ours beside vGNN's 1.27-1.39x average over its
@@ -854,8 +859,10 @@ def _run(args, datasets, pars, fleets, seeds, out, models=("gcn",)) -> int:
         {"config": vars(args), "fleets": dict(fleets), "datasets": list(loaded),
          "parallelism": pars, "seeds": seeds, "hidden": HIDDEN,
          "time_basis": "device_time_s: each device's sparse-aggregation cycles of the last "
-                       "epoch (forward + backward) at its own clock (cycle model); makespan_s: "
-                       "the largest; dense updates and communication are not in it",
+                       "epoch (forward + backward) at its own clock (cycle model; a GAT's "
+                       "pair: the weighted S-SpMM's and the SDDMM's, each at its clock); "
+                       "makespan_s: the largest; dense updates and communication are not in "
+                       "it",
          "perf_models": fits_json, "holdout_rows": {k: v["holdout_rows"] for k, v in
                                                     fits.items()},
          "models": list(models), "gat": {"heads": GAT_HEADS, "hidden": GAT_HIDDEN,

@@ -16,7 +16,7 @@ from moagcn.host.experiments.vgnn import FLEETS, parse_fleets, parse_seeds
 def test_experiment_vgnn_smoke(tmp_path, capsys):
     assert main(["experiment", "vgnn", "--datasets", "rmat", "--rmat-scale", "8",
                  "--epochs", "2", "--fleets", "F1", "--fit-graph", "rmat", "--out", str(tmp_path),
-                 "--quiet"]) == 0
+                 "--models", "gcn", "--quiet"]) == 0
     printed = capsys.readouterr().out
     assert "4:1 capability spread" in printed and "2.75x" in printed and "1.27x" in printed
     with open(tmp_path / "vgnn.csv") as f:
@@ -120,3 +120,30 @@ def test_bad_input_is_one_line(tmp_path, capsys):
     assert "--datasets" in capsys.readouterr().err
     assert main(["experiment", "vgnn", "--seed-list", "x", "--out", str(tmp_path)]) != 0
     assert "--seed-list 'x'" in capsys.readouterr().err
+
+
+def test_experiment_vgnn_gat_rows(tmp_path, capsys):
+    """``--models gat``: the fleet's devices made weighted S-SpMMs (label F1-gat), a perf model
+    of GAT's two products, rows whose predictions are the composed GAT step's."""
+    assert main(["experiment", "vgnn", "--datasets", "rmat", "--rmat-scale", "7",
+                 "--epochs", "1", "--fleets", "F1", "--fit-graph", "rmat", "--out", str(tmp_path),
+                 "--models", "gat", "--parallelism", "partition", "--quiet"]) == 0
+    printed = capsys.readouterr().out
+    assert "2.41x" in printed and "F1-gat" in printed
+    report = json.loads((tmp_path / "vgnn.json").read_text())
+    fit = report["perf_models"]["F1-gat"]
+    assert fit["model"] == "gat" and set(fit["split_mape_by_op"]) == {"weighted", "sddmm"}
+    assert 0 < fit["holdout_mape"] < 0.5
+    assert set(fit["holdout_mape_by_op"]) == {"weighted", "sddmm"}
+    model = json.loads((tmp_path / "perfmodel-F1-gat.json").read_text())
+    assert model["ops"] == ["sum", "weighted", "sddmm"]
+    rows = report["rows"]
+    assert [(r["balance"], r["order"]) for r in rows] == \
+        [("uniform", 0), ("uniform", 1), ("spec", 0), ("vgnn", 0)]
+    for r in rows:
+        assert r["model"] == "gat" and r["fleet"] == "F1-gat" and r["dropout"] == 0.6
+        assert r["devices"] == FLEETS["F1"].replace(",", ":weighted=true,") + ":weighted=true"
+        assert r["makespan_s"] == max(r["device_time_s"])
+        pred, meas = np.array(r["predicted_device_s"]), np.array(r["device_time_s"])
+        assert np.all(np.abs(pred / meas - 1) < 0.3), (pred, meas)
+    assert any(t["target"].startswith("(beside the paper) GAT") for t in report["targets"])
