@@ -25,7 +25,7 @@ from moagcn.cli.main import main
 from moagcn.errors import UserError
 from moagcn.host.devices.pair import attention_device
 from moagcn.host.devices.select import parse_devices
-from moagcn.host.graphs.data import Dataset, save_npz
+from moagcn.host.graphs.data import save_npz
 from moagcn.host.nn.models import aggregation_op
 from moagcn.host.training.config import TrainConfig
 from moagcn.host.training.fullgraph import train
@@ -40,15 +40,8 @@ FLEET = ("sspmm:lanes=8:weighted=true,sspmm:lanes=4:weighted=true,"
 
 
 @pytest.fixture(scope="module")
-def odd():
-    g = awkward(60, seed=4)
-    rng = np.random.default_rng(3)
-    n = g.n_rows
-    masks = [np.zeros(n, bool) for _ in range(3)]
-    for k, m in enumerate(masks):
-        m[k::3] = True
-    return Dataset("awkward", g, rng.standard_normal((n, 6)).astype(np.float32),
-                   rng.integers(0, 3, n), *masks)
+def odd(gat_awkward):
+    return gat_awkward
 
 
 class Oracle:

@@ -19,12 +19,11 @@ import pytest
 
 from moagcn.cli.main import main
 from moagcn.errors import UserError
-from moagcn.host.graphs.data import Dataset, save_npz
+from moagcn.host.graphs.data import save_npz
 from moagcn.host.training.config import TrainConfig
 from moagcn.host.training.fullgraph import train
 from moagcn.host.training.gat import GATConfig, train_gat
 
-from .test_deal import awkward
 
 
 @pytest.fixture(scope="module")
@@ -40,15 +39,8 @@ def gat_cfg(**kw):
 
 
 @pytest.fixture(scope="module")
-def odd():
-    g = awkward(50, seed=4)
-    rng = np.random.default_rng(3)
-    n = g.n_rows
-    masks = [np.zeros(n, bool) for _ in range(3)]
-    for k, m in enumerate(masks):
-        m[k::3] = True
-    return Dataset("awkward", g, rng.standard_normal((n, 6)).astype(np.float32),
-                   rng.integers(0, 3, n), *masks)
+def odd(gat_awkward):
+    return gat_awkward
 
 
 def test_without_dropout_any_worker_count_is_the_one_process_gat(small):
