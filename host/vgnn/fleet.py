@@ -24,7 +24,9 @@ Under MoP a share is a fraction of every layer's feature columns (each sparse de
 all N rows over its columns); under partition parallelism a fraction of the nodes (the
 partitioner takes target part weights: id ranges or runs of the RCM order cut at the shares of
 the aggregation work ``Σ (deg + 1)``, or METIS with that work as vertex weights and ``tpwgts``).
-The vGNN solver predicts each worker's time on the rows it would really get.
+The vGNN solver predicts each worker's time on the rows it would really get: for a GCN-style
+model a training step's aggregations (:func:`predicted_times`), for a GAT its weighted
+aggregations and SDDMMs (:func:`gat_predicted_times`, a model fitted with the per-entry ops).
 """
 
 from __future__ import annotations
