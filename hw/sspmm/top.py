@@ -187,12 +187,18 @@ class SSpmmAccelerator(wiring.Component):
         S = cfg.slices
         # every slice reads its own copy of the column indices and feature rows (written
         # together while loading): each copy keeps one write port and R read ports, as a block
-        # RAM has, whatever S
-        index = [Ram(32 * LW, depth(half["index"]), read_ports=R) for _ in range(S)]
+        # RAM has, whatever S. A word is never read in the cycle it is written (the fetcher
+        # reads the job's half from the cycle after its start; loads write the other half, or
+        # with one bank wait for the job, and their writes are registered, landing by the
+        # start cycle: ``_write_all``): built without collisions, no bypass logic lies between
+        # the block RAM's read data and the reader's column register (it was the longest path
+        # with two slices)
+        index = [Ram(32 * LW, depth(half["index"]), read_ports=R, collisions=False)
+                 for _ in range(S)]
         # with ``weighted``, the edge values beside them: the same rows of LW words, the same
         # addresses and read ports (one copy per slice), written from the same index beats
-        values = [Ram(32 * LW, depth(half["index"]), read_ports=R) for _ in range(S)] \
-            if cfg.weighted else None
+        values = [Ram(32 * LW, depth(half["index"]), read_ports=R, collisions=False)
+                  for _ in range(S)] if cfg.weighted else None
         mask = Ram(F, depth(cfg.max_nodes), read_ports=1)
         # each row's number of computed elements, written by the scheduler as it fetches the
         # row, read by the output stream (which thus needs neither the mask nor the pointers)
@@ -294,10 +300,13 @@ class SSpmmAccelerator(wiring.Component):
             wiring.connect(m, wiring.flipped(port), loader.beats)
             if name == "index_load" and cfg.weighted:
                 # a beat's low LW words are its indices, its high LW words their values
-                _write_all(m, loader.write, rams, banks, word=slice(0, 32 * LW))
-                _write_all(m, loader.write, buf.values, banks, word=slice(32 * LW, 64 * LW))
+                _write_all(m, loader.write, rams, banks, word=slice(0, 32 * LW),
+                           registered=True)
+                _write_all(m, loader.write, buf.values, banks, word=slice(32 * LW, 64 * LW),
+                           registered=True)
             else:
-                _write_all(m, loader.write, rams, banks)
+                # the column indices: read only after a start (``at_start=False``)
+                _write_all(m, loader.write, rams, banks, registered=name == "index_load")
         m.submodules.feat_load = feat = FeatureLoader(cfg)
         m.d.comb += [feat.enable.eq(banks.loading), feat.clear.eq(banks.swap),
                      feat.n_features.eq(self.n_features)]
@@ -518,14 +527,28 @@ def _write_banked(m: Module, port, rams, banks: LoadBanks, bits: int, addr_bits:
                      w.en.eq(Mux(hit, port.en, 0))]
 
 
-def _write_all(m: Module, port, rams, banks: LoadBanks, word: slice | None = None) -> None:
+def _write_all(m: Module, port, rams, banks: LoadBanks, word: slice | None = None,
+               registered: bool = False) -> None:
     """Drive the first write port of every RAM in ``rams`` from one writer ``port``, in the
-    half the streams fill (``word``: only those bits of its data, e.g. a beat's values)."""
+    half the streams fill (``word``: only those bits of its data, e.g. a beat's values).
+
+    ``registered``: the write reaches the RAMs a cycle after its beat was taken (address,
+    half, data and enable from registers), for buffers whose readers never read in a start
+    cycle: a beat is never taken in the start cycle, so the last one before a start is
+    written by the start cycle, and read no earlier than the cycle after. The enable then
+    comes from a register, not through ``start`` from ``busy`` and the output stream (with
+    two slices that path crossed the die to both slices' copies)."""
     data = port.data if word is None else port.data[word]
+    addr, en = banks.load_addr(port.addr), port.en
+    if registered:
+        addr_r = Signal(len(addr), name="load_write_addr_r")
+        data_r = Signal(len(data), name="load_write_data_r")
+        en_r = Signal(len(en), name="load_write_en_r")
+        m.d.sync += [addr_r.eq(addr), data_r.eq(data), en_r.eq(en)]
+        addr, data, en = addr_r, data_r, en_r
     for ram in rams:
         w = ram.write[0]
-        m.d.comb += [w.addr.eq(banks.load_addr(port.addr)), w.data.eq(data),
-                     w.en.eq(port.en)]
+        m.d.comb += [w.addr.eq(addr), w.data.eq(data), w.en.eq(en)]
 
 
 @dataclass
