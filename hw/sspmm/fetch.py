@@ -440,9 +440,12 @@ class RowReader(wiring.Component):
         m.d.sync += [v0.eq(self.issue.valid & ~self.clear), ptr0.eq(self.issue.ptr),
                      mask0.eq(self.issue.dest), first0.eq(self.issue.first),
                      last0.eq(self.issue.last)]
-        # -- stage 0: read the column index (only for an issued neighbour: the index buffer is
-        # built without read/write collisions, and loads write it while no job runs) ----------
-        m.d.comb += [self.idx.addr.eq(ptr0), self.idx.en.eq(v0)]
+        # -- stage 0: read the column index (with several slices only for an issued neighbour:
+        # their index buffers are built without read/write collisions, and loads write them
+        # while no job reads) -----------------------------------------------------------------
+        m.d.comb += self.idx.addr.eq(ptr0)
+        if cfg.slices > 1:
+            m.d.comb += self.idx.en.eq(v0)
         v1 = Signal(name="s1_valid")
         mask1 = Signal(N, name="s1_dest")
         first1 = Signal(name="s1_first")
@@ -468,7 +471,9 @@ class RowReader(wiring.Component):
         if cfg.weighted:
             # the edge value, read beside the column index, follows it register for register
             # and enters the tree with the row
-            m.d.comb += [self.val.addr.eq(ptr0), self.val.en.eq(v0)]
+            m.d.comb += self.val.addr.eq(ptr0)
+            if cfg.slices > 1:
+                m.d.comb += self.val.en.eq(v0)
             value = self.val.data
             if cfg.registered_index:
                 value_r = Signal(32, name="s1r_value")
@@ -586,7 +591,9 @@ class QueuedRowReader(wiring.Component):
         m.d.sync += [v0.eq(self.issue.valid & ~self.clear), ptr0.eq(self.issue.ptr),
                      e0.dest.eq(self.issue.dest), e0.first.eq(self.issue.first),
                      e0.last.eq(self.issue.last)]
-        m.d.comb += [self.idx.addr.eq(ptr0), self.idx.en.eq(v0)]
+        m.d.comb += self.idx.addr.eq(ptr0)
+        if cfg.slices > 1:
+            m.d.comb += self.idx.en.eq(v0)
         v1 = Signal(name="s1_valid")
         e1 = Signal(entry, name="s1_entry")
         m.d.sync += [v1.eq(v0 & ~self.clear), e1.eq(e0)]
@@ -594,8 +601,9 @@ class QueuedRowReader(wiring.Component):
         pushed = Signal(entry, name="queue_in")
         m.d.comb += [push.eq(v1 & ~self.clear), pushed.eq(e1), pushed.col.eq(self.idx.data)]
         if cfg.weighted:
-            m.d.comb += [self.val.addr.eq(ptr0), self.val.en.eq(v0),
-                         pushed.value.eq(self.val.data)]
+            m.d.comb += [self.val.addr.eq(ptr0), pushed.value.eq(self.val.data)]
+            if cfg.slices > 1:
+                m.d.comb += self.val.en.eq(v0)
         # -- the queue: a shift register, its head in entry 0 -----------------------------------
         q = [Signal(entry, name=f"queue_{i}") for i in range(Q)]
         count = Signal(range(Q + 1), name="queue_count")

@@ -193,11 +193,14 @@ class SSpmmAccelerator(wiring.Component):
         # start cycle: ``_write_all``): built without collisions, no bypass logic lies between
         # the block RAM's read data and the reader's column register (it was the longest path
         # with two slices)
-        index = [Ram(32 * LW, depth(half["index"]), read_ports=R, collisions=False)
+        # (with one slice, one copy beside its fetcher, the buffers keep their bypass and their
+        # unregistered writes: ECP5-85k at the default fields measured 100.35 / 91.87 MHz with
+        # these changes at seeds 1 / 2, 99.13 / 103.24 without, the seed-2 path elsewhere)
+        index = [Ram(32 * LW, depth(half["index"]), read_ports=R, collisions=S == 1)
                  for _ in range(S)]
         # with ``weighted``, the edge values beside them: the same rows of LW words, the same
         # addresses and read ports (one copy per slice), written from the same index beats
-        values = [Ram(32 * LW, depth(half["index"]), read_ports=R, collisions=False)
+        values = [Ram(32 * LW, depth(half["index"]), read_ports=R, collisions=S == 1)
                   for _ in range(S)] if cfg.weighted else None
         mask = Ram(F, depth(cfg.max_nodes), read_ports=1)
         # each row's number of computed elements, written by the scheduler as it fetches the
@@ -301,12 +304,14 @@ class SSpmmAccelerator(wiring.Component):
             if name == "index_load" and cfg.weighted:
                 # a beat's low LW words are its indices, its high LW words their values
                 _write_all(m, loader.write, rams, banks, word=slice(0, 32 * LW),
-                           registered=True)
+                           registered=cfg.slices > 1)
                 _write_all(m, loader.write, buf.values, banks, word=slice(32 * LW, 64 * LW),
-                           registered=True)
+                           registered=cfg.slices > 1)
             else:
-                # the column indices: read only after a start (``at_start=False``)
-                _write_all(m, loader.write, rams, banks, registered=name == "index_load")
+                # the column indices: read only after a start (``at_start=False``); registered
+                # with several slices (see ``_buffers``)
+                _write_all(m, loader.write, rams, banks,
+                           registered=name == "index_load" and cfg.slices > 1)
         m.submodules.feat_load = feat = FeatureLoader(cfg)
         m.d.comb += [feat.enable.eq(banks.loading), feat.clear.eq(banks.swap),
                      feat.n_features.eq(self.n_features)]
