@@ -232,7 +232,8 @@ SCORES_FEATURES = ("lanes", "clock_mhz", "capability", "max_rows", "max_cols", "
                    "max_heads", "latency")
 
 #: the SDDMM's cost terms (:func:`scores_cost_terms`)
-SCORES_TERMS = ("t_chunks", "t_entries", "t_q_rows", "t_k_rows", "t_parts", "t_fixed")
+SCORES_TERMS = ("t_chunks", "t_entries", "t_q_rows", "t_k_rows", "t_load", "t_parts",
+                "t_fixed")
 
 
 def scores_device_features(dev: AcceleratorChoice) -> dict[str, float]:
@@ -281,14 +282,17 @@ def scores_cost_terms(G: np.ndarray, D: np.ndarray) -> np.ndarray:
     ``t_chunks = nnz H keep c / f`` (one chunk per cycle into the tree), ``t_entries = jobs nnz
     / f`` (the entry stream, once per job of at most ``max_heads`` heads), ``t_q_rows = N H c /
     f`` and ``t_k_rows = R H c / f`` (the Q rows and each part's distinct K rows, ``R`` as in
-    :func:`cost_terms`' gather), ``t_parts = jobs parts latency / f`` (every part's pipeline
-    fill and drain; parts: entries, Q rows or K rows over the buffers) and ``t_fixed = 1 /
-    f``."""
+    :func:`cost_terms`' gather), ``t_load = max(jobs nnz, N H c, R H c) / f`` (the three load
+    streams run side by side: the longest one counts), ``t_parts = jobs parts latency / f``
+    (every part's pipeline fill and drain; parts: entries, Q rows or K rows over the buffers)
+    and ``t_fixed = 1 / f``."""
     z = _scores_sizes(G, D)
     f = z["d"]["clock_mhz"] * 1e6
     H, c = z["H"], z["chunks"]
-    return np.stack([z["E"] * H * z["keep"] * c, z["jobs"] * z["E"], z["N"] * H * c,
-                     z["distinct"] * H * c, z["jobs"] * z["parts"] * z["d"]["latency"],
+    entries, q_rows, k_rows = z["jobs"] * z["E"], z["N"] * H * c, z["distinct"] * H * c
+    return np.stack([z["E"] * H * z["keep"] * c, entries, q_rows, k_rows,
+                     np.maximum.reduce([entries, q_rows, k_rows]),
+                     z["jobs"] * z["parts"] * z["d"]["latency"],
                      np.ones_like(f)], axis=1) / f[:, None]
 
 
