@@ -51,22 +51,35 @@ def aggregation_time(device, graph: CSRGraph, width: int, repeats: int = CPU_REP
     """
     H = np.ones((graph.n_cols, int(width)), dtype=np.float32)
     M = output_mask(graph.n_rows, width, keep)
+    return device_time(device, lambda: device.sspmm(graph, H, M), repeats)
+
+
+def device_time(device, run, repeats: int = CPU_REPEATS) -> float:
+    """Seconds the call ``run()`` takes on ``device``: an accelerator's cycles at its clock
+    (one call; an :class:`~moagcn.host.devices.pair.AttentionDevice` adds its two designs',
+    each at its own clock), the CPU's median wall time of ``repeats`` calls after a warm-up
+    call (it builds torch's cached tensors). The device's counters are zero after."""
     if device.kind == "cpu":
-        device.sspmm(graph, H, M)
+        run()
         walls = []
         for _ in range(repeats):
             device.reset()
-            device.sspmm(graph, H, M)
+            run()
             walls.append(device.counters.wall_s)
         device.reset()
         return float(statistics.median(walls))
     device.reset()
-    device.sspmm(graph, H, M)
-    c = device.counters
+    run()
+    if hasattr(device, "accelerator_s"):
+        t = float(device.accelerator_s())
+    else:
+        c = device.counters
+        if not c.clock_mhz:
+            raise UserError(f"device {device.name} reports no clock; its time cannot be "
+                            "computed")
+        t = c.cycles_total / (c.clock_mhz * 1e6)
     device.reset()
-    if not c.clock_mhz:
-        raise UserError(f"device {device.name} reports no clock; its time cannot be computed")
-    return c.cycles_total / (c.clock_mhz * 1e6)
+    return t
 
 
 def pair_mask(n_entries: int, heads: int, keep: float, seed: int = 0) -> np.ndarray | None:
@@ -77,17 +90,6 @@ def pair_mask(n_entries: int, heads: int, keep: float, seed: int = 0) -> np.ndar
         return None
     rng = np.random.default_rng([seed, n_entries, int(heads), int(round(keep * 1e6))])
     return rng.random((n_entries, int(heads))) < keep
-
-
-def _device_seconds(device) -> float:
-    """The seconds of what ``device`` ran since its reset: each design's cycles at its own
-    clock (an :class:`~moagcn.host.devices.pair.AttentionDevice` adds its two designs')."""
-    if hasattr(device, "accelerator_s"):
-        return float(device.accelerator_s())
-    c = device.counters
-    if not c.clock_mhz:
-        raise UserError(f"device {device.name} reports no clock; its time cannot be computed")
-    return c.cycles_total / (c.clock_mhz * 1e6)
 
 
 def entry_op_time(device, graph: CSRGraph, op: str, width: int, heads: int = 1,
@@ -105,33 +107,14 @@ def entry_op_time(device, graph: CSRGraph, op: str, width: int, heads: int = 1,
     if op == "weighted":
         values = torch.ones((graph.nnz, h), dtype=torch.float32)
         X = torch.ones((graph.n_cols, h, w), dtype=torch.float32)
-
-        def run():
-            device.spmm_weighted(graph, values, X)
-    elif op == "sddmm":
+        return device_time(device, lambda: device.spmm_weighted(graph, values, X), repeats)
+    if op == "sddmm":
         Q = torch.ones((graph.n_rows, h, w), dtype=torch.float32)
         K = torch.ones((graph.n_cols, h, w), dtype=torch.float32)
         mask = pair_mask(graph.nnz, h, keep)
         mask = None if mask is None else torch.from_numpy(mask)
-
-        def run():
-            device.sddmm(graph, Q, K, mask=mask)
-    else:
-        raise UserError(f"operation {op!r}: the per-entry products are weighted and sddmm")
-    if device.kind == "cpu":
-        run()
-        walls = []
-        for _ in range(repeats):
-            device.reset()
-            run()
-            walls.append(device.counters.wall_s)
-        device.reset()
-        return float(statistics.median(walls))
-    device.reset()
-    run()
-    t = _device_seconds(device)
-    device.reset()
-    return t
+        return device_time(device, lambda: device.sddmm(graph, Q, K, mask=mask), repeats)
+    raise UserError(f"operation {op!r}: the per-entry products are weighted and sddmm")
 
 
 def induced_subgraph(graph: CSRGraph, nodes) -> CSRGraph:

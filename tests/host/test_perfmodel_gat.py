@@ -164,8 +164,10 @@ def test_vgnn_balances_a_gat_fleet_and_predicts_its_step(gat_model, odd):
         reports[balance] = train(odd, cfg).report()
     v = reports["vgnn"]
     # (METIS puts the hub in the 16-lane device's part under the uniform split, which makes it
-    # the slower one there: the shares say how the work moved, not which device is faster)
-    assert abs(v["shares"][0] - 0.5) > 1e-3 and sum(v["shares"]) == pytest.approx(1.0)
+    # the slower one there): the model's split evens the devices' measured times out
+    u = reports["uniform"]["device_time_s"]
+    assert sum(v["shares"]) == pytest.approx(1.0)
+    assert np.ptp(v["device_time_s"]) < 0.5 * np.ptp(u), (v["device_time_s"], u)
     pred, meas = np.array(v["predicted_device_time_s"]), np.array(v["device_time_s"])
     # a 50-node graph is far below the fit's sub-graphs (400 rows and up): within 25 %
     assert np.all(np.abs(pred / meas - 1) < 0.25), (pred, meas)
