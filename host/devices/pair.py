@@ -18,6 +18,8 @@ default ``tiny`` when ``P`` is ``tiny`` and ``default`` otherwise
 
 from __future__ import annotations
 
+from typing import Any, Sequence
+
 from moagcn.core.counters import Counters
 from moagcn.core.device import SparseDevice
 from moagcn.errors import UserError
@@ -138,3 +140,27 @@ def scores_choice(choice: AcceleratorChoice, sddmm_preset: str | None = None
     return AcceleratorChoice(choice.device, SCORES_DESIGN,
                              sddmm_preset or default_sddmm_preset(choice),
                              simulator=choice.simulator)
+
+
+def entry_devices(devices: Sequence[AcceleratorChoice], device_kind: str,
+                  sddmm_preset: str | None = None) -> list[tuple[str, Any]]:
+    """``(key, device)`` running the per-entry products for each of ``devices``: an
+    accelerator (a weighted S-SpMM, else refused in one line) paired with its SDDMM
+    (:func:`attention_device`), the CPU itself."""
+    out = []
+    for d in devices:
+        if d.is_cpu:
+            out.append((d.key, d.make()))
+            continue
+        require_weighted(d, f"--devices {d.text or d.key} (with --ops weighted,sddmm)")
+        out.append((d.key, attention_device(d.on(device_kind), sddmm_preset)))
+    return out
+
+
+def scores_id(dev) -> tuple | None:
+    """What identifies the SDDMM of a pair (its design and configuration; None: not a pair):
+    the SDDMM's time does not depend on the aggregating half."""
+    scores = getattr(dev, "scores", None)
+    if scores is None:
+        return None
+    return (scores.kind, scores.name, repr(getattr(scores, "config", None)))

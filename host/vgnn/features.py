@@ -5,6 +5,8 @@ clock)``: the additions at peak rate, in seconds) and the regression features bu
 
 from __future__ import annotations
 
+from typing import Sequence
+
 import numpy as np
 
 from moagcn.core.spec import get_spec
@@ -347,3 +349,16 @@ def op_functions(op: str):
     if op == "sddmm":
         return scores_cost_terms, scores_regression_features, SCORES_FEATURES
     raise UserError(f"operation {op!r}: choose one of {', '.join(OPS)}")
+
+
+def check_ops(ops: Sequence[str]) -> list[str]:
+    """``ops`` as a list that starts with ``sum``, or a UserError."""
+    out = list(dict.fromkeys(str(o).strip() for o in ops))
+    for op in out:
+        if op not in OPS:
+            raise UserError(f"--ops {','.join(map(str, ops))}: {op!r} is not an operation; "
+                            f"choose from {', '.join(OPS)}, e.g. sum,weighted,sddmm")
+    if "sum" not in out:
+        raise UserError(f"--ops {','.join(map(str, ops))}: include sum (the aggregation every "
+                        "model predicts), e.g. sum or sum,weighted,sddmm")
+    return ["sum"] + [o for o in out if o != "sum"]

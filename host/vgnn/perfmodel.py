@@ -48,11 +48,11 @@ from moagcn.core.names import (PERF_ENTRY_WIDTHS, PERF_HEADS, PERF_KEEPS, PERF_R
 from moagcn.errors import UserError
 from moagcn.host.devices.select import AcceleratorChoice
 from moagcn.host.graphs.ops import CSRGraph
-from moagcn.host.devices.pair import attention_device, require_weighted, scores_choice
+from moagcn.host.devices.pair import entry_devices, scores_choice, scores_id
 from moagcn.host.vgnn.augment import (SubGraph, aggregation_time, check_keeps, check_widths,
                                       entry_op_time, load_graph, sample_subgraphs)
-from moagcn.host.vgnn.features import (DEVICE_FEATURES, GRAPH_FEATURES, OPS,
-                                       SCORES_FEATURES, device_features, graph_features,
+from moagcn.host.vgnn.features import (DEVICE_FEATURES, GRAPH_FEATURES, SCORES_FEATURES,
+                                       check_ops, device_features, graph_features,
                                        op_functions, scores_device_features)
 from moagcn.host.vgnn.regressors import REGRESSORS, Score, fit_baseline, make_regressor, mape
 
@@ -349,27 +349,12 @@ def collect(subgraphs: Sequence[SubGraph], widths: Sequence[int], devices: Seque
                    np.array(times, dtype=np.float64), groups)
 
 
-def entry_devices(devices: Sequence[AcceleratorChoice], device_kind: str,
-                  sddmm_preset: str | None = None) -> list[tuple[str, Any]]:
-    """``(key, device)`` running the per-entry products for each of ``devices``: an
-    accelerator (a weighted S-SpMM, else refused in one line) paired with its SDDMM
-    (:func:`~moagcn.host.devices.pair.attention_device`), the CPU itself."""
-    out = []
-    for d in devices:
-        if d.is_cpu:
-            out.append((d.key, d.make()))
-            continue
-        require_weighted(d, f"--devices {d.text or d.key} (with --ops weighted,sddmm)")
-        out.append((d.key, attention_device(d.on(device_kind), sddmm_preset)))
-    return out
-
-
 def collect_entry(subgraphs: Sequence[SubGraph], made, widths: Sequence[int],
                   heads: Sequence[int], keeps: Sequence[float], progress: bool = False
                   ) -> Samples:
     """Time the per-entry products on every sub-graph: the weighted aggregation at every
     (width, heads), the SDDMM at every (width, heads, kept fraction of its pairs); ``made``:
-    :func:`entry_devices`."""
+    :func:`~moagcn.host.devices.pair.entry_devices`."""
     from tqdm import tqdm
     check_widths(widths)
     keeps = check_keeps(keeps)
@@ -384,7 +369,7 @@ def collect_entry(subgraphs: Sequence[SubGraph], made, widths: Sequence[int],
             for op, w, h, k in runs:
                 feats = graph_features(sub.graph, int(w), k, int(h))
                 for key, dev in made:
-                    same = _scores_id(dev) if op == "sddmm" else None
+                    same = scores_id(dev) if op == "sddmm" else None
                     if same is not None and (same, w, h, k) in scored:
                         t = scored[same, w, h, k]
                     else:
@@ -401,28 +386,6 @@ def collect_entry(subgraphs: Sequence[SubGraph], made, widths: Sequence[int],
                     ops.append(op)
     return Samples(np.array(G, dtype=np.float64).reshape(-1, len(GRAPH_FEATURES)), keys,
                    np.array(times, dtype=np.float64), groups, ops)
-
-
-def _scores_id(dev) -> tuple | None:
-    """What identifies the SDDMM of a pair (its design and configuration; None: not a pair):
-    the SDDMM's time does not depend on the aggregating half."""
-    scores = getattr(dev, "scores", None)
-    if scores is None:
-        return None
-    return (scores.kind, scores.name, repr(getattr(scores, "config", None)))
-
-
-def check_ops(ops: Sequence[str]) -> list[str]:
-    """``ops`` as a list that starts with ``sum``, or a UserError."""
-    out = list(dict.fromkeys(str(o).strip() for o in ops))
-    for op in out:
-        if op not in OPS:
-            raise UserError(f"--ops {','.join(map(str, ops))}: {op!r} is not an operation; "
-                            f"choose from {', '.join(OPS)}, e.g. sum,weighted,sddmm")
-    if "sum" not in out:
-        raise UserError(f"--ops {','.join(map(str, ops))}: include sum (the aggregation every "
-                        "model predicts), e.g. sum or sum,weighted,sddmm")
-    return ["sum"] + [o for o in out if o != "sum"]
 
 
 def _split(groups: Sequence[str], test_fraction: float, seed: int) -> np.ndarray:

@@ -116,6 +116,8 @@ def cmd_fit(args) -> int:
     from moagcn.host.devices.select import parse_devices
     # lazy: keeps the host runtime out of this module's import
     from moagcn.host.vgnn import perfmodel as pm, augment as pma
+    # lazy: keeps the host runtime out of this module's import
+    from moagcn.host.vgnn.features import check_ops
 
     out = _json_path(args.out, "--out")
     devices = parse_devices(args.devices)
@@ -125,7 +127,7 @@ def cmd_fit(args) -> int:
     pma.check_ratios(ratios)
     pma.check_widths(widths)
     pma.check_keeps(keeps)
-    ops = pm.check_ops(_names(args.ops))
+    ops = check_ops(_names(args.ops))
     entry_widths = _numbers(args.entry_widths, "--entry-widths", int)
     heads = _numbers(args.heads_list, "--heads-list", int)
     pma.check_widths(entry_widths)
@@ -193,6 +195,8 @@ def cmd_predict(args) -> int:
     from moagcn.host.devices.select import parse_devices
     # lazy: keeps the host runtime out of this module's import
     from moagcn.host.vgnn import perfmodel as pm, features as pmf, augment as pma
+    # lazy: keeps the host runtime out of this module's import
+    from moagcn.host.devices.pair import entry_devices
 
     wanted = parse_devices(args.devices) if args.devices else None
     model = pm.PerfModel.load(args.perf_model, wanted)
@@ -215,7 +219,7 @@ def cmd_predict(args) -> int:
         pred = model.predict(graph, args.width, dev, keep, args.op, args.heads)
         line = f"{dev.key:36s} {_ms(pred):>15s}"
         if args.measure and args.op != "sum":
-            pair = pm.entry_devices([dev], args.device,
+            pair = entry_devices([dev], args.device,
                                     model.state["sampling"].get("sddmm_preset"))[0][1]
             true = pma.entry_op_time(pair, graph, args.op, args.width, args.heads, keep)
         if args.measure and args.op == "sum":
