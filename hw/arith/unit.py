@@ -66,6 +66,11 @@ class PipelinedBinaryUnit(wiring.Component):
         """Inputs of the first stage besides ``a``, ``b`` and ``valid`` (a subclass's members)."""
         return {}
 
+    def result(self, m: Module, platform, gates):
+        """The result word from the gates' ``gates`` (a subclass may pass it through a
+        simulation form, :mod:`moagcn.hw.arith.simform`)."""
+        return gates
+
     def elaborate(self, platform):
         m = Module()
         enable = self.en if self.config.enable else None
@@ -76,5 +81,6 @@ class PipelinedBinaryUnit(wiring.Component):
                           **self.extra_inputs()})
         # while frozen the output register holds: a result transfers only on enabled cycles
         valid = out["valid"] if enable is None else out["valid"] & enable
-        m.d.comb += [self.o.payload.eq(out["result"]), self.o.valid.eq(valid)]
+        m.d.comb += [self.o.payload.eq(self.result(m, platform, out["result"])),
+                     self.o.valid.eq(valid)]
         return m
