@@ -142,7 +142,7 @@ def synthesize_unit(unit: Unit, out_dir: Path, timeout: float | None) -> dict[st
     from moagcn.sim.rtl.build import verilog_text
     out_dir.mkdir(parents=True, exist_ok=True)
     top = f"unit_{unit.name}"
-    text, _ = verilog_text(unit.build(), top)
+    text, _ = verilog_text(unit.build(), top, synthesis=True)
     vfile, script = out_dir / f"{top}.v", yosys_script(f"{top}.v", top, list(unit.boxes))
     t0 = time.perf_counter()
     done = out_dir / "cells.json"

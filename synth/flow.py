@@ -174,7 +174,7 @@ def synthesize(design, config, target_name: str, out_dir: Path, seed: int = 1,
         return synthesize_xilinx(design, config, target, out_dir, timeout=timeout)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    verilog = generate_verilog(design, config, out_dir=out_dir)
+    verilog = generate_verilog(design, config, out_dir=out_dir, synthesis=True)
     vfile = out_dir / f"{design.name}.v"
     t0 = time.perf_counter()
 

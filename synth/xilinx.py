@@ -179,7 +179,7 @@ def synthesize_xilinx(design, config, target, out_dir: Path, timeout: float | No
     from moagcn.sim.rtl.build import generate_verilog
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    verilog = generate_verilog(design, config, out_dir=out_dir)
+    verilog = generate_verilog(design, config, out_dir=out_dir, synthesis=True)
     t0 = time.perf_counter()
     cells = run_yosys(out_dir, yosys_script(f"{design.name}.v", verilog.toplevel), timeout)
     report: dict[str, Any] = {"design": design.name, "target": target.name,

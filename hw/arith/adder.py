@@ -155,7 +155,7 @@ class Fp32Adder(PipelinedBinaryUnit):
 
     def result(self, m, platform, gates):
         # in Verilog, through the simulation form (moagcn.hw.arith.simform)
-        if not isinstance(platform, VerilogTarget):
+        if not (isinstance(platform, VerilogTarget) and platform.clocked_forms):
             return gates
         cfg = self.config
         y = Signal(WIDTH, name="sum")

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import re
 
-from amaranth.hdl import Instance, Module, Signal, Value
+from amaranth.hdl import ClockSignal, Instance, Module, Signal, Value
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -44,6 +44,7 @@ _NAME = re.compile(rf"\b{MODULE_PREFIX}_w(\d+)_n(\d+)_s(\d+)\b")
 SIM_FORM_PREFIX = "moagcn_sim_form"
 _CHUNK_NAME = re.compile(rf"\b{SIM_FORM_PREFIX}_chunksel_f(\d+)_l(\d+)_c(\d+)_s(\d+)\b")
 _SIM_NAME = re.compile(rf"\b{SIM_FORM_PREFIX}_(popcount|lowest|second|above|pass)_n(\d+)_w(\d+)\b")
+_HELD_NAME = re.compile(rf"\b{SIM_FORM_PREFIX}_held_w(\d+)\b")
 #: what a simulator computes instead of the gates, per operation: ``a`` the input (``n`` bits),
 #: ``y`` the output (``w`` bits); ``low`` is ``a``'s lowest set bit
 _SIM_FORMS = {
@@ -178,15 +179,47 @@ endmodule
 """
 
 
+def held_register_module(width: int) -> str:
+    """Name of the simulation form of a ``width``-bit register with an enable."""
+    return f"{SIM_FORM_PREFIX}_held_w{width}"
+
+
+def held_register_verilog(width: int) -> str:
+    """Verilog of :func:`held_register_module`: ports ``clk``, ``en``, ``d``, ``t`` (the
+    design's register), ``y``. Synthesis passes ``t`` through; simulators keep their own copy,
+    loaded only in enabled cycles. The design's register is written as a multiplexer in front
+    of a register that loads every cycle (Amaranth's Verilog): Verilator then copies the whole
+    word two or three times a cycle (the multiplexer's output, its delayed-assignment shadow and
+    back), 768 bytes for a 2,048-bit row, enabled or not."""
+    return f"""
+// Simulation form of a register with an enable (see moagcn.hw.common.wordsel): synthesis takes
+// the design's register (t), simulators load their own only when enabled.
+module {held_register_module(width)}(clk, en, d, t, y);
+  input clk, en;
+  input [{width - 1}:0] d, t;
+  output [{width - 1}:0] y;
+`ifdef SYNTHESIS
+  assign y = t;
+`else
+  reg [{width - 1}:0] r = {width}'h0;
+  always @(posedge clk) if (en) r <= d;
+  assign y = r;
+`endif
+endmodule
+"""
+
+
 def word_select_modules(text: str) -> str:
     """The Verilog of every word-select and simulation-form module that ``text`` instantiates
     (once each)."""
     seen = dict.fromkeys(_NAME.findall(text))
     forms = dict.fromkeys(_SIM_NAME.findall(text))
     chunks = dict.fromkeys(_CHUNK_NAME.findall(text))
+    held = dict.fromkeys(_HELD_NAME.findall(text))
     return ("".join(word_select_verilog(int(w), int(n), int(s)) for w, n, s in seen)
             + "".join(sim_form_verilog(op, int(n), int(w)) for op, n, w in forms)
-            + "".join(chunk_select_verilog(*map(int, c)) for c in chunks))
+            + "".join(chunk_select_verilog(*map(int, c)) for c in chunks)
+            + "".join(held_register_verilog(int(w)) for w in held))
 
 
 class SimForm(wiring.Component):
@@ -227,6 +260,23 @@ def sim_form(m: Module, op: str, value: Value, gates: Value, name: str) -> Signa
     sig = Signal(len(gates), name=name)
     m.d.comb += [form.value.eq(value), form.gates.eq(gates), sig.eq(form.result)]
     return sig
+
+
+def held_register(m: Module, platform, enable: Value, value: Value, name: str) -> Value:
+    """A register of ``value``'s width loading ``value`` in cycles where ``enable`` is set (reset
+    to 0, no reset input), as a signal ``name`` of ``m``; in Verilog (``platform`` a
+    :class:`VerilogTarget`), through its simulation form (:func:`held_register_verilog`).
+    Returns what the register holds."""
+    value = Value.cast(value)
+    reg = Signal(len(value), name=name, reset_less=True)
+    with m.If(enable):
+        m.d.sync += reg.eq(value)
+    if not (isinstance(platform, VerilogTarget) and platform.clocked_forms):
+        return reg
+    out = Signal(len(value), name=f"{name}_held")
+    m.submodules += Instance(held_register_module(len(value)), i_clk=ClockSignal(),
+                             i_en=enable, i_d=value, i_t=reg, o_y=out)
+    return out
 
 
 class WordSelect(wiring.Component):

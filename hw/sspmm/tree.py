@@ -6,6 +6,7 @@ from amaranth.hdl import Cat, Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
+from moagcn.hw.common.wordsel import held_register
 from moagcn.hw.sspmm.config import SSpmmConfig
 from moagcn.hw.sspmm.layouts import RowLinkSignature, packet_layout
 from moagcn.hw.sspmm.protocol import tree_depth
@@ -63,7 +64,8 @@ class DistributionTree(wiring.Component):
             for (lo, hi), lanes in level:
                 for clo in range(lo, hi, span):
                     chi = min(clo + span, hi)
-                    out_lanes = [self._forward(m, lane, clo, chi, f"node_{d + 1}_{clo}_{j}")
+                    out_lanes = [self._forward(m, platform, lane, clo, chi,
+                                               f"node_{d + 1}_{clo}_{j}")
                                  for j, lane in enumerate(lanes)]
                     valids += [valid for valid, _, _ in out_lanes]
                     children.append(((clo, chi), out_lanes))
@@ -74,14 +76,13 @@ class DistributionTree(wiring.Component):
         m.d.comb += self.busy.eq(Cat(*valids).any())
         return m
 
-    def _forward(self, m: Module, lane, lo: int, hi: int, name: str):
+    def _forward(self, m: Module, platform, lane, lo: int, hi: int, name: str):
         """One switch output: the lane's packet, registered, for the child covering the leaves
         ``[lo, hi)``; it moves only when a destination lies below that child."""
         valid, pkt, words = lane
         L = self.config.adder_latency
         out = Signal(packet_layout(self.config, self.config.groups), name=name,
                      reset_less=True)
-        out_words = Signal(len(words), name=f"{name}_words", reset_less=True)
         out_valid = Signal(name=f"{name}_valid")
         below = valid & pkt.dest[lo * L:hi * L].any()
         if (lo, hi) == (0, self.config.groups):
@@ -89,11 +90,14 @@ class DistributionTree(wiring.Component):
             # below it, so its payload registers load every cycle (what they hold without a
             # packet is never read): an enable would fan out to each of the row's bits, and
             # that fan-out was a longest path
+            out_words = Signal(len(words), name=f"{name}_words", reset_less=True)
             m.d.sync += [out.eq(pkt), out_words.eq(words)]
         else:
-            # the payload only moves into a subtree with a destination
+            # the payload only moves into a subtree with a destination (the row through a
+            # simulation form: moagcn.hw.common.wordsel.held_register)
             with m.If(below):
-                m.d.sync += [out.eq(pkt), out_words.eq(words)]
+                m.d.sync += out.eq(pkt)
+            out_words = held_register(m, platform, below, words, f"{name}_words")
         m.d.sync += out_valid.eq(below & ~self.clear)
         return out_valid, out, out_words
 

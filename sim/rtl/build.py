@@ -147,14 +147,15 @@ class ClockedTop(Elaboratable):
         return m
 
 
-def verilog_text(component, toplevel: str) -> tuple[str, list[Port]]:
-    """Convert a component to Verilog; returns the text and its port list."""
+def verilog_text(component, toplevel: str, synthesis: bool = False) -> tuple[str, list[Port]]:
+    """Convert a component to Verilog; returns the text and its port list. ``synthesis``:
+    without the clocked simulation forms (:class:`~moagcn.hw.common.target.VerilogTarget`)."""
     from amaranth.back import verilog
     from amaranth.hdl import ClockSignal, ResetSignal
 
 
     ports = component_ports(component)
-    text = verilog.convert(ClockedTop(component), name=toplevel, platform=VerilogTarget(),
+    text = verilog.convert(ClockedTop(component), name=toplevel, platform=VerilogTarget(clocked_forms=not synthesis),
                            ports=[ClockSignal("sync"), ResetSignal("sync"),
                                   *[v for v, _ in ports.values()]],
                            emit_src=False)
@@ -167,14 +168,17 @@ def verilog_text(component, toplevel: str) -> tuple[str, list[Port]]:
     return text, port_list
 
 
-def generate_verilog(design, config=None, out_dir: Path | None = None) -> GeneratedVerilog:
+def generate_verilog(design, config=None, out_dir: Path | None = None,
+                     synthesis: bool = False) -> GeneratedVerilog:
     """Verilog for ``design`` at ``config`` (default configuration when ``None``), cached.
 
     With ``out_dir``, also copy ``<design>.v`` and ``<design>.json`` (the configuration) there.
+    ``synthesis``: the text for yosys (:func:`verilog_text`).
     """
     config = design.default_config() if config is None else config
     # keyed on what the gateware reads: host-only fields do not make another Verilog
-    key = config_hash(design.name, config_json(gateware_view(config)), gateware_hash())
+    key = config_hash(design.name, config_json(gateware_view(config)), gateware_hash(),
+                      *(["synthesis"] if synthesis else []))
     entry = cache_dir() / "verilog" / f"{design.toplevel}-{key}"
     vfile = entry / f"{design.toplevel}.v"
     meta = entry / "meta.json"
@@ -183,7 +187,7 @@ def generate_verilog(design, config=None, out_dir: Path | None = None) -> Genera
         if not meta.exists():
             built = True
             entry.mkdir(parents=True, exist_ok=True)
-            text, ports = verilog_text(design.build(config), design.toplevel)
+            text, ports = verilog_text(design.build(config), design.toplevel, synthesis)
             vfile.write_text(text)
             meta.write_text(json.dumps({
                 "design": design.name, "toplevel": design.toplevel,
