@@ -12,7 +12,7 @@ from amaranth.sim import Simulator
 from moagcn.hw.common.ram import LvtRam, Ram
 from moagcn.sim.rtl.build import verilog_text
 
-from ..conftest import needs_icarus
+from ..conftest import needs_icarus, run_icarus
 
 # write 42 at word 3, read it back a cycle later; then, with COLLIDE, write 7 at word 5 while
 # reading word 5 (word 5 holds 0 from its first write)
@@ -49,15 +49,8 @@ endmodule
 
 def _simulate(tmp_path, collisions: bool, collide: bool) -> tuple[int, str]:
     text, _ = verilog_text(Ram(32, 16, collisions=collisions), "ramtop")
-    (tmp_path / "ram.v").write_text(text)
-    (tmp_path / "tb.v").write_text(TESTBENCH)
-    build = subprocess.run(
-        ["iverilog", "-g2012", *(["-DCOLLIDE"] if collide else []), "-o",
-         str(tmp_path / "tb.vvp"), str(tmp_path / "ram.v"), str(tmp_path / "tb.v")],
-        capture_output=True, text=True)
-    assert build.returncode == 0, build.stdout + build.stderr
-    run = subprocess.run(["vvp", "-n", str(tmp_path / "tb.vvp")], capture_output=True,
-                         text=True, timeout=60)
+    run = run_icarus(tmp_path, {"ram.v": text, "tb.v": TESTBENCH},
+                     ["COLLIDE"] if collide else [])
     return run.returncode, run.stdout + run.stderr
 
 
@@ -201,15 +194,8 @@ module tb;
   end
 endmodule
 """
-    (tmp_path / "lvt.v").write_text(text)
-    (tmp_path / "tb.v").write_text(tb)
-    build = subprocess.run(["iverilog", "-g2012", *(["-DSYNTHESIS"] if synthesis else []),
-                            "-o", str(tmp_path / "tb.vvp"), str(tmp_path / "lvt.v"),
-                            str(tmp_path / "tb.v")],
-                           capture_output=True, text=True)
-    assert build.returncode == 0, build.stdout + build.stderr
-    run = subprocess.run(["vvp", "-n", str(tmp_path / "tb.vvp")], capture_output=True,
-                         text=True, timeout=120)
+    run = run_icarus(tmp_path, {"lvt.v": text, "tb.v": tb},
+                     ["SYNTHESIS"] if synthesis else [], timeout=120)
     assert run.returncode == 0, run.stdout + run.stderr
     got = {int(t): int(v) for t, v in (line.split() for line in run.stdout.splitlines()
                                         if line[:1].isdigit())}

@@ -3,8 +3,6 @@ simulators' part-select and arithmetic, and with ``SYNTHESIS`` defined the desig
 against Python references, exhaustively on small widths (Icarus); and the Verilog a design
 converts to holds each generated module once."""
 
-import subprocess
-
 import pytest
 from amaranth.hdl import Cat, Module
 from amaranth.lib import wiring
@@ -14,7 +12,7 @@ from moagcn.hw.common.bits import above_onehot, lowest_onehot, popcount, second_
 from moagcn.hw.common.wordsel import select_word
 from moagcn.sim.rtl.build import verilog_text
 
-from ..conftest import needs_icarus
+from ..conftest import needs_icarus, run_icarus
 
 WORDS, WIDTH, INDEX = 5, 8, 3          # 5 words: indices 5..7 are out of range (read 0)
 VALUE = 0x1122334455                   # word i = 0x55, 0x44, ...
@@ -82,15 +80,8 @@ def test_each_generated_module_is_defined_once():
 @pytest.mark.parametrize("synthesis", [False, True], ids=["simulation", "synthesis"])
 def test_both_forms_match_the_references_exhaustively(tmp_path, synthesis):
     text, _ = verilog_text(_Probe(), "probe")
-    (tmp_path / "probe.v").write_text(text)
-    (tmp_path / "tb.v").write_text(TESTBENCH)
-    build = subprocess.run(
-        ["iverilog", "-g2012", *(["-DSYNTHESIS"] if synthesis else []), "-o",
-         str(tmp_path / "tb.vvp"), str(tmp_path / "probe.v"), str(tmp_path / "tb.v")],
-        capture_output=True, text=True)
-    assert build.returncode == 0, build.stdout + build.stderr
-    run = subprocess.run(["vvp", "-n", str(tmp_path / "tb.vvp")], capture_output=True,
-                         text=True, timeout=60)
+    run = run_icarus(tmp_path, {"probe.v": text, "tb.v": TESTBENCH},
+                     ["SYNTHESIS"] if synthesis else [])
     rows = [tuple(map(int, line.split())) for line in run.stdout.splitlines()
             if line and line[0].isdigit()]
     assert len(rows) == (1 << INDEX) * (1 << BITS), run.stdout[-2000:] + run.stderr
@@ -162,15 +153,8 @@ module tb;
   end
 endmodule
 """
-    (tmp_path / "probe.v").write_text(text)
-    (tmp_path / "tb.v").write_text(tb)
-    build = subprocess.run(
-        ["iverilog", "-g2012", *(["-DSYNTHESIS"] if synthesis else []), "-o",
-         str(tmp_path / "tb.vvp"), str(tmp_path / "probe.v"), str(tmp_path / "tb.v")],
-        capture_output=True, text=True)
-    assert build.returncode == 0, build.stdout + build.stderr
-    run = subprocess.run(["vvp", "-n", str(tmp_path / "tb.vvp")], capture_output=True,
-                         text=True, timeout=60)
+    run = run_icarus(tmp_path, {"probe.v": text, "tb.v": tb},
+                     ["SYNTHESIS"] if synthesis else [])
     rows = [tuple(map(int, line.split())) for line in run.stdout.splitlines()
             if line and line[0].isdigit()]
     assert len(rows) == (1 << CF) * chunks, run.stdout[-2000:] + run.stderr
@@ -250,15 +234,8 @@ module tb;
   end
 endmodule
 """
-    (tmp_path / "probe.v").write_text(text)
-    (tmp_path / "tb.v").write_text(tb)
-    build = subprocess.run(
-        ["iverilog", "-g2012", *(["-DSYNTHESIS"] if synthesis else []), "-o",
-         str(tmp_path / "tb.vvp"), str(tmp_path / "probe.v"), str(tmp_path / "tb.v")],
-        capture_output=True, text=True)
-    assert build.returncode == 0, build.stdout + build.stderr
-    run = subprocess.run(["vvp", "-n", str(tmp_path / "tb.vvp")], capture_output=True,
-                         text=True, timeout=60)
+    run = run_icarus(tmp_path, {"probe.v": text, "tb.v": tb},
+                     ["SYNTHESIS"] if synthesis else [])
     got = [int(line) for line in run.stdout.splitlines() if line.strip().isdigit()]
     held, want = 0, []
     for e, v in steps:
