@@ -32,7 +32,7 @@ _NAME = re.compile(rf"\b{ADD_FORM_PREFIX}_l(\d+)_r([01])_e([01])\b")
 #: the larger magnitude; subnormals take exponent 1; three bits below the significand (guard,
 #: round, sticky) suffice for a correctly rounded sum
 _ADD_FUNCTION = """
-  function automatic [31:0] fadd(input [31:0] a, input [31:0] b);
+  function automatic [31:0] fadd(input [31:0] p, input [31:0] q);
     reg swap, sub, nan, inf, rup, ovf;
     reg [31:0] x, z, v;
     reg [7:0] ex, ez, d, lim;
@@ -43,12 +43,12 @@ _ADD_FUNCTION = """
     reg [4:0] lz;
     reg [30:0] rounded;
     begin
-      nan = (a[30:23] == 8'hff && a[22:0] != 23'h0) || (b[30:23] == 8'hff && b[22:0] != 23'h0)
-            || (a[30:0] == 31'h7f800000 && b[30:0] == 31'h7f800000 && a[31] != b[31]);
-      inf = (a[30:0] == 31'h7f800000 || b[30:0] == 31'h7f800000) && !nan;
-      swap = b[30:0] > a[30:0];
-      x = swap ? b : a;
-      z = swap ? a : b;
+      nan = (p[30:23] == 8'hff && p[22:0] != 23'h0) || (q[30:23] == 8'hff && q[22:0] != 23'h0)
+            || (p[30:0] == 31'h7f800000 && q[30:0] == 31'h7f800000 && p[31] != q[31]);
+      inf = (p[30:0] == 31'h7f800000 || q[30:0] == 31'h7f800000) && !nan;
+      swap = q[30:0] > p[30:0];
+      x = swap ? q : p;
+      z = swap ? p : q;
       sub = x[31] ^ z[31];
       ex = x[30:23] == 8'h0 ? 8'd1 : x[30:23];
       ez = z[30:23] == 8'h0 ? 8'd1 : z[30:23];
@@ -82,7 +82,7 @@ _ADD_FUNCTION = """
       rounded = {n[26] ? e[7:0] : 8'h0, n[25:3]} + {30'h0, rup};
       ovf = e >= 9'd255 || (e == 9'd254 && n[26:3] == 24'hffffff && rup);
       if (nan) fadd = 32'h7fc00000;
-      else if (inf) fadd = {(a[30:0] == 31'h7f800000) ? a[31] : b[31], 31'h7f800000};
+      else if (inf) fadd = {(p[30:0] == 31'h7f800000) ? p[31] : q[31], 31'h7f800000};
       else if (s == 28'h0) fadd = {x[31] & ~sub, 31'h0};
       else if (ovf) fadd = {x[31], 31'h7f800000};
       else fadd = {x[31], rounded};
