@@ -155,7 +155,8 @@ def verilog_text(component, toplevel: str, synthesis: bool = False) -> tuple[str
 
 
     ports = component_ports(component)
-    text = verilog.convert(ClockedTop(component), name=toplevel, platform=VerilogTarget(clocked_forms=not synthesis),
+    text = verilog.convert(ClockedTop(component), name=toplevel,
+                           platform=VerilogTarget(clocked_forms=not synthesis),
                            ports=[ClockSignal("sync"), ResetSignal("sync"),
                                   *[v for v, _ in ports.values()]],
                            emit_src=False)
