@@ -2,6 +2,7 @@
 
 import os
 import shutil
+import subprocess
 
 import pytest
 
@@ -17,7 +18,6 @@ def run_icarus(work, files: dict, defines=(), timeout: float = 60):
     """Write ``files`` (name -> Verilog) into ``work``, compile them with Icarus (``-D`` each
     of ``defines``) and run the result; fails the test if the compile fails. Returns the run's
     ``CompletedProcess`` (its ``stdout``, ``stderr``, ``returncode``)."""
-    import subprocess
     for name, text in files.items():
         (work / name).write_text(text)
     build = subprocess.run(["iverilog", "-g2012", *(f"-D{d}" for d in defines), "-o",
