@@ -14,10 +14,11 @@ nearest even, special values: moagcn's binary32 conventions, :mod:`.fp32`) and d
 ``latency`` registers, frozen with the clock enable as the gates' slices are. The gates then have
 no reader in a simulation, and Verilator removes them.
 
-The two forms agree on every cycle (the function of the operands is the same and the registers
-hold the same values): ``tests/hw/test_arith_forms.py`` runs both branches of the module on
-Verilator against numpy, special-value pairs and random ones, and the S-SpMM's co-simulation
-output is byte-identical with either (docs/sim.md). The Amaranth simulator runs the gates.
+The two forms agree on every cycle once the pipeline has filled (the function of the operands
+is the same and the registers hold the same values): ``tests/hw/test_arith_forms.py`` runs
+both branches of the module on Verilator against numpy, special-value pairs and random ones,
+and the S-SpMM's co-simulation output is byte-identical to the one before the form
+(docs/sim.md). The Amaranth simulator runs the gates.
 """
 
 from __future__ import annotations

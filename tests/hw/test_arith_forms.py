@@ -1,7 +1,7 @@
 """The binary32 adder's two forms in Verilog (``moagcn.hw.arith.simform``): the design's gates
 (``SYNTHESIS`` defined, what yosys reads) and the simulation form (what Verilator and Icarus
-read otherwise) give the same word on every cycle, and numpy's float32 sum where a result is
-due.
+read otherwise) both give numpy's float32 sum on every cycle once their pipelines hold one
+(all but the first ``latency`` enabled cycles), so the same word as each other.
 
 Three adders side by side take the same operand streams: latency 3 with ``restart`` (``a``
 taken as +0 where it is set); latency 2 with a clock enable (the slices hold while it is low);
@@ -69,8 +69,6 @@ def _streams(n_random: int, seed: int):
     return a, b, restart, en
 
 
-
-
 def _write_inputs(tmp_path, a, b, restart, en):
     (tmp_path / "ops.txt").write_text("".join(
         f"{x:08x} {y:08x} {r | e << 1:x}\n" for x, y, r, e in zip(a, b, restart, en)))
@@ -78,8 +76,7 @@ def _write_inputs(tmp_path, a, b, restart, en):
 
 def _read_outputs(path) -> np.ndarray:
     rows = [line.split() for line in path.read_text().splitlines() if line.strip()]
-    return np.array([[int(x, 16) if "x" not in x.lower() else -1 for x in r] for r in rows],
-                    dtype=np.int64)
+    return np.array([[int(x, 16) for x in r] for r in rows], dtype=np.int64)
 
 
 #: drives the adders one cycle per line of ops.txt (a, b, {en, restart} in hex), printing the
@@ -150,7 +147,7 @@ def streams():
     return _streams(20_000, seed=31)
 
 
-def test_both_forms_agree_every_cycle_and_match_numpy(tmp_path, streams):
+def test_both_forms_match_numpy_on_every_cycle_after_the_fill(tmp_path, streams):
     a, b, restart, en = streams
     # the adders as the lean harness's top module (its build caches Verilator's runtime)
     text, _ = verilog_text(_Adders(), WRAPPER)
@@ -169,6 +166,3 @@ def test_both_forms_agree_every_cycle_and_match_numpy(tmp_path, streams):
             assert bad.size == 0, (f"{name}, {form_name}: {bad.size} cycles differ from numpy, "
                                    f"first at cycle {bad[0]}: got {got[bad[0]]:08x}, "
                                    f"numpy {expected[name][bad[0]]:08x}")
-        # every cycle where both hold a defined word (not only where a sum is due)
-        both = (gates[:, k] >= 0) & (form[:, k] >= 0) & due
-        assert np.array_equal(gates[both, k], form[both, k]), name
