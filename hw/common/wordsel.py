@@ -148,15 +148,15 @@ module {chunk_select_module(F, L, C, S)}(a, t, y);
 `ifdef SYNTHESIS
   assign y = t;
 `else
-  function automatic [{out - 1}:0] lanes(input [{F + C - 1}:0] a);
+  function automatic [{out - 1}:0] lanes(input [{F + C - 1}:0] w);
     reg [{F - 1}:0] mask, window;
     integer k, b, total, rank, pos, cnt, ge;
     begin
-      mask = a[{F - 1}:0];
+      mask = w[{F - 1}:0];
       total = $countones(mask);
       lanes = {out}'h0;
       for (k = 0; k < {L}; k = k + 1) begin
-        rank = a[{F + C - 1}:{F}] * {L} + k;
+        rank = w[{F + C - 1}:{F}] * {L} + k;
         pos = 0;
         for (b = {S - 1}; b >= 0; b = b - 1) begin
           window = (mask >> pos) & ~({{{F}{{1'b1}}}} << (1 << b));
@@ -165,7 +165,7 @@ module {chunk_select_module(F, L, C, S)}(a, t, y);
           pos = pos + (ge << b);
           rank = rank - (ge ? cnt : 0);
         end
-        if (a[{F + C - 1}:{F}] * {L} + k < total) begin
+        if (w[{F + C - 1}:{F}] * {L} + k < total) begin
           lanes[k * {S} +: {S}] = pos[{S - 1}:0];
           lanes[{L * S} + k] = 1'b1;
         end

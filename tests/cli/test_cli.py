@@ -78,6 +78,15 @@ def test_hw_generate_writes_verilog_and_config_and_lints_clean(tmp_path, design)
     assert "lint: clean" in out.stdout
 
 
+def test_sspmm_default_verilog_lints_clean(tmp_path):
+    # the default preset's simulation forms included (a function argument hiding a port of its
+    # module was a VARHIDDEN warning here)
+    out = moagcn("hw", "generate", "sspmm", "--out", tmp_path, "--lint")
+    assert out.returncode == 0, out.stderr
+    assert "lint: clean" in out.stdout
+    assert "moagcn_sim_form_chunksel" in (tmp_path / "sspmm.v").read_text()
+
+
 def test_arith_round_trip_matches_numpy(tmp_path):
     a, b = golden.random_pairs(500, seed=5)
     np.save(tmp_path / "a.npy", golden.as_float(a).reshape(25, 20))
