@@ -5,15 +5,17 @@ layout the kernel loads (see :mod:`.update` for the chain).
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Module, Mux, Signal
+from amaranth.hdl import Cat, ClockSignal, Instance, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from moagcn.hw.arith import ADDER_STAGES, Fp32Adder, Fp32AddConfig, Fp32MulConfig, Fp32Multiplier
 from moagcn.hw.arith.adder import adder_stages
+from moagcn.hw.arith.simform import acc_form_name
 from moagcn.hw.common.bits import bits_for
 from moagcn.hw.common.pipeline import StagedPipeline, delay, place_registers
 from moagcn.hw.common.ram import Ram, RamReadSignature, RamWriteSignature
+from moagcn.hw.common.target import VerilogTarget
 from moagcn.hw.hyscale.config import HyScaleConfig
 from moagcn.hw.hyscale.layouts import ConfigSignature
 
@@ -136,8 +138,20 @@ class AccumulatingAdder(wiring.Component):
         fb = Signal(32, name="acc_operand")
         out = StagedPipeline(m, stages, self.latency).build(
             {"a": self.a, "b": fb, "valid": self.valid})
-        m.d.comb += [fb.eq(out["fb"]), self.o.eq(out["result"]), self.o_valid.eq(out["valid"])]
+        m.d.comb += [fb.eq(out["fb"]), self.o.eq(self._result(m, platform, out["result"])),
+                     self.o_valid.eq(out["valid"])]
         return m
+
+    def _result(self, m: Module, platform, gates):
+        """The sum from the gates, or in Verilog through its simulation form
+        (:mod:`moagcn.hw.arith.simform`)."""
+        if not (isinstance(platform, VerilogTarget) and platform.clocked_forms):
+            return gates
+        y = Signal(32, name="sum")
+        m.submodules.form = Instance(
+            acc_form_name(self.latency, self.lead), i_clk=ClockSignal(), i_a=self.a,
+            i_restart=self.restart, i_init=self.init, i_t=gates, o_y=y)
+        return y
 
 
 class MacCell(wiring.Component):
