@@ -26,6 +26,7 @@ from moagcn.config import apply_params
 from moagcn.core.generators import power_law_graph
 from moagcn.core.options import accelerator, add_accelerator_flags, add_renamed
 from moagcn.core.spec import get_spec
+from moagcn.errors import UserError
 from moagcn.host.graphs.minibatch import NeighborSampler
 from moagcn.host.graphs.ops import CSRGraph
 from moagcn.hw.hyscale import preset
@@ -46,6 +47,10 @@ FIELDS = ("spes", "macs", "job", "layer", "destinations", "edges", "distinct_sou
           "stall_gather", "stall_feature", "sim_cycles_per_s", "bit_exact")
 
 
+#: mini-batches :func:`sample_jobs` draws before it gives up on finding enough that fit
+_MAX_DRAWS = 200
+
+
 def sample_jobs(n_jobs: int, seed: int, config, graph_nodes: int, targets: int,
                 fanouts=(25, 10)):
     """Both layers of ``n_jobs`` sampled mini-batches that fit ``config``'s buffers."""
@@ -55,6 +60,12 @@ def sample_jobs(n_jobs: int, seed: int, config, graph_nodes: int, targets: int,
     jobs = []
     draw = 0
     while len(jobs) < 2 * n_jobs:
+        if draw >= _MAX_DRAWS:
+            raise UserError(
+                f"--targets {targets}: {len(jobs) // 2} of {_MAX_DRAWS} sampled mini-batches "
+                f"fit the buffers (max_destinations={config.max_destinations}, "
+                f"max_sources={config.max_sources}, max_edges={config.max_edges}), "
+                f"{n_jobs} needed; give fewer --targets or larger buffers (--param)")
         batch = sampler.sample(rng.choice(graph_nodes, targets, replace=False), salt=draw)
         draw += 1
         layers = layer_jobs(batch)

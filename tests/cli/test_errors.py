@@ -279,6 +279,9 @@ HOST_CASES = [
       "--device model --preset huge", "", "", "unknown preset 'huge'"),
     C("hyscale-batch", "hyscale train --dataset {ds} --batch-size 100000", "", "",
       "is larger than the"),
+    C("bench-hyscale-targets", "bench hyscale --device model --preset tiny --targets 128 "
+      "--graph-nodes 2000 --jobs 1 --out {tmp}/hb", "", "",
+      "--targets 128: 0 of 200 sampled mini-batches fit the buffers"),
 ]
 
 
