@@ -4,13 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from amaranth.hdl import Cat, ClockSignal, Const, Instance, Mux, Signal
+from amaranth.hdl import Cat, Const, Mux
 from amaranth.lib.wiring import In
 
 from moagcn.hw.common.bits import leading_zeros, limit_mask, prefix_or
-from moagcn.hw.common.target import VerilogTarget
-from moagcn.hw.arith.fp32 import WIDTH, Fields, keep, round_nearest_even, select_result
-from moagcn.hw.arith.simform import add_form_name
+from moagcn.hw.arith.fp32 import Fields, keep, round_nearest_even, select_result
+from moagcn.hw.arith.simform import add_form_name, through_form
 from moagcn.hw.arith.unit import PipelinedBinaryUnit, UnitConfig
 
 #: natural stages of the adder (a latency of this many gives one register after each)
@@ -154,15 +153,9 @@ class Fp32Adder(PipelinedBinaryUnit):
         return {"restart": self.restart} if self.config.restart else {}
 
     def result(self, m, platform, gates):
-        # in Verilog, through the simulation form (moagcn.hw.arith.simform)
-        if not (isinstance(platform, VerilogTarget) and platform.clocked_forms):
-            return gates
+        # in Verilog for simulators, through the simulation form (moagcn.hw.arith.simform)
         cfg = self.config
-        y = Signal(WIDTH, name="sum")
-        m.submodules.form = Instance(
-            add_form_name(cfg.latency, cfg.restart, cfg.enable), i_clk=ClockSignal(),
-            i_a=self.i.payload.a, i_b=self.i.payload.b,
-            i_restart=self.restart if cfg.restart else Const(0, 1),
-            i_en=self.en if cfg.enable else Const(1, 1),
-            i_t=gates, o_y=y)
-        return y
+        return through_form(m, platform, add_form_name(cfg.latency, cfg.restart, cfg.enable),
+                            gates, "sum", a=self.i.payload.a, b=self.i.payload.b,
+                            restart=self.restart if cfg.restart else Const(0, 1),
+                            en=self.en if cfg.enable else Const(1, 1))

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from amaranth.hdl import ClockSignal, Const, Instance, Mux, Signal
+from amaranth.hdl import Const, Mux
 
 from moagcn.hw.common.bits import leading_zeros, limit_mask, shift_right_sticky
-from moagcn.hw.common.target import VerilogTarget
-from moagcn.hw.arith.fp32 import BIAS, WIDTH, Fields, keep, round_nearest_even, select_result
-from moagcn.hw.arith.simform import mul_form_name
+from moagcn.hw.arith.fp32 import BIAS, Fields, keep, round_nearest_even, select_result
+from moagcn.hw.arith.simform import mul_form_name, through_form
 from moagcn.hw.arith.unit import PipelinedBinaryUnit, UnitConfig
 
 #: natural stages of the multiplier
@@ -93,13 +92,8 @@ class Fp32Multiplier(PipelinedBinaryUnit):
     stages = staticmethod(multiplier_stages)
 
     def result(self, m, platform, gates):
-        # in Verilog, through the simulation form (moagcn.hw.arith.simform)
-        if not (isinstance(platform, VerilogTarget) and platform.clocked_forms):
-            return gates
+        # in Verilog for simulators, through the simulation form (moagcn.hw.arith.simform)
         cfg = self.config
-        y = Signal(WIDTH, name="product")
-        m.submodules.form = Instance(
-            mul_form_name(cfg.latency, cfg.enable), i_clk=ClockSignal(),
-            i_a=self.i.payload.a, i_b=self.i.payload.b,
-            i_en=self.en if cfg.enable else Const(1, 1), i_t=gates, o_y=y)
-        return y
+        return through_form(m, platform, mul_form_name(cfg.latency, cfg.enable), gates,
+                            "product", a=self.i.payload.a, b=self.i.payload.b,
+                            en=self.en if cfg.enable else Const(1, 1))

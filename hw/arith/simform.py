@@ -36,6 +36,10 @@ from __future__ import annotations
 
 import re
 
+from amaranth.hdl import ClockSignal, Instance, Signal
+
+from moagcn.hw.common.target import VerilogTarget
+
 #: prefix of the generated modules' names
 ADD_FORM_PREFIX = "moagcn_sim_form_fp32add"
 MUL_FORM_PREFIX = "moagcn_sim_form_fp32mul"
@@ -206,28 +210,48 @@ def _delayed(function: str, operand_a: str, latency: int) -> str:
             f"  assign y = {regs[-1]};\n")
 
 
+def _module(comment: str, name: str, ports: str, inputs: str, simulation: str) -> str:
+    """A form's module: ``y`` is the gates' ``t`` for yosys (``SYNTHESIS``) and Icarus, and
+    ``simulation`` (the form's declarations and logic) for Verilator."""
+    return f"""
+{comment}
+module {name}({ports});
+{inputs}
+  output [31:0] y;
+`ifdef SYNTHESIS
+  assign y = t;
+`elsif VERILATOR
+{simulation}`else
+  assign y = t;
+`endif
+endmodule
+"""
+
+
+def through_form(m, platform, name: str, gates, signal: str, **ports):
+    """``gates``, or in Verilog with clocked forms (:class:`VerilogTarget`) the output ``y`` of
+    an instance of form ``name`` (its ports: ``clk``, ``ports`` by name, the gates' word as
+    ``t``), a signal named ``signal``."""
+    if not (isinstance(platform, VerilogTarget) and platform.clocked_forms):
+        return gates
+    y = Signal(len(gates), name=signal)
+    m.submodules.form = Instance(name, i_clk=ClockSignal(),
+                                 **{f"i_{port}": value for port, value in ports.items()},
+                                 i_t=gates, o_y=y)
+    return y
+
+
 def add_form_verilog(latency: int, restart: bool, enable: bool) -> str:
     """Verilog of :func:`add_form_name`: ports ``clk``, ``a``, ``b``, ``restart`` (``a`` taken
     as +0), ``en`` (the clock enable: the delay line holds while it is low), ``t`` (the gates'
     result) and ``y`` (the result, ``latency`` enabled cycles after its operands)."""
     name = add_form_name(latency, restart, enable)
     body = _delayed("fadd", "restart ? 32'h0 : a" if restart else "a", latency)
-    return f"""
-// Simulation form of the moagcn binary32 adder (see moagcn.hw.arith.simform): synthesis takes
-// the design's gates (t), simulators the sum computed by one function and delayed.
-module {name}(clk, a, b, restart, en, t, y);
-  input clk, restart, en;
-  input [31:0] a, b, t;
-  output [31:0] y;
-`ifdef SYNTHESIS
-  assign y = t;
-`elsif VERILATOR
-{_ADD_FUNCTION}
-{body}`else
-  assign y = t;
-`endif
-endmodule
-"""
+    return _module("// Simulation form of the moagcn binary32 adder (see moagcn.hw.arith.simform): "
+                   "yosys and Icarus\n// take the design's gates (t), Verilator the sum computed "
+                   "by one function and delayed.",
+                   name, "clk, a, b, restart, en, t, y",
+                   "  input clk, restart, en;\n  input [31:0] a, b, t;", _ADD_FUNCTION + "\n" + body)
 
 
 def mul_form_name(latency: int, enable: bool) -> str:
@@ -241,22 +265,11 @@ def mul_form_verilog(latency: int, enable: bool) -> str:
     ``t`` (the gates' result) and ``y`` (the product, ``latency`` enabled cycles after its
     operands)."""
     body = _delayed("fmul", "a", latency)
-    return f"""
-// Simulation form of the moagcn binary32 multiplier (see moagcn.hw.arith.simform): synthesis
-// takes the design's gates (t), simulators the product computed by one function and delayed.
-module {mul_form_name(latency, enable)}(clk, a, b, en, t, y);
-  input clk, en;
-  input [31:0] a, b, t;
-  output [31:0] y;
-`ifdef SYNTHESIS
-  assign y = t;
-`elsif VERILATOR
-{_MUL_FUNCTION}
-{body}`else
-  assign y = t;
-`endif
-endmodule
-"""
+    return _module("// Simulation form of the moagcn binary32 multiplier (see "
+                   "moagcn.hw.arith.simform): yosys and\n// Icarus take the design's gates (t), "
+                   "Verilator the product computed by one function and delayed.",
+                   mul_form_name(latency, enable), "clk, a, b, en, t, y",
+                   "  input clk, en;\n  input [31:0] a, b, t;", _MUL_FUNCTION + "\n" + body)
 
 
 def acc_form_name(latency: int, lead: int) -> str:
@@ -279,31 +292,20 @@ def acc_form_verilog(latency: int, lead: int) -> str:
     ri = [f"ri{k}" for k in range(lead)]
     lead_moves = [f"{x[k]} <= {x[k - 1]};" for x in (rs, ri) for k in range(lead - 1, 0, -1)]
     zeros = ", ".join(f"{r} = 32'h0" for r in ["pa", "pf", *regs, *ri])
-    return f"""
-// Simulation form of the HyScale MAC's accumulating adder (see moagcn.hw.arith.simform):
-// synthesis takes the design's gates (t), simulators the sum computed by one function.
-module {acc_form_name(latency, lead)}(clk, a, restart, init, t, y);
-  input clk, restart;
-  input [31:0] a, init, t;
-  output [31:0] y;
-`ifdef SYNTHESIS
-  assign y = t;
-`elsif VERILATOR
-{_ADD_FUNCTION}
-  reg [31:0] {zeros};
-  reg {", ".join(f"{r} = 1'b0" for r in rs)};
-  wire [31:0] f = {rs[-1]} ? {ri[-1]} : {regs[-1]};
-  always @(posedge clk) begin
-    if (a != pa || f != pf) r0 <= fadd(a, f);
-    {" ".join(["pa <= a; pf <= f;", *moves])}
-    {" ".join(["rs0 <= restart; ri0 <= init;", *lead_moves])}
-  end
-  assign y = {regs[-1]};
-`else
-  assign y = t;
-`endif
-endmodule
-"""
+    body = (f"  reg [31:0] {zeros};\n"
+            f"  reg {', '.join(f'{r} = 1' + chr(39) + 'b0' for r in rs)};\n"
+            f"  wire [31:0] f = {rs[-1]} ? {ri[-1]} : {regs[-1]};\n"
+            "  always @(posedge clk) begin\n"
+            "    if (a != pa || f != pf) r0 <= fadd(a, f);\n"
+            f"    {' '.join(['pa <= a; pf <= f;', *moves])}\n"
+            f"    {' '.join(['rs0 <= restart; ri0 <= init;', *lead_moves])}\n"
+            "  end\n"
+            f"  assign y = {regs[-1]};\n")
+    return _module("// Simulation form of the HyScale MAC's accumulating adder (see "
+                   "moagcn.hw.arith.simform):\n// yosys and Icarus take the design's gates (t), "
+                   "Verilator the sum computed by one function.",
+                   acc_form_name(latency, lead), "clk, a, restart, init, t, y",
+                   "  input clk, restart;\n  input [31:0] a, init, t;", _ADD_FUNCTION + "\n" + body)
 
 
 def form_modules(text: str) -> str:

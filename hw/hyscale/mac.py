@@ -5,17 +5,16 @@ layout the kernel loads (see :mod:`.update` for the chain).
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, ClockSignal, Instance, Module, Mux, Signal
+from amaranth.hdl import Cat, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from moagcn.hw.arith import ADDER_STAGES, Fp32Adder, Fp32AddConfig, Fp32MulConfig, Fp32Multiplier
 from moagcn.hw.arith.adder import adder_stages
-from moagcn.hw.arith.simform import acc_form_name
+from moagcn.hw.arith.simform import acc_form_name, through_form
 from moagcn.hw.common.bits import bits_for
 from moagcn.hw.common.pipeline import StagedPipeline, delay, place_registers
 from moagcn.hw.common.ram import Ram, RamReadSignature, RamWriteSignature
-from moagcn.hw.common.target import VerilogTarget
 from moagcn.hw.hyscale.config import HyScaleConfig
 from moagcn.hw.hyscale.layouts import ConfigSignature
 
@@ -145,13 +144,8 @@ class AccumulatingAdder(wiring.Component):
     def _result(self, m: Module, platform, gates):
         """The sum from the gates, or in Verilog through its simulation form
         (:mod:`moagcn.hw.arith.simform`)."""
-        if not (isinstance(platform, VerilogTarget) and platform.clocked_forms):
-            return gates
-        y = Signal(32, name="sum")
-        m.submodules.form = Instance(
-            acc_form_name(self.latency, self.lead), i_clk=ClockSignal(), i_a=self.a,
-            i_restart=self.restart, i_init=self.init, i_t=gates, o_y=y)
-        return y
+        return through_form(m, platform, acc_form_name(self.latency, self.lead), gates, "sum",
+                            a=self.a, restart=self.restart, init=self.init)
 
 
 class MacCell(wiring.Component):
