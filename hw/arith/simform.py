@@ -27,9 +27,10 @@ loop.
 
 The two forms agree on every cycle once the pipeline has filled (the function of the operands
 is the same and the registers hold the same values): ``tests/hw/test_arith_forms.py`` runs
-both branches of the module on Verilator against numpy, special-value pairs and random ones,
-and the S-SpMM's co-simulation output is byte-identical to the one before the form
-(docs/sim.md). The Amaranth simulator runs the gates.
+both branches of each module on Verilator against numpy, special-value pairs and random ones
+(and the accumulating adder against a numpy model of its loop), and the S-SpMM's and HyScale's
+co-simulation outputs are byte-identical to the ones before the forms (docs/sim.md). The
+Amaranth simulator runs the gates.
 """
 
 from __future__ import annotations

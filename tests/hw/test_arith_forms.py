@@ -1,8 +1,8 @@
 """The binary32 adder's and multiplier's two forms in Verilog (``moagcn.hw.arith.simform``):
-the design's gates (``SYNTHESIS`` defined, what yosys reads) and the simulation form (what
-Verilator and Icarus read otherwise) both give numpy's float32 sum or product on every cycle
-once their pipelines hold one (all but the first ``latency`` enabled cycles), so the same word
-as each other.
+the design's gates (``SYNTHESIS`` defined, what yosys reads; Icarus reads them too) and the
+simulation form (what Verilator reads otherwise) both give numpy's float32 sum or product on
+every cycle once their pipelines hold one (all but the first ``latency`` enabled cycles), so the
+same word as each other.
 
 Six units side by side take the same operand streams. Adders: latency 3 with ``restart``
 (``a`` taken as +0 where it is set); latency 2 with a clock enable (the slices hold while it is
@@ -12,10 +12,11 @@ The streams are every special-value pair, then random pairs, runs of held operan
 simulation form keeps its last result), near-cancellations, products around the bottom of the
 normal range (subnormal results, rounding up into the smallest normal) and near overflow, and
 underflowing products of sparse significands (ties, and sticky bits from the shifted-out bits);
-restart and enable toggle at random.
+restart and enable toggle at random. A second test does the same for HyScale's accumulating
+adder (its second operand its own sum, or a new item's initial value after a restart) against a
+numpy model of that loop, from the first cycle.
 Each form is built with Verilator, driven by a small C++ loop that prints every output on every
-cycle. (Icarus reads the simulation form in ``tests/hw/test_arith_rtl.py::test_icarus_subset``.)
-"""
+cycle."""
 
 import subprocess
 
