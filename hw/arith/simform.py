@@ -189,11 +189,12 @@ def add_form_name(latency: int, restart: bool, enable: bool) -> str:
     return f"{ADD_FORM_PREFIX}_l{latency}_r{int(restart)}_e{int(enable)}"
 
 
-def _delayed(function: str, operand_a: str, latency: int) -> str:
-    """The body of a form: ``y`` is ``function(operand_a, b)`` of the operands ``latency``
-    enabled cycles before."""
+def _delayed(function: str, operand_a: str, latency: int, operand_b: str = "b",
+             enable: str = "en") -> str:
+    """The body of a form: ``y`` is ``function(operand_a, operand_b)`` of the operands
+    ``latency`` cycles before (cycles with ``enable`` high; every cycle with ``enable=""``)."""
     if latency == 0:
-        return f"  assign y = {function}({operand_a}, b);\n"
+        return f"  assign y = {function}({operand_a}, {operand_b});\n"
     # a register per cycle of latency (a wide shift register costs Verilator a copy of all of
     # it every cycle). The first holds the function of the operands of the last enabled cycle,
     # which are kept (``pa``, ``pb``): operands that have not changed leave it as it is, so an
@@ -202,11 +203,12 @@ def _delayed(function: str, operand_a: str, latency: int) -> str:
     regs = [f"r{k}" for k in range(latency)]
     moves = " ".join(f"{regs[k]} <= {regs[k - 1]};" for k in range(latency - 1, 0, -1))
     zeros = ", ".join(f"{r} = 32'h0" for r in ["pa", "pb", *regs])
+    gate = f" if ({enable})" if enable else ""
     return (f"  reg [31:0] {zeros};\n"
             f"  wire [31:0] oa = {operand_a};\n"
-            "  always @(posedge clk) if (en) begin\n"
-            f"    if (oa != pa || b != pb) r0 <= {function}(oa, b);\n"
-            f"    pa <= oa; pb <= b; {moves}\n"
+            f"  always @(posedge clk){gate} begin\n"
+            f"    if (oa != pa || {operand_b} != pb) r0 <= {function}(oa, {operand_b});\n"
+            f"    pa <= oa; pb <= {operand_b}; {moves}\n"
             "  end\n"
             f"  assign y = {regs[-1]};\n")
 
@@ -287,21 +289,17 @@ def acc_form_verilog(latency: int, lead: int) -> str:
     that cycle, as the gates choose it in their last stage."""
     if latency < 1 or not 1 <= lead <= latency:
         raise ValueError(f"an accumulating adder of latency {latency} with lead {lead}")
-    regs = [f"r{k}" for k in range(latency)]
-    moves = [f"{regs[k]} <= {regs[k - 1]};" for k in range(latency - 1, 0, -1)]
     rs = [f"rs{k}" for k in range(lead)]
     ri = [f"ri{k}" for k in range(lead)]
     lead_moves = [f"{x[k]} <= {x[k - 1]};" for x in (rs, ri) for k in range(lead - 1, 0, -1)]
-    zeros = ", ".join(f"{r} = 32'h0" for r in ["pa", "pf", *regs, *ri])
-    body = (f"  reg [31:0] {zeros};\n"
-            f"  reg {', '.join(f'{r} = 1' + chr(39) + 'b0' for r in rs)};\n"
-            f"  wire [31:0] f = {rs[-1]} ? {ri[-1]} : {regs[-1]};\n"
-            "  always @(posedge clk) begin\n"
-            "    if (a != pa || f != pf) r0 <= fadd(a, f);\n"
-            f"    {' '.join(['pa <= a; pf <= f;', *moves])}\n"
-            f"    {' '.join(['rs0 <= restart; ri0 <= init;', *lead_moves])}\n"
-            "  end\n"
-            f"  assign y = {regs[-1]};\n")
+    # restart and init delayed by lead; f is the operand the gates' last stage chooses
+    body = (f"  reg {', '.join(f'{r} = 1' + chr(39) + 'b0' for r in rs)};\n"
+            f"  reg [31:0] {', '.join(f'{r} = 32' + chr(39) + 'h0' for r in ri)};\n"
+            "  wire [31:0] f;\n"
+            f"  always @(posedge clk) begin "
+            f"{' '.join(['rs0 <= restart; ri0 <= init;', *lead_moves])} end\n"
+            + _delayed("fadd", "a", latency, operand_b="f", enable="")
+            + f"  assign f = {rs[-1]} ? {ri[-1]} : y;\n")
     return _module("// Simulation form of the HyScale MAC's accumulating adder (see "
                    "moagcn.hw.arith.simform):\n// yosys and Icarus take the design's gates (t), "
                    "Verilator the sum computed by one function.",
