@@ -59,7 +59,9 @@ class PEPair(wiring.Component):
     ring : In(RamWriteSignature(ring address bits, 32 * mem_words_per_cycle))
         The duplicator's broadcast write into the S-PE's copy of the feature ring.
     probe : In(slot bits) ; uses_probe : Out(1)
-        A queued or held edge reads ring slot ``probe``.
+        A queued or held edge read ring slot ``probe`` in the cycle before (a register: the
+        probe comes from the ring and the answer goes back into it, and the round trip
+        through every PE's queue in one cycle was the longest path at some placements).
     has_edges : Out(1)
         An edge is queued or held.
     streaming : Out(1)
@@ -108,9 +110,9 @@ class PEPair(wiring.Component):
 
         queued_probe = [(queue.level > i) & (entry.slot == self.probe)
                         for i, entry in enumerate(queue.entries)]
-        m.d.comb += [self.uses_probe.eq(Cat(spe.holding & (spe.slot == self.probe),
-                                            *queued_probe).any()),
-                     self.has_edges.eq(spe.holding | (queue.level != 0)),
+        m.d.sync += self.uses_probe.eq(Cat(spe.holding & (spe.slot == self.probe),
+                                           *queued_probe).any())
+        m.d.comb += [self.has_edges.eq(spe.holding | (queue.level != 0)),
                      self.streaming.eq(spe.streaming), self.producing.eq(spe.products.valid),
                      self.adding.eq(gpe.busy)]
         return m

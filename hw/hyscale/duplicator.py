@@ -169,7 +169,8 @@ class FeatureRing(wiring.Component):
         Slot ``disp``, valid while it holds a row with edges left to dispatch (from a
         register); each transfer is one of its edges dispatched.
     head_busy : In(1)
-        A queued or held edge reads slot ``head``.
+        A queued or held edge read slot ``head`` in the cycle before (the PEs' registered
+        answers).
     head : Out(slot bits)
         The oldest slot.
     empty : Out(1)
@@ -225,14 +226,20 @@ class FeatureRing(wiring.Component):
         # a fully dispatched slot is passed over (unfilled slots are not ready: the pointer stops)
         with m.If(adv):
             m.d.sync += disp_ptr.eq(disp_ptr + 1)
-        # release the head slot once it is dispatched and no queued or held edge still needs it
-        head_done = spent[head_ptr]
-        release = wire(m, self.active & head_done & ~self.head_busy, name="release")
+        # release the head slot once it is dispatched and no queued or held edge still needs
+        # it. ``head_busy`` answers for last cycle's head, so the release waits for a cycle in
+        # which the same slot was the head and already fully dispatched (``head_spent``): no
+        # edge of it enters a queue after that cycle, and none used it then, so none uses it
+        # now. A release costs a cycle more, and releases are at least two cycles apart.
+        head_spent = Signal(name="head_spent_r")
+        release = wire(m, self.active & head_spent & ~self.head_busy, name="release")
+        m.d.sync += head_spent.eq(spent[head_ptr] & ~release)
         with m.If(release):
             m.d.sync += [ready[head_ptr].eq(0), head_ptr.eq(head_ptr + 1)]
         m.d.sync += used.eq(used + self.slots.claim - release)
         with m.If(self.start):
-            m.d.sync += [head_ptr.eq(0), disp_ptr.eq(0), used.eq(0), ahead.eq(0), fresh.eq(0)]
+            m.d.sync += [head_ptr.eq(0), disp_ptr.eq(0), used.eq(0), ahead.eq(0), fresh.eq(0),
+                         head_spent.eq(0)]
             m.d.sync += [ready[s].eq(0) for s in range(K)]
         return m
 

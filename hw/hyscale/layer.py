@@ -17,7 +17,7 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from moagcn.hw.common.banks import LoadBanks, job_loads
-from moagcn.hw.common.bits import bits_for, wire
+from moagcn.hw.common.bits import bits_for
 from moagcn.hw.common.counters import count_events, counter_members, counters_of
 from moagcn.hw.common.loader import BufferLoader
 from moagcn.hw.common.ram import Ram
@@ -35,12 +35,17 @@ class HyScaleLayer(wiring.Component):
     Use: after reset, fill the buffers through the load streams (each from its start, in any
     interleaving), set the scalars, pulse ``start``, take ``Y`` from ``out`` until ``done``.
     Jobs follow one another without a reset: ``start`` is taken whenever the layer is not
-    busy (also after ``done``, which it clears), and each start restarts the load streams at
-    their first word. With ``load_banks = 2`` the buffers are ping-pong pairs: from the cycle
-    after a start, the streams fill the other half with the next job while this one runs (no
-    beat is taken in the start cycle itself); with ``load_banks = 1`` they are ready only
-    while the layer is not busy. The scalars are read while the job runs: change them only at
-    the next start.
+    busy (also after ``done``, which it clears in the next cycle), and each start restarts the
+    load streams at their first word. The job begins in the cycle after ``start`` (the *job
+    start*, ``job_start``), from a register: its pulse reaches every kernel's clear and the
+    load streams' ``ready`` straight from a flip-flop (decided in the cycle it took effect,
+    it fanned out across the device from the layer's state and was the longest path at some
+    placements). ``busy`` is high from that cycle. With ``load_banks = 2`` the buffers are
+    ping-pong pairs: from the cycle after the job start, the streams fill the other half with
+    the next job while this one runs (no beat is taken in the job start cycle itself; a beat
+    taken with ``start`` belongs to the starting job); with ``load_banks = 1`` they are ready
+    only while the layer is not busy. The scalars are read while the job runs: change them
+    only at the next start.
 
     With ``pipelined`` the update starts with the job and opens each block of rows once their
     aggregation is complete (:meth:`_pipelined`); ``cycles_update`` then spans the job.
@@ -82,7 +87,8 @@ class HyScaleLayer(wiring.Component):
     out : Out(stream.Signature(32 * mem_words_per_cycle))
         ``Y`` row-major, ``ceil(f_out / mem_words_per_cycle)`` beats per row (padding zero).
     n_dst, f_in, f_out, relu, start : In
-    busy, done : Out(1)
+    busy, done, job_start : Out(1)
+        ``job_start``: the job begins this cycle (the cycle after its ``start``).
     err_source, err_dest, err_edges : Out(1)
     cycles_total, cycles_load, cycles_load_hidden, cycles_aggregate, cycles_update,
     feature_reads, words_read, spe_busy, stall_feature, stall_gather, words_written,
@@ -107,7 +113,7 @@ class HyScaleLayer(wiring.Component):
             "out": Out(stream.Signature(32 * w.words)),
             "n_dst": In(w.dst + 1), "f_in": In(w.feat + 1), "f_out": In(w.feat + 1),
             "relu": In(1), "start": In(1),
-            "busy": Out(1), "done": Out(1),
+            "busy": Out(1), "done": Out(1), "job_start": Out(1),
             **{name: Out(1) for name in FLAGS},
             **counter_members(COUNTERS, COUNTER_BITS),
         })
@@ -119,8 +125,13 @@ class HyScaleLayer(wiring.Component):
         m.submodules.upd = upd = UpdateKernel(cfg)
         aggregating, updating = Signal(), Signal()
         busy = aggregating | updating
-        m.d.comb += self.busy.eq(busy)
-        start_agg = wire(m, self.start & ~busy, name="start_job")
+        # the start, taken a cycle late from a register (see the class docstring)
+        start_agg = Signal(name="start_job")
+        accept = self.start & ~busy & ~start_agg
+        m.d.sync += start_agg.eq(accept)
+        with m.If(accept):
+            m.d.sync += self.done.eq(0)
+        m.d.comb += [self.busy.eq(busy | start_agg), self.job_start.eq(start_agg)]
         banks = LoadBanks(m, cfg.load_banks, start_agg, busy)
         m.d.comb += self.load_bank.eq(banks.load)
 
@@ -318,7 +329,7 @@ class HyScaleSystem(wiring.Component):
     row ``u`` for source index ``u``. ``cycles_load`` counts its transfers too.
     """
 
-    HIDDEN = ("mem_addr", "mem_data", "n_rows", "load_bank")
+    HIDDEN = ("mem_addr", "mem_data", "n_rows", "load_bank", "job_start")
 
     def __init__(self, config: HyScaleConfig = HyScaleConfig()):
         self.layer = HyScaleLayer(config)
@@ -333,8 +344,8 @@ class HyScaleSystem(wiring.Component):
         m = Module()
         m.submodules.layer = layer = self.layer
         self._forward(m, layer)
-        start = self.start & ~layer.busy
-        loading = ~start if self.config.load_banks == 2 else ~layer.busy & ~start
+        start = layer.job_start
+        loading = ~start if self.config.load_banks == 2 else ~layer.busy
         self._memory(m, layer, loading, start)
         # cycles_load also counts the feature transfers that no layer stream overlaps
         feat_only = self.feat_in.valid & loading & ~Cat(

@@ -171,8 +171,9 @@ def aggregate_kernel_cycles(edge_sources: Sequence[int], edge_banks: Sequence[in
       is granted one cycle later but at least a gather slot ``max(f_in, add_latency + 3)``
       after its previous grant, and reads ``f_in`` elements: an edge every ``c = max(f_in + 1,
       add_latency + 3)`` cycles when busy.
-    - **Release.** A slot is freed (in order) once its row is dispatched and its last edge's
-      last element read.
+    - **Release.** A slot is freed (in order) a cycle after its row is dispatched and its last
+      edge's last element read (the ring reads the PEs' registered answer), at least two
+      cycles after the slot before.
     - **End.** The last read plus :func:`aggregate_tail`.
 
     With no conflicts this is :func:`aggregate_bound_cycles`.
@@ -224,8 +225,10 @@ def aggregate_replay(edge_sources: Sequence[int], edge_banks: Sequence[int], f_i
             last_use = max(last_use, read)
             first = False
             e += 1
-        released.append(max(released[-1] + 1 if released else 0, ready, last_dispatch + 1,
-                            last_use + 1))
+        # the ring sees the PEs' answer for its head a cycle late: a release is a cycle after
+        # the slot is spent and unused, two after the one before
+        released.append(max(released[-1] + 2 if released else 0, ready + 1, last_dispatch + 2,
+                            last_use + 2))
         end = max(end, last_use)
         r += 1
     return end + aggregate_tail(config), reads_of

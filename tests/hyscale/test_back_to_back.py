@@ -70,8 +70,8 @@ def test_jobs_back_to_back_match_jobs_alone(banks):
                                                                   previous_busy)
         assert v["cycles_load_hidden"] == hidden
         # the harness's cycles from the previous done: the job's exposed loads, its start
-        # cycle and its busy cycles
-        assert res.cycles - previous_done == (a["cycles_load"] - hidden) + 1 + a["cycles_total"]
+        # cycle, its job start cycle (the start taken from a register) and its busy cycles
+        assert res.cycles - previous_done == (a["cycles_load"] - hidden) + 2 + a["cycles_total"]
         previous_busy, previous_done = a["cycles_total"], res.cycles
     if banks == 2:
         assert sum(r.values["cycles_load_hidden"] for _, r in together) > 0
@@ -144,8 +144,9 @@ def test_tiled_job_model_follows_rtl_with_overlapped_loads(banks, shape):
         # a tile's loads outlast the tile before it: more is exposed than the first tile's
         first = SPEC.cycles(SPEC.split(job, config)[0].job, config).cycles_load
         assert r.cycles_load > first
-    # the simulator ran the exposed loads, one start cycle per tile and the busy cycles
-    assert r.sim_cycles == r.cycles_load + rtl.tiles + r.cycles_compute
+    # the simulator ran the exposed loads, two start cycles per tile (the start and the job
+    # start) and the busy cycles
+    assert r.sim_cycles == r.cycles_load + 2 * rtl.tiles + r.cycles_compute
 
 
 def test_report_of_a_tiled_job_models_the_hidden_loads():
