@@ -12,7 +12,7 @@ from moagcn.sim.arith.golden import as_bits
 from moagcn.sim.rtl.lean import LeanJob, build_lean, run_lean_jobs
 from moagcn.sim import run
 from moagcn.sim.hyscale.spec import SPEC
-from moagcn.sim.rtl.stream_tb import int_words, stream_jobs
+from moagcn.sim.rtl.stream_tb import beat_ints, int_words, stream_jobs
 
 from ..conftest import needs_icarus
 from ..lean_jobs import run_back_to_back
@@ -223,3 +223,63 @@ def test_buffers_that_are_not_powers_of_two_keep_their_halves_apart():
     r, m = rtl.counters, model.counters
     assert r.extra["cycles_load_hidden"] == m.extra["cycles_load_hidden"] > 0
     assert (r.cycles_load, r.cycles_compute) == (m.cycles_load, m.cycles_compute)
+
+
+async def _start_with_last_beats(io, proto, streams, scalars):
+    """Load every stream but its last beat, offer the last beats with ``start``, then offer a
+    stray beat in the next cycle (the job start). Returns whether each last beat was taken
+    with ``start``, whether each stream was ready in the job start cycle, ``busy`` in both
+    cycles and the run's output beats."""
+    beats = {s: beat_ints(streams[s]) for s in proto.loads if len(streams[s])}
+    for name, value in scalars.items():
+        io.set(name, value)
+    pos = {s: 0 for s in beats}
+    while any(pos[s] < len(b) - 1 for s, b in beats.items()):
+        offered = [s for s, b in beats.items() if pos[s] < len(b) - 1]
+        for s in beats:
+            io.set(f"{s}__valid", int(s in offered))
+            if s in offered:
+                io.set(f"{s}__payload", beats[s][pos[s]])
+        taken = [s for s in offered if await io.get(f"{s}__ready")]
+        await io.tick()
+        for s in taken:
+            pos[s] += 1
+    for s, b in beats.items():
+        io.set(f"{s}__valid", 1)
+        io.set(f"{s}__payload", b[-1])
+    io.set(proto.start, 1)
+    with_start = {s: bool(await io.get(f"{s}__ready")) for s in beats}
+    busy_at_start = await io.get("busy")
+    await io.tick()
+    io.set(proto.start, 0)
+    for s, b in beats.items():
+        io.set(f"{s}__payload", b[0])       # the next job's first beat, offered too early
+    at_job_start = {s: bool(await io.get(f"{s}__ready")) for s in beats}
+    busy_at_job_start = await io.get("busy")
+    await io.tick()
+    for s in beats:
+        io.set(f"{s}__valid", 0)
+    io.set(f"{proto.output}__ready", 1)
+    out = []
+    while not await io.get(proto.done):
+        if await io.get(f"{proto.output}__valid"):
+            out.append(await io.get(f"{proto.output}__payload"))
+        await io.tick()
+    return {"with_start": with_start, "at_job_start": at_job_start, "beats": out,
+            "busy": (busy_at_start, busy_at_job_start)}
+
+
+@pytest.mark.parametrize("banks", [1, 2])
+def test_a_beat_taken_with_start_belongs_to_the_starting_job(banks):
+    # the layer takes the start a cycle late, from a register: a beat offered with ``start``
+    # is the starting job's last, none is taken in the job start cycle
+    config = preset("tiny", load_banks=banks)
+    job = _jobs(config)[1]
+    packed = SPEC.pack(job, config)
+    res = run(SPEC.gateware(), config, _start_with_last_beats, "pysim", proto=SPEC.protocol,
+              streams=packed.streams, scalars=packed.scalars).value
+    assert all(res["with_start"].values()) and not any(res["at_job_start"].values())
+    assert res["busy"] == (0, 1)
+    words = SPEC.output_words(config)
+    Y = SPEC.unpack(int_words(res["beats"], words), packed, job, config)
+    assert np.array_equal(as_bits(Y), as_bits(_expected(job)))
