@@ -61,7 +61,8 @@ class PEPair(wiring.Component):
     probe : In(slot bits) ; uses_probe : Out(1)
         A queued or held edge read ring slot ``probe`` in the cycle before (a register: the
         probe comes from the ring and the answer goes back into it, and the round trip
-        through every PE's queue in one cycle was the longest path at some placements).
+        through every PE's queue in one cycle was the longest path at some placements). For
+        the ring's head slot, the pair's oldest edge alone decides it (see the code).
     has_edges : Out(1)
         An edge is queued or held.
     streaming : Out(1)
@@ -108,10 +109,12 @@ class PEPair(wiring.Component):
         wiring.connect(m, gpe.row_done, wiring.flipped(self.row_done))
         wiring.connect(m, wiring.flipped(self.act), gpe.act)
 
-        queued_probe = [(queue.level > i) & (entry.slot == self.probe)
-                        for i, entry in enumerate(queue.entries)]
-        m.d.sync += self.uses_probe.eq(Cat(spe.holding & (spe.slot == self.probe),
-                                           *queued_probe).any())
+        # Only the bank's oldest edge needs the test: the S-PE's held edge, else the queue's
+        # head. The bank takes its edges in dispatch order, which is ring order, and every
+        # slot before the ring's head is released, which needs no edge of it left anywhere;
+        # so if any edge in the bank reads the head slot, the oldest one does.
+        oldest = Mux(spe.holding, spe.slot, queue.o.payload.slot)
+        m.d.sync += self.uses_probe.eq((spe.holding | queue.o.valid) & (oldest == self.probe))
         m.d.comb += [self.has_edges.eq(spe.holding | (queue.level != 0)),
                      self.streaming.eq(spe.streaming), self.producing.eq(spe.products.valid),
                      self.adding.eq(gpe.busy)]

@@ -139,11 +139,14 @@ class EdgeDispatcher(wiring.Component):
 
 
 class EdgeQueue(wiring.Component):
-    """A shift-register FIFO of ``depth`` entries, every entry visible.
+    """A FIFO of ``depth`` entries in a ring of registers.
 
-    A pop shifts the entries down; a push writes behind the ones that stay. Push and pop may
-    happen in the same cycle. The place behind the held entries is written every cycle (it is
-    free), so a push only moves the count.
+    Push and pop may happen in the same cycle. The place at the write pointer is written every
+    cycle while the queue is not full (it is free), so a push only moves the pointer and the
+    count: each place's register enable comes from the write pointer and the count alone, both
+    registers. (A shift register, which moved every entry on a pop, had the pop and the count
+    in every entry's enable, and that decode, spread over the entries, was the longest path
+    at some placements.) A pop moves the read pointer; the head is the entry there.
 
     Parameters
     ----------
@@ -158,8 +161,6 @@ class EdgeQueue(wiring.Component):
         Entries in (``ready``: the queue is not full).
     o : Out(stream.Signature(layout))
         The head entry (``valid``: the queue is not empty); a transfer drops it.
-    entries : Out(layout).array(depth)
-        ``entries[0]`` is the head; ``entries[i]`` holds an entry when ``level > i``.
     level : Out(range(depth + 1))
         Entries held.
     """
@@ -171,31 +172,31 @@ class EdgeQueue(wiring.Component):
         self.layout, self.depth = data.Layout.cast(layout), depth
         super().__init__({
             "i": In(stream.Signature(self.layout)), "o": Out(stream.Signature(self.layout)),
-            "entries": Out(self.layout).array(depth), "level": Out(range(depth + 1)),
+            "level": Out(range(depth + 1)),
         })
 
     def elaborate(self, platform):
         m = Module()
         Q = self.depth
-        q = [Signal(self.layout, name=f"q{i}", reset_less=True) for i in range(Q)]
+        q = [Signal(self.layout, name=f"q{k}", reset_less=True) for k in range(Q)]
         count = Signal(range(Q + 1), name="count")
+        rd = Signal(range(Q), name="rd_ptr")
+        wr = Signal(range(Q), name="wr_ptr")
         pop = wire(m, self.o.valid & self.o.ready, name="pop")
         push = self.i.valid & self.i.ready
         m.d.comb += [self.i.ready.eq(count != Q), self.o.valid.eq(count != 0),
-                     self.o.payload.eq(q[0])]
+                     self.o.payload.eq(Array(q)[rd])]
+
+        def step(ptr):
+            return Mux(ptr == Q - 1, 0, ptr + 1) if Q > 1 else 0
+
+        for k in range(Q):
+            with m.If((wr == k) & (count != Q)):
+                m.d.sync += q[k].eq(self.i.payload)
+        with m.If(push):
+            m.d.sync += wr.eq(step(wr))
         with m.If(pop):
-            for i in range(Q - 1):
-                m.d.sync += q[i].eq(q[i + 1])
-        # ``i.payload`` is written into the first free place every cycle, pushed or not: that
-        # place holds nothing, and only ``count`` says whether it holds an entry now. The
-        # registers' enables depend on the queue's own pop and count, not on the push, which
-        # comes late in the cycle from the dispatcher and would otherwise fan out to every
-        # entry's bits.
-        tail = Mux(pop, count - 1, count)
-        for i in range(Q):
-            with m.If(tail == i):
-                m.d.sync += q[i].eq(self.i.payload)
+            m.d.sync += rd.eq(step(rd))
         m.d.sync += count.eq(count + push - pop)
-        m.d.comb += [entry.eq(reg) for entry, reg in zip(self.entries, q)]
         m.d.comb += self.level.eq(count)
         return m
