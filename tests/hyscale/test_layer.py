@@ -184,3 +184,28 @@ def test_pysim_single_pe_pair():
     indptr, indices, data, X, W, b = hub_job(2, 8, 6, 5, 4, hub_edges=6, shared_dst_edges=4)
     res = Run(cfg, "pysim", indptr, indices, X, W, b, data=data)
     _check(res, indptr, indices, X, W, b, False, data)
+
+
+@pytest.mark.parametrize("slots,queue", [(2, 1), (2, 3), (4, 5)])
+def test_queues_of_any_depth_and_a_two_slot_ring_are_bit_and_cycle_exact(slots, queue):
+    # edge queues as rings of 1, 3 and 5 registers (pointers that wrap short of a power of
+    # two), a ring of two feature rows: every source's edges spread over both banks, so slots
+    # wait for queued edges before they are released; the golden bits, the replay's cycles
+    config = preset("tiny", feature_slots=slots, edge_queue=queue)
+    rng = np.random.default_rng(slots * 10 + queue)
+    n_src, n_dst, f_in = 40, 6, 16
+    rows = [[] for _ in range(n_dst)]
+    for u in range(n_src):
+        for v in rng.choice(n_dst, 4, replace=False):
+            rows[v].append(u)
+    indptr = np.concatenate([[0], np.cumsum([len(r) for r in rows])])
+    indices = np.array([u for r in rows for u in r], dtype=np.int64)
+    X = rng.standard_normal((n_src, f_in)).astype(np.float32)
+    W = rng.standard_normal((f_in, 3)).astype(np.float32)
+    b = rng.standard_normal(3).astype(np.float32)
+    job = SPEC.check(SPEC.job(indptr, indices, X, W, b), config)
+    got = Driver(SPEC, config, "rtl", "verilator").run(job, checked=True)
+    assert np.array_equal(as_bits(got.output), as_bits(_expect(indptr, indices, X, W, b, False)))
+    want = Driver(SPEC, config, "model").run(job, checked=True).counters
+    assert got.counters.cycles_compute == want.cycles_compute
+    assert got.counters.extra["stall_feature"] > 0
