@@ -63,8 +63,11 @@ class PEPair(wiring.Component):
         probe comes from the ring and the answer goes back into it, and the round trip
         through every PE's queue in one cycle was the longest path at some placements). For
         the ring's head slot, the pair's oldest edge alone decides it (see the code).
+    credit : Out(1)
+        The queue handed an edge to the S-PE in the cycle before (the place is free again).
     has_edges : Out(1)
-        An edge is queued or held.
+        An edge was queued or held in the cycle before (a register: the four pairs' status,
+        gathered into the kernel's end test in one cycle, was a long path).
     streaming : Out(1)
         The S-PE streams an edge's products.
     producing : Out(1)
@@ -85,7 +88,7 @@ class PEPair(wiring.Component):
             "f_in": In(w.feat + 1),
             "ring": In(ring_write_signature(config)),
             "probe": In(w.slot or 1), "uses_probe": Out(1),
-            "has_edges": Out(1), "streaming": Out(1), "producing": Out(1), "adding": Out(1),
+            "credit": Out(1), "has_edges": Out(1), "streaming": Out(1), "producing": Out(1), "adding": Out(1),
             "act": In(RamReadSignature(w.bank_addr, 32)),
             "row_done": Out(RowDoneSignature(config)),
         })
@@ -115,8 +118,9 @@ class PEPair(wiring.Component):
         # so if any edge in the bank reads the head slot, the oldest one does.
         oldest = Mux(spe.holding, spe.slot, queue.o.payload.slot)
         m.d.sync += self.uses_probe.eq((spe.holding | queue.o.valid) & (oldest == self.probe))
-        m.d.comb += [self.has_edges.eq(spe.holding | (queue.level != 0)),
-                     self.streaming.eq(spe.streaming), self.producing.eq(spe.products.valid),
+        m.d.sync += [self.has_edges.eq(spe.holding | queue.o.valid),
+                     self.credit.eq(queue.o.valid & queue.o.ready)]
+        m.d.comb += [self.streaming.eq(spe.streaming), self.producing.eq(spe.products.valid),
                      self.adding.eq(gpe.busy)]
         return m
 
@@ -237,7 +241,8 @@ class AggregateKernel(wiring.Component):
         for b, pair in enumerate(pairs):
             wiring.connect(m, disp.queues[b], pair.edges)
             wiring.connect(m, pair.row_done, wiring.flipped(self.rows_done[b]))
-            m.d.comb += [pair.f_in.eq(self.f_in), pair.probe.eq(ring.head)]
+            m.d.comb += [pair.f_in.eq(self.f_in), pair.probe.eq(ring.head),
+                         disp.credits[b].eq(pair.credit)]
 
         self._update_port(m, pairs)
         self._finish(m, active, error, dup, ring, disp, pairs)
@@ -264,15 +269,26 @@ class AggregateKernel(wiring.Component):
         are idle.
         """
         cfg = self.config
-        spe_active = Cat(*[pair.has_edges for pair in pairs]).any()
+        # edges queued or held in the cycle before, or entering a queue now: registers only
+        # (the pairs' status is a cycle old, the dispatcher's ``sent`` covers the edge that
+        # was on its way into a queue then)
+        spe_active_r = Cat(*[pair.has_edges for pair in pairs]).any()
+        edges_in_pairs = spe_active_r | disp.sent
         gpe_active = Cat(*[pair.adding for pair in pairs]).any()
         pipe_busy = Cat(*[pair.producing for pair in pairs]).any()
         tail = Signal(range(cfg.mul_latency + 4))
+        # every slot released implies every edge streamed: a slot is released only once all
+        # its edges are dispatched and no PE holds or queues one of them
         drained = active & dup.all_fetched & ring.empty
-        finished = drained & ~disp.edges_left & ~spe_active
+        finished = drained & ~disp.edges_left & ~edges_in_pairs
         extra = drained & disp.edges_left          # edges beyond the sources' counts
-        with m.If(spe_active | pipe_busy | gpe_active):
+        # ``tail``: mul_latency + 3 cycles after the last cycle with an edge in a pair or a
+        # product or addition in flight (the pairs' status arrives a cycle late, so it
+        # reloads one less)
+        with m.If(pipe_busy | gpe_active):
             m.d.sync += tail.eq(cfg.mul_latency + 3)
+        with m.Elif(spe_active_r):
+            m.d.sync += tail.eq(cfg.mul_latency + 2)
         with m.Elif(tail != 0):
             m.d.sync += tail.eq(tail - 1)
         bad_source, bad_dest = dup.bad_source, disp.bad_dest
@@ -286,7 +302,7 @@ class AggregateKernel(wiring.Component):
                 m.d.sync += [error.eq(1), self.err_source.eq(self.err_source | bad_source),
                              self.err_dest.eq(self.err_dest | bad_dest),
                              self.err_edges.eq(self.err_edges | disp.short | extra)]
-            with m.If(error & ~spe_active & ~pipe_busy & ~gpe_active):
+            with m.If(error & ~edges_in_pairs & ~pipe_busy & ~gpe_active):
                 m.d.sync += [active.eq(0), self.done.eq(1)]
             with m.Elif(finished & ~pipe_busy & ~gpe_active & (tail == 0)):
                 # every source fetched and released, every edge dispatched and streamed

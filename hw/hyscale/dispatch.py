@@ -5,6 +5,13 @@ in order, one per cycle, once their source row is resident in the feature ring, 
 each to the queue (``edge_queue`` entries, an :class:`EdgeQueue`) of the PE pair whose G-PE owns
 its destination. Edges that hit one destination (or one bank) close together wait in that
 bank's queue, in edge order; a full queue stalls the dispatcher.
+
+The dispatcher knows a queue is full from its own count of the queue's free places (credits),
+not from the queue: a queue returns a credit, registered, the cycle after it hands an edge to
+its S-PE, so the dispatch decision reads no state of the PE pairs, which are spread over the
+die (a queue's fill level through the bank multiplexer into the dispatch decision and the
+ring's look-ahead was the longest path of the default preset). The price: a place freed by a
+pop is used a cycle later than the queue itself could (two cycles after the pop, not one).
 """
 
 from __future__ import annotations
@@ -45,8 +52,10 @@ class EdgeDispatcher(wiring.Component):
         From the feature ring: the slot the next edge's source row is in, valid while it
         holds a row with edges left to dispatch; a transfer is a dispatched edge.
     queues : Out(stream.Signature(edge_entry_layout(config))).array(spes)
-        The head edge, offered to the queue of its destination's bank (``ready``: the queue
-        has room).
+        The head edge, sent to the queue of its destination's bank (``valid`` only with a
+        credit for that queue, so the queue always has room: ``ready`` is not read).
+    credits : In(spes)
+        Bit ``b``: queue ``b`` freed a place (handed an edge to its S-PE) in the cycle before.
     bad_dest : Out(1)
         The head edge's destination is out of range (the edge is dispatched all the same).
     short : Out(1)
@@ -54,7 +63,9 @@ class EdgeDispatcher(wiring.Component):
     edges_left : Out(1)
         Edges remain to be dispatched.
     blocked : Out(1)
-        The head edge could go but its bank's queue is full.
+        The head edge could go but its bank's queue has no free place (no credit).
+    sent : Out(1)
+        An edge was dispatched in the cycle before.
     """
 
     def __init__(self, config: HyScaleConfig):
@@ -66,7 +77,9 @@ class EdgeDispatcher(wiring.Component):
             "edge_list": Out(RamReadSignature(w.edge, EDGE_WORD_LAYOUT)),
             "edge_slots": In(stream.Signature(w.slot or 1)),
             "queues": Out(stream.Signature(edge_entry_layout(config))).array(config.spes),
+            "credits": In(config.spes),
             "bad_dest": Out(1), "short": Out(1), "edges_left": Out(1), "blocked": Out(1),
+            "sent": Out(1),
         })
 
     def elaborate(self, platform):
@@ -97,19 +110,26 @@ class EdgeDispatcher(wiring.Component):
         offer = want & edge_valid & edges_left
         bad_dest = offer & (dst_high | (e_dst[:w.dst] >= self.n_dst))
         short = want & ~edges_left                 # counts promise more edges than loaded
-        target_ready = Array(q.ready for q in self.queues)[e_bank]
+        # each queue's free places, counted here: taken at a dispatch, given back by the
+        # queue's credit a cycle after its pop
+        Q = self.config.edge_queue
+        free = [Signal(range(Q + 1), name=f"free{b}", init=Q)
+                for b in range(self.config.spes)]
+        target_ready = Array(f != 0 for f in free)[e_bank]
         dispatch = wire(m, offer & target_ready, name="dispatch")
         entry = Signal(edge_entry_layout(self.config), name="head_entry")
         m.d.comb += [entry.slot.eq(self.edge_slots.payload), entry.dst.eq(e_dst[:w.dst]),
                      entry.weight.eq(head.weight), entry.first.eq(head.first),
                      *([entry.last.eq(head.last)] if self.config.pipelined else [])]
         for b, queue in enumerate(self.queues):
-            m.d.comb += [queue.valid.eq(offer & (e_bank == b) if w.bank else offer),
-                         queue.payload.eq(entry)]
+            taken = dispatch & (e_bank == b) if w.bank else dispatch
+            m.d.comb += [queue.valid.eq(taken), queue.payload.eq(entry)]
+            m.d.sync += free[b].eq(free[b] - taken + self.credits[b])
         m.d.comb += [self.edge_slots.ready.eq(dispatch),
                      self.bad_dest.eq(bad_dest), self.short.eq(short),
                      self.edges_left.eq(edges_left),
                      self.blocked.eq(offer & ~target_ready)]
+        m.d.sync += self.sent.eq(dispatch)
 
         # -- prefetch: keep the two-entry buffer full ------------------------------------------
         n_edges = Signal.like(self.n_edges, name="n_edges_job", reset_less=True)
@@ -134,7 +154,8 @@ class EdgeDispatcher(wiring.Component):
         m.d.sync += edges_left.eq(Mux(dispatch, e_ptr + 1 < n_edges, e_ptr < n_edges))
         with m.If(self.start):
             m.d.sync += [e_ptr.eq(0), rd_ptr.eq(0), inflight.eq(0), occ.eq(0),
-                         edges_left.eq(self.n_edges != 0), n_edges.eq(self.n_edges)]
+                         edges_left.eq(self.n_edges != 0), n_edges.eq(self.n_edges),
+                         *[f.eq(Q) for f in free]]
         return m
 
 

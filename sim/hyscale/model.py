@@ -166,7 +166,9 @@ def aggregate_kernel_cycles(edge_sources: Sequence[int], edge_banks: Sequence[in
       is ready for dispatch two cycles after its last beat (memory latency, ring write).
     - **Dispatcher.** One edge per cycle in order, once its row is ready; one cycle more
       between two sources (the ring's dispatch pointer passes over the finished slot); it waits
-      while the bank's queue holds ``Q = edge_queue`` edges (head-of-line blocking).
+      while the bank's queue holds ``Q = edge_queue`` edges (head-of-line blocking): the
+      dispatcher counts the queue's free places itself, a place freed by a pop counts two
+      cycles after it.
     - **Bank.** The S-PE pops an edge when free (the cycle of its previous edge's last read),
       is granted one cycle later but at least a gather slot ``max(f_in, add_latency + 3)``
       after its previous grant, and reads ``f_in`` elements: an edge every ``c = max(f_in + 1,
@@ -213,8 +215,8 @@ def aggregate_replay(edge_sources: Sequence[int], edge_banks: Sequence[int], f_i
         while e < n_edges and edge_sources[e] == src:
             b = edge_banks[e]
             t = max(ready, dispatched + (2 if first and e else 1))
-            if len(pops[b]) >= Q:
-                t = max(t, pops[b][-Q] + 1)
+            if len(pops[b]) >= Q:            # the queue's credit, a cycle after its pop
+                t = max(t, pops[b][-Q] + 2)
             pop = max(t + 1, last_read[b])
             grant = max(pop + 1, last_grant[b] + slot_len)
             read = grant + f_in

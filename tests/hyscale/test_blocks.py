@@ -194,22 +194,37 @@ def test_update_kernel_matches_the_golden_mac_order(n_rows, f_in, f_out, relu, s
     assert np.array_equal(Y, as_bits(golden.update(A, Wt, b, relu)))
 
 
-def test_aggregate_kernel_alone_reads_each_source_once_and_sums_in_edge_order():
-    from moagcn.hw.hyscale.aggregate import AggregateKernel
+def _hub_kernel_job(cfg):
     from moagcn.sim.hyscale.spec import check_job, pack_job
 
     from .jobs import hub_job
-    cfg = preset("tiny")
-    dut = AggregateKernel(cfg)
     indptr, indices, data, X, W, b = hub_job(11, 10, 7, 9, 3, hub_edges=12, shared_dst_edges=7)
     job = pack_job(*check_job(indptr, indices, X, W, b, data, cfg), relu=False, config=cfg)
+    return (indptr, indices, data, X), job
+
+
+def _run_kernel(dut, job, X, edge_words, *, after_done=0, rows=None):
+    """Run ``AggregateKernel`` on a packed job (its edge list replaced by ``edge_words``) with
+    one-cycle RAMs; then read every destination row through the update port, once right
+    after ``done`` and, with ``after_done``, again that many cycles later (the destinations
+    ``rows``, in that order; default all ``n_dst``). Returns the error flags, the read counters and the rows
+    read (a list of one or two {row: words})."""
     src = job.streams["src_in"][:, 0]
-    edge = job.streams["edge_in"]
-    edge_words = [int(lo) | (int(hi) << 32) for lo, hi in edge]
     mem = [sum(int(w) << (32 * k) for k, w in enumerate(beat)) for beat in job.streams["feat_in"]]
     f_in = X.shape[1]
-    got = {}
-    reads = []
+    out = {"rows": []}
+
+    async def read_rows(ctx):
+        got = {}
+        for row in range(job.scalars["n_dst"]) if rows is None else rows:
+            words = []
+            for i in range(f_in):
+                ctx.set(dut.act.row, row)
+                ctx.set(dut.act.idx, i)
+                await ctx.tick()
+                words.append(ctx.get(dut.act.data))
+            got[row] = words
+        return got
 
     async def bench(ctx):
         ctx.set(dut.n_sources, len(src))
@@ -233,22 +248,53 @@ def test_aggregate_kernel_alone_reads_each_source_once_and_sums_in_edge_order():
             if ctx.get(dut.done):
                 break
             assert cycle < 5000
-        for name in ("err_source", "err_dest", "err_edges"):
-            assert ctx.get(getattr(dut, name)) == 0
-        reads.append((ctx.get(dut.feature_reads), ctx.get(dut.words_read)))
-        for row in range(job.scalars["n_dst"]):
-            words = []
-            for i in range(f_in):
-                ctx.set(dut.act.row, row)
-                ctx.set(dut.act.idx, i)
-                await ctx.tick()
-                words.append(ctx.get(dut.act.data))
-            got[row] = words
+        out["errors"] = {name: ctx.get(getattr(dut, name))
+                         for name in ("err_source", "err_dest", "err_edges")}
+        out["reads"] = (ctx.get(dut.feature_reads), ctx.get(dut.words_read))
+        out["rows"].append(await read_rows(ctx))
+        if after_done:
+            await ctx.tick().repeat(after_done)
+            out["rows"].append(await read_rows(ctx))
 
     _simulate(dut, bench)
+    return out
+
+
+def _edge_words(job):
+    return [int(lo) | (int(hi) << 32) for lo, hi in job.streams["edge_in"]]
+
+
+def test_aggregate_kernel_alone_reads_each_source_once_and_sums_in_edge_order():
+    from moagcn.hw.hyscale.aggregate import AggregateKernel
+    cfg = preset("tiny")
+    (indptr, indices, data, X), job = _hub_kernel_job(cfg)
+    out = _run_kernel(AggregateKernel(cfg), job, X, _edge_words(job))
+    assert out["errors"] == {"err_source": 0, "err_dest": 0, "err_edges": 0}
+    got = out["rows"][0]
     sched = golden.edge_schedule(indptr, indices, data)
     Z = as_bits(golden.aggregate(sched, X, job.scalars["n_dst"]))
-    assert reads == [(sched.sources.size, sched.sources.size * f_in)]
+    assert out["reads"] == (sched.sources.size, sched.sources.size * X.shape[1])
     for v in range(job.scalars["n_dst"]):
         if sched.nonempty[v]:
             assert np.array_equal(np.array(got[job.context.row_of[v]], np.uint32), Z[v]), v
+
+
+def test_aggregate_kernel_stops_on_a_bad_destination_only_once_its_pes_are_idle():
+    """A destination out of range on the first edge: the edge still enters its (empty) queue,
+    and ``done`` waits until the PEs have streamed it -- nothing is written after ``done``."""
+    from moagcn.hw.hyscale.aggregate import AggregateKernel
+    from moagcn.hw.hyscale.layouts import EDGE_WORD_LAYOUT
+    cfg = preset("tiny")
+    (_, _, _, X), job = _hub_kernel_job(cfg)
+    words = _edge_words(job)
+    dst = EDGE_WORD_LAYOUT["dst"]
+    mask = ((1 << dst.width) - 1) << dst.offset
+    # destination n_dst: in range of the bank's row bits, beyond the job's destinations
+    words[0] = (words[0] & ~mask) | (job.scalars["n_dst"] << dst.offset)
+    # the bad row first: it is read a cycle after ``done``, before its products could land
+    n_dst = job.scalars["n_dst"]
+    out = _run_kernel(AggregateKernel(cfg), job, X, words, after_done=60,
+                      rows=[n_dst, *range(n_dst)])
+    assert out["errors"]["err_dest"] == 1
+    right_after, later = out["rows"]
+    assert right_after == later
