@@ -112,12 +112,15 @@ class PEPair(wiring.Component):
         wiring.connect(m, gpe.row_done, wiring.flipped(self.row_done))
         wiring.connect(m, wiring.flipped(self.act), gpe.act)
 
-        # Only the bank's oldest edge needs the test: the S-PE's held edge, else the queue's
-        # head. The bank takes its edges in dispatch order, which is ring order, and every
-        # slot before the ring's head is released, which needs no edge of it left anywhere;
-        # so if any edge in the bank reads the head slot, the oldest one does.
-        oldest = Mux(spe.holding, spe.slot, queue.o.payload.slot)
-        m.d.sync += self.uses_probe.eq((spe.holding | queue.o.valid) & (oldest == self.probe))
+        # Every edge in the bank, held or queued, is compared with the probe, each from its own
+        # register (the queue's head through the read pointer's multiplexer was a long path).
+        # Only the oldest could match: the bank takes its edges in dispatch order, which is
+        # ring order, and every slot before the ring's head is released, which needs no edge
+        # of it left anywhere.
+        reads = [spe.holding & (spe.slot == self.probe),
+                 *[queue.held[k] & (queue.entries[k].slot == self.probe)
+                   for k in range(cfg.edge_queue)]]
+        m.d.sync += self.uses_probe.eq(Cat(*reads).any())
         m.d.sync += [self.has_edges.eq(spe.holding | queue.o.valid),
                      self.credit.eq(queue.o.valid & queue.o.ready)]
         m.d.comb += [self.streaming.eq(spe.streaming), self.producing.eq(spe.products.valid),

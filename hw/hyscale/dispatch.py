@@ -167,7 +167,8 @@ class EdgeQueue(wiring.Component):
     count: each place's register enable comes from the write pointer and the count alone, both
     registers. (A shift register, which moved every entry on a pop, had the pop and the count
     in every entry's enable, and that decode, spread over the entries, was the longest path
-    at some placements.) A pop moves the read pointer; the head is the entry there.
+    at some placements.) A pop moves the read pointer; the head is the entry there. Both
+    pointers are one-hot.
 
     Parameters
     ----------
@@ -184,6 +185,10 @@ class EdgeQueue(wiring.Component):
         The head entry (``valid``: the queue is not empty); a transfer drops it.
     level : Out(range(depth + 1))
         Entries held.
+    entries : Out(data.ArrayLayout(layout, depth)) ; held : Out(depth)
+        Every place of the ring, and which of them hold an entry (registers both): for a
+        question about all the queued entries at once, asked without the read pointer's
+        multiplexer.
     """
 
     def __init__(self, layout: data.Layout, depth: int):
@@ -194,6 +199,7 @@ class EdgeQueue(wiring.Component):
         super().__init__({
             "i": In(stream.Signature(self.layout)), "o": Out(stream.Signature(self.layout)),
             "level": Out(range(depth + 1)),
+            "entries": Out(data.ArrayLayout(self.layout, depth)), "held": Out(depth),
         })
 
     def elaborate(self, platform):
@@ -201,23 +207,34 @@ class EdgeQueue(wiring.Component):
         Q = self.depth
         q = [Signal(self.layout, name=f"q{k}", reset_less=True) for k in range(Q)]
         count = Signal(range(Q + 1), name="count")
-        rd = Signal(range(Q), name="rd_ptr")
-        wr = Signal(range(Q), name="wr_ptr")
+        # the pointers one-hot: the head is an AND-OR of the places with the read pointer's
+        # bits (no decode of a binary pointer, which fanned out to every bit of every place)
+        rd = Signal(Q, name="rd_ptr", init=1)
+        wr = Signal(Q, name="wr_ptr", init=1)
+        held = Signal(Q, name="held")
         pop = wire(m, self.o.valid & self.o.ready, name="pop")
         push = self.i.valid & self.i.ready
+        head = 0
+        for k in range(Q):
+            head = head | Mux(rd[k], q[k].as_value(), 0)
         m.d.comb += [self.i.ready.eq(count != Q), self.o.valid.eq(count != 0),
-                     self.o.payload.eq(Array(q)[rd])]
+                     self.o.payload.eq(head)]
 
         def step(ptr):
-            return Mux(ptr == Q - 1, 0, ptr + 1) if Q > 1 else 0
+            return ptr.rotate_left(1)
 
         for k in range(Q):
-            with m.If((wr == k) & (count != Q)):
+            with m.If(wr[k] & (count != Q)):
                 m.d.sync += q[k].eq(self.i.payload)
+            with m.If(push & wr[k]):
+                m.d.sync += held[k].eq(1)
+            with m.Elif(pop & rd[k]):
+                m.d.sync += held[k].eq(0)
         with m.If(push):
             m.d.sync += wr.eq(step(wr))
         with m.If(pop):
             m.d.sync += rd.eq(step(rd))
         m.d.sync += count.eq(count + push - pop)
-        m.d.comb += self.level.eq(count)
+        m.d.comb += [self.level.eq(count), self.held.eq(held),
+                     *[self.entries[k].eq(q[k]) for k in range(Q)]]
         return m
