@@ -61,8 +61,8 @@ class PEPair(wiring.Component):
     probe : In(slot bits) ; uses_probe : Out(1)
         A queued or held edge read ring slot ``probe`` in the cycle before (a register: the
         probe comes from the ring and the answer goes back into it, and the round trip
-        through every PE's queue in one cycle was the longest path at some placements). For
-        the ring's head slot, the pair's oldest edge alone decides it (see the code).
+        through every PE's queue in one cycle was the longest path at some placements). Every
+        held or queued edge is compared; only the oldest can match (see the code).
     credit : Out(1)
         The queue handed an edge to the S-PE in the cycle before (the place is free again).
     has_edges : Out(1)
@@ -88,7 +88,8 @@ class PEPair(wiring.Component):
             "f_in": In(w.feat + 1),
             "ring": In(ring_write_signature(config)),
             "probe": In(w.slot or 1), "uses_probe": Out(1),
-            "credit": Out(1), "has_edges": Out(1), "streaming": Out(1), "producing": Out(1), "adding": Out(1),
+            "credit": Out(1), "has_edges": Out(1), "streaming": Out(1), "producing": Out(1),
+            "adding": Out(1),
             "act": In(RamReadSignature(w.bank_addr, 32)),
             "row_done": Out(RowDoneSignature(config)),
         })

@@ -207,8 +207,8 @@ def _run_kernel(dut, job, X, edge_words, *, after_done=0, rows=None):
     """Run ``AggregateKernel`` on a packed job (its edge list replaced by ``edge_words``) with
     one-cycle RAMs; then read every destination row through the update port, once right
     after ``done`` and, with ``after_done``, again that many cycles later (the destinations
-    ``rows``, in that order; default all ``n_dst``). Returns the error flags, the read counters and the rows
-    read (a list of one or two {row: words})."""
+    ``rows``, in that order; default all ``n_dst``). Returns the error flags, the read
+    counters and the rows read (a list of one or two {row: words})."""
     src = job.streams["src_in"][:, 0]
     mem = [sum(int(w) << (32 * k) for k, w in enumerate(beat)) for beat in job.streams["feat_in"]]
     f_in = X.shape[1]
