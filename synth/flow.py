@@ -54,6 +54,9 @@ TARGETS = {
     "xcup-u250": Target("xcup-u250", "xcup", [], 300.0),
 }
 
+#: nextpnr's routers (the first is its default)
+ROUTERS = ("router1", "router2")
+
 #: nextpnr utilisation keys per family -> report fields
 _UTIL_KEYS = {
     "ecp5": {"luts": "TRELLIS_COMB", "ffs": "TRELLIS_FF", "dsps": "MULT18X18D",
@@ -165,11 +168,15 @@ def critical_path(log: str) -> dict | None:
 
 
 def synthesize(design, config, target_name: str, out_dir: Path, seed: int = 1,
-               freq_mhz: float | None = None, timeout: float | None = None) -> dict[str, Any]:
+               freq_mhz: float | None = None, timeout: float | None = None,
+               router: str | None = None) -> dict[str, Any]:
     """Run yosys + nextpnr for ``design`` at ``config`` on ``target_name``; returns the report.
-    ``timeout``: seconds each tool may run. The ``xcup`` family runs yosys alone
+    ``timeout``: seconds each tool may run; ``router``: nextpnr's router (``router1``, its
+    default, or ``router2``). The ``xcup`` family runs yosys alone
     (:func:`moagcn.synth.xilinx.synthesize_xilinx`: resource counts, pre-route)."""
     target = get_target(target_name)
+    if router is not None and router not in ROUTERS:
+        raise UserError(f"--router {router}: nextpnr's routers are {', '.join(ROUTERS)}")
     if target.family == "xcup":
         return synthesize_xilinx(design, config, target, out_dir, timeout=timeout)
     out_dir = Path(out_dir)
@@ -216,6 +223,8 @@ def synthesize(design, config, target_name: str, out_dir: Path, seed: int = 1,
            "--seed", str(seed), "--timing-allow-fail"]
     if target.family == "ecp5":
         cmd.append("--out-of-context")
+    if router is not None:
+        cmd += ["--router", router]
     _run(cmd, out_dir / "nextpnr.log", "nextpnr", target.name, timeout=timeout)
     pnr = json.loads((out_dir / "nextpnr.json").read_text())
     t2 = time.perf_counter()
@@ -240,6 +249,7 @@ def synthesize(design, config, target_name: str, out_dir: Path, seed: int = 1,
                              for k, v in util.items() if v.get("used")}
     report["yosys_cells"] = cells
     report["seed"] = seed
+    report["router"] = router or ROUTERS[0]
     report["time_s"] = {"yosys": round(t1 - t0, 2), "nextpnr": round(t2 - t1, 2)}
     (out_dir / "report.json").write_text(json.dumps(report, indent=2) + "\n")
     return report

@@ -118,7 +118,7 @@ def cmd_synth(args) -> int:
                         f"be built for {args.target}; --target xcup-u250 assembles its resources "
                         "from synthesised units where the design has a unit list (hyscale)")
     report = synthesize(design, config, args.target, Path(args.out), seed=args.seed,
-                        freq_mhz=args.freq, timeout=args.timeout)
+                        freq_mhz=args.freq, timeout=args.timeout, router=args.router)
     print(f"{design.name} on {args.target}: {report['luts']} LUTs, {report['ffs']} FFs, "
           f"{report['dsps']} DSPs, {report['brams']} BRAMs, Fmax {report['fmax_mhz']} MHz "
           f"(post-route) -> {Path(args.out) / 'report.json'}")
@@ -306,6 +306,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="output directory (the Verilog, the tools' files and report.json)")
     sy.add_argument("--seed", type=int, default=1, help="nextpnr placement seed")
     sy.add_argument("--freq", type=float, help="nextpnr target frequency in MHz")
+    sy.add_argument("--router", metavar="NAME",
+                    help="nextpnr's router: router1 (nextpnr's default) or router2")
     sy.add_argument("--timeout", type=float, metavar="SECONDS",
                     help="stop a tool that runs longer (its log is kept); default: none")
     sy.add_argument("--units", action="store_true",

@@ -39,6 +39,19 @@ def test_unknown_target(tmp_path):
         synthesize(gateware("fp32-add"), None, "xc7a35t", tmp_path)
 
 
+def test_router2_is_handed_to_nextpnr_and_named_in_the_report(tmp_path):
+    report = synthesize(gateware("fp32-add"), Fp32AddConfig(latency=3), "ecp5-25k", tmp_path,
+                        router="router2")
+    assert report["router"] == "router2" and report["fmax_mhz"] > 10
+    assert "Running router2" in (tmp_path / "nextpnr.log").read_text()
+
+
+def test_an_unknown_router_lists_the_routers_before_any_tool_runs(tmp_path):
+    with pytest.raises(UserError, match="router1, router2"):
+        synthesize(gateware("fp32-add"), None, "ecp5-25k", tmp_path, router="fast")
+    assert not any(tmp_path.iterdir())
+
+
 def test_a_design_that_does_not_fit_is_named_with_its_overflow():
     """nextpnr's utilisation lines above 100 % become the error's figures (the log excerpt is
     nextpnr's format for an ECP5 run that did not place)."""
