@@ -75,7 +75,7 @@ class PEPair(wiring.Component):
     adding : Out(1)
         The G-PE has an addition in flight.
     act : In(RamReadSignature(bank address bits, 32))
-        The G-PE bank's second read port (one cycle latency), for the update kernel.
+        The G-PE bank's second read port (two cycles latency), for the update kernel.
     row_done : Out(RowDoneSignature(config))
         The G-PE's report of a row's last write (``pipelined`` configurations).
     """
@@ -182,7 +182,7 @@ class AggregateKernel(wiring.Component):
         The read ports of the source list, the edge list and the external feature memory
         (``features`` reads every cycle: its ``en`` is always high).
     act : In(RowReadSignature(config))
-        Read port into the aggregated rows (one cycle latency), for the update kernel.
+        Read port into the aggregated rows (two cycles latency), for the update kernel.
     rows_done : Out(RowDoneSignature(config)).array(spes)
         With ``pipelined``: bank ``b`` wrote the last sum of its row ``rows_done[b].row`` (that
         is, of destination ``row * spes + b``) this cycle.
@@ -259,11 +259,13 @@ class AggregateKernel(wiring.Component):
         w = Widths(self.config)
         act = self.act
         dst_row = act.row[w.bank:] if w.bank else act.row
-        bank_sel = Signal(w.bank or 1, reset_less=True)
-        m.d.sync += bank_sel.eq(act.row[:w.bank] if w.bank else 0)
+        # the bank of the read, kept until its data leaves the G-PE's output register
+        bank_sel = [Signal(w.bank or 1, name=f"bank_sel{k}", reset_less=True) for k in (1, 2)]
+        m.d.sync += [bank_sel[0].eq(act.row[:w.bank] if w.bank else 0),
+                     bank_sel[1].eq(bank_sel[0])]
         for pair in pairs:
             m.d.comb += pair.act.addr.eq(Cat(act.idx, dst_row[:w.bank_row]))
-        m.d.comb += act.data.eq(Array(pair.act.data for pair in pairs)[bank_sel])
+        m.d.comb += act.data.eq(Array(pair.act.data for pair in pairs)[bank_sel[1]])
 
     def _finish(self, m: Module, active, error, dup, ring, disp, pairs):
         """Start, completion and the error flags.

@@ -63,7 +63,8 @@ class EdgeDispatcher(wiring.Component):
     edges_left : Out(1)
         Edges remain to be dispatched.
     blocked : Out(1)
-        The head edge could go but its bank's queue has no free place (no credit).
+        The head edge could go in the cycle before but its bank's queue had no free place (no
+        credit).
     sent : Out(1)
         An edge was dispatched in the cycle before.
     """
@@ -127,9 +128,10 @@ class EdgeDispatcher(wiring.Component):
             m.d.sync += free[b].eq(free[b] - taken + self.credits[b])
         m.d.comb += [self.edge_slots.ready.eq(dispatch),
                      self.bad_dest.eq(bad_dest), self.short.eq(short),
-                     self.edges_left.eq(edges_left),
-                     self.blocked.eq(offer & ~target_ready)]
-        m.d.sync += self.sent.eq(dispatch)
+                     self.edges_left.eq(edges_left)]
+        # both registers: ``blocked`` feeds only a counter, whose logic, on the dispatch
+        # decision, pulled that decision's LUT away from the ring at one placement
+        m.d.sync += [self.sent.eq(dispatch), self.blocked.eq(offer & ~target_ready)]
 
         # -- prefetch: keep the two-entry buffer full ------------------------------------------
         n_edges = Signal.like(self.n_edges, name="n_edges_job", reset_less=True)
@@ -163,7 +165,8 @@ class EdgeQueue(wiring.Component):
     """A FIFO of ``depth`` entries in a ring of registers.
 
     Push and pop may happen in the same cycle. The place at the write pointer is written every
-    cycle while the queue is not full (it is free), so a push only moves the pointer and the
+    cycle while the queue is not full (it is free; "not full" is a register, ``room``, set a
+    cycle ahead), so a push only moves the pointer and the
     count: each place's register enable comes from the write pointer and the count alone, both
     registers. (A shift register, which moved every entry on a pop, had the pop and the count
     in every entry's enable, and that decode, spread over the entries, was the longest path
@@ -212,19 +215,23 @@ class EdgeQueue(wiring.Component):
         rd = Signal(Q, name="rd_ptr", init=1)
         wr = Signal(Q, name="wr_ptr", init=1)
         held = Signal(Q, name="held")
+        # ``count != Q`` as a register set a cycle ahead (from the next count): the places'
+        # write enables fan out from it, and a compare of the count in front of them, at one
+        # placement pulled mid-die, was the longest path
+        room = Signal(name="room", init=1)
         pop = wire(m, self.o.valid & self.o.ready, name="pop")
-        push = self.i.valid & self.i.ready
+        push = self.i.valid & room
         head = 0
         for k in range(Q):
             head = head | Mux(rd[k], q[k].as_value(), 0)
-        m.d.comb += [self.i.ready.eq(count != Q), self.o.valid.eq(count != 0),
+        m.d.comb += [self.i.ready.eq(room), self.o.valid.eq(count != 0),
                      self.o.payload.eq(head)]
 
         def step(ptr):
             return ptr.rotate_left(1)
 
         for k in range(Q):
-            with m.If(wr[k] & (count != Q)):
+            with m.If(wr[k] & room):
                 m.d.sync += q[k].eq(self.i.payload)
             with m.If(push & wr[k]):
                 m.d.sync += held[k].eq(1)
@@ -234,7 +241,8 @@ class EdgeQueue(wiring.Component):
             m.d.sync += wr.eq(step(wr))
         with m.If(pop):
             m.d.sync += rd.eq(step(rd))
-        m.d.sync += count.eq(count + push - pop)
+        next_count = count + push - pop
+        m.d.sync += [count.eq(next_count), room.eq(next_count != Q)]
         m.d.comb += [self.level.eq(count), self.held.eq(held),
                      *[self.entries[k].eq(q[k]) for k in range(Q)]]
         return m

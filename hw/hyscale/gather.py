@@ -33,7 +33,10 @@ class GatherPE(wiring.Component):
         The S-PE's products, each added into element ``addr`` of the bank (``first``: into
         ``+0``).
     act : In(RamReadSignature(bank address bits, 32))
-        Second read port of the bank (one cycle latency), for the update kernel.
+        Second read port of the bank, for the update kernel: ``data`` two cycles after the
+        address (the block RAM's output is registered beside it: a bank's read port, routed
+        across the die through the kernel's bank multiplexer, was the longest path at some
+        placements). ``en`` is the RAM's read enable, as in a one-cycle port.
     busy : Out(1)
         An addition is in flight.
     row_done : Out(RowDoneSignature(config))
@@ -56,8 +59,10 @@ class GatherPE(wiring.Component):
         product = self.products
         m.submodules.bank = bank = Ram(32, self.depth, read_ports=2)
         old, update = bank.read
+        act_r = Signal(32, name="act_r", reset_less=True)
+        m.d.sync += act_r.eq(update.data)
         m.d.comb += [old.addr.eq(product.addr), update.addr.eq(self.act.addr),
-                     update.en.eq(self.act.en), self.act.data.eq(update.data)]
+                     update.en.eq(self.act.en), self.act.data.eq(act_r)]
         # stage 1: the old partial sum is out of the RAM; the product waits one cycle for it
         valid1 = Signal()
         first1 = Signal(reset_less=True)

@@ -309,9 +309,12 @@ class HyScaleLayer(wiring.Component):
         """The update kernel on the aggregated rows (a destination without in-edges reads as
         zero), streaming ``Y`` out."""
         dst = dst_buf.ram.read[0]
+        # the row's has-in-edges bit, a cycle later like the banks' registered read data
+        has_edges = Signal(name="act_has_edges", reset_less=True)
+        m.d.sync += has_edges.eq(dst.data)
         m.d.comb += [agg.act.row.eq(upd.act.row), agg.act.idx.eq(upd.act.idx),
                      dst.addr.eq(banks.read_addr(upd.act.row)),
-                     upd.act.data.eq(agg.act.data & dst.data.replicate(32)),
+                     upd.act.data.eq(agg.act.data & has_edges.replicate(32)),
                      upd.n_rows.eq(self.n_dst), upd.f_in.eq(self.f_in), upd.f_out.eq(self.f_out),
                      upd.relu.eq(self.relu), upd.start.eq(start_upd),
                      # pipelined, the update starts in the start cycle, before the toggle

@@ -234,7 +234,8 @@ class RowReadSignature(ConfigSignature):
     idx : Out(element bits)
         The element within the row.
     data : In(32)
-        The element, one cycle after the address.
+        The element, two cycles after the address (the G-PE banks' block RAM outputs are
+        registered).
     """
 
     def members_for(self, config):

@@ -55,7 +55,7 @@ class TokenGenerator(wiring.Component):
     """Feed the chain: blocks of R items, ``f_in`` tokens per item, item-interleaved.
 
     A block starts only when its result buffer (by parity) has been drained; it reads the
-    activations one cycle ahead of its tokens.
+    activations two cycles ahead of its tokens.
 
     Parameters
     ----------
@@ -71,7 +71,7 @@ class TokenGenerator(wiring.Component):
         The load bank holding the job's weights (read at ``start``).
     n_rows, f_in, f_out : In
     act : Out(RowReadSignature(config))
-        Activation read (one cycle latency).
+        Activation read (two cycles latency).
     token : Out(TokenSignature(config))
         The token entering MAC 0.
     freed : In(BlockFreeSignature())
@@ -169,22 +169,23 @@ class TokenGenerator(wiring.Component):
         return _Item(token=in_block, row=t_row, gbase=t_gb, i=i, i_last=i_last, slot=r, par=par)
 
     def _emit_token(self, m: Module, item: "_Item"):
-        """Read the item's activation; one cycle later the token enters MAC 0 with it."""
+        """Read the item's activation; two cycles later the token enters MAC 0 with it."""
         wbits = bits_for(weight_words(self.config))
         m.d.comb += [self.act.row.eq(item.row), self.act.idx.eq(item.i)]
         t_meta = Cat(item.token, item.i == 0, item.i_last, item.slot, item.par)
-        t1 = Signal(len(t_meta))
-        waddr1 = Signal(wbits, reset_less=True)
-        baddr1 = Signal(wbits, reset_less=True)
-        live1 = Signal(reset_less=True)
+        t1, t2 = Signal(len(t_meta)), Signal(len(t_meta))
+        waddr1, waddr2 = (Signal(wbits, name=f"waddr{k}", reset_less=True) for k in (1, 2))
+        baddr1, baddr2 = (Signal(wbits, name=f"baddr{k}", reset_less=True) for k in (1, 2))
+        live1, live2 = (Signal(name=f"live{k}", reset_less=True) for k in (1, 2))
         m.d.sync += [t1.eq(Mux(item.token, t_meta, 0)), waddr1.eq(item.gbase + item.i),
-                     baddr1.eq(item.gbase + self.f_in), live1.eq(item.row < self.n_rows)]
+                     baddr1.eq(item.gbase + self.f_in), live1.eq(item.row < self.n_rows),
+                     t2.eq(t1), waddr2.eq(waddr1), baddr2.eq(baddr1), live2.eq(live1)]
         rb = bits_for(self.config.rows_per_block)
         out = self.token
-        m.d.comb += [out.valid.eq(t1[0]), out.first.eq(t1[1]), out.last.eq(t1[2]),
-                     out.row.eq(t1[3:3 + rb]), out.par.eq(t1[3 + rb]),
-                     out.act.eq(Mux(live1, self.act.data, 0)),
-                     out.waddr.eq(waddr1), out.baddr.eq(baddr1)]
+        m.d.comb += [out.valid.eq(t2[0]), out.first.eq(t2[1]), out.last.eq(t2[2]),
+                     out.row.eq(t2[3:3 + rb]), out.par.eq(t2[3 + rb]),
+                     out.act.eq(Mux(live2, self.act.data, 0)),
+                     out.waddr.eq(waddr2), out.baddr.eq(baddr2)]
 
 
 @dataclass
@@ -332,7 +333,7 @@ class UpdateKernel(wiring.Component):
         Pulse: run ``n_rows`` rows (``f_in`` inputs, ``f_out`` outputs, optional ReLU).
     n_rows, f_in, f_out, relu : In
     act : Out(RowReadSignature(config))
-        Activation read (one cycle latency): element ``act.idx`` of row ``act.row``.
+        Activation read (two cycles latency): element ``act.idx`` of row ``act.row``.
     weights : In(WeightLoadSignature(config))
         Weight load: one beat of ``m`` words per cycle, stored at consecutive addresses
         (group ``g``'s rows ``0 .. f_in - 1`` then its bias row, groups in order);

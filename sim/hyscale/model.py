@@ -244,8 +244,8 @@ def update_kernel_cycles(destinations: int, f_in: int, f_out: int,
     Items are (row, column group) pairs: ``destinations * ceil(f_out / m)`` of them (one
     column pass per group of ``m`` outputs). Blocks of ``R = add_latency`` items feed ``R
     f_in`` tokens (the last block's idle slots included) after one cycle to open the block.
-    The block's last token is fed at cycle ``L``; it is held by MAC 0 at ``L + 2`` (the
-    activation read) and by MAC ``m - 1`` at ``L + m + 1``, and its result is written
+    The block's last token is fed at cycle ``L``; it is held by MAC 0 at ``L + 3`` (the
+    activation read, two cycles) and by MAC ``m - 1`` at ``L + m + 2``, and its result is written
     ``1 + mul_latency + add_latency`` cycles later (weight read, multiplier, adder). The drain
     starts two cycles after the write (block full, first beat valid) or after the previous
     block's drain, and sends ``ceil(cols / words)`` beats per item, one per cycle (the last
@@ -265,7 +265,7 @@ def update_kernel_cycles(destinations: int, f_in: int, f_out: int,
     if items == 0:
         return 1
     beats_of_group = [_ceil(min(M, f_out - g * M), words) for g in range(groups)]
-    to_result = M + 2 + config.mul_latency + config.add_latency
+    to_result = M + 3 + config.mul_latency + config.add_latency
     drained = []           # cycle of each block's last output beat
     t_open = 1             # the cycle a block opens (the first one: the phase's first cycle)
     for k in range(_ceil(items, R)):

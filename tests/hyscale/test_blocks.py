@@ -25,6 +25,23 @@ def _simulate(dut, bench):
     sim.run()
 
 
+#: the aggregated rows' read port: data two cycles after the address
+ACT_LATENCY = 2
+
+
+async def _read_port(ctx, set_addr, data, addrs):
+    """Read ``addrs`` through a read port of ``ACT_LATENCY`` cycles, one address a cycle
+    (back to back: a port one cycle faster or slower returns the wrong words)."""
+    words = []
+    for k in range(len(addrs) + ACT_LATENCY - 1):
+        if k < len(addrs):
+            set_addr(addrs[k])
+        await ctx.tick()
+        if k >= ACT_LATENCY - 1:
+            words.append(ctx.get(data))
+    return words
+
+
 def test_gather_pe_accumulates_each_element_in_arrival_order():
     cfg = preset("tiny")
     dut = GatherPE(cfg)
@@ -57,11 +74,8 @@ def test_gather_pe_accumulates_each_element_in_arrival_order():
         while ctx.get(dut.busy):
             await ctx.tick()
         for r in expect:
-            words = []
-            for j in range(F):
-                ctx.set(dut.act.addr, r * F + j)
-                await ctx.tick()
-                words.append(ctx.get(dut.act.data))
+            words = await _read_port(ctx, lambda a: ctx.set(dut.act.addr, a), dut.act.data,
+                                     [r * F + j for j in range(F)])
             got[r] = np.array(words, np.uint32)
 
     _simulate(dut, bench)
@@ -168,9 +182,14 @@ def test_update_kernel_matches_the_golden_mac_order(n_rows, f_in, f_out, relu, s
         await ctx.tick()
         ctx.set(dut.start, 0)
         cycle = 0
+        read = []           # the word at each cycle's address, as the RAM reads it then
         while not ctx.get(dut.done):
             r, i = ctx.get(dut.act.row), ctx.get(dut.act.idx)
             final = r < rows_ready or not pipelined
+            if r >= n_rows or i >= f_in:
+                read.append(0)
+            else:
+                read.append(_bits(A[r, i]) if final else 0x7FC0DEAD)
             ready = not (stall and cycle % stall == 0)
             ctx.set(dut.out.ready, ready)
             if ready and ctx.get(dut.out.valid):
@@ -180,10 +199,9 @@ def test_update_kernel_matches_the_golden_mac_order(n_rows, f_in, f_out, relu, s
             if pipelined and cycle % gap == 0 and rows_ready < n_rows:
                 rows_ready += 1
                 ctx.set(dut.rows_ready, rows_ready)
-            if r >= n_rows or i >= f_in:
-                ctx.set(dut.act.data, 0)
-            else:
-                ctx.set(dut.act.data, _bits(A[r, i]) if final else 0x7FC0DEAD)
+            # the word read ACT_LATENCY cycles ago arrives now
+            if len(read) >= ACT_LATENCY:
+                ctx.set(dut.act.data, read[-ACT_LATENCY])
             assert cycle < 20_000
 
     _simulate(dut, bench)
@@ -216,14 +234,13 @@ def _run_kernel(dut, job, X, edge_words, *, after_done=0, rows=None):
 
     async def read_rows(ctx):
         got = {}
+        def set_addr(a):
+            ctx.set(dut.act.row, a[0])
+            ctx.set(dut.act.idx, a[1])
+
         for row in range(job.scalars["n_dst"]) if rows is None else rows:
-            words = []
-            for i in range(f_in):
-                ctx.set(dut.act.row, row)
-                ctx.set(dut.act.idx, i)
-                await ctx.tick()
-                words.append(ctx.get(dut.act.data))
-            got[row] = words
+            got[row] = await _read_port(ctx, set_addr, dut.act.data,
+                                        [(row, i) for i in range(f_in)])
         return got
 
     async def bench(ctx):
