@@ -53,21 +53,25 @@ class PEPair(wiring.Component):
     Members
     -------
     edges : In(stream.Signature(edge_entry_layout(config)))
-        The edges dispatched to this bank (``ready``: the queue is not full).
+        The edges dispatched to this bank, into the queue a cycle later through a register
+        beside it (the dispatch decision, fanned out to every queue's pointers and flags over
+        the die, was a long net). ``ready`` is always high: the dispatcher sends an edge only
+        with a free place (a credit), and the register is one of the places it counts.
     f_in : In
         Elements per feature row.
     ring : In(RamWriteSignature(ring address bits, 32 * mem_words_per_cycle))
         The duplicator's broadcast write into the S-PE's copy of the feature ring.
     probe : In(slot bits) ; uses_probe : Out(1)
-        A queued or held edge read ring slot ``probe`` in the cycle before (a register: the
-        probe comes from the ring and the answer goes back into it, and the round trip
-        through every PE's queue in one cycle was the longest path at some placements). Every
-        held or queued edge is compared; only the oldest can match (see the code).
+        An edge held, queued or entering the queue read ring slot ``probe`` in the cycle
+        before (a register: the probe comes from the ring and the answer goes back into it,
+        and the round trip through every PE's queue in one cycle was the longest path at some
+        placements). Every such edge is compared; only the oldest can match (see the code).
     credit : Out(1)
         The queue handed an edge to the S-PE in the cycle before (the place is free again).
     has_edges : Out(1)
-        An edge was queued or held in the cycle before (a register: the four pairs' status,
-        gathered into the kernel's end test in one cycle, was a long path).
+        An edge was entering the queue, queued or held in the cycle before (a register: the
+        four pairs' status, gathered into the kernel's end test in one cycle, was a long
+        path).
     streaming : Out(1)
         The S-PE streams an edge's products.
     producing : Out(1)
@@ -101,8 +105,13 @@ class PEPair(wiring.Component):
         m.submodules.spe = spe = ScatterPE(cfg)
         m.submodules.gpe = gpe = GatherPE(cfg)
 
-        # -- edges into the queue, and from it into the S-PE whenever the S-PE is free ----------
-        wiring.connect(m, wiring.flipped(self.edges), queue.i)
+        # -- edges into the queue (through a register), and from it into the S-PE whenever
+        # the S-PE is free ------------------------------------------------------------------
+        in_valid = Signal(name="edge_in_valid")
+        in_entry = Signal(edge_entry_layout(cfg), name="edge_in", reset_less=True)
+        m.d.sync += [in_valid.eq(self.edges.valid), in_entry.eq(self.edges.payload)]
+        m.d.comb += [self.edges.ready.eq(1), queue.i.valid.eq(in_valid),
+                     queue.i.payload.eq(in_entry)]
         wiring.connect(m, queue.o, spe.edges)
         wiring.connect(m, wiring.flipped(self.ring), spe.ring)
         m.d.comb += spe.f_in.eq(self.f_in)
@@ -113,16 +122,17 @@ class PEPair(wiring.Component):
         wiring.connect(m, gpe.row_done, wiring.flipped(self.row_done))
         wiring.connect(m, wiring.flipped(self.act), gpe.act)
 
-        # Every edge in the bank, held or queued, is compared with the probe, each from its own
-        # register (the queue's head through the read pointer's multiplexer was a long path).
-        # Only the oldest could match: the bank takes its edges in dispatch order, which is
-        # ring order, and every slot before the ring's head is released, which needs no edge
-        # of it left anywhere.
+        # Every edge in the bank, held, queued or on its way in, is compared with the probe,
+        # each from its own register (the queue's head through the read pointer's multiplexer
+        # was a long path). Only the oldest could match: the bank takes its edges in dispatch
+        # order, which is ring order, and every slot before the ring's head is released, which
+        # needs no edge of it left anywhere.
         reads = [spe.holding & (spe.slot == self.probe),
+                 in_valid & (in_entry.slot == self.probe),
                  *[queue.held[k] & (queue.entries[k].slot == self.probe)
                    for k in range(cfg.edge_queue)]]
         m.d.sync += self.uses_probe.eq(Cat(*reads).any())
-        m.d.sync += [self.has_edges.eq(spe.holding | queue.o.valid),
+        m.d.sync += [self.has_edges.eq(spe.holding | queue.o.valid | in_valid),
                      self.credit.eq(queue.o.valid & queue.o.ready)]
         m.d.comb += [self.streaming.eq(spe.streaming), self.producing.eq(spe.products.valid),
                      self.adding.eq(gpe.busy)]

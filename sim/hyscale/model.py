@@ -135,9 +135,9 @@ def aggregate_bound_cycles(distinct_sources: int, bank_edges: Sequence[int], f_i
 #: the first edge's grant is at cycle ``B + AGG_HEAD`` of the aggregate phase (cycle 1 is its
 #: first): the first row's beats are read at cycles 1 .. B (the source list's address is set
 #: at start), its last beat is written into the ring at B + 1, its slot is ready (the edge is
-#: dispatched) at B + 2, the S-PE pops the edge at B + 3 and is granted the G-PE at B + 4; its
-#: ``f_in`` reads follow at B + 5 onward.
-AGG_HEAD = 4
+#: dispatched) at B + 2, the edge is in its pair's input register at B + 3, the S-PE pops it at
+#: B + 4 and is granted the G-PE at B + 5; its ``f_in`` reads follow at B + 6 onward.
+AGG_HEAD = 5
 
 
 #: cycles of the aggregate phase of a job without edges (start, then nothing to wait for)
@@ -169,8 +169,9 @@ def aggregate_kernel_cycles(edge_sources: Sequence[int], edge_banks: Sequence[in
       while the bank's queue holds ``Q = edge_queue`` edges (head-of-line blocking): the
       dispatcher counts the queue's free places itself, a place freed by a pop counts two
       cycles after it.
-    - **Bank.** The S-PE pops an edge when free (the cycle of its previous edge's last read),
-      is granted one cycle later but at least a gather slot ``max(f_in, add_latency + 3)``
+    - **Bank.** An edge reaches its pair's queue through a register (a cycle); the S-PE
+      pops it when free (the cycle of its previous edge's last read), is granted one cycle
+      later but at least a gather slot ``max(f_in, add_latency + 3)``
       after its previous grant, and reads ``f_in`` elements: an edge every ``c = max(f_in + 1,
       add_latency + 3)`` cycles when busy.
     - **Release.** A slot is freed (in order) a cycle after its row is dispatched and its last
@@ -217,7 +218,7 @@ def aggregate_replay(edge_sources: Sequence[int], edge_banks: Sequence[int], f_i
             t = max(ready, dispatched + (2 if first and e else 1))
             if len(pops[b]) >= Q:            # the queue's credit, a cycle after its pop
                 t = max(t, pops[b][-Q] + 2)
-            pop = max(t + 1, last_read[b])
+            pop = max(t + 2, last_read[b])       # through the pair's input register
             grant = max(pop + 1, last_grant[b] + slot_len)
             read = grant + f_in
             pops[b].append(pop)

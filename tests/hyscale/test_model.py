@@ -73,16 +73,17 @@ def test_update_model_single_block_by_hand():
 
 def test_aggregate_model_one_edge_and_no_conflicts():
     cfg = preset("tiny")                                 # 2 words per beat, 7-cycle units
-    # one edge: ceil(f / 2) beats + 4 to the first S-PE read, f reads, 2 mul + add + 8 after
+    # one edge: ceil(f / 2) beats + 5 to the first S-PE read (ring write, dispatch, the pair's
+    # input register, pop, grant), f reads, 2 mul + add + 8 after
     for f in (1, 2, 3, 16):
-        want = -(-f // 2) + 4 + f + 29
+        want = -(-f // 2) + 5 + f + 29
         assert hm.aggregate_kernel_cycles([0], [0], f, cfg) == want
         assert hm.aggregate_bound_cycles(1, [1, 0], f, cfg) == want
     # one source, edges alternating between the two banks: each bank takes an edge every
     # max(f + 1, add_latency + 3) cycles; bank 1 gets its first edge one cycle after bank 0
     f = 16
     sched = ([0] * 8, [0, 1] * 4)
-    want = 8 + 4 + 3 * 17 + f + 29
+    want = 8 + 5 + 3 * 17 + f + 29
     assert hm.aggregate_kernel_cycles(*sched, f, cfg) == want + 1
     assert hm.aggregate_bound_cycles(1, [4, 4], f, cfg) == want
     assert hm.kernel_cycles(cfg, edges=8, distinct_sources=1, destinations=2, f_in=f, f_out=4,
