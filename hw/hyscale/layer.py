@@ -24,8 +24,8 @@ from moagcn.hw.common.ram import Ram
 from moagcn.hw.hyscale.aggregate import AggregateKernel
 from moagcn.hw.hyscale.config import HyScaleConfig
 from moagcn.hw.hyscale.layouts import EDGE_WORD_LAYOUT, SOURCE_WORD_LAYOUT, Widths
-from moagcn.hw.hyscale.protocol import (AGG_COUNTERS, COUNTER_BITS, COUNTERS, FLAGS, LAYER_STREAMS,  # noqa: F401
-                       STREAMS, UPD_COUNTERS)
+from moagcn.hw.hyscale.protocol import (AGG_COUNTERS, COUNTER_BITS, COUNTERS, FLAGS,
+                                        LAYER_STREAMS, UPD_COUNTERS)
 from moagcn.hw.hyscale.update import UpdateKernel
 
 
