@@ -27,6 +27,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -167,16 +168,40 @@ def critical_path(log: str) -> dict | None:
     return max(paths, key=lambda p: p["ns"], default=None)
 
 
+def slow_endpoints(pnr: dict, goal_mhz: float, top: int = 20) -> dict:
+    """The timing endpoints (flip-flop, block RAM and DSP inputs) whose latest arrival misses
+    a ``goal_mhz`` clock, from nextpnr's detailed timing report (``--detailed-timing-report``:
+    every endpoint's earliest and latest arrival, in ns): how many of how many, counted by
+    block (the endpoint cell's name up to its last dot), and the ``top`` slowest. nextpnr
+    itself reports only the one longest path; a design limited by many paths needs them all."""
+    period = 1000.0 / goal_mhz
+    ends = []
+    for net in pnr.get("detailed_net_timings", []):
+        for end in net.get("endpoints", []):
+            delay = end["delay"]
+            arrival = max(delay) if isinstance(delay, list) else float(delay)
+            ends.append((arrival, end["cell"], end["port"], net["net"]))
+    slow = sorted((e for e in ends if e[0] > period), reverse=True)
+    blocks = Counter(cell.rsplit(".", 1)[0] for _, cell, _, _ in slow)
+    return {"goal_mhz": goal_mhz, "period_ns": round(period, 3), "endpoints": len(ends),
+            "over": len(slow), "by_block": dict(blocks.most_common()),
+            "slowest": [{"ns": round(a, 3), "to": f"{cell}.{port}", "net": net}
+                        for a, cell, port, net in slow[:top]]}
+
+
 def synthesize(design, config, target_name: str, out_dir: Path, seed: int = 1,
                freq_mhz: float | None = None, timeout: float | None = None,
-               router: str | None = None) -> dict[str, Any]:
+               router: str | None = None, goal_mhz: float | None = None) -> dict[str, Any]:
     """Run yosys + nextpnr for ``design`` at ``config`` on ``target_name``; returns the report.
     ``timeout``: seconds each tool may run; ``router``: nextpnr's router (``router1``, its
-    default, or ``router2``). The ``xcup`` family runs yosys alone
+    default, or ``router2``); ``goal_mhz``: also list the endpoints that miss this clock
+    (:func:`slow_endpoints`, the report's ``slow_endpoints``; ECP5 and iCE40). The ``xcup`` family runs yosys alone
     (:func:`moagcn.synth.xilinx.synthesize_xilinx`: resource counts, pre-route)."""
     target = get_target(target_name)
     if router is not None and router not in ROUTERS:
         raise UserError(f"--router {router}: nextpnr's routers are {', '.join(ROUTERS)}")
+    if goal_mhz is not None and not goal_mhz > 0:
+        raise UserError(f"--goal {goal_mhz:g}: give the clock to check in MHz, above 0")
     if target.family == "xcup":
         return synthesize_xilinx(design, config, target, out_dir, timeout=timeout)
     out_dir = Path(out_dir)
@@ -225,6 +250,8 @@ def synthesize(design, config, target_name: str, out_dir: Path, seed: int = 1,
         cmd.append("--out-of-context")
     if router is not None:
         cmd += ["--router", router]
+    if goal_mhz is not None:
+        cmd.append("--detailed-timing-report")
     _run(cmd, out_dir / "nextpnr.log", "nextpnr", target.name, timeout=timeout)
     pnr = json.loads((out_dir / "nextpnr.json").read_text())
     t2 = time.perf_counter()
@@ -240,6 +267,8 @@ def synthesize(design, config, target_name: str, out_dir: Path, seed: int = 1,
     achieved = [f for f in clocks.values() if f is not None]
     report["fmax_mhz"] = round(min(achieved), 2) if achieved else None
     report["critical_path"] = critical_path((out_dir / "nextpnr.log").read_text())
+    if goal_mhz is not None:
+        report["slow_endpoints"] = slow_endpoints(pnr, goal_mhz)
     if split:
         # (the first attempt's log is yosys-first.log)
         report["yosys_workaround"] = "splitnets (YosysHQ/yosys#4349)"

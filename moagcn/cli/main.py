@@ -118,7 +118,8 @@ def cmd_synth(args) -> int:
                         f"be built for {args.target}; --target xcup-u250 assembles its resources "
                         "from synthesised units where the design has a unit list (hyscale)")
     report = synthesize(design, config, args.target, Path(args.out), seed=args.seed,
-                        freq_mhz=args.freq, timeout=args.timeout, router=args.router)
+                        freq_mhz=args.freq, timeout=args.timeout, router=args.router,
+                        goal_mhz=args.goal)
     print(f"{design.name} on {args.target}: {report['luts']} LUTs, {report['ffs']} FFs, "
           f"{report['dsps']} DSPs, {report['brams']} BRAMs, Fmax {report['fmax_mhz']} MHz "
           f"(post-route) -> {Path(args.out) / 'report.json'}")
@@ -126,6 +127,11 @@ def cmd_synth(args) -> int:
     if path:
         print(f"longest path: {path['from']} -> {path['to']}, {path['ns']} ns "
               f"({path['logic_ns']} ns logic, {path['routing_ns']} ns routing)")
+    slow = report.get("slow_endpoints")
+    if slow:
+        blocks = ", ".join(f"{name} {n}" for name, n in list(slow["by_block"].items())[:5])
+        print(f"{slow['over']} of {slow['endpoints']} endpoints miss {slow['goal_mhz']:g} MHz "
+              f"({slow['period_ns']} ns)" + (f"; most in: {blocks}" if blocks else ""))
     return 0
 
 
@@ -308,6 +314,10 @@ def build_parser() -> argparse.ArgumentParser:
     sy.add_argument("--freq", type=float, help="nextpnr target frequency in MHz")
     sy.add_argument("--router", metavar="NAME",
                     help="nextpnr's router: router1 (nextpnr's default) or router2")
+    sy.add_argument("--goal", type=float, metavar="MHZ",
+                    help="also count the endpoints whose latest arrival misses this clock, by "
+                         "block (nextpnr's detailed timing report; report.json's "
+                         "slow_endpoints)")
     sy.add_argument("--timeout", type=float, metavar="SECONDS",
                     help="stop a tool that runs longer (its log is kept); default: none")
     sy.add_argument("--units", action="store_true",

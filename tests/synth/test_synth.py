@@ -46,6 +46,28 @@ def test_router2_is_handed_to_nextpnr_and_named_in_the_report(tmp_path):
     assert "Running router2" in (tmp_path / "nextpnr.log").read_text()
 
 
+def test_the_endpoints_that_miss_a_goal_clock_are_counted_and_the_slowest_is_the_longest_path(
+        tmp_path):
+    report = synthesize(gateware("fp32-add"), Fp32AddConfig(latency=3), "ecp5-25k", tmp_path,
+                        goal_mhz=400.0)
+    slow, path = report["slow_endpoints"], report["critical_path"]
+    assert slow["goal_mhz"] == 400.0 and slow["period_ns"] == 2.5
+    # every flip-flop input is an endpoint: at least the registers the adder has
+    assert slow["endpoints"] >= report["ffs"] // 2
+    assert 0 < slow["over"] <= slow["endpoints"]
+    assert sum(slow["by_block"].values()) == slow["over"]
+    times = [e["ns"] for e in slow["slowest"]]
+    assert times == sorted(times, reverse=True) and min(times) > 2.5
+    # the latest arrival of all is the longest path nextpnr prints (read from its log)
+    assert abs(times[0] - path["ns"]) < 0.01
+    assert slow["slowest"][0]["to"].startswith(path["to"].rsplit(".", 1)[0])
+
+
+def test_a_goal_clock_must_be_positive(tmp_path):
+    with pytest.raises(UserError, match="--goal 0"):
+        synthesize(gateware("fp32-add"), None, "ecp5-25k", tmp_path, goal_mhz=0.0)
+
+
 def test_an_unknown_router_lists_the_routers_before_any_tool_runs(tmp_path):
     with pytest.raises(UserError, match="router1, router2"):
         synthesize(gateware("fp32-add"), None, "ecp5-25k", tmp_path, router="fast")
