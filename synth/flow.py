@@ -195,8 +195,9 @@ def synthesize(design, config, target_name: str, out_dir: Path, seed: int = 1,
     """Run yosys + nextpnr for ``design`` at ``config`` on ``target_name``; returns the report.
     ``timeout``: seconds each tool may run; ``router``: nextpnr's router (``router1``, its
     default, or ``router2``); ``goal_mhz``: also list the endpoints that miss this clock
-    (:func:`slow_endpoints`, the report's ``slow_endpoints``; ECP5 and iCE40). The ``xcup`` family runs yosys alone
-    (:func:`moagcn.synth.xilinx.synthesize_xilinx`: resource counts, pre-route)."""
+    (:func:`slow_endpoints`, the report's ``slow_endpoints``; ECP5 and iCE40). The ``xcup``
+    family runs yosys alone (:func:`moagcn.synth.xilinx.synthesize_xilinx`: resource counts,
+    pre-route)."""
     target = get_target(target_name)
     if router is not None and router not in ROUTERS:
         raise UserError(f"--router {router}: nextpnr's routers are {', '.join(ROUTERS)}")

@@ -165,12 +165,12 @@ class EdgeQueue(wiring.Component):
     """A FIFO of ``depth`` entries in a ring of registers.
 
     Push and pop may happen in the same cycle. The place at the write pointer is written every
-    cycle while the queue is not full (it is free; "not full" is a register, ``room``, set a
-    cycle ahead), so a push only moves the pointer and the
-    count: each place's register enable comes from the write pointer and the count alone, both
-    registers. (A shift register, which moved every entry on a pop, had the pop and the count
-    in every entry's enable, and that decode, spread over the entries, was the longest path
-    at some placements.) A pop moves the read pointer; the head is the entry there. Both
+    cycle while the queue is not full (it is free), so a push only moves the pointer and the
+    count: each place's register enable comes from the write pointer and ``room`` alone, both
+    registers (``room``, "not full", is set a cycle ahead from the next count). (A shift
+    register, which moved every entry on a pop, had the pop and the count in every entry's
+    enable, and that decode, spread over the entries, was the longest path at some
+    placements.) A pop moves the read pointer; the head is the entry there. Both
     pointers are one-hot.
 
     Parameters

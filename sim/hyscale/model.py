@@ -246,10 +246,10 @@ def update_kernel_cycles(destinations: int, f_in: int, f_out: int,
     column pass per group of ``m`` outputs). Blocks of ``R = add_latency`` items feed ``R
     f_in`` tokens (the last block's idle slots included) after one cycle to open the block.
     The block's last token is fed at cycle ``L``; it is held by MAC 0 at ``L + 3`` (the
-    activation read, two cycles) and by MAC ``m - 1`` at ``L + m + 2``, and its result is written
-    ``1 + mul_latency + add_latency`` cycles later (weight read, multiplier, adder). The drain
-    starts two cycles after the write (block full, first beat valid) or after the previous
-    block's drain, and sends ``ceil(cols / words)`` beats per item, one per cycle (the last
+    activation read, two cycles) and by MAC ``m - 1`` at ``L + m + 2``, and its result is
+    written ``1 + mul_latency + add_latency`` cycles later (weight read, multiplier, adder).
+    The drain starts two cycles after the write (block full, first beat valid) or after the
+    previous block's drain, and sends ``ceil(cols / words)`` beats per item, one per cycle (the last
     block only its real items). Block ``k + 2`` opens only once block ``k`` has been drained
     (the results are double-buffered). The recurrence below walks the blocks; the phase ends
     the cycle after the last beat (the done flag).
