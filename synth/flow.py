@@ -221,11 +221,17 @@ def critical_path(log: str) -> dict | None:
     return max(paths, key=lambda p: p["ns"], default=None)
 
 
+#: what yosys and nextpnr append to a design signal's name when they name a cell after it
+_CELL_SUFFIX = re.compile(r"(_TRELLIS_|_LUT4|_PFUMX|_L6MUX|_CCU2|_DPRAM|_MULT18|_DP16KD|\$).*$")
+
+
 def slow_endpoints(pnr: dict, goal_mhz: float, top: int = 20) -> dict:
     """The timing endpoints (flip-flop, block RAM and DSP inputs) whose latest arrival misses
     a ``goal_mhz`` clock, from nextpnr's detailed timing report (``--detailed-timing-report``:
     every endpoint's earliest and latest arrival, in ns): how many of how many, counted by
-    block (the endpoint cell's name up to its last dot), and the ``top`` slowest. nextpnr
+    block (the endpoint cell's name up to its last dot) and by signal (the design signal the
+    cell is named after, every number as ``#``, so that the same register of each PE or
+    MAC counts together), and the ``top`` slowest. nextpnr
     itself reports only the one longest path; a design limited by many paths needs them all."""
     period = 1000.0 / goal_mhz
     ends = []
@@ -236,8 +242,10 @@ def slow_endpoints(pnr: dict, goal_mhz: float, top: int = 20) -> dict:
             ends.append((arrival, end["cell"], end["port"], net["net"]))
     slow = sorted((e for e in ends if e[0] > period), reverse=True)
     blocks = Counter(cell.rsplit(".", 1)[0] for _, cell, _, _ in slow)
+    signals = Counter(re.sub(r"\d+", "#", _CELL_SUFFIX.sub("", cell)) for _, cell, _, _ in slow)
     return {"goal_mhz": goal_mhz, "period_ns": round(period, 3), "endpoints": len(ends),
             "over": len(slow), "by_block": dict(blocks.most_common()),
+            "by_signal": dict(signals.most_common()),
             "slowest": [{"ns": round(a, 3), "to": f"{cell}.{port}", "net": net}
                         for a, cell, port, net in slow[:top]]}
 

@@ -130,7 +130,7 @@ def cmd_synth(args) -> int:
               f"({path['logic_ns']} ns logic, {path['routing_ns']} ns routing)")
     slow = report.get("slow_endpoints")
     if slow:
-        blocks = ", ".join(f"{name} {n}" for name, n in list(slow["by_block"].items())[:5])
+        blocks = ", ".join(f"{name} {n}" for name, n in list(slow["by_signal"].items())[:5])
         print(f"{slow['over']} of {slow['endpoints']} endpoints miss {slow['goal_mhz']:g} MHz "
               f"({slow['period_ns']} ns)" + (f"; most in: {blocks}" if blocks else ""))
     return 0
@@ -319,8 +319,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="no progress lines (the tools' stage, on stderr, while they run)")
     sy.add_argument("--goal", type=float, metavar="MHZ",
                     help="also count the endpoints whose latest arrival misses this clock, by "
-                         "block (nextpnr's detailed timing report; report.json's "
-                         "slow_endpoints)")
+                         "block and by signal (nextpnr's detailed timing report; "
+                         "report.json's slow_endpoints)")
     sy.add_argument("--timeout", type=float, metavar="SECONDS",
                     help="stop a tool that runs longer (its log is kept); default: none")
     sy.add_argument("--units", action="store_true",

@@ -56,6 +56,10 @@ def test_the_endpoints_that_miss_a_goal_clock_are_counted_and_the_slowest_is_the
     assert slow["endpoints"] >= report["ffs"] // 2
     assert 0 < slow["over"] <= slow["endpoints"]
     assert sum(slow["by_block"].values()) == slow["over"]
+    # by signal: the cell names' tool suffixes cut, numbers as '#'
+    assert sum(slow["by_signal"].values()) == slow["over"]
+    assert not any(ch.isdigit() or "TRELLIS" in name for name in slow["by_signal"]
+                   for ch in name)
     times = [e["ns"] for e in slow["slowest"]]
     assert times == sorted(times, reverse=True) and min(times) > 2.5
     # the latest arrival of all is the longest path nextpnr prints (read from its log)
