@@ -134,6 +134,33 @@ def _log_tail(log: Path, size: int = 4096) -> str:
         return fh.read().decode(errors="replace")
 
 
+def _watch(proc, log: Path, what: str, t0: float, timeout: float | None, progress,
+           every: float) -> None:
+    """Wait for ``proc``; return early, with it still running, once ``timeout`` seconds have
+    passed since ``t0``. Meanwhile, with ``progress``, report the tool's stage (see
+    :func:`_run`)."""
+    shown, shown_at = None, t0
+    poll = 1.0 if progress is not None else None
+    while True:
+        left = None if timeout is None else timeout - (time.monotonic() - t0)
+        waits = [x for x in (left, poll) if x is not None]
+        try:
+            proc.wait(timeout=max(0.0, min(waits)) if waits else None)
+            return
+        except subprocess.TimeoutExpired:
+            pass
+        now = time.monotonic()
+        if timeout is not None and now - t0 >= timeout:
+            return
+        if progress is not None:
+            stage = pnr_stage(_log_tail(log)) if what == "nextpnr" else "running"
+            # a new stage at once (its figures aside), the same stage once per ``every``
+            if stage and (re.sub(r"\d+", "", stage) != re.sub(r"\d+", "", shown or "")
+                          or now - shown_at >= every):
+                progress(f"{what}: {stage} ({now - t0:.0f} s)")
+                shown, shown_at = stage, now
+
+
 def _run(cmd: list[str], log: Path, what: str, device: str = "",
          tool_log: Path | None = None, timeout: float | None = None,
          progress=None, every: float = 60.0) -> None:
@@ -145,30 +172,19 @@ def _run(cmd: list[str], log: Path, what: str, device: str = "",
     t0 = time.monotonic()
     with open(log, "w") as fh:
         proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, cwd=log.parent)
-        shown, shown_at = None, t0
-        poll = 1.0 if progress is not None else None
-        while True:
-            left = None if timeout is None else timeout - (time.monotonic() - t0)
-            waits = [x for x in (left, poll) if x is not None]
-            try:
-                proc.wait(timeout=max(0.0, min(waits)) if waits else None)
-                break
-            except subprocess.TimeoutExpired:
-                pass
-            now = time.monotonic()
-            if timeout is not None and now - t0 >= timeout:
+        try:
+            _watch(proc, log, what, t0, timeout, progress, every)
+        finally:
+            # still running: past the timeout, or an interrupt (Ctrl-C) or a failing callback
+            # on the way out; the tool must not go on with no one waiting for it
+            timed_out = proc.poll() is None
+            if timed_out:
                 proc.kill()
                 proc.wait()
-                kept = tool_log if tool_log is not None and tool_log.exists() else log
-                raise UserError(f"{what} ran past --timeout {timeout:g} s and was stopped; its "
-                                f"log so far is {kept}") from None
-            if progress is not None:
-                stage = pnr_stage(_log_tail(log)) if what == "nextpnr" else "running"
-                # a new stage at once (its figures aside), the same stage once per ``every``
-                if stage and (re.sub(r"\d+", "", stage) != re.sub(r"\d+", "", shown or "")
-                              or now - shown_at >= every):
-                    progress(f"{what}: {stage} ({now - t0:.0f} s)")
-                    shown, shown_at = stage, now
+        if timed_out:
+            kept = tool_log if tool_log is not None and tool_log.exists() else log
+            raise UserError(f"{what} ran past --timeout {timeout:g} s and was stopped; its log "
+                            f"so far is {kept}")
     if proc.returncode != 0:
         shown = tool_log if tool_log is not None and tool_log.exists() else log
         text = shown.read_text()
@@ -231,8 +247,8 @@ def slow_endpoints(pnr: dict, goal_mhz: float, top: int = 20) -> dict:
     every endpoint's earliest and latest arrival, in ns): how many of how many, counted by
     block (the endpoint cell's name up to its last dot) and by signal (the design signal the
     cell is named after, every number as ``#``, so that the same register of each PE or
-    MAC counts together), and the ``top`` slowest. nextpnr
-    itself reports only the one longest path; a design limited by many paths needs them all."""
+    MAC counts together), and the ``top`` slowest. nextpnr itself reports only the one
+    longest path; a design limited by many paths needs them all."""
     period = 1000.0 / goal_mhz
     ends = []
     for net in pnr.get("detailed_net_timings", []):

@@ -1,6 +1,7 @@
 """A real yosys + nextpnr run and its report."""
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -96,6 +97,26 @@ def test_progress_lines_name_each_tool_and_its_stages(tmp_path):
     assert all(line.endswith(" s)") for line in lines)
     assert any(line.startswith(("nextpnr: packing", "nextpnr: placing", "nextpnr: routing"))
                for line in lines)
+
+
+def _running_in(folder: Path) -> list[int]:
+    """Processes whose working directory is ``folder`` (Linux /proc)."""
+    pids = []
+    for proc in Path("/proc").iterdir():
+        try:
+            if proc.name.isdigit() and (proc / "cwd").resolve() == folder.resolve():
+                pids.append(int(proc.name))
+        except OSError:
+            continue
+    return pids
+
+
+def test_a_tool_past_its_timeout_is_stopped_and_named_with_its_log(tmp_path):
+    lines = []
+    with pytest.raises(UserError, match=r"yosys ran past --timeout 0.5 s .*yosys"):
+        synthesize(gateware("fp32-add"), Fp32AddConfig(latency=3), "ecp5-25k", tmp_path,
+                   timeout=0.5, progress=lines.append)
+    assert _running_in(tmp_path) == []
 
 
 def test_a_goal_clock_must_be_positive(tmp_path):
