@@ -6,6 +6,7 @@ folder of moagcn/, hw/, sim/, host/ and synth/ that holds an ``__init__.py`` (a 
 ``test_fresh_venv_runs_the_commands`` (slow).
 """
 
+import fcntl
 import subprocess
 import sys
 import zipfile
@@ -32,8 +33,13 @@ def source_packages() -> set[str]:
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory) -> zipfile.ZipFile:
     out = tmp_path_factory.mktemp("wheel")
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps",
-                    "--no-build-isolation", "-w", str(out), str(ROOT)], check=True)
+    # one build at a time: each test worker builds its own wheel, and two builds in the tree's
+    # one build/ folder at once fail (seen: "File exists" and "No such file" under
+    # build/bdist.*), so the builds take turns on a lock file
+    with open(tmp_path_factory.getbasetemp().parent / "moagcn-wheel.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps",
+                        "--no-build-isolation", "-w", str(out), str(ROOT)], check=True)
     return zipfile.ZipFile(next(out.glob("moagcn-*.whl")))
 
 
