@@ -238,7 +238,8 @@ def critical_path(log: str) -> dict | None:
 
 
 #: what yosys and nextpnr append to a design signal's name when they name a cell after it
-_CELL_SUFFIX = re.compile(r"(_TRELLIS_|_LUT4|_PFUMX|_L6MUX|_CCU2|_DPRAM|_MULT18|_DP16KD|\$).*$")
+_CELL_SUFFIX = re.compile(r"(_TRELLIS_|_LUT4|_PFUMX|_L6MUX|_CCU2|_DPRAM|_MULT18|_DP16KD|_SB_|\$)"
+                          r".*$")
 
 
 def slow_endpoints(pnr: dict, goal_mhz: float, top: int = 20) -> dict:

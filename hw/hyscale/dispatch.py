@@ -186,8 +186,6 @@ class EdgeQueue(wiring.Component):
         Entries in (``ready``: the queue is not full).
     o : Out(stream.Signature(layout))
         The head entry (``valid``: the queue is not empty); a transfer drops it.
-    level : Out(range(depth + 1))
-        Entries held.
     entries : Out(data.ArrayLayout(layout, depth)) ; held : Out(depth)
         Every place of the ring, and which of them hold an entry (registers both): for a
         question about all the queued entries at once, asked without the read pointer's
@@ -201,7 +199,6 @@ class EdgeQueue(wiring.Component):
         self.layout, self.depth = data.Layout.cast(layout), depth
         super().__init__({
             "i": In(stream.Signature(self.layout)), "o": Out(stream.Signature(self.layout)),
-            "level": Out(range(depth + 1)),
             "entries": Out(data.ArrayLayout(self.layout, depth)), "held": Out(depth),
         })
 
@@ -243,6 +240,6 @@ class EdgeQueue(wiring.Component):
             m.d.sync += rd.eq(step(rd))
         next_count = count + push - pop
         m.d.sync += [count.eq(next_count), room.eq(next_count != Q)]
-        m.d.comb += [self.level.eq(count), self.held.eq(held),
+        m.d.comb += [self.held.eq(held),
                      *[self.entries[k].eq(q[k]) for k in range(Q)]]
         return m
