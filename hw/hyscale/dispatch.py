@@ -30,8 +30,9 @@ class EdgeDispatcher(wiring.Component):
     """Take the edges in order, one per cycle, once their source row is in the ring, and give
     each to the queue of the bank that owns its destination.
 
-    A two-entry prefetch buffer sits in front of the dispatcher: the edge buffer's address is
-    a register, so its read data never feeds back into the next address in one cycle.
+    A three-entry prefetch buffer sits in front of the dispatcher: the edge buffer's address is
+    a register, so its read data never feeds back into the next address in one cycle, and its
+    read data is registered before it enters the buffer.
 
     Parameters
     ----------
@@ -89,9 +90,9 @@ class EdgeDispatcher(wiring.Component):
         e_ptr = Signal(w.edge + 1)            # edges dispatched
         rd_ptr = Signal(w.edge + 1)
         inflight = Signal()
-        occ = Signal(range(3))
+        occ = Signal(range(4))
         stage = [Signal(EDGE_WORD_LAYOUT, name=f"edge_stage{i}", reset_less=True)
-                 for i in range(2)]
+                 for i in range(3)]
         edge_valid = occ != 0
         # ``e_ptr < n_edges`` as a register set a cycle ahead (for e_ptr + 1 when this cycle
         # dispatches): the compare's carry chain was the front of the dispatch decision
@@ -133,29 +134,36 @@ class EdgeDispatcher(wiring.Component):
         # decision, pulled that decision's LUT away from the ring at one placement
         m.d.sync += [self.sent.eq(dispatch), self.blocked.eq(offer & ~target_ready)]
 
-        # -- prefetch: keep the two-entry buffer full ------------------------------------------
+        # -- prefetch: keep the three-entry buffer full -----------------------------------------
+        # The edge buffer's read data is registered beside its block RAM (``landed``) before it
+        # joins the buffer: the block RAM's late output through the buffer's multiplexer was a
+        # long path. With the read two cycles from the address to the buffer, three entries
+        # keep one edge per cycle.
         n_edges = Signal.like(self.n_edges, name="n_edges_job", reset_less=True)
         read = self.edge_list
         m.d.comb += read.addr.eq(rd_ptr)
-        fetch = self.active & (rd_ptr < n_edges) & (occ + inflight - dispatch < 2)
-        m.d.sync += inflight.eq(fetch)
+        landed = Signal(EDGE_WORD_LAYOUT, name="edge_landed", reset_less=True)
+        landed_valid = Signal(name="edge_landed_valid")
+        fetch = (self.active & (rd_ptr < n_edges)
+                 & (occ + inflight + landed_valid - dispatch < len(stage)))
+        m.d.sync += [inflight.eq(fetch), landed_valid.eq(inflight), landed.eq(read.data)]
         with m.If(fetch):
             m.d.sync += rd_ptr.eq(rd_ptr + 1)
-        # pop the head on dispatch; the data of last cycle's read joins behind what stays
+        # pop the head on dispatch; the landed edge joins behind what stays
         keep = occ - dispatch
-        with m.If(dispatch):
-            m.d.sync += stage[0].eq(stage[1])
-        with m.If(inflight):
-            with m.If(keep == 0):
-                m.d.sync += stage[0].eq(read.data)
-            with m.Else():
-                m.d.sync += stage[1].eq(read.data)
-        m.d.sync += occ.eq(keep + inflight)
+        for k, place in enumerate(stage):
+            with m.If(landed_valid & (keep == k)):
+                m.d.sync += place.eq(landed)
+            if k + 1 < len(stage):
+                with m.Elif(dispatch):
+                    m.d.sync += place.eq(stage[k + 1])
+        m.d.sync += occ.eq(keep + landed_valid)
         with m.If(dispatch):
             m.d.sync += e_ptr.eq(e_ptr + 1)
         m.d.sync += edges_left.eq(Mux(dispatch, e_ptr + 1 < n_edges, e_ptr < n_edges))
         with m.If(self.start):
-            m.d.sync += [e_ptr.eq(0), rd_ptr.eq(0), inflight.eq(0), occ.eq(0),
+            m.d.sync += [e_ptr.eq(0), rd_ptr.eq(0), inflight.eq(0), landed_valid.eq(0),
+                         occ.eq(0),
                          edges_left.eq(self.n_edges != 0), n_edges.eq(self.n_edges),
                          *[f.eq(Q) for f in free]]
         return m

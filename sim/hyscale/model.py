@@ -117,7 +117,7 @@ def aggregate_bound_cycles(distinct_sources: int, bank_edges: Sequence[int], f_i
                            config: HyScaleConfig) -> int:
     """The aggregate phase in closed form, a lower bound of ``cycles_aggregate``::
 
-        B + AGG_HEAD + max((S - 1) B, (E_max - 1) c) + f_in + tail
+        max(S B, max(B, EDGE_HEAD - 2) + (E_max - 1) c) + AGG_HEAD + f_in + tail
 
     the slower of the feature duplicator (``S`` distinct rows of ``B`` beats) and the busiest
     bank (``E_max`` edges, one per ``c`` cycles) sets the pace (see
@@ -128,8 +128,8 @@ def aggregate_bound_cycles(distinct_sources: int, bank_edges: Sequence[int], f_i
         return 0
     B = _ceil(f_in, config.mem_words_per_cycle)
     c = max(f_in + 1, config.gather_slot)
-    paced = max((distinct_sources - 1) * B, (e_max - 1) * c)
-    return B + AGG_HEAD + paced + f_in + aggregate_tail(config)
+    paced = max(distinct_sources * B, max(B, EDGE_HEAD - 2) + (e_max - 1) * c)
+    return paced + AGG_HEAD + f_in + aggregate_tail(config)
 
 
 #: the first edge's grant is at cycle ``B + AGG_HEAD`` of the aggregate phase (cycle 1 is its
@@ -138,6 +138,11 @@ def aggregate_bound_cycles(distinct_sources: int, bank_edges: Sequence[int], f_i
 #: dispatched) at B + 2, the edge is in its pair's input register at B + 3, the S-PE pops it at
 #: B + 4 and is granted the G-PE at B + 5; its ``f_in`` reads follow at B + 6 onward.
 AGG_HEAD = 5
+
+#: edge ``e`` is in the dispatcher's prefetch buffer from cycle ``EDGE_HEAD + e`` on: the edge
+#: buffer is read from cycle 1, its read data registered, then buffered (only a job of one
+#: beat per row, whose first row is ready at cycle 3, waits for it)
+EDGE_HEAD = 4
 
 
 #: cycles of the aggregate phase of a job without edges (start, then nothing to wait for)
@@ -168,7 +173,7 @@ def aggregate_kernel_cycles(edge_sources: Sequence[int], edge_banks: Sequence[in
       between two sources (the ring's dispatch pointer passes over the finished slot); it waits
       while the bank's queue holds ``Q = edge_queue`` edges (head-of-line blocking): the
       dispatcher counts the queue's free places itself, a place freed by a pop counts two
-      cycles after it.
+      cycles after it; edge ``e`` is prefetched by cycle ``EDGE_HEAD + e``.
     - **Bank.** An edge reaches its pair's queue through a register (a cycle); the S-PE
       pops it when free (the cycle of its previous edge's last read), is granted one cycle
       later but at least a gather slot ``max(f_in, add_latency + 3)``
@@ -215,7 +220,7 @@ def aggregate_replay(edge_sources: Sequence[int], edge_banks: Sequence[int], f_i
         first = True
         while e < n_edges and edge_sources[e] == src:
             b = edge_banks[e]
-            t = max(ready, dispatched + (2 if first and e else 1))
+            t = max(ready, dispatched + (2 if first and e else 1), EDGE_HEAD + e)
             if len(pops[b]) >= Q:            # the queue's credit, a cycle after its pop
                 t = max(t, pops[b][-Q] + 2)
             pop = max(t + 2, last_read[b])       # through the pair's input register
