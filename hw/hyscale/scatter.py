@@ -122,18 +122,27 @@ class ScatterPE(wiring.Component):
         w = Widths(cfg)
         j = edge.j
         read = local.read[0]
-        # With 4 or more words per beat, each element is read a cycle ahead and its word
-        # registered: the held edge's element 0 while it waits for the grant, element j + 1
-        # while element j streams (past the row's end the read is not used). That local ring
-        # is a RAM of 128 bits or more spread over several block RAMs, and its read data
-        # through the word multiplexer into the multiplier's first stage was the default
-        # preset's longest path. With 2 words the read-ahead's increment and register cost
-        # more than they save (docs/hyscale.md has the synthesis runs). Either way the products
-        # keep their cycles.
+        # With 4 or more words per beat, each element's beat is read two cycles ahead and
+        # registered beside the local ring's block RAMs (``beat_r``), then its word is picked
+        # into a register (``element_r``): element j + 2 while element j streams (past the
+        # row's end the read is not used), beat 0 of the held edge while it waits for the
+        # grant, and beat 0 of a new edge in the cycle it is taken (from the queue's head;
+        # the grant comes a cycle later at the earliest). Elements 0 and 1 share beat 0. That
+        # local ring is a RAM of 128 bits or more spread over several block RAMs: its read
+        # data (late out of the block RAMs) through the word multiplexer into a register, and
+        # before that into the multiplier, were the default preset's longest paths. With 2
+        # words the read-ahead's increment and registers cost more than they save
+        # (docs/hyscale.md has the synthesis runs). Either way the products keep their cycles.
         ahead = w.words >= 4
-        j_read = Mux(edge.streaming, j + 1, 0) if ahead else j
-        beat = j_read[w.word_bits:w.word_bits + w.beat] if w.beat else Const(0, 1)
-        m.d.comb += read.addr.eq(Cat(beat, edge.slot) if w.beat else edge.slot)
+        take = self.edges.valid & self.edges.ready
+        if ahead:
+            beat_ahead = (j + 2)[w.word_bits:w.word_bits + w.beat] if w.beat else Const(0, 1)
+            slot = Mux(take, self.edges.payload.slot, edge.slot)
+            beat = Mux(edge.streaming & ~take, beat_ahead, 0)
+        else:
+            slot = edge.slot
+            beat = j[w.word_bits:w.word_bits + w.beat] if w.beat else Const(0, 1)
+        m.d.comb += read.addr.eq(Cat(beat, slot) if w.beat else slot)
         dst_row = edge.dst[w.bank:] if w.bank else edge.dst
         # every element of the first edge into a destination starts from +0
         meta0 = Cat(edge.streaming, j[:w.feat], dst_row[:w.bank_row], edge.first,
@@ -141,9 +150,10 @@ class ScatterPE(wiring.Component):
         meta1 = Signal(len(meta0))
         weight1 = Signal(32, reset_less=True)
         if ahead:
+            beat_r = Signal(len(read.data), name="beat_r", reset_less=True)
             element = Signal(32, name="element_r", reset_less=True)
-            m.d.sync += [meta1.eq(meta0), weight1.eq(edge.weight),
-                         element.eq(read.data.word_select(j[:w.word_bits], 32))]
+            m.d.sync += [meta1.eq(meta0), weight1.eq(edge.weight), beat_r.eq(read.data),
+                         element.eq(beat_r.word_select(j[:w.word_bits], 32))]
         else:
             sel1 = Signal(max(w.word_bits, 1), reset_less=True)
             m.d.sync += [meta1.eq(meta0), sel1.eq(j[:w.word_bits] if w.word_bits else 0),
