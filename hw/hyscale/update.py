@@ -283,9 +283,15 @@ class ResultDrain(wiring.Component):
         job_end = dg_wrap & row_last
         block_end = take & q_last & ((d_r == R - 1) | job_end)
         nxt_q = Mux(q_last, 0, d_q + 1)
-        addr_r = Mux(take & q_last, d_r + 1, d_r)
-        res_addr = Mux(d_par, addr_r + R, addr_r)
-        m.d.comb += [port.addr.eq(res_addr) for port in self.results]
+        # The result RAMs' read address (fanned out to every MAC's LUT RAM) is one of two
+        # registers: the current item's word ``par * R + d_r`` and the next one's, so no
+        # adder sits between the take and the RAMs (an increment and the parity's offset
+        # there, through the fan-out to the MACs' buffers, were 123 of the default preset's
+        # slow endpoints).
+        abits = bits_for(2 * R)
+        d_a = Signal(abits, name="res_addr_now")
+        d_a1 = Signal(abits, name="res_addr_next", init=1)
+        m.d.comb += [port.addr.eq(Mux(take & q_last, d_a1, d_a)) for port in self.results]
         q_reg = Signal.like(d_q)
         m.d.sync += q_reg.eq(Mux(take, nxt_q, d_q))
         n_q = -(-M // WPB)
@@ -301,12 +307,14 @@ class ResultDrain(wiring.Component):
         with m.If(take):
             m.d.sync += [d_q.eq(nxt_q), d_col.eq(d_col + WPB)]
             with m.If(q_last):
-                m.d.sync += [d_r.eq(d_r + 1), d_row.eq(nd_row), d_g.eq(nd_g),
+                m.d.sync += [d_r.eq(d_r + 1), d_a.eq(d_a1), d_a1.eq(d_a1 + 1),
+                             d_row.eq(nd_row), d_g.eq(nd_g),
                              d_col.eq(nd_g * M),
                              g_last.eq(Mux(dg_wrap, self.f_out <= M, d_g + 2 >= groups)),
                              row_last.eq(Mux(dg_wrap, d_row + 2 >= self.n_rows, row_last))]
             with m.If(block_end):
-                m.d.sync += [have.eq(0), full[d_par].eq(0), d_par.eq(~d_par), d_r.eq(0)]
+                m.d.sync += [have.eq(0), full[d_par].eq(0), d_par.eq(~d_par), d_r.eq(0),
+                             d_a.eq(Mux(d_par, 0, R)), d_a1.eq(Mux(d_par, 1, R + 1))]
         valid_words = sum(((d_col + k) < self.f_out).as_unsigned() for k in range(WPB))
         m.d.comb += [self.freed.valid.eq(block_end), self.freed.par.eq(d_par),
                      self.finish.eq(block_end & job_end),
@@ -314,6 +322,7 @@ class ResultDrain(wiring.Component):
                      self.stall.eq(have & ~self.out.ready)]
         with m.If(self.start):
             m.d.sync += [full[0].eq(0), full[1].eq(0), d_par.eq(0), d_r.eq(0), d_q.eq(0),
+                         d_a.eq(0), d_a1.eq(1),
                          d_row.eq(0), d_g.eq(0), d_col.eq(0), have.eq(0),
                          g_last.eq(self.f_out <= M), row_last.eq(self.n_rows <= 1)]
         return m
