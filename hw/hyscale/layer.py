@@ -186,22 +186,29 @@ class HyScaleLayer(wiring.Component):
         over it, one row per cycle, and sets it to ``n_dst`` when the aggregation ends (a
         missing last-edge flag costs time, never a hang). A bad job is found at its start
         (:meth:`_checks`): the watermark stays at 0, no block opens, nothing is sent. Should
-        an error come while the job runs, no row completes after it and the open blocks drain
-        before ``done``."""
+        an error come while the job runs, the watermark moves at most one row after it and
+        the open blocks drain before ``done``."""
         cfg = self.config
         w = Widths(cfg)
         final = Signal(cfg.max_destinations, name="row_final")
         ready = Signal(w.dst + 1, name="rows_ready")
+        # the aggregate kernel's error flags, copied beside the scanner (the flags, across the
+        # die, into the watermark's enable were the longest path at one placement): set at the
+        # start from the job's checks, as the flags are, and a cycle after a flag set while
+        # the job runs (the kernel ends at least a cycle after its flag, so at its end the
+        # copy is the flags)
+        halted = Signal(name="rows_ready_halted")
         with m.If(start):
-            m.d.sync += [final.eq(~dst.nonempty), ready.eq(0)]
+            m.d.sync += [final.eq(~dst.nonempty), ready.eq(0), halted.eq(agg.bad_job.any())]
         with m.Else():
+            m.d.sync += halted.eq(halted | agg_error)
             for b, done in enumerate(agg.rows_done):
                 index = Cat(Const(b, w.bank), done.row) if w.bank else done.row
                 with m.If(done.valid):
                     m.d.sync += final.bit_select(index, 1).eq(1)
-            with m.If(agg_finished & ~agg_error):      # every row final (not after an error)
+            with m.If(agg_finished & ~halted):      # every row final (not after an error)
                 m.d.sync += ready.eq(self.n_dst)
-            with m.Elif(~agg_error & (ready < self.n_dst) & final.bit_select(ready[:w.dst], 1)):
+            with m.Elif(~halted & (ready < self.n_dst) & final.bit_select(ready[:w.dst], 1)):
                 m.d.sync += ready.eq(ready + 1)
         m.d.comb += upd.rows_ready.eq(ready)
 

@@ -109,8 +109,13 @@ class TokenGenerator(wiring.Component):
         M = cfg.macs
         R = cfg.rows_per_block
         wbits = bits_for(weight_words(cfg))
-        groups = (self.f_out + (M - 1)) // M
-        gstep = self.f_in + 1                 # weight rows per column group (bias last)
+        # the job's column groups and weight rows per group (bias last) from registers (f_in
+        # and f_out are fixed for the job and no block opens in the cycle of the start): an
+        # adder on f_in in front of the weight base's, and the groups' adder in front of the
+        # wrap's compare, were long paths into the block base
+        groups = Signal(w.feat + 1, name="groups_job", reset_less=True)
+        gstep = Signal(wbits + 1, name="weight_rows_per_group", reset_less=True)
+        m.d.sync += [groups.eq((self.f_out + (M - 1)) // M), gstep.eq(self.f_in + 1)]
         b_row = Signal(w.dst + 1)            # the block's first item
         b_g = Signal(w.feat + 1)
         b_gb = Signal(wbits + 1)             # its weight base g * (f_in + 1)
@@ -126,7 +131,8 @@ class TokenGenerator(wiring.Component):
         # the weight base of column group 0: the job's load bank
         base = Signal(wbits + 1, name="weight_bank_base", reset_less=True)
         r_last = r == R - 1
-        i_last = i + 1 >= self.f_in
+        # ``i + 1 >= f_in`` (the block's last round) as a register set a cycle ahead
+        i_last = Signal(name="i_last")
         g_wrap = t_g + 1 >= groups
         n_row = Mux(g_wrap, t_row + 1, t_row)
         n_g = Mux(g_wrap, 0, t_g + 1)
@@ -150,12 +156,13 @@ class TokenGenerator(wiring.Component):
             can_open = can_open & (every | (lag_ok & (b_row <= lag)))
         with m.If(can_open):
             m.d.sync += [in_block.eq(1), pending[par].eq(1), i.eq(0), r.eq(0),
+                         i_last.eq(self.f_in <= 1),
                          t_row.eq(b_row), t_g.eq(b_g), t_gb.eq(b_gb)]
         with m.If(in_block):
             m.d.sync += [r.eq(r + 1), t_row.eq(n_row), t_g.eq(n_g), t_gb.eq(n_gb)]
             with m.If(r_last):
-                m.d.sync += [r.eq(0), i.eq(i + 1), t_row.eq(b_row), t_g.eq(b_g),
-                             t_gb.eq(b_gb)]
+                m.d.sync += [r.eq(0), i.eq(i + 1), i_last.eq(i + 2 >= self.f_in),
+                             t_row.eq(b_row), t_g.eq(b_g), t_gb.eq(b_gb)]
                 with m.If(i_last):
                     # block fed: the next block starts at the item after this slot's
                     m.d.sync += [in_block.eq(0), par.eq(~par), b_row.eq(n_row), b_g.eq(n_g),

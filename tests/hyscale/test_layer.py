@@ -86,6 +86,11 @@ def _bad_streams(kind, config):
     f_in = 2 if kind == "source_first" else 6     # 2: one beat per row, the tightest timing
     indptr, indices, data, X, W, b = hub_job(7, 12, 10, f_in, 5, hub_edges=8,
                                              shared_dst_edges=4)
+    if kind == "dest_empty_rows":
+        # nine more destinations without in-edges: rows final from the start, numbered first,
+        # more than a block's worth, which no block may take while the job is bad
+        indptr = np.concatenate([indptr, np.full(9, indptr[-1])])
+        kind = "dest_high"
     args = check_job(indptr, indices, X, W, b, data, config)
     job = pack_job(*args, relu=False, config=config)
     streams = {k: v.copy() for k, v in job.streams.items()}
@@ -107,6 +112,7 @@ def _bad_streams(kind, config):
 @pytest.mark.parametrize("kind,flag", [("source", "err_source"),
                                        ("source_first", "err_source"), ("dest", "err_dest"),
                                        ("dest_high", "err_dest"),
+                                       ("dest_empty_rows", "err_dest"),
                                        ("edges_short", "err_edges"),
                                        ("edges_extra", "err_edges")])
 def test_cocotb_verilator_error_flags_stop_cleanly(kind, flag):
