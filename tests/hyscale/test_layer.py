@@ -128,8 +128,8 @@ def test_cocotb_verilator_error_flags_stop_cleanly_without_pipelining(kind, flag
 
 def _bad_job_stops(kind, flag, config):
     streams, scalars = _bad_streams(kind, config)
-    out = run(gateware("hyscale", simulate=True), config, stream_job, "verilator", max_cycles=20_000,
-              proto=SPEC.protocol, streams=streams, scalars=scalars).value
+    out = run(gateware("hyscale", simulate=True), config, stream_job, "verilator",
+              max_cycles=20_000, proto=SPEC.protocol, streams=streams, scalars=scalars).value
     assert out[flag] == 1
     assert sum(out[f] for f in ("err_source", "err_dest", "err_edges")) == 1
     assert out["beats"] == []                     # nothing written back from a bad job
@@ -163,7 +163,8 @@ def test_benchmark_script_runs_and_reports(tmp_path):
     assert rc == 0
     import json
     out = json.loads((tmp_path / "hyscale_bench.json").read_text())
-    assert out["summary"]["all_bit_exact"] and out["summary"]["feature_reads_equal_distinct_sources"]
+    summary = out["summary"]
+    assert summary["all_bit_exact"] and summary["feature_reads_equal_distinct_sources"]
     assert len(out["runs"]) == 2 and (tmp_path / "hyscale_bench.png").stat().st_size > 0
     assert (tmp_path / "hyscale_bench.csv").read_text().count("\n") == 3
 
