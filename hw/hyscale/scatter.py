@@ -134,8 +134,8 @@ class ScatterPE(wiring.Component):
         # words the read-ahead's increment and registers cost more than they save
         # (docs/hyscale.md has the synthesis runs). Either way the products keep their cycles.
         ahead = w.words >= 4
-        take = self.edges.valid & self.edges.ready
         if ahead:
+            take = self.edges.valid & self.edges.ready      # a new edge is taken this cycle
             beat_ahead = (j + 2)[w.word_bits:w.word_bits + w.beat] if w.beat else Const(0, 1)
             slot = Mux(take, self.edges.payload.slot, edge.slot)
             beat = Mux(edge.streaming & ~take, beat_ahead, 0)

@@ -130,9 +130,9 @@ def cmd_synth(args) -> int:
               f"({path['logic_ns']} ns logic, {path['routing_ns']} ns routing)")
     slow = report.get("slow_endpoints")
     if slow:
-        blocks = ", ".join(f"{name} {n}" for name, n in list(slow["by_signal"].items())[:5])
+        signals = ", ".join(f"{name} {n}" for name, n in list(slow["by_signal"].items())[:5])
         print(f"{slow['over']} of {slow['endpoints']} endpoints miss {slow['goal_mhz']:g} MHz "
-              f"({slow['period_ns']} ns)" + (f"; most in: {blocks}" if blocks else ""))
+              f"({slow['period_ns']} ns)" + (f"; most in: {signals}" if signals else ""))
     return 0
 
 
