@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from amaranth.hdl import Const, Mux
+from amaranth.hdl import Cat, Const, Mux
 
-from moagcn.hw.common.bits import leading_zeros, limit_mask, shift_right_sticky
-from moagcn.hw.arith.fp32 import BIAS, Fields, keep, round_nearest_even, select_result
+from moagcn.hw.common.bits import leading_zeros, shift_right_sticky, wire
+from moagcn.hw.arith.fp32 import Fields, keep, round_nearest_even, select_result
 from moagcn.hw.arith.simform import mul_form_name, through_form
 from moagcn.hw.arith.unit import PipelinedBinaryUnit, UnitConfig
 
@@ -23,52 +23,74 @@ class Fp32MulConfig(UnitConfig):
 
 
 def multiplier_stages():
-    """unpack -> partial products -> sum and exponent -> leading-zero count -> normalise or
-    denormalise shift (with sticky) -> round to nearest even -> select special results."""
+    """unpack (the operand that may be subnormal first) -> normalise it -> partial products ->
+    product -> align (one right shift with sticky: a normal result's one-bit normalisation or a
+    subnormal result's denormalisation) -> round to nearest even -> select special results.
+
+    Only one operand can be subnormal in a product that is not zero after rounding (two
+    subnormals multiply to below 2^-252), so that one is normalised *before* the multiply, with a
+    24-bit leading-zero count and shift. The product of two normalised significands lies in
+    [2^46, 2^48): its normalisation is a one-bit shift, folded into the right shift that a
+    subnormal result needs anyway. No 48-bit leading-zero count or left shift is built.
+    """
 
     def unpack(m, v):
         fa, fb = Fields(m, v["a"]), Fields(m, v["b"])
         nan = fa.is_nan | fb.is_nan | (fa.is_inf & fb.is_zero) | (fb.is_inf & fa.is_zero)
         inf = (fa.is_inf | fb.is_inf) & ~nan
-        return {"sign": fa.sign ^ fb.sign, "nan": nan, "inf": inf,
-                "zero": (fa.is_zero | fb.is_zero) & ~nan,
-                "ma": fa.mant, "mb": fb.mant, "exp_sum": fa.eff_exp + fb.eff_exp}
+        a_sub, b_sub = fa.exp == 0, fb.exp == 0
+        # both subnormal (or zero): the exact product is below half the smallest subnormal
+        zero = (fa.is_zero | fb.is_zero | (a_sub & b_sub)) & ~nan
+        # leading zeros of each significand, counted in parallel with the exponent decode
+        # (the hidden bit is 0 exactly where the count is used)
+        lza = leading_zeros(m, Cat(fa.frac, Const(0, 1)))
+        lzb = leading_zeros(m, Cat(fb.frac, Const(0, 1)))
+        return {"sign": fa.sign ^ fb.sign, "nan": nan, "inf": inf, "zero": zero,
+                "b_sub": b_sub, "a_sub": a_sub,
+                "mx": Mux(b_sub, fb.mant, fa.mant), "my": Mux(b_sub, fa.mant, fb.mant),
+                "lza": lza[:5], "lzb": lzb[:5], "exp_sum": fa.eff_exp + fb.eff_exp}
+
+    def normalise(m, v):
+        lz = wire(m, Mux(v["b_sub"], v["lzb"], Mux(v["a_sub"], v["lza"], 0))[:5])
+        # k = exp_sum - lz + 22 > 0: the result's biased exponent is k - 149 (+ 1 when the
+        # product's top bit is set)
+        return {**keep(v, "sign", "nan", "inf", "zero", "my"),
+                "mx": (v["mx"] << lz)[:24], "k": (v["exp_sum"] + 22 - lz)[:10]}
 
     def multiply(m, v):
         # 24x24 as four partial products (17-bit low halves fit the 18x18 DSP multipliers)
-        ma, mb = v["ma"], v["mb"]
-        return {**keep(v, "sign", "nan", "inf", "zero", "exp_sum"),
+        ma, mb = v["mx"], v["my"]
+        k = v["k"]
+        # at or below the floor (k <= 149) the result is subnormal or the smallest normals:
+        # the significand is the product shifted right by 150 - k (27 and more: all sticky)
+        return {**keep(v, "sign", "nan", "inf", "zero"),
                 "ll": ma[:17] * mb[:17], "lh": ma[:17] * mb[17:],
-                "hl": ma[17:] * mb[:17], "hh": ma[17:] * mb[17:]}
+                "hl": ma[17:] * mb[:17], "hh": ma[17:] * mb[17:],
+                "floor": k < 150, "floor_shift": Mux(k < 124, 27, 150 - k)[:5],
+                "exp_top0": (k - 149)[:9]}
 
     def accumulate(m, v):
-        prod = (v["ll"] + ((v["lh"] + v["hl"]) << 17) + (v["hh"] << 34))[:48]
-        # value = prod * 2^(E - 127 - 46) with E = exp_sum - 127; the normalising left shift
-        # may not take the exponent below 1, i.e. it is capped at E (mask below)
-        exp_sum = v["exp_sum"]
-        e = (exp_sum - BIAS)[:9]  # meaningful when not underflow: 0..381
-        return {**keep(v, "sign", "nan", "inf", "zero"), "prod": prod, "e": e,
-                "underflow": exp_sum < BIAS, "shr": (BIAS - exp_sum)[:7],
-                "floor": limit_mask(e, 48)}
+        # ll (34 bits) and hh << 34 do not overlap: one concatenation, one addition
+        prod = (Cat(v["ll"], v["hh"]) + ((v["lh"] + v["hl"]) << 17))[:48]
+        return {**keep(v, "sign", "nan", "inf", "zero", "floor", "floor_shift", "exp_top0"),
+                "prod": prod}
 
-    def count(m, v):
-        return {**keep(v, "sign", "nan", "inf", "zero", "prod", "e", "underflow", "shr"),
-                "shl": Mux(v["underflow"], 0, leading_zeros(m, v["prod"] | v["floor"]))[:6]}
-
-    def shift(m, v):
-        right, lost = shift_right_sticky(m, v["prod"], v["shr"])
-        left = (v["prod"] << v["shl"])[:48]
-        under = v["underflow"]
+    def align(m, v):
+        prod = v["prod"]
+        top = prod[47]
+        # the product's bits 22..47 over a sticky bit for bits 0..21: a right shift of 0 puts
+        # the significand at bits 2..25 for a product below 2^47, of 1 for one above
+        x = Cat(prod[:22].any(), prod[22:48])
+        amount = Mux(v["floor"], v["floor_shift"], top)
+        y, lost = shift_right_sticky(m, x, amount)
         return {**keep(v, "sign", "nan", "inf", "zero"),
-                "exp": Mux(under, 1, v["e"] + 1 - v["shl"])[:10],
-                "norm": Mux(under, right, left),
-                "lost": under & lost}
+                "exp": Mux(v["floor"], 1, v["exp_top0"] + top)[:10],
+                "sig": y[2:26], "guard": y[1], "sticky": y[0] | lost}
 
     def round(m, v):
-        norm = v["norm"]
         return {**keep(v, "sign", "nan", "inf", "zero"),
                 **dict(zip(("magnitude", "overflow"), round_nearest_even(
-                    v["exp"], norm[24:48], norm[23], norm[:23].any() | v["lost"])))}
+                    v["exp"], v["sig"], v["guard"], v["sticky"])))}
 
     def select(m, v):
         return {"result": select_result(v["sign"], v["magnitude"], v["overflow"],
@@ -76,8 +98,8 @@ def multiplier_stages():
                                         zero=v["zero"], inf_sign=v["sign"],
                                         zero_sign=v["sign"])}
 
-    return [("unpack", unpack), ("multiply", multiply), ("accumulate", accumulate),
-            ("count", count), ("shift", shift), ("round", round), ("select", select)]
+    return [("unpack", unpack), ("normalise", normalise), ("multiply", multiply),
+            ("accumulate", accumulate), ("align", align), ("round", round), ("select", select)]
 
 
 class Fp32Multiplier(PipelinedBinaryUnit):

@@ -16,8 +16,9 @@ leading-zero search, round to nearest even, special values: moagcn's binary32 co
 :mod:`.fp32`) and delays it through ``latency`` registers, frozen with the clock enable as the
 gates' slices are. The gates then have no reader, and Verilator removes them.
 
-The multiplier (:class:`~moagcn.hw.arith.multiplier.Fp32Multiplier`: unpack, partial
-products, normalising or denormalising shift with a sticky bit, rounding, special values) has
+The multiplier (:class:`~moagcn.hw.arith.multiplier.Fp32Multiplier`: unpack, a subnormal
+operand normalised, partial products, one align shift with a sticky bit, rounding, special
+values) has
 the same kind of form, ``fmul``: the 48-bit product in one multiplication, the leading-zero
 count capped so the exponent stays at or above 1, or the right shift of an underflowing
 product, then the same rounding. The HyScale MAC's accumulating adder

@@ -255,6 +255,14 @@ def mul_vectors() -> tuple[np.ndarray, np.ndarray]:
             for eb in range(-1, 28, 2):
                 a.append(fa)
                 b.append(word(eb & 1, eb + 127, mb - (1 << 23)))
+    # normal products whose only one below the guard bit lies at each distance from it, above
+    # an even significand: (2^23 + u)(2^23 + 2^q) with u = 2^(22-q) + 2^e has its guard bit at
+    # product bit 22 and its one lower one at bit q + e (q = 0: u = 2^22 + 1, the one at bit 0)
+    for q in range(0, 22):
+        for e in ([0] if q == 0 else range(1, 22 - q)):
+            for t in (-3, 0, 5):
+                a.append(word(t & 1, 127 + t, (1 << (22 - q)) | (1 << e)))
+                b.append(word(0, 127, 1 << q))
     a_far, b_far = far_sticky_products()
     a += a_far
     b += b_far
