@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from amaranth.hdl import Cat, Const, Mux
 
-from moagcn.hw.common.bits import leading_zeros, shift_right_sticky, wire
+from moagcn.hw.common.bits import leading_zeros, shift_right_sticky
 from moagcn.hw.arith.fp32 import Fields, keep, round_nearest_even, select_result
 from moagcn.hw.arith.simform import mul_form_name, through_form
 from moagcn.hw.arith.unit import PipelinedBinaryUnit, UnitConfig
@@ -23,9 +23,10 @@ class Fp32MulConfig(UnitConfig):
 
 
 def multiplier_stages():
-    """unpack (the operand that may be subnormal first) -> normalise it -> partial products ->
-    product -> align (one right shift with sticky: a normal result's one-bit normalisation or a
-    subnormal result's denormalisation) -> round to nearest even -> select special results.
+    """unpack (the operand that may be subnormal first) -> its leading zeros -> normalise it ->
+    partial products -> product -> align (one right shift with sticky: a normal result's
+    one-bit normalisation or a subnormal result's denormalisation) -> round to nearest even and
+    select special results.
 
     Only one operand can be subnormal in a product that is not zero after rounding (two
     subnormals multiply to below 2^-252), so that one is normalised *before* the multiply, with a
@@ -38,20 +39,20 @@ def multiplier_stages():
         fa, fb = Fields(m, v["a"]), Fields(m, v["b"])
         nan = fa.is_nan | fb.is_nan | (fa.is_inf & fb.is_zero) | (fb.is_inf & fa.is_zero)
         inf = (fa.is_inf | fb.is_inf) & ~nan
-        a_sub, b_sub = fa.exp == 0, fb.exp == 0
+        b_sub = fb.exp == 0
         # both subnormal (or zero): the exact product is below half the smallest subnormal
-        zero = (fa.is_zero | fb.is_zero | (a_sub & b_sub)) & ~nan
-        # leading zeros of each significand, counted in parallel with the exponent decode
-        # (the hidden bit is 0 exactly where the count is used)
-        lza = leading_zeros(m, Cat(fa.frac, Const(0, 1)))
-        lzb = leading_zeros(m, Cat(fb.frac, Const(0, 1)))
+        zero = (fa.is_zero | fb.is_zero | ((fa.exp == 0) & b_sub)) & ~nan
         return {"sign": fa.sign ^ fb.sign, "nan": nan, "inf": inf, "zero": zero,
-                "b_sub": b_sub, "a_sub": a_sub,
                 "mx": Mux(b_sub, fb.mant, fa.mant), "my": Mux(b_sub, fa.mant, fb.mant),
-                "lza": lza[:5], "lzb": lzb[:5], "exp_sum": fa.eff_exp + fb.eff_exp}
+                "exp_sum": fa.eff_exp + fb.eff_exp}
+
+    def count(m, v):
+        # 0 for a normal operand (its hidden bit is set)
+        return {**keep(v, "sign", "nan", "inf", "zero", "mx", "my", "exp_sum"),
+                "lz": leading_zeros(m, v["mx"])[:5]}
 
     def normalise(m, v):
-        lz = wire(m, Mux(v["b_sub"], v["lzb"], Mux(v["a_sub"], v["lza"], 0))[:5])
+        lz = v["lz"]
         # k = exp_sum - lz + 22 > 0: the result's biased exponent is k - 149 (+ 1 when the
         # product's top bit is set)
         return {**keep(v, "sign", "nan", "inf", "zero", "my"),
@@ -88,18 +89,15 @@ def multiplier_stages():
                 "sig": y[2:26], "guard": y[1], "sticky": y[0] | lost}
 
     def round(m, v):
-        return {**keep(v, "sign", "nan", "inf", "zero"),
-                **dict(zip(("magnitude", "overflow"), round_nearest_even(
-                    v["exp"], v["sig"], v["guard"], v["sticky"])))}
-
-    def select(m, v):
-        return {"result": select_result(v["sign"], v["magnitude"], v["overflow"],
+        magnitude, overflow = round_nearest_even(v["exp"], v["sig"], v["guard"], v["sticky"])
+        return {"result": select_result(v["sign"], magnitude, overflow,
                                         nan=v["nan"], inf=v["inf"],
                                         zero=v["zero"], inf_sign=v["sign"],
                                         zero_sign=v["sign"])}
 
-    return [("unpack", unpack), ("normalise", normalise), ("multiply", multiply),
-            ("accumulate", accumulate), ("align", align), ("round", round), ("select", select)]
+    return [("unpack", unpack), ("count", count), ("normalise", normalise),
+            ("multiply", multiply), ("accumulate", accumulate), ("align", align),
+            ("round", round)]
 
 
 class Fp32Multiplier(PipelinedBinaryUnit):

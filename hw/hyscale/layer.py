@@ -252,11 +252,22 @@ class HyScaleLayer(wiring.Component):
             if name == "dst" and cfg.pipelined:
                 # the loaded job's destination bits as a vector too: its rows without
                 # in-edges are final from its start
-                bits = Signal(cfg.max_destinations, name="dst_nonempty")
-                with m.If(loader.write.en):
-                    m.d.sync += bits.bit_select(loader.write.addr[:bits_for(depth)], 1).eq(
-                        loader.write.data[0])
-                buffers[name].nonempty = bits
+                # The write is registered before its decode into the vector's enables (the
+                # loader's write through that decode was among the slowest endpoints at one
+                # placement), so a bit lands a cycle late; a start in that cycle, the first
+                # after the job's last load beat, reads the vector with the write applied
+                vec = Signal(cfg.max_destinations, name="dst_nonempty")
+                w_en = Signal(name="dst_bit_en")
+                w_addr = Signal(bits_for(depth), name="dst_bit_addr")
+                w_data = Signal(name="dst_bit_data")
+                m.d.sync += [w_en.eq(loader.write.en), w_addr.eq(loader.write.addr[:len(w_addr)]),
+                             w_data.eq(loader.write.data[0])]
+                now = Signal(cfg.max_destinations, name="dst_nonempty_now")
+                m.d.comb += now.eq(vec)
+                with m.If(w_en):
+                    m.d.sync += vec.bit_select(w_addr, 1).eq(w_data)
+                    m.d.comb += now.bit_select(w_addr, 1).eq(w_data)
+                buffers[name].nonempty = now
         m.d.comb += [self.weight_in.ready.eq(banks.loading),
                      upd.weights.valid.eq(self.weight_in.valid & banks.loading),
                      upd.weights.data.eq(self.weight_in.payload),

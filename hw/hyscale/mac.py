@@ -226,11 +226,19 @@ class MacCell(wiring.Component):
         meta1 = Signal(len(meta0))
         act1 = Signal(32, reset_less=True)
         m.d.sync += [meta1.eq(meta0), act1.eq(tok["act"])]
+        # stage 2: both operands registered once more, beside the multiplier. The weight
+        # register sits by its block RAM and the multiplier by its DSPs, which can be far
+        # apart: the weight's route into the multiplier's first stage (its exponent and
+        # fraction tests) was the default preset's longest path at two placements
+        meta2 = Signal(len(meta0))
+        act2 = Signal(32, name="act_in", reset_less=True)
+        weight2 = Signal(32, name="weight_in", reset_less=True)
+        m.d.sync += [meta2.eq(meta1), act2.eq(act1), weight2.eq(weight1)]
         m.submodules.mul = mul = Fp32Multiplier(Fp32MulConfig(latency=cfg.mul_latency))
-        m.d.comb += [mul.i.valid.eq(meta1[0]), mul.i.payload.a.eq(act1),
-                     mul.i.payload.b.eq(weight1)]
-        line = delay(m, meta1, cfg.mul_latency, "mmeta", reset_less=False)
-        chain = [meta0, *line]                 # chain[k + 1] is chain[k] a cycle later
+        m.d.comb += [mul.i.valid.eq(meta2[0]), mul.i.payload.a.eq(act2),
+                     mul.i.payload.b.eq(weight2)]
+        line = delay(m, meta2, cfg.mul_latency, "mmeta", reset_less=False)
+        chain = [meta0, meta1, *line]          # chain[k + 1] is chain[k] a cycle later
         meta = line[-1]
         valid, first = meta[0], meta[1]
         bias1 = Signal(32, name="bias_r", reset_less=True)

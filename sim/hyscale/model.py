@@ -252,7 +252,8 @@ def update_kernel_cycles(destinations: int, f_in: int, f_out: int,
     f_in`` tokens (the last block's idle slots included) after one cycle to open the block.
     The block's last token is fed at cycle ``L``; it is held by MAC 0 at ``L + 3`` (the
     activation read, two cycles) and by MAC ``m - 1`` at ``L + m + 2``, and its result is
-    written ``1 + mul_latency + add_latency`` cycles later (weight read, multiplier, adder).
+    written ``2 + mul_latency + add_latency`` cycles later (weight read, the operands'
+    register beside the multiplier, multiplier, adder).
     The drain starts two cycles after the write (block full, first beat valid) or after the
     previous block's drain, and sends ``ceil(cols / words)`` beats per item, one per cycle (the last
     block only its real items). Block ``k + 2`` opens only once block ``k`` has been drained
@@ -271,7 +272,7 @@ def update_kernel_cycles(destinations: int, f_in: int, f_out: int,
     if items == 0:
         return 1
     beats_of_group = [_ceil(min(M, f_out - g * M), words) for g in range(groups)]
-    to_result = M + 3 + config.mul_latency + config.add_latency
+    to_result = M + 4 + config.mul_latency + config.add_latency
     drained = []           # cycle of each block's last output beat
     t_open = 1             # the cycle a block opens (the first one: the phase's first cycle)
     for k in range(_ceil(items, R)):

@@ -266,15 +266,31 @@ async def _start_with_last_beats(io, proto, streams, scalars):
             out.append(await io.get(f"{proto.output}__payload"))
         await io.tick()
     return {"with_start": with_start, "at_job_start": at_job_start, "beats": out,
-            "busy": (busy_at_start, busy_at_job_start)}
+            "busy": (busy_at_start, busy_at_job_start),
+            "cycles_total": await io.get("cycles_total")}
 
 
+def _last_row_last_job(config):
+    """41 destinations, one in-edge each, all from the one source: the destination and edge
+    streams are the longest, and the last row (alone in its bank's last gather slot) is the
+    last one final, so the pipelined update's last block waits for it."""
+    rng = np.random.default_rng(40)
+    n_dst = 41
+    return SPEC.check(SPEC.job(np.arange(n_dst + 1), np.zeros(n_dst, dtype=np.int64),
+                               rng.standard_normal((1, 2)).astype(np.float32),
+                               rng.standard_normal((2, 3)).astype(np.float32),
+                               rng.standard_normal(3).astype(np.float32)), config)
+
+
+@pytest.mark.parametrize("which", ["hub", "last_row_last"])
 @pytest.mark.parametrize("banks", [1, 2])
-def test_a_beat_taken_with_start_belongs_to_the_starting_job(banks):
+def test_a_beat_taken_with_start_belongs_to_the_starting_job(banks, which):
     # the layer takes the start a cycle late, from a register: a beat offered with ``start``
-    # is the starting job's last, none is taken in the job start cycle
+    # is the starting job's last, none is taken in the job start cycle. With the second job
+    # the last destination bit comes with ``start``: the job start must see it (the bits'
+    # write is registered before their decode), or the last row counts as final at once
     config = preset("tiny", load_banks=banks)
-    job = _jobs(config)[1]
+    job = _jobs(config)[1] if which == "hub" else _last_row_last_job(config)
     packed = SPEC.pack(job, config)
     res = run(SPEC.gateware(), config, _start_with_last_beats, "pysim", proto=SPEC.protocol,
               streams=packed.streams, scalars=packed.scalars).value
@@ -283,3 +299,6 @@ def test_a_beat_taken_with_start_belongs_to_the_starting_job(banks):
     words = SPEC.output_words(config)
     Y = SPEC.unpack(int_words(res["beats"], words), packed, job, config)
     assert np.array_equal(as_bits(Y), as_bits(_expected(job)))
+    # the job's busy span (the layer's own counter) is the cycle model's
+    model = Driver(SPEC, config, "model").run(job, checked=True).counters
+    assert res["cycles_total"] == model.cycles_compute
