@@ -79,14 +79,18 @@ def multiplier_stages():
     def align(m, v):
         prod = v["prod"]
         top = prod[47]
-        # the product's bits 22..47 over a sticky bit for bits 0..21: a right shift of 0 puts
-        # the significand at bits 2..25 for a product below 2^47, of 1 for one above
+        # the product's bits 22..47 over a sticky bit for bits 0..21: the significand is at
+        # bits 2..25 for a normal product below 2^47, at 3..26 for one above (a one-bit
+        # normalisation, one multiplexer on the top bit); a subnormal result's is the word
+        # shifted right by floor_shift, a register, so the top bit does not drive the shifter
         x = Cat(prod[:22].any(), prod[22:48])
-        amount = Mux(v["floor"], v["floor_shift"], top)
-        y, lost = shift_right_sticky(m, x, amount)
+        y, lost = shift_right_sticky(m, x, v["floor_shift"])
+        floor = v["floor"]
         return {**keep(v, "sign", "nan", "inf", "zero"),
-                "exp": Mux(v["floor"], 1, v["exp_top0"] + top)[:10],
-                "sig": y[2:26], "guard": y[1], "sticky": y[0] | lost}
+                "exp": Mux(floor, 1, v["exp_top0"] + top)[:10],
+                "sig": Mux(floor, y[2:26], Mux(top, x[3:27], x[2:26])),
+                "guard": Mux(floor, y[1], Mux(top, x[2], x[1])),
+                "sticky": Mux(floor, y[0] | lost, x[0] | (top & x[1]))}
 
     def round(m, v):
         magnitude, overflow = round_nearest_even(v["exp"], v["sig"], v["guard"], v["sticky"])

@@ -239,6 +239,8 @@ class ResultDrain(wiring.Component):
         Valid words sent this cycle.
     stall : Out(1)
         A beat waits on ``out.ready``.
+    holding : Out(1)
+        A beat is in the output register (read out of the buffers, not yet sent).
     """
 
     def __init__(self, config: HyScaleConfig):
@@ -253,7 +255,7 @@ class ResultDrain(wiring.Component):
             .array(config.macs),
             "out": Out(stream.Signature(32 * WPB)),
             "freed": Out(BlockFreeSignature()), "finish": Out(1),
-            "sent_words": Out(range(WPB + 1)), "stall": Out(1),
+            "sent_words": Out(range(WPB + 1)), "stall": Out(1), "holding": Out(1),
         })
 
     def elaborate(self, platform):
@@ -282,7 +284,17 @@ class ResultDrain(wiring.Component):
         m.d.sync += last_beats.eq((((self.f_out - 1)[:log2(M)] if M > 1 else 0) + WPB) // WPB)
         g_last = Signal(name="g_last")       # d_g is the last column group
         row_last = Signal(name="row_last")   # d_row is the last row
-        take = have & self.out.ready
+        # Each beat goes through an output register: the MACs' result buffers (LUT RAM,
+        # spread with their MACs) are read into registers in each MAC, and those, across the
+        # die, through the word multiplexers into the stream's payload were the default
+        # preset's most numerous slow endpoints. A beat is taken from the buffers whenever the
+        # register is empty or being sent, so the stream runs a beat per cycle, a cycle later.
+        o_valid = Signal(name="beat_valid")
+        o_data = Signal(32 * WPB, name="beat_data", reset_less=True)
+        o_words = Signal(range(WPB + 1), name="beat_words")
+        o_finish = Signal(name="beat_finish")
+        sent = o_valid & self.out.ready
+        take = have & (~o_valid | self.out.ready)
         q_last = d_q + 1 >= Mux(g_last, last_beats, -(-M // WPB))
         dg_wrap = g_last
         nd_row = Mux(dg_wrap, d_row + 1, d_row)
@@ -302,13 +314,14 @@ class ResultDrain(wiring.Component):
         q_reg = Signal.like(d_q)
         m.d.sync += q_reg.eq(Mux(take, nxt_q, d_q))
         n_q = -(-M // WPB)
+        beat = Signal(32 * WPB, name="beat_next")
         for k in range(WPB):
             options = [self.results[q * WPB + k].data if q * WPB + k < M else 0
                        for q in range(n_q)]
             word = Array(options)[q_reg] if n_q > 1 else options[0]
-            m.d.comb += self.out.payload.word_select(k, 32).eq(
-                Mux(d_col + k < self.f_out, word, 0))
-        m.d.comb += self.out.valid.eq(have)
+            m.d.comb += beat.word_select(k, 32).eq(Mux(d_col + k < self.f_out, word, 0))
+        m.d.comb += [self.out.valid.eq(o_valid), self.out.payload.eq(o_data),
+                     self.holding.eq(o_valid)]
         with m.If(~have & full[d_par] & self.running):
             m.d.sync += have.eq(1)
         with m.If(take):
@@ -323,12 +336,18 @@ class ResultDrain(wiring.Component):
                 m.d.sync += [have.eq(0), full[d_par].eq(0), d_par.eq(~d_par), d_r.eq(0),
                              d_a.eq(Mux(d_par, 0, R)), d_a1.eq(Mux(d_par, 1, R + 1))]
         valid_words = sum(((d_col + k) < self.f_out).as_unsigned() for k in range(WPB))
+        with m.If(take):
+            m.d.sync += [o_valid.eq(1), o_data.eq(beat), o_words.eq(valid_words),
+                         o_finish.eq(block_end & job_end)]
+        with m.Elif(sent):
+            m.d.sync += o_valid.eq(0)
         m.d.comb += [self.freed.valid.eq(block_end), self.freed.par.eq(d_par),
-                     self.finish.eq(block_end & job_end),
-                     self.sent_words.eq(Mux(take, valid_words, 0)),
-                     self.stall.eq(have & ~self.out.ready)]
+                     self.finish.eq(sent & o_finish),
+                     self.sent_words.eq(Mux(sent, o_words, 0)),
+                     self.stall.eq(o_valid & ~self.out.ready)]
         with m.If(self.start):
             m.d.sync += [full[0].eq(0), full[1].eq(0), d_par.eq(0), d_r.eq(0), d_q.eq(0),
+                         o_valid.eq(0),
                          d_a.eq(0), d_a1.eq(1),
                          d_row.eq(0), d_g.eq(0), d_col.eq(0), have.eq(0),
                          g_last.eq(self.f_out <= M), row_last.eq(self.n_rows <= 1)]
@@ -395,8 +414,7 @@ class UpdateKernel(wiring.Component):
         m.submodules.tokens = gen = TokenGenerator(cfg)
         m.d.comb += [gen.start.eq(self.start), gen.running.eq(running), gen.bank.eq(self.bank),
                      gen.n_rows.eq(self.n_rows), gen.f_in.eq(self.f_in),
-                     gen.f_out.eq(self.f_out), gen.rows_ready.eq(self.rows_ready),
-                     self.idle.eq(gen.idle)]
+                     gen.f_out.eq(self.f_out), gen.rows_ready.eq(self.rows_ready)]
         wiring.connect(m, gen.act, wiring.flipped(self.act))
         wiring.connect(m, gen.token, cells[0].tok)
         for prev, cell in zip(cells, cells[1:]):
@@ -411,6 +429,8 @@ class UpdateKernel(wiring.Component):
             wiring.connect(m, drain.results[c], cell.results)
         wiring.connect(m, drain.out, wiring.flipped(self.out))
         wiring.connect(m, drain.freed, gen.freed)
+        # no block in flight and no beat waiting in the drain's output register
+        m.d.comb += self.idle.eq(gen.idle & ~drain.holding)
 
         with m.If(drain.finish):
             m.d.sync += [running.eq(0), self.done.eq(1)]

@@ -256,9 +256,11 @@ def update_kernel_cycles(destinations: int, f_in: int, f_out: int,
     register beside the multiplier, multiplier, adder).
     The drain starts two cycles after the write (block full, first beat valid) or after the
     previous block's drain, and sends ``ceil(cols / words)`` beats per item, one per cycle (the last
-    block only its real items). Block ``k + 2`` opens only once block ``k`` has been drained
-    (the results are double-buffered). The recurrence below walks the blocks; the phase ends
-    the cycle after the last beat (the done flag).
+    block only its real items), each through the drain's output register a cycle later. Block
+    ``k + 2`` opens only once block ``k`` has been read out (the results are double-buffered).
+    The recurrence below walks the blocks (``drained``: each block's last beat read out of the
+    buffers); the phase ends two cycles after the last read (its beat sent, then the done
+    flag).
 
     ``ready_at`` (pipelined layers): ``ready_at[k]``, the cycle from which rows ``0 .. k - 1``
     are final; a block opens no earlier than its rows' (its first row and the ``R - 1`` after
@@ -285,7 +287,7 @@ def update_kernel_cycles(destinations: int, f_in: int, f_out: int,
         start = max(last_fed + to_result + 2, drained[k - 1] + 2 if k else 0)
         drained.append(start + beats - 1)
         t_open = last_fed + 1
-    return drained[-1] + 1
+    return drained[-1] + 2
 
 
 def row_final_delay(config: HyScaleConfig) -> int:

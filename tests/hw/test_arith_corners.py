@@ -263,6 +263,13 @@ def mul_vectors() -> tuple[np.ndarray, np.ndarray]:
             for t in (-3, 0, 5):
                 a.append(word(t & 1, 127 + t, (1 << (22 - q)) | (1 << e)))
                 b.append(word(0, 127, 1 << q))
+    # the same above 2^47 (the product's top bit set), the one one below the guard bit just
+    # under it: significand A = 1 mod 8 times 1.5 is 3A 2^22, whose bits 22, 23, 24 are 1, 1,
+    # 0 and whose lower bits are zero
+    for sig in ((1 << 23) | (1 << 22) | 1, 11184817, (1 << 24) - 7):
+        for t in (-3, 0, 5):
+            a.append(word(t & 1, 127 + t, sig - (1 << 23)))
+            b.append(word(0, 127, 1 << 22))
     a_far, b_far = far_sticky_products()
     a += a_far
     b += b_far

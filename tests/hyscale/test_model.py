@@ -63,12 +63,12 @@ def test_update_model_single_block_by_hand():
     # one block: R f_in tokens after the opening cycle, the activation read (2), the chain
     # (m MACs), the MAC pipeline and result write (1 + 1 + mul + add + 1: the weight read, the
     # operands' register beside the multiplier, the units, the write), the drain's start (2)
-    # and its beats, the done flag
+    # and its beats, its output register (1), the done flag
     cfg = preset("tiny")                                 # m = 4, R = 7, 2 words per beat
     for f_in, f_out in ((1, 1), (2, 4), (3, 5), (16, 16)):
         groups = -(-f_out // cfg.macs)
         beats = sum(-(-min(cfg.macs, f_out - g * cfg.macs) // 2) for g in range(groups))
-        want = 7 * f_in + cfg.macs + 21 + beats
+        want = 7 * f_in + cfg.macs + 22 + beats
         assert hm.update_kernel_cycles(1, f_in, f_out, cfg) == want
 
 
