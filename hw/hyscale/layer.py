@@ -254,8 +254,8 @@ class HyScaleLayer(wiring.Component):
                 # in-edges are final from its start
                 # The write is registered before its decode into the vector's enables (the
                 # loader's write through that decode was among the slowest endpoints at one
-                # placement), so a bit lands a cycle late; a start in that cycle, the first
-                # after the job's last load beat, reads the vector with the write applied
+                # placement), so a bit lands a cycle late; a job start in that cycle (after a
+                # last beat offered with ``start``) reads the vector with the write applied
                 vec = Signal(cfg.max_destinations, name="dst_nonempty")
                 w_en = Signal(name="dst_bit_en")
                 w_addr = Signal(bits_for(depth), name="dst_bit_addr")

@@ -275,7 +275,7 @@ def update_kernel_cycles(destinations: int, f_in: int, f_out: int,
         return 1
     beats_of_group = [_ceil(min(M, f_out - g * M), words) for g in range(groups)]
     to_result = M + 4 + config.mul_latency + config.add_latency
-    drained = []           # cycle of each block's last output beat
+    drained = []           # cycle each block's last beat is read out of the buffers
     t_open = 1             # the cycle a block opens (the first one: the phase's first cycle)
     for k in range(_ceil(items, R)):
         if k >= 2:

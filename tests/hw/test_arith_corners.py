@@ -10,8 +10,10 @@ lowest one at a chosen distance from the alignment. The vectors here are built f
 - products landing from below the smallest subnormal to just above the smallest normal, from
   sparse significands (``1 + 2^-i + ...``), so that the guard bit and the sticky bit are set by
   single far bits; subnormal products whose only ones below the guard bit lie more than 23
-  places below it (:func:`far_sticky_products`); subnormal operands; ties to even at the subnormal boundary; products that
-  round up into the smallest normal; products at the overflow threshold;
+  places below it (:func:`far_sticky_products`); normal products whose only one below the
+  guard bit lies at each distance from it, below 2^47 and (just under the guard) above it;
+  subnormal operands; ties to even at the subnormal boundary; products that round up into the
+  smallest normal; products at the overflow threshold;
 - sums whose smaller operand has one low bit at every distance below the guard bit, in both
   operand orders, added and subtracted; massive cancellation, into the subnormal range too;
   sums at the overflow threshold;
