@@ -239,8 +239,6 @@ class ResultDrain(wiring.Component):
         Valid words sent this cycle.
     stall : Out(1)
         A beat waits on ``out.ready``.
-    holding : Out(1)
-        A beat is in the output register (read out of the buffers, not yet sent).
     """
 
     def __init__(self, config: HyScaleConfig):
@@ -255,7 +253,7 @@ class ResultDrain(wiring.Component):
             .array(config.macs),
             "out": Out(stream.Signature(32 * WPB)),
             "freed": Out(BlockFreeSignature()), "finish": Out(1),
-            "sent_words": Out(range(WPB + 1)), "stall": Out(1), "holding": Out(1),
+            "sent_words": Out(range(WPB + 1)), "stall": Out(1),
         })
 
     def elaborate(self, platform):
@@ -320,8 +318,7 @@ class ResultDrain(wiring.Component):
                        for q in range(n_q)]
             word = Array(options)[q_reg] if n_q > 1 else options[0]
             m.d.comb += beat.word_select(k, 32).eq(Mux(d_col + k < self.f_out, word, 0))
-        m.d.comb += [self.out.valid.eq(o_valid), self.out.payload.eq(o_data),
-                     self.holding.eq(o_valid)]
+        m.d.comb += [self.out.valid.eq(o_valid), self.out.payload.eq(o_data)]
         with m.If(~have & full[d_par] & self.running):
             m.d.sync += have.eq(1)
         with m.If(take):
@@ -429,8 +426,8 @@ class UpdateKernel(wiring.Component):
             wiring.connect(m, drain.results[c], cell.results)
         wiring.connect(m, drain.out, wiring.flipped(self.out))
         wiring.connect(m, drain.freed, gen.freed)
-        # no block in flight and no beat waiting in the drain's output register
-        m.d.comb += self.idle.eq(gen.idle & ~drain.holding)
+        # no block in flight and no beat waiting in the drain's output register (``valid``)
+        m.d.comb += self.idle.eq(gen.idle & ~drain.out.valid)
 
         with m.If(drain.finish):
             m.d.sync += [running.eq(0), self.done.eq(1)]
