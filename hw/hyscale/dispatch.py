@@ -117,28 +117,16 @@ class EdgeDispatcher(wiring.Component):
         Q = self.config.edge_queue
         free = [Signal(range(Q + 1), name=f"free{b}", init=Q)
                 for b in range(self.config.spes)]
-        # ``free[b] != 0`` as a register set a cycle ahead from the next count: the decision
-        # starts from one flip-flop per queue, not from the counts' compares (the credits'
-        # count through its compare into the decision was the front of the longest path)
-        has = [Signal(name=f"has_credit{b}", init=1) for b in range(self.config.spes)]
-        target_ready = Array(has)[e_bank]
-        # ``edge_valid & edges_left & target_ready`` as one register set a cycle ahead (from the
-        # buffer's next head, the next counts and flags): the dispatch decision, which crosses
-        # the die between the ring and this buffer, is then an AND of a flip-flop here, the
-        # ring's ``valid`` and ``enable``
-        go = Signal(name="dispatch_go_r")
-        dispatch = wire(m, want & go, name="dispatch")
+        target_ready = Array(f != 0 for f in free)[e_bank]
+        dispatch = wire(m, offer & target_ready, name="dispatch")
         entry = Signal(edge_entry_layout(self.config), name="head_entry")
         m.d.comb += [entry.slot.eq(self.edge_slots.payload), entry.dst.eq(e_dst[:w.dst]),
                      entry.weight.eq(head.weight), entry.first.eq(head.first),
                      *([entry.last.eq(head.last)] if self.config.pipelined else [])]
-        has_next = []
         for b, queue in enumerate(self.queues):
             taken = dispatch & (e_bank == b) if w.bank else dispatch
             m.d.comb += [queue.valid.eq(taken), queue.payload.eq(entry)]
-            free_next = free[b] - taken + self.credits[b]
-            has_next.append(free_next != 0)
-            m.d.sync += [free[b].eq(free_next), has[b].eq(has_next[b])]
+            m.d.sync += free[b].eq(free[b] - taken + self.credits[b])
         m.d.comb += [self.edge_slots.ready.eq(dispatch),
                      self.bad_dest.eq(bad_dest), self.short.eq(short),
                      self.edges_left.eq(edges_left)]
@@ -156,21 +144,9 @@ class EdgeDispatcher(wiring.Component):
         m.d.comb += read.addr.eq(rd_ptr)
         landed = Signal(EDGE_WORD_LAYOUT, name="edge_landed", reset_less=True)
         landed_valid = Signal(name="edge_landed_valid")
-        # The buffer's entries with the reads on their way (``occ + inflight + landed_valid``)
-        # kept as one count, ``rd_ptr < n_edges`` and the count's compares as registers set a
-        # cycle ahead: the read's enable is then the dispatch and four flip-flops (the sum of
-        # the three and its compare, behind the dispatch decision, were the longest path at
-        # one placement)
-        S = len(stage)
-        held = Signal(range(S + 1), name="edges_held")
-        reads_left = Signal(name="reads_left_r")
-        below = Signal(name="held_below_r", init=1)        # held < S
-        full = Signal(name="held_full_r")                  # held == S
-        fetch = self.active & reads_left & (below | (full & dispatch))
-        held_next = held + fetch - dispatch
-        m.d.sync += [inflight.eq(fetch), landed_valid.eq(inflight), landed.eq(read.data),
-                     held.eq(held_next), below.eq(held_next < S), full.eq(held_next == S),
-                     reads_left.eq(Mux(fetch, rd_ptr + 1 < n_edges, rd_ptr < n_edges))]
+        fetch = (self.active & (rd_ptr < n_edges)
+                 & (occ + inflight + landed_valid - dispatch < len(stage)))
+        m.d.sync += [inflight.eq(fetch), landed_valid.eq(inflight), landed.eq(read.data)]
         with m.If(fetch):
             m.d.sync += rd_ptr.eq(rd_ptr + 1)
         # pop the head on dispatch; the landed edge joins behind what stays
@@ -181,23 +157,15 @@ class EdgeDispatcher(wiring.Component):
             if k + 1 < len(stage):
                 with m.Elif(dispatch):
                     m.d.sync += place.eq(stage[k + 1])
-        occ_next = keep + landed_valid
-        m.d.sync += occ.eq(occ_next)
+        m.d.sync += occ.eq(keep + landed_valid)
         with m.If(dispatch):
             m.d.sync += e_ptr.eq(e_ptr + 1)
-        left_next = Mux(dispatch, e_ptr + 1 < n_edges, e_ptr < n_edges)
-        m.d.sync += edges_left.eq(left_next)
-        # the next head: the landed edge into an emptied buffer, the second entry after a pop
-        head_next = Mux(landed_valid & (keep == 0), landed.dst,
-                        Mux(dispatch, stage[1].dst, head.dst))
-        bank_next = head_next[:w.bank] if w.bank else 0
-        m.d.sync += go.eq((occ_next != 0) & left_next & Array(has_next)[bank_next])
+        m.d.sync += edges_left.eq(Mux(dispatch, e_ptr + 1 < n_edges, e_ptr < n_edges))
         with m.If(self.start):
             m.d.sync += [e_ptr.eq(0), rd_ptr.eq(0), inflight.eq(0), landed_valid.eq(0),
-                         occ.eq(0), go.eq(0), held.eq(0), below.eq(1), full.eq(0),
-                         reads_left.eq(self.n_edges != 0),
+                         occ.eq(0),
                          edges_left.eq(self.n_edges != 0), n_edges.eq(self.n_edges),
-                         *[f.eq(Q) for f in free], *[h.eq(1) for h in has]]
+                         *[f.eq(Q) for f in free]]
         return m
 
 
@@ -225,8 +193,7 @@ class EdgeQueue(wiring.Component):
     i : In(stream.Signature(layout))
         Entries in (``ready``: the queue is not full).
     o : Out(stream.Signature(layout))
-        The head entry, from a register (``valid``: the queue is not empty); a transfer
-        drops it.
+        The head entry (``valid``: the queue is not empty); a transfer drops it.
     entries : Out(data.ArrayLayout(layout, depth)) ; held : Out(depth)
         Every place of the ring, and which of them hold an entry (registers both): for a
         question about all the queued entries at once, asked without the read pointer's
@@ -259,22 +226,14 @@ class EdgeQueue(wiring.Component):
         room = Signal(name="room", init=1)
         pop = wire(m, self.o.valid & self.o.ready, name="pop")
         push = self.i.valid & room
+        head = 0
+        for k in range(Q):
+            head = head | Mux(rd[k], q[k].as_value(), 0)
+        m.d.comb += [self.i.ready.eq(room), self.o.valid.eq(count != 0),
+                     self.o.payload.eq(head)]
 
         def step(ptr):
             return ptr.rotate_left(1)
-
-        # The head is a register, set a cycle ahead to the entry at next cycle's read pointer
-        # (the entry in, where that place is written this cycle): its user reads it with no
-        # multiplexer in front (the head's AND-OR, placed far from the S-PE, in front of the
-        # local ring's read address was the longest path at some placements)
-        next_rd = Mux(pop, step(rd), rd)
-        ahead = 0
-        for k in range(Q):
-            ahead = ahead | Mux(next_rd[k], q[k].as_value(), 0)
-        head = Signal(self.layout, name="head_r", reset_less=True)
-        m.d.sync += head.eq(Mux((next_rd & wr).any() & room, self.i.payload, ahead))
-        m.d.comb += [self.i.ready.eq(room), self.o.valid.eq(count != 0),
-                     self.o.payload.eq(head)]
 
         for k in range(Q):
             with m.If(wr[k] & room):
