@@ -7,7 +7,9 @@ import pytest
 from amaranth.sim import Simulator
 
 from moagcn.hw.hyscale import preset
+from moagcn.hw.hyscale.dispatch import EdgeDispatcher
 from moagcn.hw.hyscale.gather import GatherPE
+from moagcn.hw.hyscale.protocol import EDGE_WORD, field_offsets
 from moagcn.hw.hyscale.scatter import ScatterPE
 from moagcn.hw.hyscale.update import UpdateKernel
 from moagcn.sim.hyscale import golden
@@ -317,24 +319,21 @@ def test_aggregate_kernel_stops_on_a_bad_destination_only_once_its_pes_are_idle(
     assert right_after == later
 
 
-@pytest.mark.parametrize("queue_depth", [1, 2])
-def test_the_dispatcher_sends_an_edge_every_cycle_when_nothing_holds_it_back(queue_depth):
+@pytest.mark.parametrize("spes, queue_depth", [(2, 1), (2, 2), (4, 1), (1, 2)])
+def test_the_dispatcher_sends_an_edge_every_cycle_when_nothing_holds_it_back(spes, queue_depth):
     """The edge dispatcher alone: the ring always has the edge's row, every queue hands its
     edge on at once (its credit a cycle later), the edge list answers a cycle after its
     address. The edges go to the banks in turn, so a bank's credit is back before its next
-    edge, even with one place a queue: nothing but the dispatcher's own prefetch can slow it.
-    N edges leave in N consecutive cycles, in order, each to its destination's bank.
+    edge (with one bank, two places a queue): nothing but the dispatcher's own prefetch can
+    slow it. N edges leave in N consecutive cycles, in order, each to its destination's bank.
     Reference: the edge list itself and cycle counting."""
-    from moagcn.hw.hyscale.dispatch import EdgeDispatcher
-    from moagcn.hw.hyscale.layouts import Widths
-    cfg = replace(preset("tiny"), edge_queue=queue_depth)
+    cfg = replace(preset("tiny"), spes=spes, edge_queue=queue_depth)
     dut = EdgeDispatcher(cfg)
-    w = Widths(cfg)
-    banks = cfg.spes
     n = 40
     dsts = [(k * 7) % cfg.max_destinations for k in range(n)]
-    dsts = [d - d % banks + k % banks for k, d in enumerate(dsts)]      # banks in turn
-    words = [(d << 32) | (k + 1) for k, d in enumerate(dsts)]           # dst, weight = k + 1
+    dsts = [d - d % spes + k % spes for k, d in enumerate(dsts)]        # banks in turn
+    at = field_offsets(EDGE_WORD)
+    words = [(d << at["dst"]) | ((k + 1) << at["weight"]) for k, d in enumerate(dsts)]
     sent = []
 
     async def bench(ctx):
@@ -352,7 +351,7 @@ def test_the_dispatcher_sends_an_edge_every_cycle_when_nothing_holds_it_back(que
             ctx.set(dut.edge_list.data.as_value(), words[addr] if addr < n else 0)
             ctx.set(dut.credits, credits)
             credits = 0
-            for b in range(banks):
+            for b in range(spes):
                 if ctx.get(dut.queues[b].valid):
                     entry = ctx.get(dut.queues[b].payload)
                     sent.append((cycle, b, int(entry.dst), int(entry.weight)))
@@ -364,6 +363,6 @@ def test_the_dispatcher_sends_an_edge_every_cycle_when_nothing_holds_it_back(que
 
     _simulate(dut, bench)
     assert [(b, d, wt) for _, b, d, wt in sent] == [
-        (d % banks if w.bank else 0, d, k + 1) for k, d in enumerate(dsts)]
+        (d % spes, d, k + 1) for k, d in enumerate(dsts)]
     cycles = sent[-1][0] - sent[0][0] + 1
     assert cycles == n, cycles
