@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from moagcn.errors import UserError
+from moagcn.hw.arith.dsp import ECP5_DSP_MACRO
 from moagcn.sim.rtl.build import generate_verilog
 from moagcn.synth.xilinx import synthesize_xilinx
 
@@ -292,6 +293,8 @@ def synthesize(design, config, target_name: str, out_dir: Path, seed: int = 1,
     t0 = time.perf_counter()
 
     synth_cmd = "synth_ecp5" if target.family == "ecp5" else "synth_ice40"
+    # the DSP products' ECP5 body (moagcn.hw.arith.dsp): the MULT18X18D with its own registers
+    defines = f" -D{ECP5_DSP_MACRO}" if target.family == "ecp5" else ""
     script = out_dir / "synth.ys"
 
     def yosys(split: bool) -> None:
@@ -302,7 +305,7 @@ def synthesize(design, config, target_name: str, out_dir: Path, seed: int = 1,
         prep = (f"hierarchy -top {verilog.toplevel}\nproc\nflatten\nsplitnets\n"
                 if split else "")
         script.write_text(
-            f"read_verilog -sv {vfile.name}\n{prep}"
+            f"read_verilog{defines} -sv {vfile.name}\n{prep}"
             f"{synth_cmd} -top {verilog.toplevel} -json netlist.json\n"
             "tee -q -o stat.json stat -json\n")
         # quiet on the terminal, everything in yosys.log: in -q mode an internal error (a

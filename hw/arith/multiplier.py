@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from amaranth.hdl import Cat, Const, Mux
 
 from moagcn.hw.common.bits import leading_zeros, shift_right_sticky
+from moagcn.hw.common.pipeline import Retimed, place_registers
+from moagcn.hw.arith.dsp import RegisteredProduct
 from moagcn.hw.arith.fp32 import Fields, keep, round_nearest_even, select_result
 from moagcn.hw.arith.simform import mul_form_name, through_form
 from moagcn.hw.arith.unit import PipelinedBinaryUnit, UnitConfig
@@ -22,7 +24,13 @@ class Fp32MulConfig(UnitConfig):
     latency: int = MULTIPLIER_STAGES
 
 
-def multiplier_stages():
+#: the partial products: (name, multiplicand bits, multiplier bits) of the 24-bit significands
+#: (17-bit low halves fit the 18 x 18 DSP multipliers)
+PARTIAL_PRODUCTS = (("ll", slice(0, 17), slice(0, 17)), ("lh", slice(0, 17), slice(17, 24)),
+                    ("hl", slice(17, 24), slice(0, 17)), ("hh", slice(17, 24), slice(17, 24)))
+
+
+def multiplier_stages(dsp: bool = False, enable=None):
     """unpack (the operand that may be subnormal first) -> its leading zeros -> normalise it ->
     partial products -> product -> align (one right shift with sticky: a normal result's
     one-bit normalisation or a subnormal result's denormalisation) -> round to nearest even and
@@ -33,6 +41,12 @@ def multiplier_stages():
     24-bit leading-zero count and shift. The product of two normalised significands lies in
     [2^46, 2^48): its normalisation is a one-bit shift, folded into the right shift that a
     subnormal result needs anyway. No 48-bit leading-zero count or left shift is built.
+
+    ``dsp``: the partial products are :class:`~moagcn.hw.arith.dsp.RegisteredProduct` blocks
+    fed by the normalise stage and read by the product stage, their operand and product
+    registers standing for the two register slices in between (which must be there; ``enable``
+    is their clock enable). Same cycles, same values: a DSP block's own registers instead of
+    fabric registers on both sides of it.
     """
 
     def unpack(m, v):
@@ -53,20 +67,31 @@ def multiplier_stages():
 
     def normalise(m, v):
         lz = v["lz"]
+        mx, my = (v["mx"] << lz)[:24], v["my"]
         # k = exp_sum - lz + 22 > 0: the result's biased exponent is k - 149 (+ 1 when the
         # product's top bit is set)
-        return {**keep(v, "sign", "nan", "inf", "zero", "my"),
-                "mx": (v["mx"] << lz)[:24], "k": (v["exp_sum"] + 22 - lz)[:10]}
+        out = {**keep(v, "sign", "nan", "inf", "zero"), "k": (v["exp_sum"] + 22 - lz)[:10]}
+        if not dsp:
+            return {**out, "mx": mx, "my": my}
+        for name, x, y in PARTIAL_PRODUCTS:
+            block = RegisteredProduct(x.stop - x.start, y.stop - y.start, enable is not None)
+            m.submodules[f"dsp_{name}"] = block
+            m.d.comb += [block.a.eq(mx[x]), block.b.eq(my[y])]
+            if enable is not None:
+                m.d.comb += block.en.eq(enable)
+            out[name] = Retimed(block.p, 2)
+        return out
 
     def multiply(m, v):
-        # 24x24 as four partial products (17-bit low halves fit the 18x18 DSP multipliers)
-        ma, mb = v["mx"], v["my"]
+        # 24x24 as four partial products
         k = v["k"]
+        if dsp:
+            products = keep(v, *(name for name, _, _ in PARTIAL_PRODUCTS))
+        else:
+            products = {name: v["mx"][x] * v["my"][y] for name, x, y in PARTIAL_PRODUCTS}
         # at or below the floor (k <= 149) the result is subnormal or the smallest normals:
         # the significand is the product shifted right by 150 - k (27 and more: all sticky)
-        return {**keep(v, "sign", "nan", "inf", "zero"),
-                "ll": ma[:17] * mb[:17], "lh": ma[:17] * mb[17:],
-                "hl": ma[17:] * mb[:17], "hh": ma[17:] * mb[17:],
+        return {**keep(v, "sign", "nan", "inf", "zero"), **products,
                 "floor": k < 150, "floor_shift": Mux(k < 124, 27, 150 - k)[:5],
                 "exp_top0": (k - 149)[:9]}
 
@@ -113,7 +138,12 @@ class Fp32Multiplier(PipelinedBinaryUnit):
     def __init__(self, config: Fp32MulConfig = Fp32MulConfig()):
         super().__init__(config)
 
-    stages = staticmethod(multiplier_stages)
+    def stages(self):
+        # the partial products in DSP blocks with their own registers where a register slice
+        # follows both the normalise stage and the product stage (the natural latency and more)
+        regs = place_registers(MULTIPLIER_STAGES, self.config.latency)
+        return multiplier_stages(dsp=min(regs[2], regs[3]) >= 1,
+                                 enable=self.en if self.config.enable else None)
 
     def result(self, m, platform, gates):
         # in Verilog for simulators, through the simulation form (moagcn.hw.arith.simform)

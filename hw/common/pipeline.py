@@ -5,7 +5,9 @@ named values to a dict of named values. :class:`StagedPipeline` places ``latency
 between (and after) the stages, so the same description yields a combinational unit
 (``latency=0``), a deeply pipelined one, or anything in between, always accepting one operation
 per cycle. A valid bit travels with the data; an optional clock enable freezes every slice.
-:func:`delay` is the plain case: a value through a line of registers.
+A stage may return a :class:`Retimed` value, one that a block with registers of its own (a DSP
+block's, :mod:`moagcn.hw.arith.dsp`) delivers some slices later: those slices pass it on
+unregistered. :func:`delay` is the plain case: a value through a line of registers.
 """
 
 from __future__ import annotations
@@ -30,6 +32,21 @@ def delay(m: Module, value: Value, cycles: int, name: str, reset_less: bool = Tr
         m.d.sync += reg.eq(stages[-1])
         stages.append(reg)
     return stages
+
+
+class Retimed:
+    """A stage's output ``value`` that already lies ``cycles`` register slices behind the
+    stage's other outputs (it holds that many registers of its own): the next ``cycles`` slices
+    of :class:`StagedPipeline` pass it on unregistered, and a stage may only keep it (pass it on
+    under its key) until then."""
+
+    def __init__(self, value: Value, cycles: int):
+        if cycles < 1:
+            raise ValueError(f"cycles={cycles}: a retimed value lies one or more slices behind")
+        self.value, self.cycles = value, cycles
+
+    def __repr__(self):
+        return f"Retimed({self.value!r}, {self.cycles})"
 
 
 def place_registers(n_stages: int, latency: int) -> list[int]:
@@ -85,6 +102,11 @@ class StagedPipeline:
     def _register(self, tag: str, values: dict[str, Value]) -> dict[str, Value]:
         out = {}
         for key, value in values.items():
+            if isinstance(value, Retimed):
+                # this slice is one of the value's own registers
+                out[key] = (value.value if value.cycles == 1
+                            else Retimed(value.value, value.cycles - 1))
+                continue
             value = Value.cast(value)
             # only the valid bit needs a reset: data registers without one are cheaper (no reset
             # multiplexer in the FPGA, no reset branch in a simulator)
@@ -109,4 +131,8 @@ class StagedPipeline:
                 values["valid"] = valid
             for k in range(n_regs):
                 values = self._register(f"{name}_r{k}", values)
+        late = [key for key, value in values.items() if isinstance(value, Retimed)]
+        if late:
+            raise ValueError(f"{', '.join(late)}: retimed past the pipeline's last register "
+                             f"slice (slices {self.registers})")
         return values

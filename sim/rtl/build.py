@@ -32,6 +32,7 @@ import moagcn.hw
 from moagcn.config import config_dict, config_hash, config_json, gateware_view
 from moagcn.errors import SimulatorNotFound, UserError
 from moagcn.hw.common.ram import VERILOG_RAMS, VerilogTarget
+from moagcn.hw.arith.dsp import dsp_modules
 from moagcn.hw.arith.simform import form_modules
 from moagcn.hw.common.wordsel import word_select_modules
 
@@ -163,7 +164,7 @@ def verilog_text(component, toplevel: str, synthesis: bool = False) -> tuple[str
     for module, source in VERILOG_RAMS.items():
         if f"{module} #(" in text or f"{module} " in text:
             text += source
-    text += word_select_modules(text) + form_modules(text)
+    text += word_select_modules(text) + form_modules(text) + dsp_modules(text)
     port_list = [Port("clk", 1, "in"), Port("rst", 1, "in")]
     port_list += [Port(name, len(v), d) for name, (v, d) in ports.items()]
     return text, port_list
