@@ -118,9 +118,11 @@ module {name}(clk, en, a, b, p);
   );
   assign p = full[{pw - 1}:0];
 `else
-  reg [{a_width - 1}:0] a_r;
-  reg [{b_width - 1}:0] b_r;
-  reg [{pw - 1}:0] p_r;
+  // zero at start, as Amaranth's registers and the DSP block's (a simulator that starts them
+  // undefined would carry that into a result before the first operands are through)
+  reg [{a_width - 1}:0] a_r = 0;
+  reg [{b_width - 1}:0] b_r = 0;
+  reg [{pw - 1}:0] p_r = 0;
   always @(posedge clk)
     if (en) begin
       a_r <= a;
