@@ -30,6 +30,7 @@ from amaranth.hdl import ClockSignal, Const, Instance, Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
+from moagcn.hw.common.ram import refuse
 from moagcn.hw.common.target import VerilogTarget
 
 #: prefix of the generated modules' names; the macro that selects the ECP5 DSP primitive
@@ -62,8 +63,7 @@ class RegisteredProduct(wiring.Component):
     def __init__(self, a_width: int, b_width: int, enable: bool = False):
         for name, width in (("a_width", a_width), ("b_width", b_width)):
             if not 1 <= width <= DSP_WIDTH:
-                self._MustUse__silence = True      # refused, so never elaborated
-                raise ValueError(f"{name}={width}: a DSP product's operands are 1..{DSP_WIDTH} bits")
+                refuse(self, f"{name}={width}: a DSP product's operands are 1..{DSP_WIDTH} bits")
         self.a_width, self.b_width, self.enable = a_width, b_width, enable
         members = {"a": In(a_width), "b": In(b_width), "p": Out(a_width + b_width)}
         if enable:

@@ -141,8 +141,9 @@ class Fp32Multiplier(PipelinedBinaryUnit):
     def stages(self):
         # the partial products in DSP blocks with their own registers where a register slice
         # follows both the normalise stage and the product stage (the natural latency and more)
-        regs = place_registers(MULTIPLIER_STAGES, self.config.latency)
-        return multiplier_stages(dsp=min(regs[2], regs[3]) >= 1,
+        regs = dict(zip((name for name, _ in multiplier_stages()),
+                        place_registers(MULTIPLIER_STAGES, self.config.latency)))
+        return multiplier_stages(dsp=min(regs["normalise"], regs["multiply"]) >= 1,
                                  enable=self.en if self.config.enable else None)
 
     def result(self, m, platform, gates):

@@ -131,6 +131,14 @@ class RamWriteSignature(wiring.Signature):
         super().__init__({"addr": Out(addr_bits), "data": Out(width), "en": Out(enables)})
 
 
+
+def refuse(elaboratable, message: str):
+    """Raise ``ValueError(message)`` from ``elaboratable``'s constructor. Amaranth warns about
+    every elaboratable that is created and never elaborated, also one whose constructor failed
+    and that nobody holds; this one is marked as not to be warned about first."""
+    elaboratable._MustUse__silence = True
+    raise ValueError(message)
+
 class Ram(wiring.Component):
     """``depth`` words of ``width`` bits with ``read_ports`` read and ``write_ports`` write ports.
 
@@ -142,13 +150,6 @@ class Ram(wiring.Component):
         Write ports, one enable bit per ``granularity`` bits.
     """
 
-    def _refuse(self, message: str):
-        """Raise ``ValueError(message)`` from the constructor. Amaranth warns about every
-        elaboratable that is created and never elaborated, also one whose constructor failed
-        and that nobody holds; this one is marked as not to be warned about first."""
-        self._MustUse__silence = True
-        raise ValueError(message)
-
     def __init__(self, width: int, depth: int, read_ports: int = 1, write_ports: int = 1,
                  granularity: int | None = None, collisions: bool = True, block: bool = False):
         granularity = granularity or width
@@ -156,7 +157,7 @@ class Ram(wiring.Component):
         #: distributed (LUT) RAM: a wide, shallow buffer in LUT RAM is dozens of cells spread
         #: over the die, its read address fanned out to all of them. Only without collisions.
         if block and collisions:
-            self._refuse("a block-RAM Ram must be built with collisions=False")
+            refuse(self, "a block-RAM Ram must be built with collisions=False")
         self.block = block
         #: ``False``: the design never reads a word in the cycle it writes it (a buffer
         #: written only while loading and read only while computing). Synthesis then drops
@@ -165,7 +166,7 @@ class Ram(wiring.Component):
         #: Verilog simulations stop with an error if a collision happens all the same.
         self.collisions = collisions
         if width % granularity:
-            self._refuse(f"width {width} is not a multiple of granularity {granularity}")
+            refuse(self, f"width {width} is not a multiple of granularity {granularity}")
         self.width, self.depth, self.granularity = width, depth, granularity
         self.n_read, self.n_write = read_ports, write_ports
         self.addr_bits = bits_for(depth)
@@ -241,9 +242,8 @@ class LvtRam(wiring.Component):
 
     def __init__(self, width: int, depth: int, read_ports: int = 1, write_ports: int = 2):
         if write_ports < 2:
-            self._MustUse__silence = True      # (see Ram._refuse)
-            raise ValueError(f"an LvtRam needs two or more write ports (not {write_ports}); "
-                             f"use a Ram")
+            refuse(self, f"an LvtRam needs two or more write ports (not {write_ports}); "
+                         f"use a Ram")
         self.width, self.depth = width, depth
         self.n_read, self.n_write = read_ports, write_ports
         self.addr_bits = bits_for(depth)
