@@ -59,6 +59,14 @@ TARGETS = {
 #: nextpnr's routers (the first is its default)
 ROUTERS = ("router1", "router2")
 
+#: nextpnr's placers (``heap``, nextpnr's own default, is analytical; ``static`` is its
+#: electrostatic placer; ``sa`` anneals from a random start). Each is followed by nextpnr's
+#: annealing refinement
+PLACERS = ("heap", "static", "sa")
+
+#: the placer the flow uses unless told otherwise
+DEFAULT_PLACER = "heap"
+
 #: nextpnr utilisation keys per family -> report fields
 _UTIL_KEYS = {
     "ecp5": {"luts": "TRELLIS_COMB", "ffs": "TRELLIS_FF", "dsps": "MULT18X18D",
@@ -107,6 +115,7 @@ def overfull(log_text: str) -> list[tuple[str, int, int]]:
 _PNR_STAGES = (
     (re.compile(r"^Info:\s+(\d+) \|.*\|\s*(\d+)\|"), "routing: {1} arcs left"),     # router1
     (re.compile(r"^Info:\s+iter=(\d+) .*overused=(\d+)"), "routing: {1} wires overused"),
+    (re.compile(r"^Info: iter=(\d+) steplen="), "placing: electrostatic, iteration {0}"),
     (re.compile(r"^Info: Routing globals"), "routing"),
     (re.compile(r"^Info:\s+at iteration #(\d+): temp"), "placing: refinement, iteration {0}"),
     (re.compile(r"^Info: Running simulated annealing"), "placing: refinement"),
@@ -271,10 +280,11 @@ def slow_endpoints(pnr: dict, goal_mhz: float, top: int = 20) -> dict:
 def synthesize(design, config, target_name: str, out_dir: Path, seed: int = 1,
                freq_mhz: float | None = None, timeout: float | None = None,
                router: str | None = None, goal_mhz: float | None = None,
-               progress=None) -> dict[str, Any]:
+               progress=None, placer: str | None = None) -> dict[str, Any]:
     """Run yosys + nextpnr for ``design`` at ``config`` on ``target_name``; returns the report.
     ``timeout``: seconds each tool may run; ``router``: nextpnr's router (``router1``, its
-    default, or ``router2``); ``goal_mhz``: also list the endpoints that miss this clock
+    default, or ``router2``); ``placer``: nextpnr's placer (:data:`PLACERS`, default
+    :data:`DEFAULT_PLACER`); ``goal_mhz``: also list the endpoints that miss this clock
     (:func:`slow_endpoints`, the report's ``slow_endpoints``; ECP5 and iCE40); ``progress``:
     called with a line now and then while the tools run (the stage, the time). The ``xcup``
     family runs yosys alone (:func:`moagcn.synth.xilinx.synthesize_xilinx`: resource counts,
@@ -282,6 +292,9 @@ def synthesize(design, config, target_name: str, out_dir: Path, seed: int = 1,
     target = get_target(target_name)
     if router is not None and router not in ROUTERS:
         raise UserError(f"--router {router}: nextpnr's routers are {', '.join(ROUTERS)}")
+    if placer is not None and placer not in PLACERS:
+        raise UserError(f"--placer {placer}: nextpnr's placers are {', '.join(PLACERS)}")
+    placer = placer or DEFAULT_PLACER
     if goal_mhz is not None and not goal_mhz > 0:
         raise UserError(f"--goal {goal_mhz:g}: give the clock to check in MHz, above 0")
     if target.family == "xcup":
@@ -330,7 +343,7 @@ def synthesize(design, config, target_name: str, out_dir: Path, seed: int = 1,
     freq = freq_mhz or target.freq_mhz
     cmd = [_tool(f"yowasp-nextpnr-{target.family}"), *target.nextpnr_device,
            "--json", "netlist.json", "--report", "nextpnr.json", "--freq", str(freq),
-           "--seed", str(seed), "--timing-allow-fail"]
+           "--seed", str(seed), "--timing-allow-fail", "--placer", placer]
     if target.family == "ecp5":
         cmd.append("--out-of-context")
     if router is not None:
@@ -365,6 +378,7 @@ def synthesize(design, config, target_name: str, out_dir: Path, seed: int = 1,
     report["yosys_cells"] = cells
     report["seed"] = seed
     report["router"] = router or ROUTERS[0]
+    report["placer"] = placer
     report["time_s"] = {"yosys": round(t1 - t0, 2), "nextpnr": round(t2 - t1, 2)}
     (out_dir / "report.json").write_text(json.dumps(report, indent=2) + "\n")
     return report

@@ -120,7 +120,7 @@ def cmd_synth(args) -> int:
     say = None if args.quiet else (lambda line: print(line, file=sys.stderr))
     report = synthesize(design, config, args.target, Path(args.out), seed=args.seed,
                         freq_mhz=args.freq, timeout=args.timeout, router=args.router,
-                        goal_mhz=args.goal, progress=say)
+                        goal_mhz=args.goal, progress=say, placer=args.placer)
     print(f"{design.name} on {args.target}: {report['luts']} LUTs, {report['ffs']} FFs, "
           f"{report['dsps']} DSPs, {report['brams']} BRAMs, Fmax {report['fmax_mhz']} MHz "
           f"(post-route) -> {Path(args.out) / 'report.json'}")
@@ -315,6 +315,8 @@ def build_parser() -> argparse.ArgumentParser:
     sy.add_argument("--freq", type=float, help="nextpnr target frequency in MHz")
     sy.add_argument("--router", metavar="NAME",
                     help="nextpnr's router: router1 (nextpnr's default) or router2")
+    sy.add_argument("--placer", metavar="NAME",
+                    help="nextpnr's placer: heap (the flow's default), static or sa")
     sy.add_argument("--quiet", action="store_true",
                     help="no progress lines (the tools' stage, on stderr, while they run)")
     sy.add_argument("--goal", type=float, metavar="MHZ",

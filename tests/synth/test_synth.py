@@ -47,6 +47,13 @@ def test_router2_is_handed_to_nextpnr_and_named_in_the_report(tmp_path):
     assert "Running router2" in (tmp_path / "nextpnr.log").read_text()
 
 
+def test_the_static_placer_is_handed_to_nextpnr_and_named_in_the_report(tmp_path):
+    report = synthesize(gateware("fp32-add"), Fp32AddConfig(latency=3), "ecp5-25k", tmp_path,
+                        placer="static")
+    assert report["placer"] == "static" and report["fmax_mhz"] > 10
+    assert "Running Static placer" in (tmp_path / "nextpnr.log").read_text()
+
+
 def test_the_endpoints_that_miss_a_goal_clock_are_counted_and_the_slowest_is_the_longest_path(
         tmp_path):
     report = synthesize(gateware("fp32-add"), Fp32AddConfig(latency=3), "ecp5-25k", tmp_path,
@@ -85,6 +92,10 @@ def test_the_stage_of_a_nextpnr_run_is_read_from_the_end_of_its_log():
     router2 = sa + "Info: Running router2...\n" \
         "Info:     iter=6 wires=876002 overused=8646 overuse=8754 archfail=NA\n"
     assert pnr_stage(router2) == "routing: 8646 wires overused"
+    static = "Info: Running Static placer...\n" \
+        "Info: iter=175 steplen=0.888797 a=89.620407 penalty=[0.00, 0.00, 0.00, 0.00]\n" \
+        "Info:    update_chains distance 287.03\n"
+    assert pnr_stage(static) == "placing: electrostatic, iteration 175"
 
 
 def test_progress_lines_name_each_tool_and_its_stages(tmp_path):
@@ -127,6 +138,12 @@ def test_a_goal_clock_must_be_positive(tmp_path):
 def test_an_unknown_router_lists_the_routers_before_any_tool_runs(tmp_path):
     with pytest.raises(UserError, match="router1, router2"):
         synthesize(gateware("fp32-add"), None, "ecp5-25k", tmp_path, router="fast")
+    assert not any(tmp_path.iterdir())
+
+
+def test_an_unknown_placer_lists_the_placers_before_any_tool_runs(tmp_path):
+    with pytest.raises(UserError, match="heap, static, sa"):
+        synthesize(gateware("fp32-add"), None, "ecp5-25k", tmp_path, placer="quick")
     assert not any(tmp_path.iterdir())
 
 
