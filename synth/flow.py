@@ -64,7 +64,8 @@ ROUTERS = ("router1", "router2")
 #: annealing refinement
 PLACERS = ("heap", "static", "sa")
 
-#: the placer the flow uses unless told otherwise
+#: the placer the flow uses unless the call or the design names another
+#: (:attr:`moagcn.core.registry.Gateware.placer`)
 DEFAULT_PLACER = "heap"
 
 #: nextpnr utilisation keys per family -> report fields
@@ -283,8 +284,8 @@ def synthesize(design, config, target_name: str, out_dir: Path, seed: int = 1,
                progress=None, placer: str | None = None) -> dict[str, Any]:
     """Run yosys + nextpnr for ``design`` at ``config`` on ``target_name``; returns the report.
     ``timeout``: seconds each tool may run; ``router``: nextpnr's router (``router1``, its
-    default, or ``router2``); ``placer``: nextpnr's placer (:data:`PLACERS`, default
-    :data:`DEFAULT_PLACER`); ``goal_mhz``: also list the endpoints that miss this clock
+    default, or ``router2``); ``placer``: nextpnr's placer (:data:`PLACERS`; default the
+    design's own, ``design.placer``, else :data:`DEFAULT_PLACER`); ``goal_mhz``: also list the endpoints that miss this clock
     (:func:`slow_endpoints`, the report's ``slow_endpoints``; ECP5 and iCE40); ``progress``:
     called with a line now and then while the tools run (the stage, the time). The ``xcup``
     family runs yosys alone (:func:`moagcn.synth.xilinx.synthesize_xilinx`: resource counts,
@@ -294,7 +295,7 @@ def synthesize(design, config, target_name: str, out_dir: Path, seed: int = 1,
         raise UserError(f"--router {router}: nextpnr's routers are {', '.join(ROUTERS)}")
     if placer is not None and placer not in PLACERS:
         raise UserError(f"--placer {placer}: nextpnr's placers are {', '.join(PLACERS)}")
-    placer = placer or DEFAULT_PLACER
+    placer = placer or getattr(design, "placer", DEFAULT_PLACER)
     if goal_mhz is not None and not goal_mhz > 0:
         raise UserError(f"--goal {goal_mhz:g}: give the clock to check in MHz, above 0")
     if target.family == "xcup":

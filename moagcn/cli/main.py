@@ -316,7 +316,8 @@ def build_parser() -> argparse.ArgumentParser:
     sy.add_argument("--router", metavar="NAME",
                     help="nextpnr's router: router1 (nextpnr's default) or router2")
     sy.add_argument("--placer", metavar="NAME",
-                    help="nextpnr's placer: heap (the flow's default), static or sa")
+                    help="nextpnr's placer: heap, static or sa (default: the design's own, "
+                         "static for hyscale, heap for the others)")
     sy.add_argument("--quiet", action="store_true",
                     help="no progress lines (the tools' stage, on stderr, while they run)")
     sy.add_argument("--goal", type=float, metavar="MHZ",

@@ -49,6 +49,8 @@ class Gateware:
     description : str
     presets : mapping
         Named configurations (empty for designs without presets).
+    placer : str
+        nextpnr's placer for ``moagcn synth`` unless ``--placer`` names another.
     """
 
     name: str
@@ -56,6 +58,7 @@ class Gateware:
     build: Callable[[Any], Any]
     description: str
     presets: Mapping[str, Any] = field(default_factory=dict)
+    placer: str = "heap"
 
     @property
     def toplevel(self) -> str:
@@ -91,6 +94,10 @@ class Design:
     sim_gateware, sim_top : str, optional
         The top level the simulators run when it differs from ``gateware`` (HyScale's fused
         layer with a model of its external memory).
+    placer : str, optional
+        nextpnr's placer for ``moagcn synth`` (``heap``, nextpnr's own default, or ``static``,
+        its electrostatic placer: the one that places the HyScale layer's 44,000 LUTs with
+        the shortest wires and the fastest clock, docs/hyscale.md).
     """
 
     name: str
@@ -102,6 +109,7 @@ class Design:
     spec: str | None = None
     sim_gateware: str | None = None
     sim_top: str | None = None
+    placer: str = "heap"
 
     # -- configuration: the one path every command takes ----------------------------------------
 
@@ -144,7 +152,8 @@ class Design:
         ref, top = self.gateware, self.top or self.name
         if simulate and self.sim_gateware:
             ref, top = self.sim_gateware, self.sim_top or self.name
-        return Gateware(top, self.config_type, load(ref), self.description, self.preset_table)
+        return Gateware(top, self.config_type, load(ref), self.description, self.preset_table,
+                        self.placer)
 
     # -- the accelerator spec --------------------------------------------------------------------
 
@@ -228,7 +237,7 @@ register(Design(
     config="moagcn.hw.hyscale.config:HyScaleConfig", presets="moagcn.hw.hyscale.config:PRESETS",
     gateware="moagcn.hw.hyscale.layer:HyScaleLayer", top="hyscale-layer",
     sim_gateware="moagcn.hw.hyscale.layer:HyScaleSystem", sim_top="hyscale-system",
-    spec="moagcn.sim.hyscale.spec:SPEC"))
+    spec="moagcn.sim.hyscale.spec:SPEC", placer="static"))
 register(Design(
     "sddmm", "SDDMM: S = (Q K^T) at the stored entries, per head, through a binary adder tree",
     config="moagcn.hw.sddmm.config:SddmmConfig", presets="moagcn.hw.sddmm.config:PRESETS",

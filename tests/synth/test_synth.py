@@ -1,6 +1,7 @@
 """A real yosys + nextpnr run and its report."""
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -47,9 +48,10 @@ def test_router2_is_handed_to_nextpnr_and_named_in_the_report(tmp_path):
     assert "Running router2" in (tmp_path / "nextpnr.log").read_text()
 
 
-def test_the_static_placer_is_handed_to_nextpnr_and_named_in_the_report(tmp_path):
-    report = synthesize(gateware("fp32-add"), Fp32AddConfig(latency=3), "ecp5-25k", tmp_path,
-                        placer="static")
+def test_a_designs_own_placer_is_handed_to_nextpnr_and_named_in_the_report(tmp_path):
+    assert gateware("hyscale").placer == "static" and gateware("sspmm").placer == "heap"
+    design = replace(gateware("fp32-add"), placer="static")
+    report = synthesize(design, Fp32AddConfig(latency=3), "ecp5-25k", tmp_path)
     assert report["placer"] == "static" and report["fmax_mhz"] > 10
     assert "Running Static placer" in (tmp_path / "nextpnr.log").read_text()
 
