@@ -205,6 +205,11 @@ class FeatureRing(wiring.Component):
             m.d.comb += [avail[s].eq(ready[s] & nz[s]), spent[s].eq(ready[s] & ~nz[s])]
         fill = self.slots.fill
         take = self.edge_slots.valid & self.edge_slots.ready
+        taken = Signal(name="take_r")
+        taken_slot = Signal.like(disp_ptr, name="take_slot_r")
+        m.d.sync += [taken.eq(take), taken_slot.eq(disp_ptr)]
+        # a take's decrement not yet in its slot's count (``left[s]`` is one too many)
+        pending = [taken & (taken_slot == s) for s in range(K)]
         m.d.comb += [self.head.eq(head_ptr), self.edge_slots.payload.eq(disp_ptr),
                      self.slots.room.eq(used < K), self.empty.eq(used == 0)]
         # the pointer passes over a fully dispatched slot only if it is a fresh one (filled
@@ -216,13 +221,18 @@ class FeatureRing(wiring.Component):
         adv = wire(m, self.active & spent[disp_ptr] & fresh, name="disp_pass")
         ahead_next = ahead + fill.valid - adv
         m.d.sync += [ahead.eq(ahead_next), fresh.eq(ahead_next != 0)]
-        self._avail_ahead(m, disp_ptr, ready, left, avail, adv, take)
+        self._avail_ahead(m, disp_ptr, ready, left, pending, avail, adv, take)
         with m.If(fill.valid):
             m.d.sync += [ready[fill.slot].eq(1), left[fill.slot].eq(fill.count),
                          nz[fill.slot].eq(fill.count != 0)]
+        # a take decrements its slot's count a cycle later, from registers (the dispatch
+        # decision fanned out to every slot's 16-bit count was a long path); the zero flag is
+        # set in the take's cycle, from the count and a decrement still pending on it
         for s in range(K):
+            with m.If(pending[s]):
+                m.d.sync += left[s].eq(left[s] - 1)
             with m.If(take & (disp_ptr == s)):
-                m.d.sync += [left[s].eq(left[s] - 1), nz[s].eq(left[s] != 1)]
+                m.d.sync += nz[s].eq(Mux(pending[s], left[s] != 2, left[s] != 1))
         # a fully dispatched slot is passed over (unfilled slots are not ready: the pointer stops)
         with m.If(adv):
             m.d.sync += disp_ptr.eq(disp_ptr + 1)
@@ -243,7 +253,7 @@ class FeatureRing(wiring.Component):
             m.d.sync += [ready[s].eq(0) for s in range(K)]
         return m
 
-    def _avail_ahead(self, m: Module, disp_ptr, ready, left, avail, adv, take):
+    def _avail_ahead(self, m: Module, disp_ptr, ready, left, pending, avail, adv, take):
         """``edge_slots.valid`` as a register, set a cycle ahead to what ``ready[disp] & nz[disp]``
         will be: the dispatch decision then starts from one flip-flop instead of the slot
         flags through the pointer's multiplexer (that multiplexer, the decision and the slot
@@ -264,7 +274,8 @@ class FeatureRing(wiring.Component):
         for s in range(K):
             m.d.comb += [filled[s].eq(fill.valid & (fill.slot == s)),
                          avail_nt[s].eq(Mux(filled[s], fill.count != 0, avail[s])),
-                         more[s].eq(ready[s] & (left[s] != 1))]
+                         more[s].eq(ready[s] & Mux(pending[s], left[s] != 2,
+                                                   left[s] != 1))]
         nxt = (disp_ptr + 1)[:len(disp_ptr)]
         same = Mux(take, more[disp_ptr], avail_nt[disp_ptr])
         avail_r = Signal(name="disp_avail_r")

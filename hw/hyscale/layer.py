@@ -202,9 +202,14 @@ class HyScaleLayer(wiring.Component):
             m.d.sync += [final.eq(~dst.nonempty), ready.eq(0), halted.eq(agg.bad_job.any())]
         with m.Else():
             m.d.sync += halted.eq(halted | agg_error)
+            # each G-PE's row report registered before its decode into the 256 enables (a
+            # report, from a G-PE across the die, through its decode was a long path)
             for b, done in enumerate(agg.rows_done):
-                index = Cat(Const(b, w.bank), done.row) if w.bank else done.row
-                with m.If(done.valid):
+                valid = Signal(name=f"row_done{b}_valid")
+                row = Signal.like(done.row, name=f"row_done{b}_row")
+                m.d.sync += [valid.eq(done.valid), row.eq(done.row)]
+                index = Cat(Const(b, w.bank), row) if w.bank else row
+                with m.If(valid):
                     m.d.sync += final.bit_select(index, 1).eq(1)
             with m.If(agg_finished & ~halted):      # every row final (not after an error)
                 m.d.sync += ready.eq(self.n_dst)

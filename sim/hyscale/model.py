@@ -293,8 +293,8 @@ def update_kernel_cycles(destinations: int, f_in: int, f_out: int,
 def row_final_delay(config: HyScaleConfig) -> int:
     """Cycles from an edge's last read (:func:`aggregate_replay`) to the cycle its row's bit in
     the layer's ``row_final`` vector is set: the product, the G-PE's read, operand register
-    and adder, the write, the vector's register."""
-    return config.mul_latency + config.add_latency + 4
+    and adder, the write, the report's register, the vector's register."""
+    return config.mul_latency + config.add_latency + 5
 
 
 def pipelined_compute_cycles(edge_sources: Sequence[int], edge_banks: Sequence[int],
