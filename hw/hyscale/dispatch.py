@@ -193,7 +193,8 @@ class EdgeQueue(wiring.Component):
     i : In(stream.Signature(layout))
         Entries in (``ready``: the queue is not full).
     o : Out(stream.Signature(layout))
-        The head entry (``valid``: the queue is not empty); a transfer drops it.
+        The head entry, from a register (``valid``: the queue is not empty); a transfer
+        drops it.
     entries : Out(data.ArrayLayout(layout, depth)) ; held : Out(depth)
         Every place of the ring, and which of them hold an entry (registers both): for a
         question about all the queued entries at once, asked without the read pointer's
@@ -226,14 +227,22 @@ class EdgeQueue(wiring.Component):
         room = Signal(name="room", init=1)
         pop = wire(m, self.o.valid & self.o.ready, name="pop")
         push = self.i.valid & room
-        head = 0
-        for k in range(Q):
-            head = head | Mux(rd[k], q[k].as_value(), 0)
-        m.d.comb += [self.i.ready.eq(room), self.o.valid.eq(count != 0),
-                     self.o.payload.eq(head)]
 
         def step(ptr):
             return ptr.rotate_left(1)
+
+        # The head is a register, set a cycle ahead to the entry at next cycle's read pointer
+        # (the entry in, where that place is written this cycle): its user reads it with no
+        # multiplexer in front (the head's AND-OR, placed far from the S-PE, in front of the
+        # local ring's read address was the longest path at some placements)
+        next_rd = Mux(pop, step(rd), rd)
+        ahead = 0
+        for k in range(Q):
+            ahead = ahead | Mux(next_rd[k], q[k].as_value(), 0)
+        head = Signal(self.layout, name="head_r", reset_less=True)
+        m.d.sync += head.eq(Mux((next_rd & wr).any() & room, self.i.payload, ahead))
+        m.d.comb += [self.i.ready.eq(room), self.o.valid.eq(count != 0),
+                     self.o.payload.eq(head)]
 
         for k in range(Q):
             with m.If(wr[k] & room):
