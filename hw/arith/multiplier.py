@@ -98,17 +98,19 @@ def multiplier_stages(dsp: bool = False, enable=None):
     def accumulate(m, v):
         # ll (34 bits) and hh << 34 do not overlap: one concatenation, one addition
         prod = (Cat(v["ll"], v["hh"]) + ((v["lh"] + v["hl"]) << 17))[:48]
+        # the product's bits 0..16 are ll's (nothing is added below bit 17): their OR, for the
+        # align stage's sticky bit, is taken here, beside the addition
         return {**keep(v, "sign", "nan", "inf", "zero", "floor", "floor_shift", "exp_top0"),
-                "prod": prod}
+                "prod": prod[17:], "low17": v["ll"][:17].any()}
 
     def align(m, v):
-        prod = v["prod"]
+        prod = Cat(Const(0, 17), v["prod"])     # bits 17..47 (0..16 are in low17)
         top = prod[47]
         # the product's bits 22..47 over a sticky bit for bits 0..21: the significand is at
         # bits 2..25 for a normal product below 2^47, at 3..26 for one above (a one-bit
         # normalisation, one multiplexer on the top bit); a subnormal result's is the word
         # shifted right by floor_shift, a register, so the top bit does not drive the shifter
-        x = Cat(prod[:22].any(), prod[22:48])
+        x = Cat(v["low17"] | prod[17:22].any(), prod[22:48])
         y, lost = shift_right_sticky(m, x, v["floor_shift"])
         floor = v["floor"]
         return {**keep(v, "sign", "nan", "inf", "zero"),

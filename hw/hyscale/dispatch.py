@@ -117,7 +117,11 @@ class EdgeDispatcher(wiring.Component):
         Q = self.config.edge_queue
         free = [Signal(range(Q + 1), name=f"free{b}", init=Q)
                 for b in range(self.config.spes)]
-        target_ready = Array(f != 0 for f in free)[e_bank]
+        # ``free[b] != 0`` as a register set a cycle ahead from the next count: the decision
+        # starts from one flip-flop per queue, not from the counts' compares (the credits'
+        # count through its compare into the decision was the front of the longest path)
+        has = [Signal(name=f"has_credit{b}", init=1) for b in range(self.config.spes)]
+        target_ready = Array(has)[e_bank]
         dispatch = wire(m, offer & target_ready, name="dispatch")
         entry = Signal(edge_entry_layout(self.config), name="head_entry")
         m.d.comb += [entry.slot.eq(self.edge_slots.payload), entry.dst.eq(e_dst[:w.dst]),
@@ -126,7 +130,8 @@ class EdgeDispatcher(wiring.Component):
         for b, queue in enumerate(self.queues):
             taken = dispatch & (e_bank == b) if w.bank else dispatch
             m.d.comb += [queue.valid.eq(taken), queue.payload.eq(entry)]
-            m.d.sync += free[b].eq(free[b] - taken + self.credits[b])
+            free_next = free[b] - taken + self.credits[b]
+            m.d.sync += [free[b].eq(free_next), has[b].eq(free_next != 0)]
         m.d.comb += [self.edge_slots.ready.eq(dispatch),
                      self.bad_dest.eq(bad_dest), self.short.eq(short),
                      self.edges_left.eq(edges_left)]
@@ -165,7 +170,7 @@ class EdgeDispatcher(wiring.Component):
             m.d.sync += [e_ptr.eq(0), rd_ptr.eq(0), inflight.eq(0), landed_valid.eq(0),
                          occ.eq(0),
                          edges_left.eq(self.n_edges != 0), n_edges.eq(self.n_edges),
-                         *[f.eq(Q) for f in free]]
+                         *[f.eq(Q) for f in free], *[h.eq(1) for h in has]]
         return m
 
 

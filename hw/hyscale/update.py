@@ -141,19 +141,21 @@ class TokenGenerator(wiring.Component):
         # are final: the rows it may hold, ``b_row .. b_row + R - 1``, within the job)
         m.d.comb += self.idle.eq(~in_block & ~pending[0] & ~pending[1])
         can_open = self.running & ~in_block & ~fed_all & ~pending[par]
+        fed = in_block & r_last & i_last     # the block's last slot: the next starts at n_row
         if cfg.pipelined:
-            # rows_ready >= min(b_row + R, n_rows), as b_row <= rows_ready - R or every row
-            # ready: the subtraction and the compares with n_rows and R on a register of
-            # rows_ready (a cycle late: it only grows within a job, so late is safe), not in
-            # front of the pick (the adder and two compares from b_row were the longest path)
-            lag = Signal(w.dst + 1, name="rows_ready_lag")
-            lag_ok, every = Signal(name="rows_ready_lag_ok"), Signal(name="rows_all_ready")
-            with m.If(self.start):
-                m.d.sync += [lag_ok.eq(0), every.eq(0)]
-            with m.Else():
-                m.d.sync += [lag.eq(self.rows_ready - R), lag_ok.eq(self.rows_ready >= R),
-                             every.eq(self.rows_ready >= self.n_rows)]
-            can_open = can_open & (every | (lag_ok & (b_row <= lag)))
+            # rows_ready >= min(b_row + R, n_rows) (the rows it may hold, within the job), as a
+            # register set a cycle ahead from ``rows_ready`` and the base the next cycle has
+            # (``n_row`` when this cycle feeds the block's last slot), so that the block's open
+            # decision, which enables every item register, starts from flip-flops: the compares
+            # in front of it (from ``b_row`` through the decision across the die into the
+            # activation read's row register) were the longest path at some placements
+            rows_ok = Signal(name="rows_ok_r")
+            ready = self.rows_ready
+            b_end = (b_row + R)[:len(b_row) + 1]
+            t_end = (t_row + R)[:len(t_row) + 1]
+            next_ok = Mux(fed, Mux(g_wrap, t_end < ready, t_end <= ready), b_end <= ready)
+            m.d.sync += rows_ok.eq(Mux(self.start, 0, next_ok | (ready >= self.n_rows)))
+            can_open = can_open & rows_ok
         with m.If(can_open):
             m.d.sync += [in_block.eq(1), pending[par].eq(1), i.eq(0), r.eq(0),
                          i_last.eq(self.f_in <= 1),
