@@ -122,16 +122,23 @@ class EdgeDispatcher(wiring.Component):
         # count through its compare into the decision was the front of the longest path)
         has = [Signal(name=f"has_credit{b}", init=1) for b in range(self.config.spes)]
         target_ready = Array(has)[e_bank]
-        dispatch = wire(m, offer & target_ready, name="dispatch")
+        # ``edge_valid & edges_left & target_ready`` as one register set a cycle ahead (from the
+        # buffer's next head, the next counts and flags): the dispatch decision, which crosses
+        # the die between the ring and this buffer, is then an AND of a flip-flop here, the
+        # ring's ``valid`` and ``enable``
+        go = Signal(name="dispatch_go_r")
+        dispatch = wire(m, want & go, name="dispatch")
         entry = Signal(edge_entry_layout(self.config), name="head_entry")
         m.d.comb += [entry.slot.eq(self.edge_slots.payload), entry.dst.eq(e_dst[:w.dst]),
                      entry.weight.eq(head.weight), entry.first.eq(head.first),
                      *([entry.last.eq(head.last)] if self.config.pipelined else [])]
+        has_next = []
         for b, queue in enumerate(self.queues):
             taken = dispatch & (e_bank == b) if w.bank else dispatch
             m.d.comb += [queue.valid.eq(taken), queue.payload.eq(entry)]
             free_next = free[b] - taken + self.credits[b]
-            m.d.sync += [free[b].eq(free_next), has[b].eq(free_next != 0)]
+            has_next.append(free_next != 0)
+            m.d.sync += [free[b].eq(free_next), has[b].eq(has_next[b])]
         m.d.comb += [self.edge_slots.ready.eq(dispatch),
                      self.bad_dest.eq(bad_dest), self.short.eq(short),
                      self.edges_left.eq(edges_left)]
@@ -162,13 +169,20 @@ class EdgeDispatcher(wiring.Component):
             if k + 1 < len(stage):
                 with m.Elif(dispatch):
                     m.d.sync += place.eq(stage[k + 1])
-        m.d.sync += occ.eq(keep + landed_valid)
+        occ_next = keep + landed_valid
+        m.d.sync += occ.eq(occ_next)
         with m.If(dispatch):
             m.d.sync += e_ptr.eq(e_ptr + 1)
-        m.d.sync += edges_left.eq(Mux(dispatch, e_ptr + 1 < n_edges, e_ptr < n_edges))
+        left_next = Mux(dispatch, e_ptr + 1 < n_edges, e_ptr < n_edges)
+        m.d.sync += edges_left.eq(left_next)
+        # the next head: the landed edge into an emptied buffer, the second entry after a pop
+        head_next = Mux(landed_valid & (keep == 0), landed.dst,
+                        Mux(dispatch, stage[1].dst, head.dst))
+        bank_next = head_next[:w.bank] if w.bank else 0
+        m.d.sync += go.eq((occ_next != 0) & left_next & Array(has_next)[bank_next])
         with m.If(self.start):
             m.d.sync += [e_ptr.eq(0), rd_ptr.eq(0), inflight.eq(0), landed_valid.eq(0),
-                         occ.eq(0),
+                         occ.eq(0), go.eq(0),
                          edges_left.eq(self.n_edges != 0), n_edges.eq(self.n_edges),
                          *[f.eq(Q) for f in free], *[h.eq(1) for h in has]]
         return m
