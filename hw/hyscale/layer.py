@@ -198,23 +198,42 @@ class HyScaleLayer(wiring.Component):
         # the job runs (the kernel ends at least a cycle after its flag, so at its end the
         # copy is the flags)
         halted = Signal(name="rows_ready_halted")
-        with m.If(start):
-            m.d.sync += [final.eq(~dst.nonempty), ready.eq(0), halted.eq(agg.bad_job.any())]
-        with m.Else():
-            m.d.sync += halted.eq(halted | agg_error)
+        # ``final[ready]`` as a register set a cycle ahead: the bit at next cycle's ``ready``
+        # (``ready + 1``, kept in a register, when the scanner moves) with this cycle's row
+        # reports merged, so the scanner's step does not wait for a 256-way multiplexer (it,
+        # through the step's decision into the watermark's enable, was a long path)
+        ready_p1 = Signal(w.dst + 1, name="rows_ready_p1")
+        bit = Signal(name="rows_ready_bit")
+        reports = []
+        for b, done in enumerate(agg.rows_done):
             # each G-PE's row report registered before its decode into the 256 enables (a
             # report, from a G-PE across the die, through its decode was a long path)
-            for b, done in enumerate(agg.rows_done):
-                valid = Signal(name=f"row_done{b}_valid")
-                row = Signal.like(done.row, name=f"row_done{b}_row")
-                m.d.sync += [valid.eq(done.valid), row.eq(done.row)]
-                index = Cat(Const(b, w.bank), row) if w.bank else row
+            valid = Signal(name=f"row_done{b}_valid")
+            row = Signal.like(done.row, name=f"row_done{b}_row")
+            m.d.sync += [valid.eq(done.valid), row.eq(done.row)]
+            reports.append((valid, Cat(Const(b, w.bank), row) if w.bank else row))
+
+        def final_next(index):
+            """Bit ``index`` of ``final`` next cycle (the reports of this cycle written)."""
+            hit = Cat(*[v & (at == index[:w.dst]) for v, at in reports]).any()
+            return final.bit_select(index[:w.dst], 1) | hit
+
+        step = ~halted & (ready < self.n_dst) & bit
+        with m.If(start):
+            m.d.sync += [final.eq(~dst.nonempty), ready.eq(0), ready_p1.eq(1),
+                         bit.eq(~dst.nonempty[0]), halted.eq(agg.bad_job.any())]
+        with m.Else():
+            m.d.sync += halted.eq(halted | agg_error)
+            for valid, index in reports:
                 with m.If(valid):
                     m.d.sync += final.bit_select(index, 1).eq(1)
             with m.If(agg_finished & ~halted):      # every row final (not after an error)
-                m.d.sync += ready.eq(self.n_dst)
-            with m.Elif(~halted & (ready < self.n_dst) & final.bit_select(ready[:w.dst], 1)):
-                m.d.sync += ready.eq(ready + 1)
+                m.d.sync += [ready.eq(self.n_dst), bit.eq(0)]
+            with m.Elif(step):
+                m.d.sync += [ready.eq(ready_p1), ready_p1.eq(ready_p1 + 1),
+                             bit.eq(final_next(ready_p1))]
+            with m.Else():
+                m.d.sync += bit.eq(final_next(ready))
         m.d.comb += upd.rows_ready.eq(ready)
 
         stopping = Signal()
