@@ -156,9 +156,21 @@ class EdgeDispatcher(wiring.Component):
         m.d.comb += read.addr.eq(rd_ptr)
         landed = Signal(EDGE_WORD_LAYOUT, name="edge_landed", reset_less=True)
         landed_valid = Signal(name="edge_landed_valid")
-        fetch = (self.active & (rd_ptr < n_edges)
-                 & (occ + inflight + landed_valid - dispatch < len(stage)))
-        m.d.sync += [inflight.eq(fetch), landed_valid.eq(inflight), landed.eq(read.data)]
+        # The buffer's entries with the reads on their way (``occ + inflight + landed_valid``)
+        # kept as one count, ``rd_ptr < n_edges`` and the count's compares as registers set a
+        # cycle ahead: the read's enable is then the dispatch and four flip-flops (the sum of
+        # the three and its compare, behind the dispatch decision, were the longest path at
+        # one placement)
+        S = len(stage)
+        held = Signal(range(S + 1), name="edges_held")
+        reads_left = Signal(name="reads_left_r")
+        below = Signal(name="held_below_r", init=1)        # held < S
+        full = Signal(name="held_full_r")                  # held == S
+        fetch = self.active & reads_left & (below | (full & dispatch))
+        held_next = held + fetch - dispatch
+        m.d.sync += [inflight.eq(fetch), landed_valid.eq(inflight), landed.eq(read.data),
+                     held.eq(held_next), below.eq(held_next < S), full.eq(held_next == S),
+                     reads_left.eq(Mux(fetch, rd_ptr + 1 < n_edges, rd_ptr < n_edges))]
         with m.If(fetch):
             m.d.sync += rd_ptr.eq(rd_ptr + 1)
         # pop the head on dispatch; the landed edge joins behind what stays
@@ -182,7 +194,8 @@ class EdgeDispatcher(wiring.Component):
         m.d.sync += go.eq((occ_next != 0) & left_next & Array(has_next)[bank_next])
         with m.If(self.start):
             m.d.sync += [e_ptr.eq(0), rd_ptr.eq(0), inflight.eq(0), landed_valid.eq(0),
-                         occ.eq(0), go.eq(0),
+                         occ.eq(0), go.eq(0), held.eq(0), below.eq(1), full.eq(0),
+                         reads_left.eq(self.n_edges != 0),
                          edges_left.eq(self.n_edges != 0), n_edges.eq(self.n_edges),
                          *[f.eq(Q) for f in free], *[h.eq(1) for h in has]]
         return m
