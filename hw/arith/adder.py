@@ -59,19 +59,28 @@ def adder_stages(restart: bool = False):
             # compare's
             a_minus_b = (fa.eff_exp - fb.eff_exp)[:8]
             b_minus_a = (fb.eff_exp - fa.eff_exp)[:8]
-        x, y = Fields(m, Mux(swap, v["b"], a)), Fields(m, Mux(swap, a, v["b"]))
+        # the larger (x) and the smaller (y) operand's fields, each decoded from both operands
+        # before the swap settles and then picked: decoding after the swap put the exponent's
+        # zero test behind the compare, and synthesis made that test the exponent register's
+        # synchronous reset, the adder's longest path in the default HyScale preset
+        def larger(first, second):
+            return Mux(swap, first, second)
+
+        x_sign, y_sign = larger(fb.sign, fa.sign), larger(fa.sign, fb.sign)
+        x_exp = larger(fb.eff_exp, fa.eff_exp)
+        x_mant, y_mant = larger(fb.mant, fa.mant), larger(fa.mant, fb.mant)
         # where the smaller significand has ones: bit i of its prefix OR says whether it has a
         # one at or below i. Formed on both operands before the swap settles, it lets the
         # alignment find the sticky bit with one selection instead of OR-ing shifted-out bits
         below_y = Mux(swap, prefix_or(m, fa.mant), prefix_or(m, fb.mant))
         nan = fa.is_nan | fb.is_nan | (fa.is_inf & fb.is_inf & (fa.sign != fb.sign))
         return {
-            "sign": x.sign,
-            "sub": x.sign ^ y.sign,
-            "exp": x.eff_exp,
+            "sign": x_sign,
+            "sub": fa.sign ^ fb.sign,
+            "exp": x_exp,
             "diff": Mux(swap, b_minus_a, a_minus_b),
-            "mx": x.mant,
-            "my": y.mant,
+            "mx": x_mant,
+            "my": y_mant,
             "below_y": below_y,
             "nan": nan,
             "inf": (fa.is_inf | fb.is_inf) & ~nan,
