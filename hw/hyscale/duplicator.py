@@ -50,8 +50,8 @@ class FeatureDuplicator(wiring.Component):
     written : Out(1)
         A beat is written into the ring this cycle.
     bad_source : Out(1)
-        The source index read two cycles ago was out of range (its row is read and written,
-        but its slot never becomes ready, so no edge reads it).
+        The source index read two cycles ago was out of range (its row is read and written;
+        the slot of a row of more than one beat never becomes ready, so no edge reads it).
     all_fetched : Out(1)
         Every source row has been read.
     """
@@ -93,10 +93,13 @@ class FeatureDuplicator(wiring.Component):
         # a 16-bit compare into the fetch and the ring's count was the longest path), and the
         # check runs a cycle later on a registered copy of the index (the buffer's read data,
         # 5.6 ns after the clock, through the compare into a flag was the next one): a bad
-        # source's row is read from an arbitrary address and written into its slot, but the
-        # slot never becomes ready (the check is in time for a one-beat row's last write, and a
-        # longer row's last write finds the flag held), so no edge reads it; the flag is
-        # registered and raises the error a cycle after that, which stops the job.
+        # source's row is read from an arbitrary address and written into its slot; a longer
+        # row's last write finds the flag held, so its slot never becomes ready, and the flag,
+        # registered, raises the error a cycle after the check, which stops the job. The check
+        # does not gate the fill in its own cycle (its compare through the ring's fill into
+        # the dispatch register was a long path): a one-beat row's slot may become ready in
+        # the cycle before the error. In the layer no bad source reaches the duplicator: the
+        # loaded list's largest index is checked at the job's start, which stops the job first.
         chk_id = Signal(16, name="src_check_id", reset_less=True)
         chk = Signal(name="src_check")
         m.d.sync += [chk_id.eq(src_id), chk.eq(can_fill)]
@@ -129,7 +132,7 @@ class FeatureDuplicator(wiring.Component):
                      wr_addr.eq(Cat(beat[:w.beat], fill_ptr) if w.beat else fill_ptr)]
         m.d.comb += [self.ring.addr.eq(wr_addr), self.ring.data.eq(self.features.data),
                      self.ring.en.eq(wr_en), self.written.eq(wr_en),
-                     slots.fill.valid.eq(wr_en & wr_last & ~bad_now & ~bad_seen),
+                     slots.fill.valid.eq(wr_en & wr_last & ~bad_seen),
                      slots.fill.slot.eq(wr_slot), slots.fill.count.eq(wr_count)]
         with m.If(issue):
             m.d.sync += [beat.eq(beat + 1), row_last.eq(beat + 2 >= beats_used)]
