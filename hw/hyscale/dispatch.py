@@ -187,11 +187,21 @@ class EdgeDispatcher(wiring.Component):
             m.d.sync += e_ptr.eq(e_ptr + 1)
         left_next = Mux(dispatch, e_ptr + 1 < n_edges, e_ptr < n_edges)
         m.d.sync += edges_left.eq(left_next)
-        # the next head: the landed edge into an emptied buffer, the second entry after a pop
-        head_next = Mux(landed_valid & (keep == 0), landed.dst,
-                        Mux(dispatch, stage[1].dst, head.dst))
-        bank_next = head_next[:w.bank] if w.bank else 0
-        m.d.sync += go.eq((occ_next != 0) & left_next & Array(has_next)[bank_next])
+        # ``go`` for the next cycle, formed twice from registers (as if this cycle dispatched,
+        # and as if it did not) and picked by the dispatch: the decision, late from across the
+        # die, then passes one multiplexer, not the counts, the head's bank and the credits
+        # (that chain behind it was the longest path at two placements)
+        def go_after(d: int):
+            kept = occ - d
+            head_d = Mux(landed_valid & (kept == 0), landed.dst, stage[1].dst if d else head.dst)
+            bank_d = head_d[:w.bank] if w.bank else 0
+            taken_d = [((e_bank == b) if w.bank else 1) if d else 0
+                       for b in range(self.config.spes)]
+            credit = [free[b] - taken_d[b] + self.credits[b] != 0
+                      for b in range(self.config.spes)]
+            left_d = e_ptr + 1 < n_edges if d else e_ptr < n_edges
+            return ((kept + landed_valid) != 0) & left_d & Array(credit)[bank_d]
+        m.d.sync += go.eq(Mux(dispatch, go_after(1), go_after(0)))
         with m.If(self.start):
             m.d.sync += [e_ptr.eq(0), rd_ptr.eq(0), inflight.eq(0), landed_valid.eq(0),
                          occ.eq(0), go.eq(0), held.eq(0), below.eq(1), full.eq(0),
