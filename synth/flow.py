@@ -296,6 +296,9 @@ def synthesize(design, config, target_name: str, out_dir: Path, seed: int = 1,
     if placer is not None and placer not in PLACERS:
         raise UserError(f"--placer {placer}: nextpnr's placers are {', '.join(PLACERS)}")
     placer = placer or getattr(design, "placer", DEFAULT_PLACER)
+    if placer not in PLACERS:
+        raise UserError(f"design {design.name}: its placer {placer!r} is not one of nextpnr's "
+                        f"({', '.join(PLACERS)}); set Design.placer to one of them")
     if goal_mhz is not None and not goal_mhz > 0:
         raise UserError(f"--goal {goal_mhz:g}: give the clock to check in MHz, above 0")
     if target.family == "xcup":

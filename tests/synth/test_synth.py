@@ -147,6 +147,9 @@ def test_an_unknown_placer_lists_the_placers_before_any_tool_runs(tmp_path):
     with pytest.raises(UserError, match="heap, static, sa"):
         synthesize(gateware("fp32-add"), None, "ecp5-25k", tmp_path, placer="quick")
     assert not any(tmp_path.iterdir())
+    with pytest.raises(UserError, match="fp32-add: its placer 'quick'"):
+        synthesize(replace(gateware("fp32-add"), placer="quick"), None, "ecp5-25k", tmp_path)
+    assert not any(tmp_path.iterdir())
 
 
 def test_a_design_that_does_not_fit_is_named_with_its_overflow():
