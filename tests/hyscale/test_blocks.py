@@ -319,6 +319,22 @@ def test_aggregate_kernel_stops_on_a_bad_destination_only_once_its_pes_are_idle(
     assert right_after == later
 
 
+def test_aggregate_kernel_alone_stops_on_a_bad_source_found_while_it_runs():
+    """The last source index at ``n_rows`` and no start check (``bad_job`` low, as for the
+    kernel alone): the duplicator's in-flight check raises ``err_source``, the kernel stops,
+    and nothing is written after ``done``."""
+    from moagcn.hw.hyscale.aggregate import AggregateKernel
+    cfg = preset("tiny")
+    (_, _, _, X), job = _hub_kernel_job(cfg)
+    src = job.streams["src_in"].copy()
+    src[-1, 0] = (int(src[-1, 0]) & 0xFFFF0000) | X.shape[0]
+    job.streams["src_in"] = src
+    out = _run_kernel(AggregateKernel(cfg), job, X, _edge_words(job), after_done=60)
+    assert out["errors"] == {"err_source": 1, "err_dest": 0, "err_edges": 0}
+    right_after, later = out["rows"]
+    assert right_after == later
+
+
 @pytest.mark.parametrize("spes, queue_depth", [(2, 1), (2, 2), (4, 1), (1, 2)])
 def test_the_dispatcher_sends_an_edge_every_cycle_when_nothing_holds_it_back(spes, queue_depth):
     """The edge dispatcher alone: the ring always has the edge's row, every queue hands its
